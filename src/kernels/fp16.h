@@ -1,0 +1,69 @@
+// IEEE half and bfloat16 conversions in plain C++ (the scalar reference; SIMD kernels use
+// F16C / NEON conversions that give the same bits).
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+namespace edgellm {
+
+using fp16_t = uint16_t;
+using bf16_t = uint16_t;
+
+inline uint32_t f32_bits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+inline float f32_from_bits(uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+}
+
+inline float fp16_to_f32(fp16_t h) {
+    const uint32_t sign = (uint32_t)(h & 0x8000) << 16;
+    const uint32_t exp = (h >> 10) & 0x1f;
+    const uint32_t mant = h & 0x3ff;
+    if (exp == 0x1f) return f32_from_bits(sign | 0x7f800000u | (mant << 13));  // inf / nan
+    if (exp != 0) return f32_from_bits(sign | ((exp + 112) << 23) | (mant << 13));
+    if (mant == 0) return f32_from_bits(sign);
+    // subnormal half: value = mant * 2^-24
+    float v = (float)mant * (1.0f / 16777216.0f);
+    return sign ? -v : v;
+}
+
+// Round to nearest, ties to even; overflow gives inf, NaN stays NaN.
+inline fp16_t f32_to_fp16(float f) {
+    const uint32_t x = f32_bits(f);
+    const uint32_t sign = (x >> 16) & 0x8000;
+    const uint32_t ax = x & 0x7fffffffu;
+    if (ax >= 0x7f800000u) return (fp16_t)(sign | 0x7c00 | (ax > 0x7f800000u ? 0x200 : 0));
+    if (ax >= 0x477ff000u) return (fp16_t)(sign | 0x7c00);  // rounds to >= 65520: inf
+    if (ax < 0x38800000u) {                                 // below the smallest normal half
+        if (ax < 0x33000000u) return (fp16_t)sign;          // < 2^-25 rounds to zero
+        const uint32_t e = ax >> 23;
+        const uint32_t m = (ax & 0x7fffff) | 0x800000;
+        const uint32_t shift = 126 - e;  // bring to units of 2^-24
+        uint32_t q = m >> shift;
+        const uint32_t rem = m & ((1u << shift) - 1);
+        const uint32_t half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (q & 1))) q++;
+        return (fp16_t)(sign | q);
+    }
+    uint32_t h = ((ax - 0x38000000u) >> 13);
+    const uint32_t rem = ax & 0x1fff;
+    if (rem > 0x1000 || (rem == 0x1000 && (h & 1))) h++;
+    return (fp16_t)(sign | h);
+}
+
+inline float bf16_to_f32(bf16_t h) { return f32_from_bits((uint32_t)h << 16); }
+
+// Round to nearest even; NaN stays a quiet NaN (as ggml does).
+inline bf16_t f32_to_bf16(float f) {
+    uint32_t u = f32_bits(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (bf16_t)((u >> 16) | 64);
+    return (bf16_t)((u + (0x7fff + ((u >> 16) & 1))) >> 16);
+}
+
+}  // namespace edgellm

@@ -1,0 +1,145 @@
+#include "kernels/kernel_check.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "kernels/fp16.h"
+
+namespace edgellm {
+
+double vec_dot_error_budget(TensorType t) {
+    switch (t) {
+        case TensorType::F32:
+        case TensorType::F16:
+        case TensorType::BF16: return 1e-4;
+        default: return 2e-5;
+    }
+}
+
+namespace {
+
+// Byte offsets of the f16 scale fields inside one block, per type.
+std::vector<int> fp16_fields(TensorType t) {
+    switch (t) {
+        case TensorType::Q4_0:
+        case TensorType::Q5_0:
+        case TensorType::Q8_0: return {0};
+        case TensorType::Q4_1:
+        case TensorType::Q5_1:
+        case TensorType::Q8_1:
+        case TensorType::Q4_K:
+        case TensorType::Q5_K: return {0, 2};
+        case TensorType::Q2_K: return {80, 82};
+        case TensorType::Q3_K: return {108};
+        case TensorType::Q6_K: return {208};
+        default: return {};
+    }
+}
+
+}  // namespace
+
+std::vector<uint8_t> random_tensor_data(TensorType t, int64_t n, uint64_t seed) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::uniform_real_distribution<float> scale(-0.02f, 0.02f);
+    const auto& info = tensor_type_info(t);
+    const size_t bytes = row_size(t, n);
+    std::vector<uint8_t> out(bytes);
+    std::vector<float> f((size_t)n);
+    for (auto& v : f) v = normal(rng);
+    const auto& ref = reference_kernels(t);
+    if (t == TensorType::Q8_K || t == TensorType::Q8_1 || t == TensorType::F32 ||
+        t == TensorType::F16 || t == TensorType::BF16) {
+        ref.from_float(f.data(), out.data(), n);
+        return out;
+    }
+    for (auto& b : out) b = (uint8_t)(rng() & 0xff);
+    const int64_t nb = n / info.block_size;
+    for (int64_t i = 0; i < nb; ++i)
+        for (int off : fp16_fields(t)) {
+            const fp16_t h = f32_to_fp16(scale(rng));
+            std::memcpy(out.data() + (size_t)i * info.type_size + off, &h, 2);
+        }
+    return out;
+}
+
+std::string check_type_kernels(TensorType t, const TypeKernels& cand, const TypeKernels& ref,
+                               int64_t n, uint64_t seed) {
+    char buf[256];
+    const std::vector<uint8_t> x = random_tensor_data(t, n, seed);
+    std::vector<float> xf((size_t)n), xf_ref((size_t)n);
+
+    if (cand.to_float && cand.to_float != ref.to_float) {
+        cand.to_float(x.data(), xf.data(), n);
+        ref.to_float(x.data(), xf_ref.data(), n);
+        for (int64_t i = 0; i < n; ++i) {
+            const float tol = 1e-6f * std::fabs(xf_ref[i]) + 1e-30f;
+            if (!(std::fabs(xf[i] - xf_ref[i]) <= tol)) {
+                std::snprintf(buf, sizeof buf, "%s to_float[%s]: element %lld is %g, reference %g",
+                              tensor_type_name(t), cand.to_float_isa, (long long)i, xf[i],
+                              xf_ref[i]);
+                return buf;
+            }
+        }
+    }
+
+    if (cand.from_float && cand.from_float != ref.from_float) {
+        std::mt19937_64 rng(seed ^ 0x5eed);
+        std::normal_distribution<float> normal(0.0f, 1.0f);
+        std::vector<float> src((size_t)n);
+        for (auto& v : src) v = normal(rng);
+        if (n >= 64) src[7] = 0.0f;  // a zero and an all-zero block are edge cases
+        const auto& info = tensor_type_info(t);
+        if (n >= 2 * info.block_size)
+            for (int64_t i = info.block_size; i < 2 * info.block_size; ++i) src[(size_t)i] = 0.0f;
+        const size_t bytes = row_size(t, n);
+        std::vector<uint8_t> a(bytes), b(bytes);
+        cand.from_float(src.data(), a.data(), n);
+        ref.from_float(src.data(), b.data(), n);
+        std::vector<float> da((size_t)n), db((size_t)n);
+        ref.to_float(a.data(), da.data(), n);
+        ref.to_float(b.data(), db.data(), n);
+        for (int64_t blk = 0; blk < n / info.block_size; ++blk) {
+            float amax = 0.0f;
+            for (int64_t i = 0; i < info.block_size; ++i)
+                amax = std::fmax(amax, std::fabs(src[(size_t)(blk * info.block_size + i)]));
+            // one quantization step of an 8-bit block, or exact for the float types
+            const float step = info.quantized ? amax / 127.0f * 1.01f + 1e-30f : 0.0f;
+            for (int64_t i = 0; i < info.block_size; ++i) {
+                const size_t k = (size_t)(blk * info.block_size + i);
+                if (!(std::fabs(da[k] - db[k]) <= step)) {
+                    std::snprintf(buf, sizeof buf,
+                                  "%s from_float[%s]: element %zu dequantizes to %g, reference %g",
+                                  tensor_type_name(t), cand.from_float_isa, k, da[k], db[k]);
+                    return buf;
+                }
+            }
+        }
+    }
+
+    if (cand.vec_dot && cand.vec_dot != ref.vec_dot) {
+        const std::vector<uint8_t> y = random_tensor_data(ref.vec_dot_type, n, seed + 1);
+        std::vector<float> yf((size_t)n);
+        reference_kernels(ref.vec_dot_type).to_float(y.data(), yf.data(), n);
+        ref.to_float(x.data(), xf_ref.data(), n);
+        double magnitude = 0.0;
+        for (int64_t i = 0; i < n; ++i) magnitude += std::fabs((double)xf_ref[i] * yf[i]);
+        float got = 0.0f, want = 0.0f;
+        cand.vec_dot(n, &got, x.data(), y.data());
+        ref.vec_dot(n, &want, x.data(), y.data());
+        const double err = std::fabs((double)got - want);
+        if (!(err <= vec_dot_error_budget(t) * magnitude + 1e-30)) {
+            std::snprintf(buf, sizeof buf,
+                          "%s vec_dot[%s]: %.9g, reference %.9g (error %.3g of magnitude %.3g, "
+                          "budget %.1g)",
+                          tensor_type_name(t), cand.vec_dot_isa, got, want, err / magnitude,
+                          magnitude, vec_dot_error_budget(t));
+            return buf;
+        }
+    }
+    return {};
+}
+
+}  // namespace edgellm

@@ -1,0 +1,64 @@
+// The per-type kernel dispatch table. Every tensor type has one entry holding the kernels
+// in use: dequantize a row, quantize a row, and the dot product of a row of this type
+// with a row of its activation type (`vec_dot_type`). The entries start as the scalar
+// reference (src/kernels/ref) and are replaced, per function, by an ISA-specific version
+// when the CPU and OS support it and it passes a self-test against the reference.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "edgellm/tensor_type.h"
+
+namespace edgellm {
+
+// Dequantize n elements (a multiple of the block size) from src into dst.
+using ToFloatFn = void (*)(const void* src, float* dst, int64_t n);
+// Quantize n floats (a multiple of the block size) into dst.
+using FromFloatFn = void (*)(const float* src, void* dst, int64_t n);
+// *s = dot(x, y) over n elements; x is a row of the weight type, y a row of vec_dot_type.
+using VecDotFn = void (*)(int64_t n, float* s, const void* x, const void* y);
+
+struct TypeKernels {
+    ToFloatFn to_float = nullptr;
+    FromFloatFn from_float = nullptr;
+    VecDotFn vec_dot = nullptr;
+    TensorType vec_dot_type = TensorType::F32;
+    // Which kernel set each function came from ("ref", "avx2", ...), for reports.
+    const char* to_float_isa = "ref";
+    const char* from_float_isa = "ref";
+    const char* vec_dot_isa = "ref";
+};
+
+// A set of ISA kernels overriding some entries of the reference table.
+struct KernelSet {
+    const char* name;                  // "avx2"
+    bool (*supported)();               // CPU and OS support it
+    void (*fill)(TypeKernels* table);  // writes the functions it has (table[type id])
+};
+
+// The table in use. Chooses kernels on first call (thread-safe).
+const TypeKernels& type_kernels(TensorType t);
+
+// The scalar reference table (never changes).
+const TypeKernels& reference_kernels(TensorType t);
+
+// Names of the kernel sets this machine can run, best last; always starts with "ref".
+std::vector<std::string> available_kernel_sets();
+
+// Use only the reference and the named set (and the sets it builds on) from now on.
+// Returns false when the set is unknown or unsupported here. Not thread-safe with
+// concurrent kernel use: call before work starts (tests, CLI start-up).
+bool select_kernel_set(const std::string& name);
+
+// The name of the best kernel set in use ("avx2", "ref", ...).
+std::string active_kernel_set();
+
+// One line per type whose kernels differ from the reference, e.g. "q4_K vec_dot=avx2".
+std::string kernel_report();
+
+// Self-test messages from selection (kernels that failed and were dropped).
+std::vector<std::string> kernel_selftest_failures();
+
+}  // namespace edgellm

@@ -1,0 +1,10 @@
+#include "kernels/x86/x86_kernels.h"
+
+namespace edgellm {
+
+void fill_avx2(TypeKernels* table) {
+    fill_avx2_legacy(table);
+    fill_avx2_kquants(table);
+}
+
+}  // namespace edgellm

@@ -1,0 +1,15 @@
+// Entry points of the x86 kernel sets. Each fill function lives in a translation unit
+// compiled with that ISA's flags and is only called after cpu_features() says the CPU
+// and OS support it.
+#pragma once
+
+#include "kernels/kernels.h"
+
+namespace edgellm {
+
+// AVX2 + FMA + F16C.
+void fill_avx2(TypeKernels* table);
+void fill_avx2_legacy(TypeKernels* table);   // f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0
+void fill_avx2_kquants(TypeKernels* table);  // q2_K .. q6_K, q8_K
+
+}  // namespace edgellm

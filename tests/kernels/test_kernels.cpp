@@ -1,0 +1,179 @@
+// Every kernel set this machine supports, against the scalar reference, on random blocks;
+// plus checks that pin the reference itself to the block layouts.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "kernels/block_formats.h"
+#include "kernels/cpu_features.h"
+#include "kernels/kernel_check.h"
+#include "kernels/kernels.h"
+#include "kernels/ref/ref_kernels.h"
+
+using namespace edgellm;
+
+namespace {
+
+std::vector<TensorType> all_types() {
+    std::vector<TensorType> out;
+    for (uint32_t id = 0; id < kTensorTypeCount; ++id)
+        if (tensor_type_info(id) && reference_kernels((TensorType)id).to_float)
+            out.push_back((TensorType)id);
+    return out;
+}
+
+}  // namespace
+
+TEST(Fp16, RoundTripsEveryHalf) {
+    for (uint32_t h = 0; h < 65536; ++h) {
+        const float f = fp16_to_f32((fp16_t)h);
+        if (std::isnan(f)) continue;
+        EXPECT_EQ(f32_to_fp16(f), h) << "half 0x" << std::hex << h;
+    }
+}
+
+TEST(Fp16, RoundsToNearestEven) {
+    EXPECT_EQ(fp16_to_f32(f32_to_fp16(1.0f + 1.0f / 2048)), 1.0f);  // tie, down to even
+    EXPECT_EQ(fp16_to_f32(f32_to_fp16(1.0f + 3.0f / 2048)), 1.0f + 2.0f / 1024);  // tie, up
+    EXPECT_EQ(f32_to_fp16(70000.0f), 0x7c00);  // overflow to inf
+    EXPECT_EQ(fp16_to_f32(f32_to_fp16(5.96046448e-08f)), 5.96046448e-08f);  // smallest subnormal
+}
+
+TEST(Bf16, RoundsToNearestEven) {
+    EXPECT_EQ(bf16_to_f32(f32_to_bf16(1.0f)), 1.0f);
+    EXPECT_EQ(f32_to_bf16(f32_from_bits(0x3f808000)), 0x3f80);  // tie to even (down)
+    EXPECT_EQ(f32_to_bf16(f32_from_bits(0x3f818000)), 0x3f82);  // tie to even (up)
+}
+
+TEST(Reference, Q4_0NibbleOrder) {
+    block_q4_0 b{};
+    b.d = f32_to_fp16(0.5f);
+    b.qs[0] = 0x9F;  // element 0 = 15, element 16 = 9
+    b.qs[15] = 0x08;
+    float out[32];
+    reference_kernels(TensorType::Q4_0).to_float(&b, out, 32);
+    EXPECT_FLOAT_EQ(out[0], 0.5f * (15 - 8));
+    EXPECT_FLOAT_EQ(out[16], 0.5f * (9 - 8));
+    EXPECT_FLOAT_EQ(out[15], 0.0f);
+    EXPECT_FLOAT_EQ(out[31], -4.0f);
+}
+
+TEST(Reference, Q5_0HighBits) {
+    block_q5_0 b{};
+    b.d = f32_to_fp16(1.0f);
+    const uint32_t qh = (1u << 3) | (1u << 20);  // element 3 and element 20 get bit 4
+    std::memcpy(b.qh, &qh, 4);
+    float out[32];
+    reference_kernels(TensorType::Q5_0).to_float(&b, out, 32);
+    EXPECT_FLOAT_EQ(out[3], 0.0f);    // 16 - 16
+    EXPECT_FLOAT_EQ(out[20], 0.0f);   // 16 - 16
+    EXPECT_FLOAT_EQ(out[4], -16.0f);  // 0 - 16
+}
+
+TEST(Reference, Q6_KLayout) {
+    block_q6_K b{};
+    b.d = f32_to_fp16(1.0f);
+    for (auto& s : b.scales) s = 1;
+    b.ql[0] = 0x21;  // element 0 low = 1, element 64 low = 2
+    b.qh[0] = 0xE4;  // element 0 high 0, element 32 high 1, element 64 high 2, element 96 high 3
+    float out[256];
+    reference_kernels(TensorType::Q6_K).to_float(&b, out, 256);
+    EXPECT_FLOAT_EQ(out[0], 1 - 32);
+    EXPECT_FLOAT_EQ(out[32], 16 - 32);
+    EXPECT_FLOAT_EQ(out[64], (2 | 32) - 32);
+    EXPECT_FLOAT_EQ(out[96], 48 - 32);
+}
+
+TEST(Reference, Q3_KScalesMatchSixBitPacking) {
+    // Scale i: low nibble in byte i (i<8) or high nibble of byte i-8; top 2 bits in byte
+    // 8 + i%4 at bit 2*(i/4). Set scale 13 to 0b110101 = 53 -> 53 - 32 = 21.
+    uint8_t scales[12] = {};
+    scales[13 - 8] = 0x5 << 4;
+    scales[8 + 13 % 4] = 0x3 << (2 * (13 / 4));
+    int8_t out[16];
+    unpack_q3_K_scales(scales, out);
+    EXPECT_EQ(out[13], 21);
+    EXPECT_EQ(out[0], -32);
+}
+
+TEST(Reference, Q8_KKeepsSignOfLargestAndSums) {
+    std::vector<float> x(256, 0.25f);
+    x[17] = -2.0f;
+    block_q8_K q;
+    reference_kernels(TensorType::Q8_K).from_float(x.data(), &q, 256);
+    EXPECT_EQ(q.qs[17], -127);
+    EXPECT_NEAR(q.d * q.qs[17], -2.0f, 1e-6);
+    int sum = 0;
+    for (int l = 16; l < 32; ++l) sum += q.qs[l];
+    EXPECT_EQ(q.bsums[1], sum);
+}
+
+// The reference dot product must equal the float dot product of the dequantized rows:
+// this ties vec_dot to to_float, so a layout error in one shows up against the other.
+TEST(Reference, VecDotMatchesDequantizedDot) {
+    for (TensorType t : all_types()) {
+        const TypeKernels& k = reference_kernels(t);
+        if (!k.vec_dot) continue;
+        const int64_t n = 1024;
+        auto x = random_tensor_data(t, n, 7);
+        auto y = random_tensor_data(k.vec_dot_type, n, 8);
+        std::vector<float> xf(n), yf(n);
+        k.to_float(x.data(), xf.data(), n);
+        reference_kernels(k.vec_dot_type).to_float(y.data(), yf.data(), n);
+        double want = 0, mag = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            want += (double)xf[i] * yf[i];
+            mag += std::fabs((double)xf[i] * yf[i]);
+        }
+        float got;
+        k.vec_dot(n, &got, x.data(), y.data());
+        // q4_1/q5_1 use the f16-rounded sum s of the activation block: allow its rounding.
+        const double budget = (t == TensorType::Q4_1 || t == TensorType::Q5_1) ? 2e-3 : 1e-5;
+        EXPECT_LE(std::fabs(got - want), budget * mag) << tensor_type_name(t);
+    }
+}
+
+class KernelSetTest : public ::testing::TestWithParam<std::string> {
+protected:
+    void SetUp() override { ASSERT_TRUE(select_kernel_set(GetParam())); }
+    void TearDown() override { select_kernel_set(available_kernel_sets().back()); }
+};
+
+// Each SIMD function against its reference, many sizes and seeds, within the budget
+// stated in kernel_check.cpp (2e-5 of the magnitude for integer kernels, 1e-4 for float).
+TEST_P(KernelSetTest, MatchesReferenceOnRandomBlocks) {
+    EXPECT_TRUE(kernel_selftest_failures().empty());
+    int checked = 0;
+    for (TensorType t : all_types()) {
+        const TypeKernels& k = type_kernels(t);
+        const TypeKernels& r = reference_kernels(t);
+        const bool differs = k.to_float != r.to_float || k.from_float != r.from_float ||
+                             k.vec_dot != r.vec_dot;
+        if (!differs) continue;
+        ++checked;
+        const int64_t bs = tensor_type_info(t).block_size;
+        for (int64_t n : {bs == 1 ? (int64_t)1 : bs, bs * 8 + (bs == 1 ? 7 : 0), (int64_t)4096,
+                          (int64_t)14336})
+            for (uint64_t seed = 0; seed < 8; ++seed) {
+                if (n % bs) continue;
+                const std::string err = check_type_kernels(t, k, r, n, 1000 * seed + n);
+                ASSERT_TRUE(err.empty()) << "n=" << n << " seed=" << seed << ": " << err;
+            }
+    }
+    if (GetParam() != "ref") {
+        EXPECT_GT(checked, 0) << "kernel set " << GetParam() << " replaces nothing";
+    }
+    std::printf("kernel set %s: %d types checked\n%s", GetParam().c_str(), checked,
+                kernel_report().c_str());
+}
+
+INSTANTIATE_TEST_SUITE_P(Available, KernelSetTest,
+                         ::testing::ValuesIn(available_kernel_sets()),
+                         [](const auto& info) { return info.param; });
+
+TEST(CpuFeatures, ReportsSomething) {
+    std::printf("cpu features: %s\n", cpu_features_string().c_str());
+    EXPECT_FALSE(available_kernel_sets().empty());
+}
