@@ -1,11 +1,424 @@
 // AVX2 kernels (legacy). Compiled with -mavx2 -mfma -mf16c; see x86_kernels.h.
+//
+// Float rows (f32, f16, bf16) and the 32-element block types q4_0, q4_1, q5_0, q5_1,
+// q8_0 with their activation types q8_0 / q8_1. The integer dot products are exact per
+// block (they must equal the reference's int sums bit for bit, including stored bytes
+// of -128); only the order of the float scale sums differs from the reference.
 #include <immintrin.h>
+
+#include <cstring>
 
 #include "kernels/block_formats.h"
 #include "kernels/x86/x86_kernels.h"
 
 namespace edgellm {
 
-void fill_avx2_legacy(TypeKernels* table) { (void)table; }
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// Helpers
+
+inline float hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+inline float hmax_ps(__m256 v) {
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    return _mm_cvtss_f32(m);
+}
+
+inline int hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s);
+}
+
+// One half -> float with F16C (exact, same bits as fp16_to_f32 for non-NaN inputs).
+inline float h2f(fp16_t h) { return _cvtsh_ss(h); }
+// One float -> half, round to nearest even (same as f32_to_fp16 for non-NaN inputs).
+inline fp16_t f2h(float f) { return (fp16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
+
+inline __m256i load256(const void* p) { return _mm256_loadu_si256((const __m256i*)p); }
+inline __m128i load128(const void* p) { return _mm_loadu_si128((const __m128i*)p); }
+
+// 16 bytes of packed nibbles -> 32 bytes 0..15 in element order: the low nibbles
+// (elements 0..15) fill the low 128-bit lane, the high nibbles (16..31) the high lane.
+inline __m256i unpack_nibbles(const uint8_t* qs) {
+    const __m128i b = load128(qs);
+    const __m256i both = _mm256_set_m128i(_mm_srli_epi16(b, 4), b);
+    return _mm256_and_si256(both, _mm256_set1_epi8(0x0F));
+}
+
+// 32 bits (little-endian u32 at qh) -> 32 bytes: byte j is 0xFF when bit j is set, else 0.
+// Broadcast the word, give byte j a copy of qh byte j/8, keep bit j%8, compare.
+inline __m256i expand_bits(const uint8_t* qh) {
+    uint32_t bits;
+    std::memcpy(&bits, qh, 4);
+    const __m256i spread = _mm256_set_epi64x(0x0303030303030303LL, 0x0202020202020202LL,
+                                             0x0101010101010101LL, 0x0000000000000000LL);
+    const __m256i rep = _mm256_shuffle_epi8(_mm256_set1_epi32((int)bits), spread);
+    const __m256i sel = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(rep, sel), sel);
+}
+
+// 32 int8 x (|x| <= 127) times 32 int8 y (any value) -> 8 int32 partial sums, exact.
+// Sign trick: |y| goes to maddubs' unsigned operand, y's sign moves onto x. y = -128
+// becomes unsigned 128, and x never overflows on negation, so no byte value is special.
+// Pair sums stay below 2 * 128 * 127 < 32767: no int16 saturation.
+inline __m256i dot_i8(__m256i x, __m256i y) {
+    const __m256i ay = _mm256_sign_epi8(y, y);
+    const __m256i sx = _mm256_sign_epi8(x, y);
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(ay, sx), _mm256_set1_epi16(1));
+}
+
+// 32 unsigned bytes x (0..31) times 32 int8 y -> 8 int32 partial sums, exact.
+inline __m256i dot_u8_i8(__m256i x, __m256i y) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(x, y), _mm256_set1_epi16(1));
+}
+
+// Sum over nb blocks of f(i, acc, extra), two independent accumulator chains so the FMA
+// latency of one block overlaps the integer work of the next.
+template <typename BlockFn>
+inline float sum_blocks(int64_t nb, BlockFn f) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    float extra0 = 0.0f, extra1 = 0.0f;
+    int64_t i = 0;
+    for (; i + 1 < nb; i += 2) {
+        f(i, acc0, extra0);
+        f(i + 1, acc1, extra1);
+    }
+    if (i < nb) f(i, acc0, extra0);
+    return hsum_ps(_mm256_add_ps(acc0, acc1)) + (extra0 + extra1);
+}
+
+// 32 int8 values -> 32 floats d * v (+ m): widen 8 at a time to int32, convert, scale.
+// Multiply and add stay separate (no FMA) so the result has the reference's rounding.
+template <bool kOffset>
+inline void store_block_f32(__m256i v, float d, float m, float* dst) {
+    const __m128i lo = _mm256_castsi256_si128(v), hi = _mm256_extracti128_si256(v, 1);
+    const __m256i w[4] = {_mm256_cvtepi8_epi32(lo), _mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8)),
+                          _mm256_cvtepi8_epi32(hi), _mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))};
+    const __m256 vd = _mm256_set1_ps(d), vm = _mm256_set1_ps(m);
+    for (int k = 0; k < 4; ++k) {
+        __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(w[k]), vd);
+        if constexpr (kOffset) f = _mm256_add_ps(f, vm);
+        _mm256_storeu_ps(dst + 8 * k, f);
+    }
+}
+
+// Element values of one block as 32 bytes in element order.
+inline __m256i values_q4_0(const block_q4_0& b) {  // -8..7
+    return _mm256_sub_epi8(unpack_nibbles(b.qs), _mm256_set1_epi8(8));
+}
+inline __m256i values_q4_1(const block_q4_1& b) { return unpack_nibbles(b.qs); }  // 0..15
+inline __m256i values_q5_0(const block_q5_0& b) {  // -16..15
+    // q - 16 with q = nibble | h << 4: h set gives the nibble, h clear gives nibble - 16,
+    // which in two's complement is the nibble with the top four bits set.
+    const __m256i high = _mm256_andnot_si256(expand_bits(b.qh), _mm256_set1_epi8((char)0xF0));
+    return _mm256_or_si256(unpack_nibbles(b.qs), high);
+}
+inline __m256i values_q5_1(const block_q5_1& b) {  // 0..31
+    const __m256i high = _mm256_and_si256(expand_bits(b.qh), _mm256_set1_epi8(0x10));
+    return _mm256_or_si256(unpack_nibbles(b.qs), high);
+}
+
+// ---------------------------------------------------------------------------------------
+// Dot products
+
+// f32: four independent 8-lane FMA accumulators over 32 elements per step, scalar tail.
+void vec_dot_f32_avx2(int64_t n, float* s, const void* vx, const void* vy) {
+    const float* x = (const float*)vx;
+    const float* y = (const float*)vy;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int k = 0; k < 4; ++k)
+            acc[k] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * k), _mm256_loadu_ps(y + i + 8 * k),
+                                     acc[k]);
+    for (; i + 8 <= n; i += 8)
+        acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc[0]);
+    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    for (; i < n; ++i) sum += x[i] * y[i];
+    *s = sum;
+}
+
+// f16: F16C widens 8 halves to f32 (exact), then as f32 with four FMA accumulators.
+void vec_dot_f16_avx2(int64_t n, float* s, const void* vx, const void* vy) {
+    const fp16_t* x = (const fp16_t*)vx;
+    const fp16_t* y = (const fp16_t*)vy;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int k = 0; k < 4; ++k)
+            acc[k] = _mm256_fmadd_ps(_mm256_cvtph_ps(load128(x + i + 8 * k)),
+                                     _mm256_cvtph_ps(load128(y + i + 8 * k)), acc[k]);
+    for (; i + 8 <= n; i += 8)
+        acc[0] = _mm256_fmadd_ps(_mm256_cvtph_ps(load128(x + i)), _mm256_cvtph_ps(load128(y + i)),
+                                 acc[0]);
+    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    for (; i < n; ++i) sum += fp16_to_f32(x[i]) * fp16_to_f32(y[i]);
+    *s = sum;
+}
+
+// bf16 -> f32 is a zero-extend and a 16-bit left shift; then as f32.
+inline __m256 load_bf16x8(const bf16_t* p) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p)), 16));
+}
+void vec_dot_bf16_avx2(int64_t n, float* s, const void* vx, const void* vy) {
+    const bf16_t* x = (const bf16_t*)vx;
+    const bf16_t* y = (const bf16_t*)vy;
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32)
+        for (int k = 0; k < 4; ++k)
+            acc[k] = _mm256_fmadd_ps(load_bf16x8(x + i + 8 * k), load_bf16x8(y + i + 8 * k), acc[k]);
+    for (; i + 8 <= n; i += 8)
+        acc[0] = _mm256_fmadd_ps(load_bf16x8(x + i), load_bf16x8(y + i), acc[0]);
+    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    for (; i < n; ++i) sum += bf16_to_f32(x[i]) * bf16_to_f32(y[i]);
+    *s = sum;
+}
+
+// q4_0 x q8_0: nibbles - 8 as int8, sign trick (dot_i8) for the exact int sum of the
+// block, then one FMA of the 8 int32 partial sums (as float) by dx * dy.
+void vec_dot_q4_0_q8_0_avx2(int64_t n, float* s, const void* vx, const void* vy) {
+    const block_q4_0* x = (const block_q4_0*)vx;
+    const block_q8_0* y = (const block_q8_0*)vy;
+    *s = sum_blocks(n / QK8_0, [&](int64_t i, __m256& acc, float&) {
+        const __m256 d = _mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d));
+        const __m256i p = dot_i8(values_q4_0(x[i]), load256(y[i].qs));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+    });
+}
+
+// q4_1 x q8_1: nibbles are unsigned, so they feed maddubs directly; the offset term
+// m * (dy * sum(qy)) comes from the activation's precomputed s, one scalar FMA per block.
+void vec_dot_q4_1_q8_1_avx2(int64_t n, float* s, const void* vx, const void* vy) {
+    const block_q4_1* x = (const block_q4_1*)vx;
+    const block_q8_1* y = (const block_q8_1*)vy;
+    *s = sum_blocks(n / QK8_1, [&](int64_t i, __m256& acc, float& offs) {
+        const __m256 d = _mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d));
+        const __m256i p = dot_u8_i8(values_q4_1(x[i]), load256(y[i].qs));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+        offs += h2f(x[i].m) * h2f(y[i].s);
+    });
+}
+
+// q5_0 x q8_0: the fifth bits expand to bytes (expand_bits) and merge into the nibbles
+// as signed q - 16; then as q4_0.
+void vec_dot_q5_0_q8_0_avx2(int64_t n, float* s, const void* vx, const void* vy) {
+    const block_q5_0* x = (const block_q5_0*)vx;
+    const block_q8_0* y = (const block_q8_0*)vy;
+    *s = sum_blocks(n / QK8_0, [&](int64_t i, __m256& acc, float&) {
+        const __m256 d = _mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d));
+        const __m256i p = dot_i8(values_q5_0(x[i]), load256(y[i].qs));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+    });
+}
+
+// q5_1 x q8_1: unsigned 5-bit values (nibble | bit << 4) into maddubs; offset as q4_1.
+void vec_dot_q5_1_q8_1_avx2(int64_t n, float* s, const void* vx, const void* vy) {
+    const block_q5_1* x = (const block_q5_1*)vx;
+    const block_q8_1* y = (const block_q8_1*)vy;
+    *s = sum_blocks(n / QK8_1, [&](int64_t i, __m256& acc, float& offs) {
+        const __m256 d = _mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d));
+        const __m256i p = dot_u8_i8(values_q5_1(x[i]), load256(y[i].qs));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+        offs += h2f(x[i].m) * h2f(y[i].s);
+    });
+}
+
+// q8_0 x q8_0: both sides are full int8, where the sign trick is not exact (-128 * -128
+// pairs overflow maddubs, and -(-128) wraps), and stored weights may hold -128. So widen
+// both to int16 (vpmovsxbw) and use madd: exact for every byte, two madds per block,
+// then one FMA per block as in the other kernels.
+void vec_dot_q8_0_q8_0_avx2(int64_t n, float* s, const void* vx, const void* vy) {
+    const block_q8_0* x = (const block_q8_0*)vx;
+    const block_q8_0* y = (const block_q8_0*)vy;
+    *s = sum_blocks(n / QK8_0, [&](int64_t i, __m256& acc, float&) {
+        const __m256 d = _mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d));
+        const __m256i x0 = _mm256_cvtepi8_epi16(load128(x[i].qs));
+        const __m256i x1 = _mm256_cvtepi8_epi16(load128(x[i].qs + 16));
+        const __m256i y0 = _mm256_cvtepi8_epi16(load128(y[i].qs));
+        const __m256i y1 = _mm256_cvtepi8_epi16(load128(y[i].qs + 16));
+        const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(x0, y0), _mm256_madd_epi16(x1, y1));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// Dequantize: unpack the block's values to 32 bytes, widen to int32, convert, scale.
+
+void to_float_q4_0_avx2(const void* src, float* dst, int64_t n) {
+    const block_q4_0* x = (const block_q4_0*)src;
+    for (int64_t i = 0; i < n / QK4_0; ++i)
+        store_block_f32<false>(values_q4_0(x[i]), h2f(x[i].d), 0.0f, dst + i * QK4_0);
+}
+void to_float_q4_1_avx2(const void* src, float* dst, int64_t n) {
+    const block_q4_1* x = (const block_q4_1*)src;
+    for (int64_t i = 0; i < n / QK4_1; ++i)
+        store_block_f32<true>(values_q4_1(x[i]), h2f(x[i].d), h2f(x[i].m), dst + i * QK4_1);
+}
+void to_float_q5_0_avx2(const void* src, float* dst, int64_t n) {
+    const block_q5_0* x = (const block_q5_0*)src;
+    for (int64_t i = 0; i < n / QK5_0; ++i)
+        store_block_f32<false>(values_q5_0(x[i]), h2f(x[i].d), 0.0f, dst + i * QK5_0);
+}
+void to_float_q5_1_avx2(const void* src, float* dst, int64_t n) {
+    const block_q5_1* x = (const block_q5_1*)src;
+    for (int64_t i = 0; i < n / QK5_1; ++i)
+        store_block_f32<true>(values_q5_1(x[i]), h2f(x[i].d), h2f(x[i].m), dst + i * QK5_1);
+}
+void to_float_q8_0_avx2(const void* src, float* dst, int64_t n) {
+    const block_q8_0* x = (const block_q8_0*)src;
+    for (int64_t i = 0; i < n / QK8_0; ++i)
+        store_block_f32<false>(load256(x[i].qs), h2f(x[i].d), 0.0f, dst + i * QK8_0);
+}
+
+// f16 -> f32: F16C, 8 at a time, scalar tail.
+void to_float_f16_avx2(const void* src, float* dst, int64_t n) {
+    const fp16_t* x = (const fp16_t*)src;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(load128(x + i)));
+    for (; i < n; ++i) dst[i] = fp16_to_f32(x[i]);
+}
+
+// bf16 -> f32: zero-extend and shift left by 16, 8 at a time.
+void to_float_bf16_avx2(const void* src, float* dst, int64_t n) {
+    const bf16_t* x = (const bf16_t*)src;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(dst + i, load_bf16x8(x + i));
+    for (; i < n; ++i) dst[i] = bf16_to_f32(x[i]);
+}
+
+// ---------------------------------------------------------------------------------------
+// Quantize
+
+// One block of 32 floats -> int8 as the reference does it: amax by and-not of the sign
+// bit and a max tree, d = amax / 127, v = x * (1/d) in the same float operations, then
+// round half away from zero exactly: truncate, and step one away from zero when the
+// (exactly representable) fraction v - trunc(v) has magnitude >= 0.5. The four int32
+// vectors pack to int8 with saturating packs plus a dword permute to undo the lane
+// interleave. Returns d; *sum gets sum(q).
+inline float quantize_block_q8(const float* x, int8_t* qs, int* sum) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 v[4];
+    __m256 amax = _mm256_setzero_ps();
+    for (int k = 0; k < 4; ++k) {
+        v[k] = _mm256_loadu_ps(x + 8 * k);
+        amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[k]));
+    }
+    const float d = hmax_ps(amax) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const __m256 vid = _mm256_set1_ps(id);
+    const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+    __m256i q[4];
+    for (int k = 0; k < 4; ++k) {
+        const __m256 t = _mm256_mul_ps(v[k], vid);
+        const __m256 tr = _mm256_round_ps(t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        const __m256 frac = _mm256_andnot_ps(sign, _mm256_sub_ps(t, tr));
+        const __m256 away = _mm256_or_ps(_mm256_and_ps(t, sign), one);  // copysign(1, t)
+        const __m256 step = _mm256_and_ps(_mm256_cmp_ps(frac, half, _CMP_GE_OQ), away);
+        q[k] = _mm256_cvttps_epi32(_mm256_add_ps(tr, step));
+    }
+    *sum = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+    const __m256i p01 = _mm256_packs_epi32(q[0], q[1]);
+    const __m256i p23 = _mm256_packs_epi32(q[2], q[3]);
+    const __m256i p = _mm256_packs_epi16(p01, p23);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    _mm256_storeu_si256((__m256i*)qs, _mm256_permutevar8x32_epi32(p, order));
+    return d;
+}
+
+// q8_0: quantize_block_q8 per block, d stored as f16.
+void from_float_q8_0_avx2(const float* src, void* dst, int64_t n) {
+    block_q8_0* y = (block_q8_0*)dst;
+    for (int64_t i = 0; i < n / QK8_0; ++i) {
+        int sum;
+        y[i].d = f2h(quantize_block_q8(src + i * QK8_0, y[i].qs, &sum));
+    }
+}
+
+// q8_1: as q8_0, plus s = f16(d * sum(q)) from the int32 lanes before packing.
+void from_float_q8_1_avx2(const float* src, void* dst, int64_t n) {
+    block_q8_1* y = (block_q8_1*)dst;
+    for (int64_t i = 0; i < n / QK8_1; ++i) {
+        int sum;
+        const float d = quantize_block_q8(src + i * QK8_1, y[i].qs, &sum);
+        y[i].d = f2h(d);
+        y[i].s = f2h((float)sum * d);
+    }
+}
+
+// f32 -> f16: F16C vcvtps2ph with round-to-nearest-even, 8 at a time, scalar tail.
+void from_float_f16_avx2(const float* src, void* dst, int64_t n) {
+    fp16_t* y = (fp16_t*)dst;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i*)(y + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; ++i) y[i] = f32_to_fp16(src[i]);
+}
+
+// f32 -> bf16: the reference's integer rounding (add 0x7fff + lsb, shift) on 8 lanes,
+// NaN -> quiet NaN by blend, then an unsigned-saturating pack (values are <= 0xffff).
+void from_float_bf16_avx2(const float* src, void* dst, int64_t n) {
+    bf16_t* y = (bf16_t*)dst;
+    const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+    const __m256i bias = _mm256_set1_epi32(0x7fff), one = _mm256_set1_epi32(1);
+    const __m256i quiet = _mm256_set1_epi32(64);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256i u = _mm256_castps_si256(_mm256_loadu_ps(src + i));
+        const __m256i hi = _mm256_srli_epi32(u, 16);
+        const __m256i lsb = _mm256_and_si256(hi, one);
+        const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(bias, lsb)), 16);
+        const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs_mask), inf);
+        const __m256i r = _mm256_blendv_epi8(rounded, _mm256_or_si256(hi, quiet), nan);
+        _mm_storeu_si128((__m128i*)(y + i),
+                         _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
+    }
+    for (; i < n; ++i) y[i] = f32_to_bf16(src[i]);
+}
+
+}  // namespace
+
+void fill_avx2_legacy(TypeKernels* table) {
+    using T = TensorType;
+    auto at = [table](T t) -> TypeKernels& { return table[(uint32_t)t]; };
+
+    at(T::F32).vec_dot = vec_dot_f32_avx2;
+
+    at(T::F16).vec_dot = vec_dot_f16_avx2;
+    at(T::F16).to_float = to_float_f16_avx2;
+    at(T::F16).from_float = from_float_f16_avx2;
+
+    at(T::BF16).vec_dot = vec_dot_bf16_avx2;
+    at(T::BF16).to_float = to_float_bf16_avx2;
+    at(T::BF16).from_float = from_float_bf16_avx2;
+
+    at(T::Q4_0).vec_dot = vec_dot_q4_0_q8_0_avx2;
+    at(T::Q4_0).to_float = to_float_q4_0_avx2;
+    at(T::Q4_1).vec_dot = vec_dot_q4_1_q8_1_avx2;
+    at(T::Q4_1).to_float = to_float_q4_1_avx2;
+    at(T::Q5_0).vec_dot = vec_dot_q5_0_q8_0_avx2;
+    at(T::Q5_0).to_float = to_float_q5_0_avx2;
+    at(T::Q5_1).vec_dot = vec_dot_q5_1_q8_1_avx2;
+    at(T::Q5_1).to_float = to_float_q5_1_avx2;
+    at(T::Q8_0).vec_dot = vec_dot_q8_0_q8_0_avx2;
+    at(T::Q8_0).to_float = to_float_q8_0_avx2;
+    at(T::Q8_0).from_float = from_float_q8_0_avx2;
+
+    at(T::Q8_1).from_float = from_float_q8_1_avx2;
+}
 
 }  // namespace edgellm
