@@ -1,1 +1,118 @@
-// placeholder, being written
+// edgellm inspect MODEL [-c CTX] [--kv-type T]: metadata, tensors, hyper-parameters,
+// kernels chosen, and the memory bill (weights + KV cache + scratch).
+#include <cstdio>
+#include <map>
+
+#include "args.h"
+#include "commands.h"
+#include "edgellm/model.h"
+#include "kernels/cpu_features.h"
+#include "kernels/kernels.h"
+
+namespace edgellm::cli {
+
+namespace {
+
+std::string mib(size_t bytes) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%12zu bytes (%9.2f MiB)", bytes, (double)bytes / (1 << 20));
+    return buf;
+}
+
+}  // namespace
+
+int cmd_inspect(const std::vector<std::string>& args) {
+    ArgParser p("inspect", "edgellm inspect MODEL [-c CTX] [--kv-type f16|q8_0] [options]");
+    p.option({"-m", "--model"}, "FILE", "GGUF model file (or give it as the first argument)");
+    p.option({"-c", "--ctx-size"}, "N", "context size for the KV cache (default: training context, at most 4096)");
+    p.option({"--kv-type", "-ctk"}, "T", "KV cache type: f16 (default) or q8_0");
+    p.option({"-b", "--batch-size"}, "N", "tokens per forward step, sizes the scratch (default 512)");
+    p.option({"-t", "--threads"}, "N", "threads, sizes per-thread scratch (default: all cores)");
+    p.option({"--kernels"}, "NAME", "kernel set to report (default: the best available)");
+    p.flag({"--no-tensors"}, "do not list the tensors");
+    std::string err;
+    if (!p.parse(args, &err)) return fail("inspect", err.substr(err.find(": ") + 2), 2);
+    if (p.help_requested()) {
+        std::printf("%s", p.help().c_str());
+        return 0;
+    }
+    std::string path = p.get_or("-m", "");
+    if (path.empty() && !p.positional().empty()) path = p.positional()[0];
+    if (path.empty()) return fail("inspect", "missing MODEL", 2);
+    if (p.positional().size() > (p.has("-m") ? 0u : 1u))
+        return fail("inspect", "unexpected argument " + p.positional().back(), 2);
+    int64_t n_ctx = 0, n_batch = 512, threads = 0;
+    if (!p.get_int("-c", 1, (int64_t)1 << 30, &n_ctx, &err) ||
+        !p.get_int("-b", 1, (int64_t)1 << 20, &n_batch, &err) ||
+        !p.get_int("-t", 1, 1024, &threads, &err))
+        return fail("inspect", err.substr(err.find(": ") + 2), 2);
+    const auto kv_type = parse_kv_type(p.get_or("--kv-type", "f16"));
+    if (!kv_type) return fail("inspect", "--kv-type must be f16 or q8_0", 2);
+    err = choose_kernels(p.get_or("--kernels", ""));
+    if (!err.empty()) return fail("inspect", err, 2);
+
+    auto model = Model::load(path);
+    if (!model) return fail("inspect", model.error());
+    const Model& m = **model;
+    const GgufFile& f = m.file();
+    const HParams& h = m.hparams();
+
+    std::printf("file: %s\n", path.c_str());
+    std::printf("gguf: version %u, %zu metadata entries, %zu tensors, alignment %zu, data at %zu\n",
+                f.version(), f.metadata().size(), f.tensors().size(), f.alignment(),
+                f.data_offset());
+    std::printf("\nmetadata:\n");
+    for (const auto& [k, v] : f.metadata()) std::printf("  %-44s %s\n", k.c_str(), v.to_string().c_str());
+
+    std::printf("\nhyper-parameters:\n");
+    std::printf("  arch %s, n_vocab %lld, n_ctx_train %lld, n_embd %lld, n_layer %lld, n_ff %lld\n",
+                h.arch.c_str(), (long long)h.n_vocab, (long long)h.n_ctx_train, (long long)h.n_embd,
+                (long long)h.n_layer, (long long)h.n_ff);
+    std::printf("  n_head %lld, n_head_kv %lld, head_dim %lld, rms_eps %g\n", (long long)h.n_head,
+                (long long)h.n_head_kv, (long long)h.head_dim, h.rms_eps);
+    std::printf("  rope %s, n_rot %lld, freq_base %g, freq_scale %g; output %s; qkv bias %s\n",
+                h.rope_neox ? "neox" : "normal", (long long)h.n_rot, h.rope_freq_base,
+                h.rope_freq_scale, h.tied_output ? "tied to token_embd" : "separate",
+                h.qkv_bias ? "yes" : "no");
+
+    std::map<std::string, std::pair<size_t, size_t>> by_type;  // count, bytes
+    if (!p.has("--no-tensors")) std::printf("\ntensors:\n");
+    for (const auto& t : f.tensors()) {
+        auto& e = by_type[tensor_type_name(t.type)];
+        e.first++;
+        e.second += t.n_bytes;
+        if (!p.has("--no-tensors"))
+            std::printf("  %-36s %-6s %-22s %12zu bytes\n", t.name.c_str(),
+                        tensor_type_name(t.type), t.shape_string().c_str(), t.n_bytes);
+    }
+    std::printf("\ntensor types:");
+    for (const auto& [name, e] : by_type) std::printf("  %s: %zu (%.2f MiB)", name.c_str(), e.first, (double)e.second / (1 << 20));
+    std::printf("\n\nkernels: %s (cpu: %s)\n", active_kernel_set().c_str(), cpu_features_string().c_str());
+    for (const auto& t : by_type) {
+        const auto type = tensor_type_from_name(t.first);
+        if (!type) continue;
+        const TypeKernels& k = type_kernels(*type);
+        if (k.vec_dot)
+            std::printf("  %-5s vec_dot %s x %s: %s\n", t.first.c_str(), t.first.c_str(),
+                        tensor_type_name(k.vec_dot_type), k.vec_dot_isa);
+    }
+
+    ContextParams cp;
+    cp.n_ctx = n_ctx;
+    cp.n_batch = n_batch;
+    cp.kv_type = *kv_type;
+    cp.n_threads = (int)threads;
+    auto bill = Context::memory_bill(m, cp);
+    if (!bill) return fail("inspect", bill.error());
+    const int64_t ctx_used = n_ctx > 0 ? n_ctx : std::min<int64_t>(h.n_ctx_train, 4096);
+    std::printf("\nmemory bill (context %lld, KV %s, batch %lld):\n", (long long)ctx_used,
+                tensor_type_name(*kv_type), (long long)std::min(n_batch, ctx_used));
+    std::printf("  weights   %s  (mapped from the file)\n", mib(bill->weights).c_str());
+    std::printf("  kv cache  %s  (2 x %lld layers x %lld cells x %zu bytes)\n", mib(bill->kv_cache).c_str(),
+                (long long)h.n_layer, (long long)ctx_used, row_size(*kv_type, h.n_embd_kv()));
+    std::printf("  scratch   %s\n", mib(bill->scratch).c_str());
+    std::printf("  total     %s\n", mib(bill->total()).c_str());
+    return 0;
+}
+
+}  // namespace edgellm::cli

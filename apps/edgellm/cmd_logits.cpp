@@ -1,1 +1,119 @@
-// placeholder, being written
+// edgellm logits -m MODEL --tokens "ID ID ..." --out FILE [--kv-type f16|q8_0] [-t N]
+// Evaluates the tokens as one batch at positions 0..n-1 and writes float32 little-endian
+// logits [n_tokens][n_vocab] for every position.
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "args.h"
+#include "commands.h"
+#include "edgellm/model.h"
+
+namespace edgellm::cli {
+
+namespace {
+
+bool parse_tokens(const std::string& s, std::vector<int32_t>* out, std::string* err) {
+    std::istringstream in(s);
+    std::string word;
+    while (in >> word) {
+        errno = 0;
+        char* end = nullptr;
+        const long long v = std::strtoll(word.c_str(), &end, 10);
+        if (*end != '\0' || errno == ERANGE || v < 0 || v > INT32_MAX) {
+            *err = "--tokens: \"" + word + "\" is not a token id";
+            return false;
+        }
+        out->push_back((int32_t)v);
+    }
+    if (out->empty()) {
+        *err = "--tokens: no token ids given";
+        return false;
+    }
+    return true;
+}
+
+// Write through a temporary file and a rename: never a half-written output.
+bool write_atomically(const std::string& path, const void* data, size_t bytes, std::string* err) {
+    const std::string tmp = path + ".tmp." + std::to_string(getpid());
+    FILE* f = std::fopen(tmp.c_str(), "wb");
+    if (!f) {
+        *err = tmp + ": " + std::strerror(errno);
+        return false;
+    }
+    bool ok = std::fwrite(data, 1, bytes, f) == bytes;
+    ok = std::fclose(f) == 0 && ok;
+    if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+        *err = path + ": write failed: " + std::strerror(errno);
+        std::remove(tmp.c_str());
+        return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+std::optional<TensorType> parse_kv_type(const std::string& s) {
+    if (s == "f16") return TensorType::F16;
+    if (s == "q8_0") return TensorType::Q8_0;
+    return std::nullopt;
+}
+
+int cmd_logits(const std::vector<std::string>& args) {
+    ArgParser p("logits", "edgellm logits -m MODEL --tokens \"ID ID ...\" --out FILE [options]");
+    p.option({"-m", "--model"}, "FILE", "GGUF model file");
+    p.option({"--tokens"}, "\"ID ...\"", "token ids, space-separated, evaluated at positions 0..n-1");
+    p.option({"--out", "-o"}, "FILE", "output: float32 little-endian [n_tokens][n_vocab]");
+    p.option({"--kv-type", "-ctk"}, "T", "KV cache type: f16 (default) or q8_0");
+    p.option({"-t", "--threads"}, "N", "threads (default: all cores)");
+    p.option({"--kernels"}, "NAME", "kernel set: ref, avx2, ... (default: the best available)");
+    std::string err;
+    if (!p.parse(args, &err)) return fail("logits", err.substr(err.find(": ") + 2), 2);
+    if (p.help_requested()) {
+        std::printf("%s", p.help().c_str());
+        return 0;
+    }
+    if (!p.positional().empty()) return fail("logits", "unexpected argument " + p.positional()[0], 2);
+    const auto model_path = p.get("-m");
+    const auto tokens_arg = p.get("--tokens");
+    const auto out_path = p.get("--out");
+    if (!model_path) return fail("logits", "missing -m MODEL", 2);
+    if (!tokens_arg) return fail("logits", "missing --tokens \"ID ID ...\"", 2);
+    if (!out_path) return fail("logits", "missing --out FILE", 2);
+    const auto kv_type = parse_kv_type(p.get_or("--kv-type", "f16"));
+    if (!kv_type) return fail("logits", "--kv-type must be f16 or q8_0", 2);
+    int64_t threads = 0;
+    if (!p.get_int("-t", 1, 1024, &threads, &err)) return fail("logits", err.substr(err.find(": ") + 2), 2);
+    std::vector<int32_t> tokens;
+    if (!parse_tokens(*tokens_arg, &tokens, &err)) return fail("logits", err, 2);
+    err = choose_kernels(p.get_or("--kernels", ""));
+    if (!err.empty()) return fail("logits", err, 2);
+
+    auto model = Model::load(*model_path);
+    if (!model) return fail("logits", model.error());
+    ContextParams cp;
+    cp.n_ctx = std::max<int64_t>((int64_t)tokens.size(), 16);
+    cp.n_batch = (int64_t)tokens.size();
+    cp.n_outputs = (int64_t)tokens.size();
+    cp.kv_type = *kv_type;
+    cp.n_threads = (int)threads;
+    auto ctx = Context::create(**model, cp);
+    if (!ctx) return fail("logits", ctx.error());
+    const auto t0 = std::chrono::steady_clock::now();
+    auto logits = (*ctx)->eval(tokens, true);
+    if (!logits) return fail("logits", logits.error());
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (!write_atomically(*out_path, logits->data(), logits->size_bytes(), &err))
+        return fail("logits", err);
+    std::fprintf(stderr, "edgellm logits: %zu tokens x %lld vocab in %.1f ms -> %s\n", tokens.size(),
+                 (long long)(*model)->hparams().n_vocab, ms, out_path->c_str());
+    return 0;
+}
+
+}  // namespace edgellm::cli

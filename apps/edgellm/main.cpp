@@ -1,1 +1,71 @@
-int main() { return 0; }
+// edgellm: one binary, several subcommands (see README.md).
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "commands.h"
+#include "edgellm/version.h"
+#include "kernels/kernels.h"
+
+namespace edgellm::cli {
+
+int fail(const std::string& command, const std::string& reason, int code) {
+    std::fprintf(stderr, "edgellm %s: %s\n", command.c_str(), reason.c_str());
+    return code;
+}
+
+std::string choose_kernels(const std::string& requested) {
+    std::string name = requested;
+    if (name.empty()) {
+        const char* env = std::getenv("EDGELLM_KERNELS");
+        if (env && *env) name = env;
+    }
+    if (name.empty()) return {};
+    if (!select_kernel_set(name)) {
+        std::string avail;
+        for (const auto& s : available_kernel_sets()) avail += (avail.empty() ? "" : ", ") + s;
+        return "kernel set \"" + name + "\" is not available on this machine (available: " + avail +
+               ")";
+    }
+    return {};
+}
+
+}  // namespace edgellm::cli
+
+namespace {
+
+void usage(FILE* out) {
+    std::fprintf(out,
+                 "edgellm %s - on-device LLM inference\n\n"
+                 "usage: edgellm <command> [options]\n\n"
+                 "commands:\n"
+                 "  inspect MODEL       metadata, tensors, kernels and the memory bill\n"
+                 "  logits              evaluate token ids and write the logits of every position\n"
+                 "  version             print the version\n\n"
+                 "`edgellm <command> --help` describes a command's options.\n",
+                 EDGELLM_VERSION);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    using namespace edgellm::cli;
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    const std::string cmd = argv[1];
+    std::vector<std::string> args(argv + 2, argv + argc);
+    if (cmd == "logits") return cmd_logits(args);
+    if (cmd == "inspect") return cmd_inspect(args);
+    if (cmd == "version" || cmd == "--version") {
+        std::printf("edgellm %s\n", EDGELLM_VERSION);
+        return 0;
+    }
+    if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+        usage(stdout);
+        return 0;
+    }
+    std::fprintf(stderr, "edgellm: unknown command \"%s\" (see edgellm --help)\n", cmd.c_str());
+    return 2;
+}

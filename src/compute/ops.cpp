@@ -1,1 +1,41 @@
-// placeholder, being written
+#include "compute/ops.h"
+
+#include <cmath>
+
+namespace edgellm {
+
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
+    double sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) sum += (double)x[i] * x[i];
+    const float scale = 1.0f / std::sqrt((float)(sum / (double)n) + eps);
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
+}
+
+void swiglu(float* gate, const float* up, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float g = gate[i];
+        gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+    }
+}
+
+void add(float* x, const float* b, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) x[i] += b[i];
+}
+
+void rope(float* x, int64_t pos, const RopeParams& p) {
+    const int half = p.n_rot / 2;
+    const float theta_scale = std::pow(p.freq_base, -2.0f / (float)p.n_rot);
+    float theta = (float)pos * p.freq_scale;  // theta_i = theta_0 * theta_scale^i
+    for (int i = 0; i < half; ++i) {
+        const float t = p.freq_factors ? theta / p.freq_factors[i] : theta;
+        const float c = std::cos(t), s = std::sin(t);
+        const int a = p.neox ? i : 2 * i;
+        const int b = p.neox ? i + half : 2 * i + 1;
+        const float x0 = x[a], x1 = x[b];
+        x[a] = x0 * c - x1 * s;
+        x[b] = x0 * s + x1 * c;
+        theta *= theta_scale;
+    }
+}
+
+}  // namespace edgellm

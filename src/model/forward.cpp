@@ -1,1 +1,292 @@
-// placeholder, being written
+// The forward pass of the llama / qwen2 family over a batch of tokens:
+//
+//   x = token_embd[tokens]                                    [n, n_embd]
+//   per layer:
+//     h = rms_norm(x) * attn_norm
+//     q, k, v = h Wq (+bq), h Wk (+bk), h Wv (+bv)            [n, n_embd_q / n_embd_kv]
+//     q, k = rope(q, pos), rope(k, pos)
+//     cache[pos] = k, v                                       (f16 or q8_0)
+//     x += attention(q, cache) Wo                             (causal, grouped-query)
+//     h = rms_norm(x) * ffn_norm
+//     x += (silu(h Wgate) * (h Wup)) Wdown
+//   logits = (rms_norm(x) * output_norm) Woutput              [n_out, n_vocab]
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <thread>
+
+#include "compute/matmul.h"
+#include "compute/ops.h"
+#include "kernels/kernels.h"
+#include "model/model_impl.h"
+
+namespace edgellm {
+
+namespace {
+
+constexpr size_t kAlign = 64;
+
+// Lays out the scratch arena; with base == nullptr it only counts bytes. The same code
+// sizes the arena, reports the memory bill and assigns the pointers.
+struct Arena {
+    uint8_t* base = nullptr;
+    size_t used = 0;
+    template <typename T>
+    T* take(size_t count) {
+        used = (used + kAlign - 1) / kAlign * kAlign;
+        T* p = base ? (T*)(base + used) : nullptr;
+        used += count * sizeof(T);
+        return p;
+    }
+};
+
+size_t largest_activation_buffer(const Model& m, int64_t n_batch, int64_t n_outputs) {
+    const Model::Impl& w = m.impl();
+    size_t most = activation_buffer_size(w.output.type, w.output.ne[0], n_outputs);
+    for (const LayerWeights& l : w.layers)
+        for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+            most = std::max(most, activation_buffer_size(t->type, t->ne[0], n_batch));
+    return most;
+}
+
+void lay_out(Arena& a, const Model& m, const ContextParams& p, int n_threads, Context::Impl* c) {
+    const HParams& h = m.hparams();
+    const size_t nb = (size_t)p.n_batch;
+    Context::Impl tmp;
+    Context::Impl& d = c ? *c : tmp;
+    d.x = a.take<float>(nb * h.n_embd);
+    d.xn = a.take<float>(nb * std::max(h.n_embd, h.n_embd_q()));
+    d.q = a.take<float>(nb * h.n_embd_q());
+    d.k = a.take<float>(nb * h.n_embd_kv());
+    d.v = a.take<float>(nb * h.n_embd_kv());
+    d.attn = a.take<float>(nb * h.n_embd_q());
+    d.gate = a.take<float>(nb * h.n_ff);
+    d.up = a.take<float>(nb * h.n_ff);
+    d.act_q = a.take<uint8_t>(largest_activation_buffer(m, p.n_batch, p.n_outputs));
+    d.logits = a.take<float>((size_t)p.n_outputs * h.n_vocab);
+    d.pos = a.take<int32_t>(nb);
+    AttentionShape s{(int)h.n_head, (int)h.n_head_kv, (int)h.head_dim, 1.0f};
+    d.attn_scratch = a.take<uint8_t>(attention_scratch_per_thread(s, p.kv_type) * n_threads);
+}
+
+ContextParams resolve(const Model& m, ContextParams p) {
+    if (p.n_ctx <= 0) p.n_ctx = std::min<int64_t>(m.hparams().n_ctx_train, 4096);
+    if (p.n_threads <= 0) p.n_threads = (int)std::max(1u, std::thread::hardware_concurrency());
+    if (p.n_batch <= 0) p.n_batch = 512;
+    p.n_batch = std::min(p.n_batch, p.n_ctx);
+    if (p.n_outputs <= 0) p.n_outputs = 1;
+    return p;
+}
+
+std::string check_params(const Model& m, const ContextParams& p) {
+    if (p.kv_type != TensorType::F16 && p.kv_type != TensorType::Q8_0)
+        return std::string("KV cache type ") + tensor_type_name(p.kv_type) +
+               " is not supported (use f16 or q8_0)";
+    if (p.kv_type == TensorType::Q8_0 && m.hparams().head_dim % 32 != 0)
+        return "a q8_0 KV cache needs a head dimension that is a multiple of 32";
+    if (p.n_ctx > (int64_t)1 << 30) return "context size " + std::to_string(p.n_ctx) + " is absurd";
+    return {};
+}
+
+// Run fn(t) for t in [0, n) on the pool (inline when there is one row).
+template <typename F>
+void for_each_row(ThreadPool& pool, int64_t n, F&& fn) {
+    if (n == 1) {
+        fn(0);
+        return;
+    }
+    pool.run([&](int ith, int nth) {
+        int64_t t0, t1;
+        ThreadPool::split(n, ith, nth, &t0, &t1);
+        for (int64_t t = t0; t < t1; ++t) fn(t);
+    });
+}
+
+}  // namespace
+
+size_t scratch_bytes(const Model& m, const ContextParams& p, int n_threads) {
+    Arena a;
+    lay_out(a, m, p, n_threads, nullptr);
+    return a.used;
+}
+
+Result<MemoryBill> Context::memory_bill(const Model& m, const ContextParams& params) {
+    const ContextParams p = resolve(m, params);
+    const std::string err = check_params(m, p);
+    if (!err.empty()) return Result<MemoryBill>::fail(err);
+    MemoryBill b;
+    b.weights = m.weight_bytes();
+    b.kv_cache =
+        KvCache::bytes_needed(m.hparams().n_layer, p.n_ctx, m.hparams().n_embd_kv(), p.kv_type);
+    b.scratch = scratch_bytes(m, p, p.n_threads);
+    return b;
+}
+
+Context::~Context() = default;
+
+Result<std::unique_ptr<Context>> Context::create(const Model& m, const ContextParams& params) {
+    using R = Result<std::unique_ptr<Context>>;
+    const ContextParams p = resolve(m, params);
+    const std::string err = check_params(m, p);
+    if (!err.empty()) return R::fail(err);
+    std::unique_ptr<Context> c(new Context());
+    c->params_ = p;
+    c->impl_ = std::make_unique<Impl>();
+    Impl& d = *c->impl_;
+    d.model = &m;
+    try {
+        d.kv = std::make_unique<KvCache>(m.hparams().n_layer, p.n_ctx, m.hparams().n_embd_kv(),
+                                         p.kv_type);
+    } catch (const std::bad_alloc&) {
+        return R::fail("out of memory allocating the KV cache for " + std::to_string(p.n_ctx) +
+                       " positions");
+    }
+    d.arena_bytes = scratch_bytes(m, p, p.n_threads);
+    void* mem = std::aligned_alloc(kAlign, (d.arena_bytes + kAlign - 1) / kAlign * kAlign);
+    if (!mem) return R::fail("out of memory allocating scratch buffers");
+    d.arena = {(uint8_t*)mem, std::free};
+    Arena a{d.arena.get(), 0};
+    lay_out(a, m, p, p.n_threads, &d);
+    d.pool = std::make_unique<ThreadPool>(p.n_threads);
+    return c;
+}
+
+int64_t Context::n_past() const { return impl_->kv->n_used(); }
+
+void Context::truncate(int64_t n_keep) { impl_->kv->truncate(n_keep); }
+
+void Context::set_trace(TraceFn fn) { impl_->trace = std::move(fn); }
+
+namespace {
+
+// One forward step over n tokens whose cells start at `first_cell`. Writes the logits of
+// rows [out_begin, n) of this step to `logits` (n - out_begin rows).
+void forward_step(Context::Impl& c, const int32_t* tokens, int64_t n, int64_t first_cell,
+                  int64_t out_begin, float* logits) {
+    const Model& m = *c.model;
+    const HParams& h = m.hparams();
+    const Model::Impl& w = m.impl();
+    ThreadPool& pool = *c.pool;
+    KvCache& kv = *c.kv;
+    const int64_t n_embd = h.n_embd, n_q = h.n_embd_q(), n_kv = h.n_embd_kv();
+    auto trace = [&](const char* name, int layer, const float* data, int64_t rows, int64_t width) {
+        if (c.trace) c.trace(name, layer, data, rows, width);
+    };
+
+    for (int64_t t = 0; t < n; ++t) c.pos[t] = (int32_t)(first_cell + t);
+    const TypeKernels& embd_k = type_kernels(w.tok_embd.type);
+    for_each_row(pool, n, [&](int64_t t) {
+        embd_k.to_float(w.tok_embd.row(tokens[t]), c.x + t * n_embd, n_embd);
+    });
+    trace("inp_embd", -1, c.x, n, n_embd);
+
+    RopeParams rope_p;
+    rope_p.n_rot = (int)h.n_rot;
+    rope_p.freq_base = h.rope_freq_base;
+    rope_p.freq_scale = h.rope_freq_scale;
+    rope_p.neox = h.rope_neox;
+    rope_p.freq_factors = w.rope_freqs;
+    const AttentionShape shape{(int)h.n_head, (int)h.n_head_kv, (int)h.head_dim,
+                               1.0f / std::sqrt((float)h.head_dim)};
+    const TypeKernels& kv_k = type_kernels(kv.type());
+
+    for (int64_t il = 0; il < h.n_layer; ++il) {
+        const LayerWeights& l = w.layers[(size_t)il];
+        const int L = (int)il;
+
+        // Attention block.
+        for_each_row(pool, n, [&](int64_t t) {
+            rms_norm(c.x + t * n_embd, l.attn_norm, c.xn + t * n_embd, n_embd, h.rms_eps);
+        });
+        trace("attn_norm", L, c.xn, n, n_embd);
+        matmul(pool, l.wq, c.xn, n_embd, n, c.act_q, c.q, n_q);
+        if (type_kernels(l.wk.type).vec_dot_type != type_kernels(l.wq.type).vec_dot_type)
+            quantize_activations(pool, l.wk.type, c.xn, n_embd, n_embd, n, c.act_q);
+        matmul_quantized(pool, l.wk, c.act_q, n, c.k, n_kv);
+        if (type_kernels(l.wv.type).vec_dot_type != type_kernels(l.wk.type).vec_dot_type)
+            quantize_activations(pool, l.wv.type, c.xn, n_embd, n_embd, n, c.act_q);
+        matmul_quantized(pool, l.wv, c.act_q, n, c.v, n_kv);
+        for_each_row(pool, n, [&](int64_t t) {
+            float* qt = c.q + t * n_q;
+            float* kt = c.k + t * n_kv;
+            float* vt = c.v + t * n_kv;
+            if (l.bq) add(qt, l.bq, n_q);
+            if (l.bk) add(kt, l.bk, n_kv);
+            if (l.bv) add(vt, l.bv, n_kv);
+            for (int64_t hh = 0; hh < h.n_head; ++hh) rope(qt + hh * h.head_dim, c.pos[t], rope_p);
+            for (int64_t hh = 0; hh < h.n_head_kv; ++hh)
+                rope(kt + hh * h.head_dim, c.pos[t], rope_p);
+            const size_t cell = (size_t)(first_cell + t);
+            kv_k.from_float(kt, kv.k_rows(il) + cell * kv.row_bytes(), n_kv);
+            kv_k.from_float(vt, kv.v_rows(il) + cell * kv.row_bytes(), n_kv);
+        });
+        trace("q", L, c.q, n, n_q);
+        trace("k", L, c.k, n, n_kv);
+        trace("v", L, c.v, n, n_kv);
+        const KvLayerView view{kv.type(), kv.k_rows(il), kv.v_rows(il), kv.row_bytes()};
+        attention(pool, shape, c.q, c.pos, n, view, kv.cell_pos(), kv.n_used(), c.attn,
+                  c.attn_scratch);
+        trace("attn_out", L, c.attn, n, n_q);
+        matmul(pool, l.wo, c.attn, n_q, n, c.act_q, c.xn, n_embd);
+        for_each_row(pool, n, [&](int64_t t) { add(c.x + t * n_embd, c.xn + t * n_embd, n_embd); });
+        trace("ffn_inp", L, c.x, n, n_embd);
+
+        // Feed-forward block (SwiGLU).
+        for_each_row(pool, n, [&](int64_t t) {
+            rms_norm(c.x + t * n_embd, l.ffn_norm, c.xn + t * n_embd, n_embd, h.rms_eps);
+        });
+        matmul(pool, l.w_gate, c.xn, n_embd, n, c.act_q, c.gate, h.n_ff);
+        if (type_kernels(l.w_up.type).vec_dot_type != type_kernels(l.w_gate.type).vec_dot_type)
+            quantize_activations(pool, l.w_up.type, c.xn, n_embd, n_embd, n, c.act_q);
+        matmul_quantized(pool, l.w_up, c.act_q, n, c.up, h.n_ff);
+        for_each_row(pool, n, [&](int64_t t) { swiglu(c.gate + t * h.n_ff, c.up + t * h.n_ff, h.n_ff); });
+        matmul(pool, l.w_down, c.gate, h.n_ff, n, c.act_q, c.xn, n_embd);
+        for_each_row(pool, n, [&](int64_t t) { add(c.x + t * n_embd, c.xn + t * n_embd, n_embd); });
+        trace("l_out", L, c.x, n, n_embd);
+    }
+
+    // Output rows only.
+    const int64_t n_out = n - out_begin;
+    if (n_out <= 0) return;
+    for_each_row(pool, n_out, [&](int64_t r) {
+        rms_norm(c.x + (out_begin + r) * n_embd, w.output_norm, c.xn + r * n_embd, n_embd,
+                 h.rms_eps);
+    });
+    trace("result_norm", -1, c.xn, n_out, n_embd);
+    matmul(pool, w.output, c.xn, n_embd, n_out, c.act_q, logits, h.n_vocab);
+    trace("result_output", -1, logits, n_out, h.n_vocab);
+}
+
+}  // namespace
+
+Result<std::span<const float>> Context::eval(std::span<const int32_t> tokens, bool all_logits) {
+    using R = Result<std::span<const float>>;
+    Impl& c = *impl_;
+    const HParams& h = c.model->hparams();
+    const int64_t n = (int64_t)tokens.size();
+    if (n == 0) return R::fail("no tokens to evaluate");
+    for (size_t i = 0; i < tokens.size(); ++i)
+        if (tokens[i] < 0 || tokens[i] >= h.n_vocab)
+            return R::fail("token " + std::to_string(i) + " has id " + std::to_string(tokens[i]) +
+                           ", outside the vocabulary of " + std::to_string(h.n_vocab));
+    if (c.kv->n_used() + n > params_.n_ctx)
+        return R::fail("context full: " + std::to_string(c.kv->n_used()) + " positions used + " +
+                       std::to_string(n) + " new > context size " + std::to_string(params_.n_ctx));
+    if (all_logits && n > params_.n_outputs)
+        return R::fail("asked for logits of " + std::to_string(n) + " positions, context holds " +
+                       std::to_string(params_.n_outputs));
+
+    for (int64_t start = 0; start < n; start += params_.n_batch) {
+        const int64_t nb = std::min(params_.n_batch, n - start);
+        const int64_t first_cell = c.kv->n_used();
+        c.kv->append(nb);
+        const bool last = start + nb == n;
+        const int64_t out_begin = all_logits ? 0 : (last ? nb - 1 : nb);
+        float* dst = all_logits ? c.logits + start * h.n_vocab : c.logits;
+        forward_step(c, tokens.data() + start, nb, first_cell, out_begin, dst);
+    }
+    const size_t n_out = all_logits ? (size_t)n : 1;
+    return std::span<const float>(c.logits, n_out * (size_t)h.n_vocab);
+}
+
+}  // namespace edgellm

@@ -1,1 +1,986 @@
-// placeholder, being written
+// The compute layer against plain, independently written implementations: the thread
+// pool (every thread runs once per run, no lost wake-ups, exact splits), the element-wise
+// ops (rms_norm, swiglu, add, rope), matmul for every weight type against a double
+// product of the dequantized weights, and causal grouped-query attention over an F16 /
+// Q8_0 KV cache against a full-softmax attention in double.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "compute/attention.h"
+#include "compute/matmul.h"
+#include "compute/ops.h"
+#include "compute/tensor_view.h"
+#include "compute/thread_pool.h"
+#include "kernels/kernel_check.h"
+#include "kernels/kernels.h"
+
+using namespace edgellm;
+
+namespace {
+
+// A hang (a lost wake-up) should fail loudly instead of stalling the test run until an
+// outer timeout: abort with a message when the guarded scope takes longer than `seconds`.
+class Watchdog {
+public:
+    Watchdog(const char* what, int seconds) : what_(what) {
+        thread_ = std::thread([this, seconds] {
+            std::unique_lock<std::mutex> lock(mu_);
+            if (!cv_.wait_for(lock, std::chrono::seconds(seconds), [this] { return done_; })) {
+                std::fprintf(stderr, "WATCHDOG: '%s' did not finish in %d s (lost wake-up?)\n",
+                             what_, seconds);
+                std::fflush(stderr);
+                std::abort();
+            }
+        });
+    }
+    ~Watchdog() {
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            done_ = true;
+        }
+        cv_.notify_all();
+        thread_.join();
+    }
+
+private:
+    const char* what_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    bool done_ = false;
+    std::thread thread_;
+};
+
+std::vector<float> random_floats(size_t n, uint64_t seed, float stddev = 1.0f) {
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal(0.0f, stddev);
+    std::vector<float> v(n);
+    for (auto& x : v) x = normal(rng);
+    return v;
+}
+
+// Make every kernel set this machine has take a turn, then restore the best one.
+class KernelSetGuard {
+public:
+    KernelSetGuard() : sets_(available_kernel_sets()) {}
+    ~KernelSetGuard() { select_kernel_set(sets_.back()); }
+    const std::vector<std::string>& sets() const { return sets_; }
+
+private:
+    std::vector<std::string> sets_;
+};
+
+}  // namespace
+
+// ======================================= ThreadPool =====================================
+
+namespace {
+
+// Runs `fn` once through the pool and checks that every ith in [0, nth) ran exactly once,
+// with nth == pool.size(), and that plain (non-atomic) writes of the workers are visible
+// to the caller once run() returns.
+void run_and_check_once(ThreadPool& pool, int iteration) {
+    const int n = pool.size();
+    std::vector<std::atomic<int>> hits(n);
+    for (auto& h : hits) h.store(0);
+    std::vector<int> written(n, -1);
+    std::atomic<int> bad_nth{0}, bad_ith{0};
+    pool.run([&](int ith, int nth) {
+        if (nth != n) bad_nth.fetch_add(1);
+        if (ith < 0 || ith >= n) {
+            bad_ith.fetch_add(1);
+            return;
+        }
+        hits[ith].fetch_add(1);
+        written[ith] = iteration;
+    });
+    ASSERT_EQ(bad_nth.load(), 0) << "iteration " << iteration;
+    ASSERT_EQ(bad_ith.load(), 0) << "iteration " << iteration;
+    for (int i = 0; i < n; ++i) {
+        ASSERT_EQ(hits[i].load(), 1) << "thread " << i << " of " << n << ", iteration " << iteration;
+        ASSERT_EQ(written[i], iteration) << "thread " << i << ", iteration " << iteration;
+    }
+}
+
+}  // namespace
+
+TEST(ThreadPool, EveryThreadRunsExactlyOncePerRun) {
+    Watchdog dog("EveryThreadRunsExactlyOncePerRun", 60);
+    for (int n : {1, 2, 3, 4}) {
+        ThreadPool pool(n);
+        ASSERT_EQ(pool.size(), n);
+        for (int it = 0; it < 50; ++it) run_and_check_once(pool, it);
+    }
+}
+
+TEST(ThreadPool, CallerIsThreadZeroAndThreadsAreDistinct) {
+    Watchdog dog("CallerIsThreadZeroAndThreadsAreDistinct", 60);
+    ThreadPool pool(3);
+    std::vector<std::thread::id> ids(3);
+    pool.run([&](int ith, int) { ids[ith] = std::this_thread::get_id(); });
+    EXPECT_EQ(ids[0], std::this_thread::get_id());
+    EXPECT_NE(ids[1], ids[0]);
+    EXPECT_NE(ids[2], ids[0]);
+    EXPECT_NE(ids[1], ids[2]);
+}
+
+TEST(ThreadPool, TenThousandConsecutiveRuns) {
+    Watchdog dog("TenThousandConsecutiveRuns", 120);
+    for (int n : {2, 3}) {
+        ThreadPool pool(n);
+        std::vector<std::atomic<int64_t>> hits(n);
+        for (auto& h : hits) h.store(0);
+        int64_t sum = 0;  // plain, written only by thread 0 after the others
+        std::vector<int64_t> partial(n, 0);
+        for (int it = 0; it < 10000; ++it) {
+            pool.run([&](int ith, int) {
+                hits[ith].fetch_add(1, std::memory_order_relaxed);
+                partial[ith] = (int64_t)it * n + ith;
+            });
+            // The workers' plain writes must be complete and visible when run() returns.
+            for (int i = 0; i < n; ++i) {
+                ASSERT_EQ(partial[i], (int64_t)it * n + i) << "thread " << i << ", run " << it;
+                sum += partial[i];
+            }
+        }
+        for (int i = 0; i < n; ++i) EXPECT_EQ(hits[i].load(), 10000) << "thread " << i;
+        // sum over runs of (it*n*n + n(n-1)/2)
+        const int64_t runs = 10000;
+        EXPECT_EQ(sum, (int64_t)n * n * (runs * (runs - 1) / 2) + runs * n * (n - 1) / 2);
+    }
+}
+
+TEST(ThreadPool, RunsAfterWorkersHaveGoneToSleep) {
+    Watchdog dog("RunsAfterWorkersHaveGoneToSleep", 120);
+    ThreadPool pool(2);
+    // Long pauses: the workers exhaust their spin and sleep on the condition variable.
+    for (int it = 0; it < 40; ++it) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        run_and_check_once(pool, it);
+        // ... and a burst right after waking, while they spin.
+        for (int k = 0; k < 20; ++k) run_and_check_once(pool, 1000 + it * 20 + k);
+    }
+}
+
+TEST(ThreadPool, RunsAfterPausesAroundTheSpinLimit) {
+    // Pauses of 0..400 us land on both sides of the spin-then-sleep transition, where a
+    // lost wake-up would hide.
+    Watchdog dog("RunsAfterPausesAroundTheSpinLimit", 120);
+    std::mt19937 rng(7);
+    std::uniform_int_distribution<int> pause_us(0, 400);
+    for (int n : {2, 3}) {
+        ThreadPool pool(n);
+        for (int it = 0; it < 600; ++it) {
+            const int us = pause_us(rng);
+            if (us > 0) std::this_thread::sleep_for(std::chrono::microseconds(us));
+            run_and_check_once(pool, it);
+        }
+    }
+}
+
+TEST(ThreadPool, ConstructAndDestroyRepeatedly) {
+    // Destruction must wake and join workers whether they are spinning or asleep.
+    Watchdog dog("ConstructAndDestroyRepeatedly", 120);
+    for (int it = 0; it < 100; ++it) {
+        ThreadPool pool(3);
+        if (it % 2) run_and_check_once(pool, it);
+    }
+    for (int it = 0; it < 5; ++it) {
+        ThreadPool pool(2);
+        run_and_check_once(pool, it);
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));  // workers asleep
+    }
+}
+
+TEST(ThreadPool, SingleThreadPoolRunsOnCaller) {
+    for (int requested : {1, 0, -3}) {
+        ThreadPool pool(requested);
+        ASSERT_EQ(pool.size(), 1) << "requested " << requested;
+        int calls = 0;
+        std::thread::id id;
+        pool.run([&](int ith, int nth) {
+            EXPECT_EQ(ith, 0);
+            EXPECT_EQ(nth, 1);
+            id = std::this_thread::get_id();
+            ++calls;
+        });
+        EXPECT_EQ(calls, 1);
+        EXPECT_EQ(id, std::this_thread::get_id());
+        for (int it = 0; it < 1000; ++it) run_and_check_once(pool, it);
+    }
+}
+
+TEST(ThreadPool, SplitCoversRangeExactlyOnce) {
+    for (int64_t n : {0, 1, 2, 3, 5, 7, 15, 16, 17, 37, 100, 1000, 4097}) {
+        for (int nth : {1, 2, 3, 4, 5, 7, 8, 16, 33}) {
+            std::vector<int> covered((size_t)n, 0);
+            int64_t prev_end = 0;
+            const int64_t max_chunk = (n + nth - 1) / nth;
+            for (int ith = 0; ith < nth; ++ith) {
+                int64_t b = -1, e = -1;
+                ThreadPool::split(n, ith, nth, &b, &e);
+                ASSERT_LE(0, b) << "n=" << n << " nth=" << nth << " ith=" << ith;
+                ASSERT_LE(b, e) << "n=" << n << " nth=" << nth << " ith=" << ith;
+                ASSERT_LE(e, n) << "n=" << n << " nth=" << nth << " ith=" << ith;
+                // contiguous, in thread order
+                ASSERT_EQ(b, prev_end) << "n=" << n << " nth=" << nth << " ith=" << ith;
+                ASSERT_LE(e - b, max_chunk) << "n=" << n << " nth=" << nth << " ith=" << ith;
+                prev_end = e;
+                for (int64_t i = b; i < e; ++i) ++covered[(size_t)i];
+            }
+            EXPECT_EQ(prev_end, n) << "n=" << n << " nth=" << nth;
+            for (int64_t i = 0; i < n; ++i)
+                ASSERT_EQ(covered[(size_t)i], 1) << "n=" << n << " nth=" << nth << " i=" << i;
+        }
+    }
+}
+
+TEST(ThreadPool, SplitInsideRunSumsARange) {
+    // The usual pattern: each thread sums its chunk; the total must be exact.
+    Watchdog dog("SplitInsideRunSumsARange", 60);
+    for (int n_threads : {1, 2, 3}) {
+        ThreadPool pool(n_threads);
+        for (int64_t n : {0, 1, 5, 37, 1001}) {
+            std::vector<int64_t> part(pool.size(), 0);
+            pool.run([&](int ith, int nth) {
+                int64_t b, e;
+                ThreadPool::split(n, ith, nth, &b, &e);
+                for (int64_t i = b; i < e; ++i) part[ith] += i + 1;
+            });
+            int64_t total = 0;
+            for (int64_t p : part) total += p;
+            EXPECT_EQ(total, n * (n + 1) / 2) << "n=" << n << " threads=" << n_threads;
+        }
+    }
+}
+
+// ===================================== element-wise ops =================================
+
+namespace {
+
+std::vector<double> naive_rms_norm(const std::vector<float>& x, const std::vector<float>& w,
+                                   double eps) {
+    double ss = 0.0;
+    for (float v : x) ss += (double)v * v;
+    const double inv = 1.0 / std::sqrt(ss / (double)x.size() + eps);
+    std::vector<double> y(x.size());
+    for (size_t i = 0; i < x.size(); ++i) y[i] = (double)x[i] * inv * (double)w[i];
+    return y;
+}
+
+double naive_silu_mul(double g, double u) { return g / (1.0 + std::exp(-g)) * u; }
+
+// theta_i = pos * freq_scale * base^(-2i/n_rot) / freq_factor_i, pairs (i, i + n_rot/2)
+// for NEOX, (2i, 2i+1) otherwise; elements from n_rot on untouched.
+std::vector<double> naive_rope(const std::vector<float>& x, int64_t pos, int n_rot,
+                               double base, double freq_scale, bool neox,
+                               const float* freq_factors) {
+    std::vector<double> y(x.begin(), x.end());
+    for (int i = 0; i < n_rot / 2; ++i) {
+        double theta = (double)pos * freq_scale * std::pow(base, -2.0 * i / n_rot);
+        if (freq_factors) theta /= (double)freq_factors[i];
+        const int a = neox ? i : 2 * i;
+        const int b = neox ? i + n_rot / 2 : 2 * i + 1;
+        const double x0 = x[a], x1 = x[b];
+        y[a] = x0 * std::cos(theta) - x1 * std::sin(theta);
+        y[b] = x0 * std::sin(theta) + x1 * std::cos(theta);
+    }
+    return y;
+}
+
+}  // namespace
+
+TEST(Ops, RmsNormMatchesNaive) {
+    uint64_t seed = 100;
+    for (int64_t n : {1, 7, 64, 896, 4096}) {
+        for (float mag : {1e-3f, 1.0f, 300.0f}) {
+            for (float eps : {1e-6f, 1e-5f, 1e-2f}) {
+                std::vector<float> x = random_floats((size_t)n, ++seed, mag);
+                std::vector<float> w = random_floats((size_t)n, ++seed, 1.0f);
+                std::vector<float> y((size_t)n, std::numeric_limits<float>::quiet_NaN());
+                rms_norm(x.data(), w.data(), y.data(), n, eps);
+                const std::vector<double> ref = naive_rms_norm(x, w, eps);
+                for (int64_t i = 0; i < n; ++i) {
+                    // a few float roundings of the product x * scale * w
+                    const double tol = 2e-6 * std::fabs(ref[i]) + 1e-30;
+                    ASSERT_LE(std::fabs(y[i] - ref[i]), tol)
+                        << "n=" << n << " mag=" << mag << " eps=" << eps << " i=" << i
+                        << " got " << y[i] << " want " << ref[i];
+                }
+            }
+        }
+    }
+}
+
+TEST(Ops, RmsNormOfZerosIsZeroAndEpsMatters) {
+    std::vector<float> x(64, 0.0f), w(64, 1.0f), y(64, 1.0f);
+    rms_norm(x.data(), w.data(), y.data(), 64, 1e-5f);
+    for (float v : y) EXPECT_EQ(v, 0.0f);
+    // constant 1e-3 input: without eps the output would be w; with eps 1e-6 it is
+    // 1e-3 / sqrt(1e-6 + 1e-6) = 1/sqrt(2).
+    std::fill(x.begin(), x.end(), 1e-3f);
+    rms_norm(x.data(), w.data(), y.data(), 64, 1e-6f);
+    for (float v : y) EXPECT_NEAR(v, 1.0 / std::sqrt(2.0), 1e-5);
+}
+
+TEST(Ops, SwigluMatchesNaive) {
+    std::vector<float> g = random_floats(4096, 11, 4.0f);
+    const std::vector<float> u = random_floats(4096, 12, 2.0f);
+    // extremes: silu(-100) -> 0 (no NaN from exp overflow), silu(+100) -> 100
+    g[0] = -100.0f;
+    g[1] = 100.0f;
+    g[2] = 0.0f;
+    g[3] = -88.0f;
+    g[4] = 30.0f;
+    const std::vector<float> g0 = g;
+    swiglu(g.data(), u.data(), (int64_t)g.size());
+    for (size_t i = 0; i < g.size(); ++i) {
+        const double ref = naive_silu_mul(g0[i], u[i]);
+        const double tol = 3e-6 * std::fabs(ref) + 1e-30;
+        ASSERT_LE(std::fabs(g[i] - ref), tol)
+            << "i=" << i << " gate=" << g0[i] << " up=" << u[i] << " got " << g[i] << " want "
+            << ref;
+    }
+}
+
+TEST(Ops, AddMatchesNaive) {
+    std::vector<float> x = random_floats(1001, 21);
+    const std::vector<float> b = random_floats(1001, 22);
+    const std::vector<float> x0 = x;
+    add(x.data(), b.data(), (int64_t)x.size());
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(x[i], x0[i] + b[i]) << "i=" << i;
+}
+
+namespace {
+
+struct RopeCase {
+    int head_dim;
+    int n_rot;
+    bool neox;
+    float base;
+    float freq_scale;
+    bool factors;
+};
+
+std::string describe(const RopeCase& c, int64_t pos) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "head_dim=%d n_rot=%d %s base=%g freq_scale=%g factors=%d pos=%lld",
+                  c.head_dim, c.n_rot, c.neox ? "NEOX" : "NORMAL", c.base, c.freq_scale,
+                  (int)c.factors, (long long)pos);
+    return buf;
+}
+
+const RopeCase kRopeCases[] = {
+    {64, 64, false, 10000.0f, 1.0f, false},   {64, 64, true, 10000.0f, 1.0f, false},
+    {128, 128, false, 500000.0f, 1.0f, true}, {128, 128, true, 1000000.0f, 1.0f, false},
+    {64, 32, false, 10000.0f, 1.0f, false},   {64, 32, true, 10000.0f, 1.0f, false},
+    {128, 64, true, 10000.0f, 0.25f, true},   {80, 40, false, 10000.0f, 0.5f, false},
+};
+
+}  // namespace
+
+TEST(Ops, RopeMatchesNaiveFormula) {
+    // rope advances theta by repeated float multiplication (as ggml does), so its angle
+    // error grows with the position: about pos * (a few ulp) radians. Budget per element,
+    // relative to the pair's norm: 2e-6 + 2e-7 * pos (at pos 32767: 6.6e-3). A wrong
+    // pairing, exponent or sign gives O(1) errors.
+    double worst_small = 0.0, worst_large = 0.0;
+    uint64_t seed = 500;
+    for (const RopeCase& c : kRopeCases) {
+        std::vector<float> ff((size_t)c.n_rot / 2);
+        {
+            std::mt19937 rng((unsigned)c.head_dim + c.n_rot);
+            std::uniform_real_distribution<float> u(1.0f, 8.0f);
+            for (auto& f : ff) f = u(rng);
+        }
+        for (int64_t pos : {0, 1, 2, 7, 100, 1000, 4095, 32767}) {
+            const std::vector<float> x = random_floats((size_t)c.head_dim, ++seed);
+            std::vector<float> y = x;
+            RopeParams p;
+            p.n_rot = c.n_rot;
+            p.freq_base = c.base;
+            p.freq_scale = c.freq_scale;
+            p.neox = c.neox;
+            p.freq_factors = c.factors ? ff.data() : nullptr;
+            rope(y.data(), pos, p);
+            const std::vector<double> ref = naive_rope(x, pos, c.n_rot, c.base, c.freq_scale,
+                                                       c.neox, p.freq_factors);
+            const double budget = 2e-6 + 2e-7 * (double)pos;
+            for (int i = 0; i < c.head_dim; ++i) {
+                if (i >= c.n_rot) {
+                    ASSERT_EQ(y[i], x[i]) << describe(c, pos) << ": tail element " << i << " changed";
+                    continue;
+                }
+                // the pair this element belongs to
+                const int half = c.n_rot / 2;
+                const int a = c.neox ? (i % half) : (i & ~1);
+                const int b = c.neox ? a + half : a + 1;
+                const double norm = std::hypot((double)x[a], (double)x[b]);
+                const double err = std::fabs(y[i] - ref[i]) / (norm + 1e-30);
+                (pos <= 100 ? worst_small : worst_large) =
+                    std::max(pos <= 100 ? worst_small : worst_large, err);
+                ASSERT_LE(err, budget) << describe(c, pos) << ": element " << i << " got " << y[i]
+                                       << " want " << ref[i];
+            }
+        }
+    }
+    std::printf("[ rope ] max error / pair norm: pos<=100 %.3g, pos>100 %.3g\n", worst_small,
+                worst_large);
+}
+
+TEST(Ops, RopeNeoxAndNormalPairDifferentElements) {
+    // Rotating only by the first frequency (pos 1, n_rot 4 so the second pair is slow):
+    // NORMAL mixes (0,1), NEOX mixes (0,2). A unit vector e0 moves into e1 or e2.
+    for (bool neox : {false, true}) {
+        std::vector<float> x = {1.0f, 0.0f, 0.0f, 0.0f};
+        RopeParams p;
+        p.n_rot = 4;
+        p.freq_base = 10000.0f;
+        p.neox = neox;
+        rope(x.data(), 1, p);
+        EXPECT_NEAR(x[0], std::cos(1.0), 1e-6);
+        EXPECT_NEAR(x[neox ? 2 : 1], std::sin(1.0), 1e-6);
+        EXPECT_EQ(x[neox ? 1 : 2], 0.0f);
+        EXPECT_EQ(x[3], 0.0f);
+    }
+}
+
+TEST(Ops, RopeAtPositionZeroIsIdentity) {
+    for (const RopeCase& c : kRopeCases) {
+        std::vector<float> ff((size_t)c.n_rot / 2, 3.0f);
+        const std::vector<float> x = random_floats((size_t)c.head_dim, 77);
+        std::vector<float> y = x;
+        RopeParams p;
+        p.n_rot = c.n_rot;
+        p.freq_base = c.base;
+        p.freq_scale = c.freq_scale;
+        p.neox = c.neox;
+        p.freq_factors = c.factors ? ff.data() : nullptr;
+        rope(y.data(), 0, p);
+        for (int i = 0; i < c.head_dim; ++i) ASSERT_EQ(y[i], x[i]) << describe(c, 0) << " i=" << i;
+    }
+}
+
+TEST(Ops, RopePreservesPairNorms) {
+    for (const RopeCase& c : kRopeCases) {
+        std::vector<float> ff((size_t)c.n_rot / 2, 2.0f);
+        for (int64_t pos : {1, 13, 511, 8191, 131071}) {
+            const std::vector<float> x = random_floats((size_t)c.head_dim, 900 + (uint64_t)pos);
+            std::vector<float> y = x;
+            RopeParams p;
+            p.n_rot = c.n_rot;
+            p.freq_base = c.base;
+            p.freq_scale = c.freq_scale;
+            p.neox = c.neox;
+            p.freq_factors = c.factors ? ff.data() : nullptr;
+            rope(y.data(), pos, p);
+            const int half = c.n_rot / 2;
+            for (int i = 0; i < half; ++i) {
+                const int a = c.neox ? i : 2 * i;
+                const int b = c.neox ? i + half : 2 * i + 1;
+                const double before = std::hypot((double)x[a], (double)x[b]);
+                const double after = std::hypot((double)y[a], (double)y[b]);
+                ASSERT_NEAR(after, before, 1e-6 * before + 1e-30)
+                    << describe(c, pos) << " pair " << i;
+            }
+        }
+    }
+}
+
+// ========================================= matmul =======================================
+
+namespace {
+
+const TensorType kWeightTypes[] = {
+    TensorType::F32,  TensorType::F16,  TensorType::BF16, TensorType::Q8_0, TensorType::Q4_0,
+    TensorType::Q4_1, TensorType::Q5_0, TensorType::Q5_1, TensorType::Q2_K, TensorType::Q3_K,
+    TensorType::Q4_K, TensorType::Q5_K, TensorType::Q6_K,
+};
+
+// Two references for y = x W^T, both double products of the reference dequantization of
+// the weights:
+//
+// (1) "rounded": with the activations rounded to the vec_dot type by the reference
+//     quantizer and dequantized again -- what the engine documents it computes. Only the
+//     float summation order (and for q8_1 the f16 block sum `s`) differs, so each element
+//     must be within a tight budget of the magnitude sum_k |w_rk * x_k|:
+//       f32 / f16 / bf16 weights: 1e-4 (f32 lanes vs double; = vec_dot_error_budget)
+//       q4_1 / q5_1 (q8_1 activations with an f16 block sum): 1e-3
+//       other integer types: 5e-5
+//     Any wrong row, column, stride or token fails this by orders of magnitude.
+//
+// (2) "float": with the float activations, i.e. what a user comparing against an f32
+//     model sees. The error is the activations' rounding carried through the dot; as a
+//     normalized RMSE over the whole y (all rows and tokens) it must stay below
+//       f32 1e-5, f16 1e-3, bf16 1e-2, 8-bit activations (q8_0 / q8_1 / q8_K) 3e-2.
+//     (The test prints the measured values.) One wrong row out of 37 already gives ~0.2,
+//     a wrong column / stride ~1.4.
+double matmul_float_budget(TensorType act) {
+    switch (act) {
+        case TensorType::F32: return 1e-5;
+        case TensorType::F16: return 1e-3;
+        case TensorType::BF16: return 1e-2;
+        default: return 3e-2;
+    }
+}
+
+double matmul_rounded_budget(TensorType weight) {
+    switch (weight) {
+        case TensorType::F32:
+        case TensorType::F16:
+        case TensorType::BF16: return 1e-4;
+        case TensorType::Q4_1:
+        case TensorType::Q5_1: return 1e-3;
+        default: return 5e-5;
+    }
+}
+
+struct MatmulError {
+    double rounded = 0.0;  // worst |y - ref_rounded| / sum_k |w x|
+    double nrmse = 0.0;    // ||y - ref_float|| / ||ref_float|| over all of y
+};
+
+// y = x W^T through edgellm::matmul. x rows have a stride larger than n, y rows a stride
+// larger than n_rows with guard values that must stay untouched, y starts as NaN, and
+// the activation buffer has guard bytes after activation_buffer_size().
+MatmulError check_matmul(ThreadPool& pool, TensorType type, int64_t n, int64_t n_rows,
+                         int64_t n_tokens, uint64_t seed, const std::string& what,
+                         bool check_float) {
+    MatmulError res;
+    const std::vector<uint8_t> wdata = random_tensor_data(type, n * n_rows, seed);
+    EXPECT_EQ(wdata.size(), row_size(type, n) * (size_t)n_rows);
+    std::vector<float> wf((size_t)(n * n_rows));
+    reference_kernels(type).to_float(wdata.data(), wf.data(), n * n_rows);
+
+    TensorView w;
+    w.type = type;
+    w.ne[0] = n;
+    w.ne[1] = n_rows;
+    w.data = wdata.data();
+
+    const int64_t x_stride = n + 24;
+    const int64_t y_stride = n_rows + 5;
+    const std::vector<float> x = random_floats((size_t)(x_stride * n_tokens), seed + 1);
+
+    const TensorType act = type_kernels(type).vec_dot_type;
+    const size_t xq_bytes = activation_buffer_size(type, n, n_tokens);
+    EXPECT_EQ(xq_bytes, row_size(act, n) * (size_t)n_tokens) << what;
+    constexpr size_t kGuard = 256;
+    std::vector<uint8_t> xq(xq_bytes + kGuard, 0xA5);
+
+    // the activations as the reference quantizer rounds them
+    std::vector<float> xr((size_t)(n * n_tokens));
+    {
+        std::vector<uint8_t> tmp(row_size(act, n));
+        for (int64_t t = 0; t < n_tokens; ++t) {
+            reference_kernels(act).from_float(&x[(size_t)(t * x_stride)], tmp.data(), n);
+            reference_kernels(act).to_float(tmp.data(), &xr[(size_t)(t * n)], n);
+        }
+    }
+
+    const float kSentinel = -12345.5f;
+    std::vector<float> y((size_t)(y_stride * n_tokens), kSentinel);
+    for (int64_t t = 0; t < n_tokens; ++t)
+        for (int64_t r = 0; r < n_rows; ++r)
+            y[(size_t)(t * y_stride + r)] = std::numeric_limits<float>::quiet_NaN();
+
+    matmul(pool, w, x.data(), x_stride, n_tokens, xq.data(), y.data(), y_stride);
+
+    for (size_t i = xq_bytes; i < xq.size(); ++i)
+        if (xq[i] != 0xA5) {
+            ADD_FAILURE() << what << ": activation buffer overrun at byte " << i << " of "
+                          << xq_bytes;
+            break;
+        }
+    for (int64_t t = 0; t < n_tokens; ++t)
+        for (int64_t r = n_rows; r < y_stride; ++r)
+            if (y[(size_t)(t * y_stride + r)] != kSentinel) {
+                ADD_FAILURE() << what << ": wrote y padding at token " << t << " column " << r;
+                return res;
+            }
+
+    double ss_ref = 0.0, ss_err = 0.0;
+    int reported = 0;
+    for (int64_t t = 0; t < n_tokens; ++t) {
+        for (int64_t r = 0; r < n_rows; ++r) {
+            double sf = 0.0, sr = 0.0, mag = 0.0;
+            for (int64_t k = 0; k < n; ++k) {
+                const double wk = wf[(size_t)(r * n + k)];
+                sf += wk * (double)x[(size_t)(t * x_stride + k)];
+                sr += wk * (double)xr[(size_t)(t * n + k)];
+                mag += std::fabs(wk * (double)xr[(size_t)(t * n + k)]);
+            }
+            const double got = y[(size_t)(t * y_stride + r)];
+            const double rel = std::fabs(got - sr) / (mag + 1e-30);
+            if (!(rel <= matmul_rounded_budget(type))) {
+                if (reported++ < 5)
+                    ADD_FAILURE() << what << ": y[token " << t << "][row " << r << "] = " << got
+                                  << ", expected " << sr << " (error " << rel
+                                  << " of magnitude " << mag << ", budget "
+                                  << matmul_rounded_budget(type) << ")";
+                res.rounded = INFINITY;
+            } else {
+                res.rounded = std::max(res.rounded, rel);
+            }
+            ss_ref += sf * sf;
+            ss_err += (got - sf) * (got - sf);
+        }
+    }
+    res.nrmse = std::sqrt(ss_err / ss_ref);
+    if (check_float) EXPECT_LE(res.nrmse, matmul_float_budget(act)) << what;
+    return res;
+}
+
+}  // namespace
+
+TEST(Matmul, EveryWeightTypeMatchesDoubleProduct) {
+    KernelSetGuard guard;
+    ThreadPool pool(2);
+    const int64_t n = 512;      // two K-quant super-blocks, 16 blocks of 32
+    const int64_t n_rows = 37;  // not a multiple of the 16-row blocks of matmul
+    for (const std::string& set : guard.sets()) {
+        ASSERT_TRUE(select_kernel_set(set)) << set;
+        for (TensorType type : kWeightTypes) {
+            MatmulError worst;
+            uint64_t seed = 1000 + (uint64_t)type * 10;
+            for (int64_t n_tokens : {1, 3, 17}) {
+                const std::string what = std::string(set) + " " + tensor_type_name(type) +
+                                         " tokens=" + std::to_string(n_tokens);
+                const MatmulError e =
+                    check_matmul(pool, type, n, n_rows, n_tokens, ++seed, what, true);
+                worst.nrmse = std::max(worst.nrmse, e.nrmse);
+                worst.rounded = std::max(worst.rounded, e.rounded);
+            }
+            const TensorType act = type_kernels(type).vec_dot_type;
+            std::printf("[ matmul %-4s ] %-5s (act %-4s) vs float x: nrmse %.3g (budget %.0e); "
+                        "vs rounded x: %.3g of magnitude (budget %.0e)\n",
+                        set.c_str(), tensor_type_name(type), tensor_type_name(act), worst.nrmse,
+                        matmul_float_budget(act), worst.rounded, matmul_rounded_budget(type));
+        }
+    }
+}
+
+TEST(Matmul, OddShapesAndPoolSizes) {
+    // Fewer rows than threads x 16, exactly 16, one row; float types with n not a multiple
+    // of any SIMD width; pools of 1 and 3 threads.
+    struct Case {
+        TensorType type;
+        int64_t n;
+        int64_t rows;
+        int64_t tokens;
+    };
+    const Case cases[] = {
+        {TensorType::F32, 100, 1, 2},   {TensorType::F32, 37, 33, 5},
+        {TensorType::F16, 100, 16, 3},  {TensorType::BF16, 52, 17, 1},
+        {TensorType::Q4_0, 64, 1, 4},   {TensorType::Q8_0, 96, 16, 2},
+        {TensorType::Q5_1, 32, 48, 3},  {TensorType::Q4_K, 256, 3, 2},
+        {TensorType::Q6_K, 768, 18, 1},
+    };
+    for (int n_threads : {1, 3}) {
+        ThreadPool pool(n_threads);
+        uint64_t seed = 7000;
+        for (const Case& c : cases) {
+            const std::string what = std::string(tensor_type_name(c.type)) +
+                                     " n=" + std::to_string(c.n) +
+                                     " rows=" + std::to_string(c.rows) +
+                                     " tokens=" + std::to_string(c.tokens) +
+                                     " threads=" + std::to_string(n_threads);
+            // too few outputs for a meaningful RMSE: the per-element check only
+            check_matmul(pool, c.type, c.n, c.rows, c.tokens, ++seed, what, false);
+        }
+    }
+}
+
+TEST(Matmul, QuantizedStepsEqualTheCombinedCall) {
+    // quantize_activations + matmul_quantized is what matmul does; reusing one quantized
+    // activation buffer for two weight matrices must give the same numbers.
+    ThreadPool pool(2);
+    const int64_t n = 256, rows = 21, tokens = 3;
+    const std::vector<uint8_t> wd = random_tensor_data(TensorType::Q4_K, n * rows, 31);
+    TensorView w;
+    w.type = TensorType::Q4_K;
+    w.ne[0] = n;
+    w.ne[1] = rows;
+    w.data = wd.data();
+    const std::vector<float> x = random_floats((size_t)(n * tokens), 32);
+    std::vector<uint8_t> xq1(activation_buffer_size(w.type, n, tokens));
+    std::vector<uint8_t> xq2(xq1.size());
+    std::vector<float> y1((size_t)(rows * tokens)), y2((size_t)(rows * tokens));
+    matmul(pool, w, x.data(), n, tokens, xq1.data(), y1.data(), rows);
+    quantize_activations(pool, w.type, x.data(), n, n, tokens, xq2.data());
+    EXPECT_EQ(xq1, xq2);
+    matmul_quantized(pool, w, xq2.data(), tokens, y2.data(), rows);
+    EXPECT_EQ(y1, y2);
+}
+
+// ======================================== attention =====================================
+
+namespace {
+
+struct AttnCase {
+    TensorType kv_type;
+    int head_dim;
+    int n_threads;
+    size_t row_pad;  // extra bytes per cache row beyond the n_head_kv * head_dim elements
+    bool shuffled;   // cell_pos a permutation of 0..n_cells-1 instead of in order
+};
+
+struct AttnError {
+    double vs_rounded_q = 0.0;  // against the reference fed the query as the engine rounds it
+    double vs_exact_q = 0.0;    // against the reference fed the float query
+};
+
+// Full softmax attention in double over the dequantized cache.
+void naive_attention(const std::vector<double>& q, int n_head, int n_head_kv, int hd,
+                     double scale, const std::vector<int32_t>& q_pos, const std::vector<float>& K,
+                     const std::vector<float>& V, const std::vector<int32_t>& cell_pos,
+                     std::vector<double>& out) {
+    const int64_t n_tokens = (int64_t)q_pos.size();
+    const int64_t n_cells = (int64_t)cell_pos.size();
+    const int row = n_head_kv * hd;
+    const int group = n_head / n_head_kv;
+    out.assign((size_t)(n_tokens * n_head * hd), 0.0);
+    for (int64_t t = 0; t < n_tokens; ++t)
+        for (int h = 0; h < n_head; ++h) {
+            const int hk = h / group;
+            const double* qv = &q[(size_t)((t * n_head + h) * hd)];
+            std::vector<double> s((size_t)n_cells, -INFINITY);
+            double mx = -INFINITY;
+            for (int64_t c = 0; c < n_cells; ++c) {
+                if (cell_pos[(size_t)c] > q_pos[(size_t)t]) continue;
+                double d = 0.0;
+                for (int i = 0; i < hd; ++i) d += qv[i] * K[(size_t)(c * row + hk * hd + i)];
+                s[(size_t)c] = d * scale;
+                mx = std::max(mx, s[(size_t)c]);
+            }
+            double den = 0.0;
+            for (int64_t c = 0; c < n_cells; ++c)
+                if (s[(size_t)c] > -INFINITY) den += std::exp(s[(size_t)c] - mx);
+            double* o = &out[(size_t)((t * n_head + h) * hd)];
+            for (int64_t c = 0; c < n_cells; ++c) {
+                if (!(s[(size_t)c] > -INFINITY)) continue;
+                const double p = std::exp(s[(size_t)c] - mx) / den;
+                for (int i = 0; i < hd; ++i) o[i] += p * V[(size_t)(c * row + hk * hd + i)];
+            }
+        }
+}
+
+AttnError check_attention(const AttnCase& ac, const std::vector<int32_t>& q_pos, int64_t n_cells,
+                          float q_std, uint64_t seed) {
+    AttnError res;
+    const int n_head = 8, n_head_kv = 2, hd = ac.head_dim;
+    const int row = n_head_kv * hd;
+    const int64_t n_tokens = (int64_t)q_pos.size();
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "%s head_dim=%d threads=%d row_pad=%zu shuffled=%d q_std=%g",
+                  tensor_type_name(ac.kv_type), hd, ac.n_threads, ac.row_pad, (int)ac.shuffled,
+                  q_std);
+    const std::string what = buf;
+
+    // The cache, filled with the reference quantizer from random floats.
+    const TypeKernels& ref = reference_kernels(ac.kv_type);
+    const size_t row_bytes = row_size(ac.kv_type, row) + ac.row_pad;
+    std::vector<uint8_t> kc(row_bytes * (size_t)n_cells, 0xEE), vc(row_bytes * (size_t)n_cells, 0xEE);
+    const std::vector<float> kf = random_floats((size_t)(row * n_cells), seed);
+    const std::vector<float> vf = random_floats((size_t)(row * n_cells), seed + 1);
+    std::vector<float> K((size_t)(row * n_cells)), V((size_t)(row * n_cells));
+    for (int64_t c = 0; c < n_cells; ++c) {
+        ref.from_float(&kf[(size_t)(c * row)], &kc[(size_t)c * row_bytes], row);
+        ref.from_float(&vf[(size_t)(c * row)], &vc[(size_t)c * row_bytes], row);
+        ref.to_float(&kc[(size_t)c * row_bytes], &K[(size_t)(c * row)], row);
+        ref.to_float(&vc[(size_t)c * row_bytes], &V[(size_t)(c * row)], row);
+    }
+    std::vector<int32_t> cell_pos((size_t)n_cells);
+    for (int64_t c = 0; c < n_cells; ++c) cell_pos[(size_t)c] = (int32_t)c;
+    if (ac.shuffled) {
+        // permute cells together with their positions
+        std::mt19937 rng((unsigned)seed);
+        std::vector<int64_t> perm((size_t)n_cells);
+        for (int64_t c = 0; c < n_cells; ++c) perm[(size_t)c] = c;
+        std::shuffle(perm.begin(), perm.end(), rng);
+        std::vector<uint8_t> kc2 = kc, vc2 = vc;
+        std::vector<float> K2 = K, V2 = V;
+        for (int64_t c = 0; c < n_cells; ++c) {
+            const int64_t src = perm[(size_t)c];
+            std::memcpy(&kc2[(size_t)c * row_bytes], &kc[(size_t)src * row_bytes], row_bytes);
+            std::memcpy(&vc2[(size_t)c * row_bytes], &vc[(size_t)src * row_bytes], row_bytes);
+            std::memcpy(&K2[(size_t)(c * row)], &K[(size_t)(src * row)], sizeof(float) * row);
+            std::memcpy(&V2[(size_t)(c * row)], &V[(size_t)(src * row)], sizeof(float) * row);
+            cell_pos[(size_t)c] = (int32_t)src;
+        }
+        kc.swap(kc2);
+        vc.swap(vc2);
+        K.swap(K2);
+        V.swap(V2);
+    }
+
+    const std::vector<float> q = random_floats((size_t)(n_tokens * n_head * hd), seed + 2, q_std);
+    // The query as the engine uses it: rounded to the key's dot-product type.
+    const TensorType qt = type_kernels(ac.kv_type).vec_dot_type;
+    std::vector<double> q_exact(q.begin(), q.end()), q_rounded(q.size());
+    {
+        std::vector<uint8_t> tmp(row_size(qt, hd));
+        std::vector<float> back((size_t)hd);
+        for (int64_t j = 0; j < n_tokens * n_head; ++j) {
+            reference_kernels(qt).from_float(&q[(size_t)(j * hd)], tmp.data(), hd);
+            reference_kernels(qt).to_float(tmp.data(), back.data(), hd);
+            for (int i = 0; i < hd; ++i) q_rounded[(size_t)(j * hd + i)] = back[(size_t)i];
+        }
+    }
+
+    AttentionShape s;
+    s.n_head = n_head;
+    s.n_head_kv = n_head_kv;
+    s.head_dim = hd;
+    s.scale = 1.0f / std::sqrt((float)hd);
+
+    ThreadPool pool(ac.n_threads);
+    const size_t scratch_bytes = attention_scratch_per_thread(s, ac.kv_type) * (size_t)pool.size();
+    constexpr size_t kGuard = 128;
+    std::vector<uint8_t> scratch(scratch_bytes + kGuard, 0x5A);
+    std::vector<float> out((size_t)(n_tokens * n_head * hd), std::numeric_limits<float>::quiet_NaN());
+    const KvLayerView kv{ac.kv_type, kc.data(), vc.data(), row_bytes};
+    attention(pool, s, q.data(), q_pos.data(), n_tokens, kv, cell_pos.data(), n_cells, out.data(),
+              scratch.data());
+    for (size_t i = scratch_bytes; i < scratch.size(); ++i)
+        if (scratch[i] != 0x5A) {
+            ADD_FAILURE() << what << ": scratch overrun at byte " << i << " of " << scratch_bytes;
+            break;
+        }
+
+    std::vector<double> ref_r, ref_e;
+    naive_attention(q_rounded, n_head, n_head_kv, hd, s.scale, q_pos, K, V, cell_pos, ref_r);
+    naive_attention(q_exact, n_head, n_head_kv, hd, s.scale, q_pos, K, V, cell_pos, ref_e);
+
+    // Errors as max |out - ref| over the elements (V elements are ~N(0,1)).
+    for (int64_t t = 0; t < n_tokens; ++t)
+        for (int h = 0; h < n_head; ++h)
+            for (int i = 0; i < hd; ++i) {
+                const size_t k = (size_t)((t * n_head + h) * hd + i);
+                if (!std::isfinite(out[k])) {
+                    ADD_FAILURE() << what << ": out[t=" << t << "][h=" << h << "][" << i
+                                  << "] = " << out[k];
+                    return res;
+                }
+                res.vs_rounded_q = std::max(res.vs_rounded_q, std::fabs(out[k] - ref_r[k]));
+                res.vs_exact_q = std::max(res.vs_exact_q, std::fabs(out[k] - ref_e[k]));
+            }
+    // Budgets (see Attention.MatchesNaiveFullSoftmax).
+    const double budget_r = 1e-5;
+    const double budget_e = (ac.kv_type == TensorType::F16 ? 1.5e-3 : 3e-2) * q_std;
+    EXPECT_LE(res.vs_rounded_q, budget_r) << what;
+    EXPECT_LE(res.vs_exact_q, budget_e) << what;
+    if (res.vs_rounded_q > budget_r || res.vs_exact_q > budget_e) {
+        // say which query was off
+        for (int64_t t = 0; t < n_tokens; ++t)
+            for (int h = 0; h < n_head; ++h)
+                for (int i = 0; i < hd; ++i) {
+                    const size_t k = (size_t)((t * n_head + h) * hd + i);
+                    if (std::fabs(out[k] - ref_r[k]) > budget_r) {
+                        ADD_FAILURE() << what << ": first bad element token " << t << " (pos "
+                                      << q_pos[(size_t)t] << ") head " << h << " i " << i
+                                      << ": got " << out[k] << ", want " << ref_r[k];
+                        return res;
+                    }
+                }
+    }
+    return res;
+}
+
+}  // namespace
+
+TEST(Attention, MatchesNaiveFullSoftmax) {
+    // Two references, both full-softmax attention in double over the dequantized cache
+    // (values ~N(0,1)); errors are max |out - ref| over all outputs:
+    // (a) fed the query rounded to the key's dot-product type, as the engine documents
+    //     (f16 for an F16 cache, q8_0 for a Q8_0 cache): only float summation and exp
+    //     differ. Measured <= 9e-7; budget 1e-5.
+    // (b) fed the float query: adds the query's rounding, which grows with the score
+    //     spread. Measured F16 4e-4 (q_std 1) / 2.2e-3 (q_std 3), Q8_0 1.2e-2 / 4.0e-2;
+    //     budget 1.5e-3 * q_std (F16), 3e-2 * q_std (Q8_0).
+    // A causal mask off by one cell or a wrong KV head moves outputs by ~0.05..1.
+    const int64_t n_cells = 19;
+    // positions: the last cell, earlier cells (masked tail), 0 (only cell 0), and past the end
+    const std::vector<int32_t> q_pos = {18, 0, 7, 3, 12, 17, 1, 100};
+    KernelSetGuard guard;
+    for (const std::string& set : guard.sets()) {
+        ASSERT_TRUE(select_kernel_set(set)) << set;
+        uint64_t seed = 40000;
+        for (TensorType kvt : {TensorType::F16, TensorType::Q8_0})
+            for (int hd : {32, 64})
+                for (float q_std : {1.0f, 3.0f}) {
+                    AttnCase ac{kvt, hd, 2, 0, false};
+                    const AttnError e = check_attention(ac, q_pos, n_cells, q_std, seed += 10);
+                    std::printf("[ attention %-4s ] %-4s head_dim %d q_std %g: max err vs rounded-q "
+                                "ref %.3g, vs float-q ref %.3g\n",
+                                set.c_str(), tensor_type_name(kvt), hd, q_std, e.vs_rounded_q,
+                                e.vs_exact_q);
+                }
+    }
+}
+
+TEST(Attention, ThreadCountsPaddedRowsAndUnorderedCells) {
+    const std::vector<int32_t> q_pos = {5, 30, 0, 11, 2};
+    uint64_t seed = 50000;
+    for (TensorType kvt : {TensorType::F16, TensorType::Q8_0})
+        for (int hd : {32, 64}) {
+            check_attention({kvt, hd, 1, 0, false}, q_pos, 31, 1.5f, seed += 10);
+            check_attention({kvt, hd, 3, 0, false}, q_pos, 31, 1.5f, seed += 10);
+            check_attention({kvt, hd, 2, 64, false}, q_pos, 31, 1.5f, seed += 10);
+            check_attention({kvt, hd, 2, 0, true}, q_pos, 31, 1.5f, seed += 10);
+        }
+}
+
+TEST(Attention, QuerySeeingOnlyCellZeroReturnsItsValues) {
+    for (TensorType kvt : {TensorType::F16, TensorType::Q8_0})
+        for (int hd : {32, 64}) {
+            const int n_head = 8, n_head_kv = 2, row = n_head_kv * hd;
+            const int64_t n_cells = 6;
+            const TypeKernels& ref = reference_kernels(kvt);
+            const size_t rb = row_size(kvt, row);
+            std::vector<uint8_t> kc(rb * n_cells), vc(rb * n_cells);
+            const std::vector<float> kf = random_floats((size_t)(row * n_cells), 61);
+            const std::vector<float> vf = random_floats((size_t)(row * n_cells), 62);
+            for (int64_t c = 0; c < n_cells; ++c) {
+                ref.from_float(&kf[(size_t)(c * row)], &kc[c * rb], row);
+                ref.from_float(&vf[(size_t)(c * row)], &vc[c * rb], row);
+            }
+            std::vector<float> v0((size_t)row);
+            ref.to_float(vc.data(), v0.data(), row);
+            const std::vector<int32_t> cell_pos = {0, 1, 2, 3, 4, 5};
+            const std::vector<int32_t> q_pos = {0, 0};
+            // large queries: a sharp softmax would pull strongly towards other cells were
+            // they (wrongly) visible
+            const std::vector<float> q = random_floats((size_t)(2 * n_head * hd), 63, 10.0f);
+            AttentionShape s{n_head, n_head_kv, hd, 1.0f / std::sqrt((float)hd)};
+            ThreadPool pool(2);
+            std::vector<uint8_t> scratch(attention_scratch_per_thread(s, kvt) * pool.size());
+            std::vector<float> out((size_t)(2 * n_head * hd), -1.0f);
+            attention(pool, s, q.data(), q_pos.data(), 2, {kvt, kc.data(), vc.data(), rb},
+                      cell_pos.data(), n_cells, out.data(), scratch.data());
+            for (int t = 0; t < 2; ++t)
+                for (int h = 0; h < n_head; ++h) {
+                    const int hk = h / (n_head / n_head_kv);
+                    for (int i = 0; i < hd; ++i) {
+                        const float want = v0[(size_t)(hk * hd + i)];
+                        const float got = out[(size_t)((t * n_head + h) * hd + i)];
+                        ASSERT_NEAR(got, want, 1e-6f * std::fabs(want))
+                            << tensor_type_name(kvt) << " head_dim " << hd << " token " << t
+                            << " head " << h << " i " << i;
+                    }
+                }
+        }
+}

@@ -1,1 +1,200 @@
-// placeholder, being written
+// Golden tests: for every case of reference/golden/cases.json and every kernel set this
+// machine supports, our logits against llama.cpp's, as normalized RMSE over all positions.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "edgellm/model.h"
+#include "kernels/kernels.h"
+
+using namespace edgellm;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kGolden = fs::path(EDGELLM_SHARED_DIR) / "reference" / "golden";
+
+struct Case {
+    std::string model, kv_type, logits;
+    int64_t n_tokens, n_vocab;
+};
+
+struct Cases {
+    std::vector<int32_t> tokens;
+    std::vector<Case> cases;
+};
+
+Cases load_cases() {
+    Cases c;
+    std::ifstream in(kGolden / "cases.json");
+    if (!in) return c;
+    const auto j = nlohmann::json::parse(in);
+    for (const auto& t : j.at("tokens")) c.tokens.push_back(t.get<int32_t>());
+    for (const auto& e : j.at("cases"))
+        c.cases.push_back({e.at("model"), e.at("kv_type"), e.at("logits"), e.at("n_tokens"),
+                           e.at("n_vocab")});
+    return c;
+}
+
+std::vector<float> read_f32(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::vector<float> v(fs::file_size(p) / sizeof(float));
+    in.read((char*)v.data(), (std::streamsize)(v.size() * sizeof(float)));
+    return v;
+}
+
+struct Distance {
+    double nrmse;
+    double top1;
+};
+
+Distance distance(std::span<const float> ours, const std::vector<float>& gold, int64_t n_vocab) {
+    double num = 0, den = 0;
+    int agree = 0;
+    const int64_t rows = (int64_t)gold.size() / n_vocab;
+    for (int64_t r = 0; r < rows; ++r) {
+        int64_t a = 0, b = 0;
+        for (int64_t i = 0; i < n_vocab; ++i) {
+            const double o = ours[r * n_vocab + i], g = gold[r * n_vocab + i];
+            num += (o - g) * (o - g);
+            den += g * g;
+            if (o > ours[r * n_vocab + a]) a = i;
+            if (g > gold[r * n_vocab + b]) b = i;
+        }
+        agree += a == b;
+    }
+    return {std::sqrt(num / den), (double)agree / rows};
+}
+
+class GoldenTest : public ::testing::TestWithParam<std::string> {
+protected:
+    void SetUp() override { ASSERT_TRUE(select_kernel_set(GetParam())); }
+    void TearDown() override { select_kernel_set(available_kernel_sets().back()); }
+};
+
+}  // namespace
+
+TEST_P(GoldenTest, EveryCaseWithin3e2) {
+    const Cases c = load_cases();
+    if (c.cases.empty()) GTEST_SKIP() << "no golden cases at " << kGolden;
+    for (const Case& k : c.cases) {
+        auto model = Model::load((kGolden / k.model).string());
+        ASSERT_TRUE(model.ok()) << model.error();
+        ContextParams p;
+        p.n_ctx = 64;
+        p.n_batch = k.n_tokens;
+        p.n_outputs = k.n_tokens;
+        p.kv_type = k.kv_type == "q8_0" ? TensorType::Q8_0 : TensorType::F16;
+        p.n_threads = 2;
+        auto ctx = Context::create(**model, p);
+        ASSERT_TRUE(ctx.ok()) << ctx.error();
+        auto logits = (*ctx)->eval(c.tokens, true);
+        ASSERT_TRUE(logits.ok()) << logits.error();
+        const auto gold = read_f32(kGolden / k.logits);
+        ASSERT_EQ(logits->size(), gold.size()) << k.model;
+        const Distance d = distance(*logits, gold, k.n_vocab);
+        std::printf("[%s] %-28s kv %-4s nrmse %.2e top1 %.3f\n", GetParam().c_str(),
+                    k.model.c_str(), k.kv_type.c_str(), d.nrmse, d.top1);
+        EXPECT_LE(d.nrmse, 3e-2) << k.model << " kv " << k.kv_type;
+        EXPECT_GE(d.top1, 0.85) << k.model << " kv " << k.kv_type;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(KernelSets, GoldenTest, ::testing::ValuesIn(available_kernel_sets()),
+                         [](const auto& info) { return info.param; });
+
+// Evaluating the sequence in pieces (prefill, then one token at a time through the KV
+// cache) gives the same logits as one batch: the cache and positions are right.
+TEST(Context, IncrementalEvalMatchesOneBatch) {
+    const Cases c = load_cases();
+    if (c.cases.empty()) GTEST_SKIP() << "no golden cases at " << kGolden;
+    auto model = Model::load((kGolden / "tiny-qwen2-q4_k_m.gguf").string());
+    ASSERT_TRUE(model.ok()) << model.error();
+    const int64_t n_vocab = (*model)->hparams().n_vocab;
+    ContextParams p;
+    p.n_ctx = 64;
+    p.n_batch = 32;
+    p.n_outputs = 32;
+    p.n_threads = 2;
+    auto whole = Context::create(**model, p);
+    ASSERT_TRUE(whole.ok());
+    auto all = (*whole)->eval(c.tokens, true);
+    ASSERT_TRUE(all.ok());
+    std::vector<float> expected(all->begin(), all->end());
+
+    p.n_batch = 5;  // forces several forward steps inside one eval
+    auto pieces = Context::create(**model, p);
+    ASSERT_TRUE(pieces.ok());
+    auto first = (*pieces)->eval(std::span<const int32_t>(c.tokens.data(), 12), false);
+    ASSERT_TRUE(first.ok());
+    for (int64_t i = 0; i < n_vocab; ++i)
+        EXPECT_NEAR((*first)[i], expected[11 * n_vocab + i], 2e-3);
+    for (size_t t = 12; t < c.tokens.size(); ++t) {
+        auto step = (*pieces)->eval(std::span<const int32_t>(&c.tokens[t], 1), false);
+        ASSERT_TRUE(step.ok());
+        double err = 0;
+        for (int64_t i = 0; i < n_vocab; ++i)
+            err = std::max(err, (double)std::fabs((*step)[i] - expected[t * n_vocab + i]));
+        EXPECT_LT(err, 2e-3) << "position " << t;
+    }
+    EXPECT_EQ((*pieces)->n_past(), 32);
+
+    // Rolling back and re-evaluating the tail reproduces it.
+    (*pieces)->truncate(20);
+    auto again = (*pieces)->eval(std::span<const int32_t>(&c.tokens[20], 12), true);
+    ASSERT_TRUE(again.ok());
+    for (int64_t i = 0; i < n_vocab; ++i)
+        EXPECT_NEAR((*again)[11 * n_vocab + i], expected[31 * n_vocab + i], 2e-3);
+}
+
+TEST(Context, RefusesBadInput) {
+    auto model = Model::load((kGolden / "tiny-llama-q8_0.gguf").string());
+    if (!model.ok()) GTEST_SKIP() << model.error();
+    ContextParams p;
+    p.n_ctx = 8;
+    p.n_threads = 1;
+    auto ctx = Context::create(**model, p);
+    ASSERT_TRUE(ctx.ok());
+    std::vector<int32_t> bad = {1, 4096};
+    auto r = (*ctx)->eval(bad, false);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().find("outside the vocabulary"), std::string::npos) << r.error();
+    std::vector<int32_t> many(9, 1);
+    r = (*ctx)->eval(many, false);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().find("context full"), std::string::npos) << r.error();
+    EXPECT_EQ((*ctx)->n_past(), 0);
+    r = (*ctx)->eval({}, false);
+    EXPECT_FALSE(r.ok());
+    p.kv_type = TensorType::Q4_K;
+    EXPECT_FALSE(Context::create(**model, p).ok());
+}
+
+// The memory bill adds up: weights are the file's tensor bytes, the KV cache is
+// 2 x layers x context x row size, and a context allocates what the bill says.
+TEST(Context, MemoryBillAddsUp) {
+    auto model = Model::load((kGolden / "tiny-qwen2-f16.gguf").string());
+    if (!model.ok()) GTEST_SKIP() << model.error();
+    const HParams& h = (*model)->hparams();
+    for (TensorType kv : {TensorType::F16, TensorType::Q8_0}) {
+        ContextParams p;
+        p.n_ctx = 1024;
+        p.n_threads = 2;
+        p.kv_type = kv;
+        auto bill = Context::memory_bill(**model, p);
+        ASSERT_TRUE(bill.ok());
+        EXPECT_EQ(bill->weights, (*model)->file().tensor_bytes());
+        EXPECT_EQ(bill->kv_cache, 2u * h.n_layer * 1024 * row_size(kv, h.n_embd_kv()));
+        EXPECT_EQ(bill->total(), bill->weights + bill->kv_cache + bill->scratch);
+        EXPECT_GT(bill->scratch, 0u);
+    }
+}
+
+TEST(Model, RefusesUnsupportedOrBrokenModels) {
+    auto r = Model::load((kGolden / "README.md").string());
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().find("magic"), std::string::npos) << r.error();
+}

@@ -1,0 +1,46 @@
+// Command-line options in llama.cpp's style: short and long names, multi-letter short
+// names (-ngl, -np), "--name value" and "--name=value". Unknown options are errors.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace edgellm::cli {
+
+class ArgParser {
+public:
+    ArgParser(std::string command, std::string usage) : command_(std::move(command)), usage_(std::move(usage)) {}
+
+    void flag(std::vector<std::string> names, std::string help);
+    void option(std::vector<std::string> names, std::string metavar, std::string help);
+
+    // False with a one-line reason in *err on an unknown option or a missing value.
+    bool parse(const std::vector<std::string>& args, std::string* err);
+
+    bool has(const std::string& name) const;
+    std::optional<std::string> get(const std::string& name) const;
+    std::string get_or(const std::string& name, const std::string& def) const;
+    // Parsed integer; false with a reason when present but not an integer in [lo, hi].
+    bool get_int(const std::string& name, int64_t lo, int64_t hi, int64_t* out, std::string* err) const;
+    const std::vector<std::string>& positional() const { return positional_; }
+    bool help_requested() const { return help_; }
+    std::string help() const;
+
+private:
+    struct Spec {
+        std::vector<std::string> names;
+        bool has_value;
+        std::string metavar, help;
+    };
+    const Spec* find(const std::string& name) const;
+    std::string command_, usage_;
+    std::vector<Spec> specs_;
+    std::map<std::string, std::string> values_;  // by the first name of the spec
+    std::vector<std::string> positional_;
+    bool help_ = false;
+};
+
+}  // namespace edgellm::cli

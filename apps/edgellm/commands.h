@@ -1,0 +1,28 @@
+// The subcommands of the edgellm binary. Each takes its arguments (after the subcommand
+// name) and returns the process exit code: 0 ok, 1 failure, 2 bad usage.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace edgellm::cli {
+
+int cmd_logits(const std::vector<std::string>& args);
+int cmd_inspect(const std::vector<std::string>& args);
+
+// Shared by commands: print "edgellm <cmd>: <reason>" on stderr, return the code.
+int fail(const std::string& command, const std::string& reason, int code = 1);
+
+// Apply --kernels NAME (or $EDGELLM_KERNELS); empty reason when fine.
+std::string choose_kernels(const std::string& requested);
+
+}  // namespace edgellm::cli
+
+#include <optional>
+
+#include "edgellm/tensor_type.h"
+
+namespace edgellm::cli {
+// "f16" / "q8_0" -> the KV cache type.
+std::optional<TensorType> parse_kv_type(const std::string& s);
+}  // namespace edgellm::cli

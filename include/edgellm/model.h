@@ -1,0 +1,111 @@
+// A loaded model (weights mapped from a GGUF file) and an inference context over it
+// (KV cache, scratch buffers, thread pool) that evaluates batches of tokens.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "edgellm/error.h"
+#include "edgellm/gguf.h"
+#include "edgellm/tensor_type.h"
+
+namespace edgellm {
+
+// Hyper-parameters read from GGUF metadata ("<arch>.embedding_length" and friends).
+struct HParams {
+    std::string arch;          // "llama", "qwen2"
+    int64_t n_vocab = 0;       // rows of token_embd
+    int64_t n_ctx_train = 0;   // <arch>.context_length
+    int64_t n_embd = 0;        // width of the residual stream
+    int64_t n_layer = 0;
+    int64_t n_head = 0;
+    int64_t n_head_kv = 0;     // grouped-query attention: n_head / n_head_kv queries per KV head
+    int64_t head_dim = 0;      // <arch>.attention.key_length, else n_embd / n_head
+    int64_t n_ff = 0;          // hidden width of the gated FFN
+    float rms_eps = 1e-5f;
+    // RoPE
+    int64_t n_rot = 0;         // rotated dimensions per head (<arch>.rope.dimension_count)
+    float rope_freq_base = 10000.0f;
+    float rope_freq_scale = 1.0f;  // 1 / linear scaling factor
+    bool rope_neox = false;        // NEOX pairs (i, i + n_rot/2) vs NORMAL pairs (2i, 2i+1)
+    bool tied_output = false;      // no output.weight: the output projection is token_embd
+    bool qkv_bias = false;
+
+    int64_t n_embd_kv() const { return n_head_kv * head_dim; }
+    int64_t n_embd_q() const { return n_head * head_dim; }
+};
+
+class Model {
+public:
+    // Map the file, read the hyper-parameters and check every tensor's shape and type.
+    static Result<std::unique_ptr<Model>> load(const std::string& path);
+    ~Model();
+
+    const HParams& hparams() const { return hp_; }
+    const GgufFile& file() const { return *file_; }
+    size_t weight_bytes() const { return file_->tensor_bytes(); }
+    // The most common weight type, e.g. "q4_K" for a Q4_K_M file.
+    std::string main_weight_type() const;
+
+    struct Impl;
+    const Impl& impl() const { return *impl_; }
+
+private:
+    Model() = default;
+    std::unique_ptr<GgufFile> file_;
+    HParams hp_;
+    std::unique_ptr<Impl> impl_;
+};
+
+struct ContextParams {
+    int64_t n_ctx = 0;        // 0: the model's training context, capped at 4096
+    int64_t n_batch = 512;    // most tokens evaluated in one forward step
+    int64_t n_outputs = 1;    // most positions whose logits one eval() returns
+    TensorType kv_type = TensorType::F16;  // F16 or Q8_0
+    int n_threads = 0;        // 0: all cores
+};
+
+// Bytes a context will allocate, before allocating it.
+struct MemoryBill {
+    size_t weights = 0;   // tensor bytes, mapped from the file
+    size_t kv_cache = 0;  // 2 x n_layer x n_ctx x row_size(kv_type, n_embd_kv)
+    size_t scratch = 0;   // activations, logits, per-thread buffers
+    size_t total() const { return weights + kv_cache + scratch; }
+};
+
+class Context {
+public:
+    static Result<std::unique_ptr<Context>> create(const Model& model, const ContextParams& p);
+    static Result<MemoryBill> memory_bill(const Model& model, const ContextParams& p);
+    ~Context();
+
+    const ContextParams& params() const { return params_; }
+    int64_t n_past() const;  // positions held in the KV cache
+
+    // Evaluate tokens at positions n_past() .. n_past()+n-1 (in steps of n_batch) and keep
+    // their K/V. Returns logits [n_out][n_vocab]: every position when all_logits (n must
+    // not exceed n_outputs), else only the last. Errors: empty input, a token id outside
+    // the vocabulary, or a context that would overflow.
+    Result<std::span<const float>> eval(std::span<const int32_t> tokens, bool all_logits);
+
+    // Forget every position >= n_keep.
+    void truncate(int64_t n_keep);
+
+    // Called after each step with (name, layer, data, n_tokens x width) for debugging.
+    using TraceFn = std::function<void(const char* name, int layer, const float* data,
+                                       int64_t n_tokens, int64_t width)>;
+    void set_trace(TraceFn fn);
+
+    struct Impl;
+
+private:
+    Context() = default;
+    ContextParams params_;
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace edgellm

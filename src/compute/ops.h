@@ -1,0 +1,30 @@
+// Element-wise and row-wise operations of the forward pass, in f32.
+#pragma once
+
+#include <cstdint>
+
+namespace edgellm {
+
+// y = x / sqrt(mean(x^2) + eps) * w   (RMSNorm; the sum of squares in double as ggml does)
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
+
+// y = silu(gate) * up, in place over gate.  silu(x) = x / (1 + exp(-x))
+void swiglu(float* gate, const float* up, int64_t n);
+
+// x += b
+void add(float* x, const float* b, int64_t n);
+
+// Rotary position embedding of one head vector (head_dim elements, the first n_rot
+// rotated) at position pos. `neox` pairs element i with i + n_rot/2 (GPT-NeoX / Qwen2);
+// otherwise pairs are adjacent (2i, 2i+1), the original LLaMA layout.
+// theta_i = pos * freq_scale * base^(-2i/n_rot) / freq_factors[i]  (freq_factors may be null)
+struct RopeParams {
+    int n_rot = 0;
+    float freq_base = 10000.0f;
+    float freq_scale = 1.0f;
+    bool neox = false;
+    const float* freq_factors = nullptr;  // n_rot/2 values (Llama 3.1 long-context scaling)
+};
+void rope(float* x, int64_t pos, const RopeParams& p);
+
+}  // namespace edgellm

@@ -1,0 +1,49 @@
+// A persistent pool of worker threads. `run` hands the same function to every thread
+// (the caller is thread 0) and returns when all have finished. Idle workers spin for a
+// short while before sleeping, so the many small parallel steps of one token do not pay
+// a wake-up each.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace edgellm {
+
+class ThreadPool {
+public:
+    explicit ThreadPool(int n_threads);
+    ~ThreadPool();
+    ThreadPool(const ThreadPool&) = delete;
+    ThreadPool& operator=(const ThreadPool&) = delete;
+
+    int size() const { return n_threads_; }
+
+    // fn(ith, nth) on every thread; ith in [0, nth). Not reentrant.
+    void run(const std::function<void(int ith, int nth)>& fn);
+
+    // Split [0, n) into contiguous chunks, one per thread.
+    static void split(int64_t n, int ith, int nth, int64_t* begin, int64_t* end) {
+        const int64_t per = (n + nth - 1) / nth;
+        *begin = std::min<int64_t>(n, per * ith);
+        *end = std::min<int64_t>(n, *begin + per);
+    }
+
+private:
+    void worker(int ith);
+
+    int n_threads_;
+    std::vector<std::thread> threads_;
+    std::mutex mu_;
+    std::condition_variable cv_;
+    std::atomic<uint64_t> generation_{0};
+    std::atomic<int> pending_{0};
+    std::atomic<int> sleeping_{0};
+    std::atomic<bool> stop_{false};
+    const std::function<void(int, int)>* job_ = nullptr;
+};
+
+}  // namespace edgellm

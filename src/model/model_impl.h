@@ -1,0 +1,70 @@
+// Internals of Model and Context shared by the model layer's translation units.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "compute/attention.h"
+#include "compute/tensor_view.h"
+#include "compute/thread_pool.h"
+#include "edgellm/model.h"
+#include "model/kv_cache.h"
+
+namespace edgellm {
+
+// Read the hyper-parameters of a supported architecture from GGUF metadata.
+Result<HParams> read_hparams(const GgufFile& f);
+
+// Weights of one transformer block. Vectors (norms, biases) are f32; matrices keep the
+// file's type. Shapes as GGUF stores them: ne[0] is the input width.
+struct LayerWeights {
+    const float* attn_norm = nullptr;  // [n_embd]
+    TensorView wq;                     // [n_embd, n_embd_q]
+    TensorView wk;                     // [n_embd, n_embd_kv]
+    TensorView wv;                     // [n_embd, n_embd_kv]
+    const float* bq = nullptr;         // [n_embd_q]   (qwen2)
+    const float* bk = nullptr;         // [n_embd_kv]  (qwen2)
+    const float* bv = nullptr;         // [n_embd_kv]  (qwen2)
+    TensorView wo;                     // [n_embd_q, n_embd]
+    const float* ffn_norm = nullptr;   // [n_embd]
+    TensorView w_gate;                 // [n_embd, n_ff]
+    TensorView w_up;                   // [n_embd, n_ff]
+    TensorView w_down;                 // [n_ff, n_embd]
+};
+
+struct Model::Impl {
+    TensorView tok_embd;                // [n_embd, n_vocab]
+    TensorView output;                  // [n_embd, n_vocab] (tok_embd when tied)
+    const float* output_norm = nullptr; // [n_embd]
+    const float* rope_freqs = nullptr;  // [n_rot / 2] or null
+    std::vector<LayerWeights> layers;
+    std::vector<std::unique_ptr<float[]>> owned;  // vectors converted to f32 at load
+};
+
+struct Context::Impl {
+    const Model* model = nullptr;
+    std::unique_ptr<ThreadPool> pool;
+    std::unique_ptr<KvCache> kv;
+    TraceFn trace;
+
+    // Scratch, sized at creation for n_batch tokens (see ScratchLayout in forward.cpp).
+    std::unique_ptr<uint8_t[], void (*)(void*)> arena{nullptr, nullptr};
+    size_t arena_bytes = 0;
+    float* x = nullptr;        // [n_batch][n_embd]   residual stream
+    float* xn = nullptr;       // [n_batch][n_embd]   normalized
+    float* q = nullptr;        // [n_batch][n_embd_q]
+    float* k = nullptr;        // [n_batch][n_embd_kv]
+    float* v = nullptr;        // [n_batch][n_embd_kv]
+    float* attn = nullptr;     // [n_batch][n_embd_q]
+    float* gate = nullptr;     // [n_batch][n_ff]
+    float* up = nullptr;       // [n_batch][n_ff]
+    void* act_q = nullptr;     // quantized activations, largest of all matmuls
+    float* logits = nullptr;   // [n_outputs][n_vocab]
+    int32_t* pos = nullptr;    // [n_batch]
+    uint8_t* attn_scratch = nullptr;  // per thread
+};
+
+// Bytes of scratch for these parameters (the same computation that lays out the arena).
+size_t scratch_bytes(const Model& m, const ContextParams& p, int n_threads);
+
+}  // namespace edgellm
