@@ -517,34 +517,32 @@ const TensorType kWeightTypes[] = {
 //     quantizer and dequantized again -- what the engine documents it computes. Only the
 //     float summation order (and for q8_1 the f16 block sum `s`) differs, so each element
 //     must be within a tight budget of the magnitude sum_k |w_rk * x_k|:
-//       f32 / f16 / bf16 weights: 1e-4 (f32 lanes vs double; = vec_dot_error_budget)
-//       q4_1 / q5_1 (q8_1 activations with an f16 block sum): 1e-3
-//       other integer types: 5e-5
+//       q4_1 / q5_1 (q8_1 activations with an f16 block sum): measured 9e-6, budget 1e-4
+//       every other type: measured <= 5e-8, budget 1e-5
 //     Any wrong row, column, stride or token fails this by orders of magnitude.
 //
 // (2) "float": with the float activations, i.e. what a user comparing against an f32
 //     model sees. The error is the activations' rounding carried through the dot; as a
-//     normalized RMSE over the whole y (all rows and tokens) it must stay below
-//       f32 1e-5, f16 1e-3, bf16 1e-2, 8-bit activations (q8_0 / q8_1 / q8_K) 3e-2.
-//     (The test prints the measured values.) One wrong row out of 37 already gives ~0.2,
-//     a wrong column / stride ~1.4.
+//     normalized RMSE over the whole y (37 rows x all tokens):
+//       f32  measured 1e-7   budget 1e-5
+//       f16  measured 2.2e-4 budget 1e-3
+//       bf16 measured 1.7e-3 budget 5e-3
+//       8-bit activations (q8_0 / q8_1 / q8_K) measured 5.5e-3 .. 1.1e-2 (q2_K) budget 3e-2
+//     One wrong row out of 37 already gives ~0.2, a wrong column / stride ~1.4.
 double matmul_float_budget(TensorType act) {
     switch (act) {
         case TensorType::F32: return 1e-5;
         case TensorType::F16: return 1e-3;
-        case TensorType::BF16: return 1e-2;
+        case TensorType::BF16: return 5e-3;
         default: return 3e-2;
     }
 }
 
 double matmul_rounded_budget(TensorType weight) {
     switch (weight) {
-        case TensorType::F32:
-        case TensorType::F16:
-        case TensorType::BF16: return 1e-4;
         case TensorType::Q4_1:
-        case TensorType::Q5_1: return 1e-3;
-        default: return 5e-5;
+        case TensorType::Q5_1: return 1e-4;
+        default: return 1e-5;
     }
 }
 
@@ -626,11 +624,12 @@ MatmulError check_matmul(ThreadPool& pool, TensorType type, int64_t n, int64_t n
             const double got = y[(size_t)(t * y_stride + r)];
             const double rel = std::fabs(got - sr) / (mag + 1e-30);
             if (!(rel <= matmul_rounded_budget(type))) {
-                if (reported++ < 5)
+                if (reported++ < 5) {
                     ADD_FAILURE() << what << ": y[token " << t << "][row " << r << "] = " << got
                                   << ", expected " << sr << " (error " << rel
                                   << " of magnitude " << mag << ", budget "
                                   << matmul_rounded_budget(type) << ")";
+                }
                 res.rounded = INFINITY;
             } else {
                 res.rounded = std::max(res.rounded, rel);
@@ -640,7 +639,9 @@ MatmulError check_matmul(ThreadPool& pool, TensorType type, int64_t n, int64_t n
         }
     }
     res.nrmse = std::sqrt(ss_err / ss_ref);
-    if (check_float) EXPECT_LE(res.nrmse, matmul_float_budget(act)) << what;
+    if (check_float) {
+        EXPECT_LE(res.nrmse, matmul_float_budget(act)) << what;
+    }
     return res;
 }
 

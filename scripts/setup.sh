@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Set up a fresh Debian 12 machine for edgellm: install the build and test dependencies
+# from Debian's packages (idempotent) and build a Release into build/.
+#   scripts/setup.sh            install + build
+#   SETUP_SKIP_BUILD=1 ...      install only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libgtest-dev libgmock-dev          # unit tests
+  nlohmann-json3-dev                 # JSON (tests now; the server later)
+  python3                            # test helpers
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq || echo "setup: apt-get update failed; trying with the current package lists"
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all packages present"
+fi
+
+if [ "${SETUP_SKIP_BUILD:-0}" != "1" ]; then
+  jobs="${JOBS:-2}"
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+  cmake --build build -j"$jobs"
+  echo "setup: built build/bin/edgellm"
+fi

@@ -1,0 +1,151 @@
+// The edgellm binary's contracts: exit codes, one-line reasons, the logits file layout and
+// an inspect memory bill that adds up. Runs the real binary.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "edgellm/gguf.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kGolden = fs::path(EDGELLM_SHARED_DIR) / "reference" / "golden";
+const std::string kBin = std::string(EDGELLM_BIN_DIR) + "/edgellm";
+
+struct Outcome {
+    int code;
+    std::string out;  // stdout
+    std::string err;  // stderr
+};
+
+Outcome run(const std::string& args) {
+    const fs::path err_file = fs::temp_directory_path() / ("edgellm_cli_err_" + std::to_string(getpid()));
+    const std::string cmd = kBin + " " + args + " 2>" + err_file.string();
+    Outcome r{};
+    FILE* p = popen(cmd.c_str(), "r");
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+    const int status = pclose(p);
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::ifstream e(err_file);
+    r.err.assign(std::istreambuf_iterator<char>(e), {});
+    fs::remove(err_file);
+    return r;
+}
+
+int lines(const std::string& s) {
+    int n = 0;
+    for (char c : s) n += c == '\n';
+    return n;
+}
+
+const char* kTokens = "1936 2094 3090 3890 142 590 3368 3882";
+
+}  // namespace
+
+TEST(Cli, UsageErrorsExitTwoWithOneLine) {
+    Outcome r = run("");
+    EXPECT_EQ(r.code, 2);
+    r = run("frobnicate");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+    r = run("logits --tokens \"1 2\" --out /tmp/x.f32");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(lines(r.err), 1);
+    EXPECT_NE(r.err.find("-m"), std::string::npos) << r.err;
+    r = run("logits -m x.gguf --tokens \"1 2\" --out /tmp/x.f32 --bogus");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("--bogus"), std::string::npos) << r.err;
+    r = run("logits -m x.gguf --tokens \"1 two\" --out /tmp/x.f32");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("two"), std::string::npos) << r.err;
+    r = run("logits -m x.gguf --tokens \"1\" --out /tmp/x.f32 --kv-type q4_0");
+    EXPECT_EQ(r.code, 2);
+    r = run("inspect");
+    EXPECT_EQ(r.code, 2);
+    r = run("inspect x.gguf -c -5");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(lines(r.err), 1);
+}
+
+TEST(Cli, BadFilesExitOneWithReason) {
+    Outcome r = run("inspect /nonexistent/model.gguf");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_EQ(lines(r.err), 1);
+    EXPECT_NE(r.err.find("/nonexistent/model.gguf"), std::string::npos) << r.err;
+
+    // A model cut in half: refused with the field and byte offset, not a crash.
+    const fs::path src = kGolden / "tiny-qwen2-q4_k_m.gguf";
+    if (!fs::exists(src)) GTEST_SKIP() << "no golden models at " << kGolden;
+    const fs::path cut = fs::temp_directory_path() / "edgellm_cut.gguf";
+    {
+        std::ifstream in(src, std::ios::binary);
+        std::vector<char> bytes(fs::file_size(src) / 2);
+        in.read(bytes.data(), (std::streamsize)bytes.size());
+        std::ofstream out(cut, std::ios::binary);
+        out.write(bytes.data(), (std::streamsize)bytes.size());
+    }
+    r = run("logits -m " + cut.string() + " --tokens \"1 2\" --out /tmp/edgellm_never.f32");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+    EXPECT_NE(r.err.find("offset"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists("/tmp/edgellm_never.f32"));
+    fs::remove(cut);
+
+    r = run("logits -m " + src.string() + " --tokens \"1 99999\" --out /tmp/edgellm_never.f32");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("vocabulary"), std::string::npos) << r.err;
+}
+
+TEST(Cli, LogitsWritesEveryPositionAsFloat32) {
+    const fs::path model = kGolden / "tiny-qwen2-f32.gguf";
+    if (!fs::exists(model)) GTEST_SKIP() << "no golden models at " << kGolden;
+    const fs::path out = fs::temp_directory_path() / "edgellm_cli_logits.f32";
+    Outcome r = run("logits -m " + model.string() + " --tokens \"" + kTokens + "\" --out " +
+                out.string() + " -t 2");
+    ASSERT_EQ(r.code, 0) << r.err;
+    ASSERT_EQ(fs::file_size(out), 8u * 4096 * 4);
+    // The golden sequence starts with the same 8 tokens; causal attention makes our first
+    // 8 positions comparable with the golden's first 8 rows.
+    std::vector<float> ours(8 * 4096), gold(8 * 4096);
+    std::ifstream(out, std::ios::binary).read((char*)ours.data(), (std::streamsize)(ours.size() * 4));
+    std::ifstream(kGolden / "tiny-qwen2-f32.public.f32", std::ios::binary)
+        .read((char*)gold.data(), (std::streamsize)(gold.size() * 4));
+    double num = 0, den = 0;
+    for (size_t i = 0; i < ours.size(); ++i) {
+        num += (ours[i] - gold[i]) * (ours[i] - gold[i]);
+        den += gold[i] * gold[i];
+    }
+    EXPECT_LT(std::sqrt(num / den), 3e-3);
+    fs::remove(out);
+}
+
+TEST(Cli, InspectMemoryBillAddsUp) {
+    for (const char* name : {"tiny-qwen2-q4_k_m.gguf", "tiny-llama-q8_0.gguf", "tiny-qwen2tied-f32.gguf"}) {
+        const fs::path model = kGolden / name;
+        if (!fs::exists(model)) GTEST_SKIP() << "no golden models at " << kGolden;
+        Outcome r = run("inspect " + model.string() + " -c 1000 --kv-type q8_0");
+        ASSERT_EQ(r.code, 0) << r.err;
+        auto field = [&](const std::string& label) -> long long {
+            std::smatch m;
+            const std::regex re(label + R"(\s+(\d+) bytes)");
+            if (!std::regex_search(r.out, m, re)) return -1;
+            return std::stoll(m[1]);
+        };
+        auto f = edgellm::GgufFile::open(model.string());
+        ASSERT_TRUE(f.ok());
+        EXPECT_EQ(field("weights"), (long long)(*f)->tensor_bytes()) << name;
+        // 4 layers, 2 KV heads x 32 dims = 64 elements = 2 q8_0 blocks of 34 bytes per row
+        EXPECT_EQ(field("kv cache"), 2LL * 4 * 1000 * 68) << name;
+        EXPECT_EQ(field("total"), field("weights") + field("kv cache") + field("scratch")) << name;
+        EXPECT_NE(r.out.find("kernels:"), std::string::npos);
+        EXPECT_NE(r.out.find("blk.3.ffn_down.weight"), std::string::npos);
+    }
+}
