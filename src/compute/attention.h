@@ -1,6 +1,12 @@
-// Causal self-attention over a KV cache, streaming over the cached positions with an
-// online softmax (no n_tokens x n_kv score matrix). Grouped-query: query head h reads
-// KV head h / (n_head / n_head_kv).
+// Causal self-attention over a KV cache, one (token, head) at a time: no n_tokens x n_kv
+// score matrix. Grouped-query: query head h reads KV head h / (n_head / n_head_kv).
+//
+// The arithmetic follows llama.cpp so that our logits match its golden files:
+// - f16 cache: its default path. Scores q.k with q rounded to f16, exact softmax (max,
+//   exp, sum in double), probabilities rounded to f16, then sum_c p_c * V_c.
+// - q8_0 cache: its flash-attention path (the only one it has for a quantized V). q is
+//   quantized to q8_0 for the q8_0 dot product, and an online softmax streams over the
+//   cells, rescaling the accumulator whenever a new maximum appears.
 #pragma once
 
 #include <cstdint>
@@ -26,14 +32,15 @@ struct KvLayerView {
     size_t row_bytes;
 };
 
-// Scratch each thread needs, in bytes.
-size_t attention_scratch_per_thread(const AttentionShape& s, TensorType kv_type);
+// Scratch each thread needs, in bytes, for caches of up to n_ctx cells.
+size_t attention_scratch_per_thread(const AttentionShape& s, TensorType kv_type, int64_t n_ctx);
 
 // out[t] (n_head * head_dim floats) = softmax(q[t] . K^T * scale + mask) V, where cell c
 // is visible to query t when cell_pos[c] <= q_pos[t]. q is f32 [n_tokens][n_head*head_dim].
-// scratch: attention_scratch_per_thread() bytes per thread of the pool.
+// scratch: scratch_per_thread bytes for each thread of the pool, at least
+// attention_scratch_per_thread(s, kv.type, n_cells). Cells with cell_pos < 0 are empty.
 void attention(ThreadPool& pool, const AttentionShape& s, const float* q, const int32_t* q_pos,
                int64_t n_tokens, const KvLayerView& kv, const int32_t* cell_pos, int64_t n_cells,
-               float* out, uint8_t* scratch);
+               float* out, uint8_t* scratch, size_t scratch_per_thread);
 
 }  // namespace edgellm

@@ -66,7 +66,8 @@ void lay_out(Arena& a, const Model& m, const ContextParams& p, int n_threads, Co
     d.logits = a.take<float>((size_t)p.n_outputs * h.n_vocab);
     d.pos = a.take<int32_t>(nb);
     AttentionShape s{(int)h.n_head, (int)h.n_head_kv, (int)h.head_dim, 1.0f};
-    d.attn_scratch = a.take<uint8_t>(attention_scratch_per_thread(s, p.kv_type) * n_threads);
+    d.attn_scratch_per_thread = attention_scratch_per_thread(s, p.kv_type, p.n_ctx);
+    d.attn_scratch = a.take<uint8_t>(d.attn_scratch_per_thread * n_threads);
 }
 
 ContextParams resolve(const Model& m, ContextParams p) {
@@ -225,7 +226,7 @@ void forward_step(Context::Impl& c, const int32_t* tokens, int64_t n, int64_t fi
         trace("v", L, c.v, n, n_kv);
         const KvLayerView view{kv.type(), kv.k_rows(il), kv.v_rows(il), kv.row_bytes()};
         attention(pool, shape, c.q, c.pos, n, view, kv.cell_pos(), kv.n_used(), c.attn,
-                  c.attn_scratch);
+                  c.attn_scratch, c.attn_scratch_per_thread);
         trace("attn_out", L, c.attn, n, n_q);
         matmul(pool, l.wo, c.attn, n_q, n, c.act_q, c.xn, n_embd);
         for_each_row(pool, n, [&](int64_t t) { add(c.x + t * n_embd, c.xn + t * n_embd, n_embd); });

@@ -61,7 +61,8 @@ struct Context::Impl {
     void* act_q = nullptr;     // quantized activations, largest of all matmuls
     float* logits = nullptr;   // [n_outputs][n_vocab]
     int32_t* pos = nullptr;    // [n_batch]
-    uint8_t* attn_scratch = nullptr;  // per thread
+    uint8_t* attn_scratch = nullptr;  // attn_scratch_per_thread bytes per thread
+    size_t attn_scratch_per_thread = 0;
 };
 
 // Bytes of scratch for these parameters (the same computation that lays out the arena).

@@ -212,7 +212,9 @@ void from_float_bf16(const float* src, void* dst, int64_t n) {
     for (int64_t i = 0; i < n; ++i) y[i] = f32_to_bf16(src[i]);
 }
 
-// q8_0: d = max|x| / 127, q = round(x / d) (half away from zero).
+// q8_0: d = max|x| / 127, q = x * (127 / max|x|) rounded to nearest even. (llama.cpp's
+// portable reference rounds x / d half away from zero; its x86 code, which produced the
+// golden logits, does this. The two differ in the last bit of a few values.)
 void from_float_q8_0(const float* src, void* dst, int64_t n) {
     block_q8_0* y = (block_q8_0*)dst;
     for (int64_t i = 0; i < n / QK8_0; ++i) {
@@ -220,9 +222,9 @@ void from_float_q8_0(const float* src, void* dst, int64_t n) {
         float amax = 0.0f;
         for (int j = 0; j < QK8_0; ++j) amax = std::fmax(amax, std::fabs(x[j]));
         const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         y[i].d = f32_to_fp16(d);
-        for (int j = 0; j < QK8_0; ++j) y[i].qs[j] = (int8_t)std::round(x[j] * id);
+        for (int j = 0; j < QK8_0; ++j) y[i].qs[j] = (int8_t)nearest_int(x[j] * id);
     }
 }
 
@@ -234,10 +236,10 @@ void from_float_q8_1(const float* src, void* dst, int64_t n) {
         float amax = 0.0f;
         for (int j = 0; j < QK8_1; ++j) amax = std::fmax(amax, std::fabs(x[j]));
         const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         int sum = 0;
         for (int j = 0; j < QK8_1; ++j) {
-            y[i].qs[j] = (int8_t)std::round(x[j] * id);
+            y[i].qs[j] = (int8_t)nearest_int(x[j] * id);
             sum += y[i].qs[j];
         }
         y[i].d = f32_to_fp16(d);

@@ -239,20 +239,28 @@ void vec_dot_q5_1_q8_1_avx2(int64_t n, float* s, const void* vx, const void* vy)
 
 // q8_0 x q8_0: both sides are full int8, where the sign trick is not exact (-128 * -128
 // pairs overflow maddubs, and -(-128) wraps), and stored weights may hold -128. So widen
-// both to int16 (vpmovsxbw) and use madd: exact for every byte, two madds per block,
-// then one FMA per block as in the other kernels.
+// both to int16 (vpmovsxbw) and use madd: exact for every byte. hadd + a qword permute
+// leave int32 lane k = sum of bytes 4k..4k+3, and one FMA chain accumulates the blocks:
+// the same float operations, in the same order, as llama.cpp's AVX2 kernel, so q8_0
+// models reproduce its logits bit for bit.
 void vec_dot_q8_0_q8_0_avx2(int64_t n, float* s, const void* vx, const void* vy) {
     const block_q8_0* x = (const block_q8_0*)vx;
     const block_q8_0* y = (const block_q8_0*)vy;
-    *s = sum_blocks(n / QK8_0, [&](int64_t i, __m256& acc, float&) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK8_0; ++i) {
         const __m256 d = _mm256_set1_ps(h2f(x[i].d) * h2f(y[i].d));
         const __m256i x0 = _mm256_cvtepi8_epi16(load128(x[i].qs));
         const __m256i x1 = _mm256_cvtepi8_epi16(load128(x[i].qs + 16));
         const __m256i y0 = _mm256_cvtepi8_epi16(load128(y[i].qs));
         const __m256i y1 = _mm256_cvtepi8_epi16(load128(y[i].qs + 16));
-        const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(x0, y0), _mm256_madd_epi16(x1, y1));
-        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
-    });
+        // lo lanes: pairs of bytes 0..15, hi lanes: pairs of bytes 16..31
+        const __m256i lo = _mm256_madd_epi16(x0, y0);
+        const __m256i hi = _mm256_madd_epi16(x1, y1);
+        // hadd -> quads [0, 1, 4, 5 | 2, 3, 6, 7]; permute qwords (0, 2, 1, 3) -> 0..7
+        const __m256i quads = _mm256_permute4x64_epi64(_mm256_hadd_epi32(lo, hi), 0xD8);
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(quads), acc);
+    }
+    *s = hsum_ps(acc);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -303,12 +311,10 @@ void to_float_bf16_avx2(const void* src, float* dst, int64_t n) {
 // ---------------------------------------------------------------------------------------
 // Quantize
 
-// One block of 32 floats -> int8 as the reference does it: amax by and-not of the sign
-// bit and a max tree, d = amax / 127, v = x * (1/d) in the same float operations, then
-// round half away from zero exactly: truncate, and step one away from zero when the
-// (exactly representable) fraction v - trunc(v) has magnitude >= 0.5. The four int32
-// vectors pack to int8 with saturating packs plus a dword permute to undo the lane
-// interleave. Returns d; *sum gets sum(q).
+// One block of 32 floats -> int8 as the reference does it (and as llama.cpp's x86 code
+// does): amax by and-not of the sign bit and a max tree, d = amax / 127, q = x * (127 /
+// amax) rounded to nearest even. The four int32 vectors pack to int8 with saturating
+// packs plus a dword permute to undo the lane interleave. Returns d; *sum gets sum(q).
 inline float quantize_block_q8(const float* x, int8_t* qs, int* sum) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     __m256 v[4];
@@ -317,18 +323,13 @@ inline float quantize_block_q8(const float* x, int8_t* qs, int* sum) {
         v[k] = _mm256_loadu_ps(x + 8 * k);
         amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[k]));
     }
-    const float d = hmax_ps(amax) / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    const __m256 vid = _mm256_set1_ps(id);
-    const __m256 half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+    const float max_scalar = hmax_ps(amax);
+    const float d = max_scalar / 127.0f;
+    const __m256 vid = _mm256_set1_ps(max_scalar != 0.0f ? 127.0f / max_scalar : 0.0f);
     __m256i q[4];
     for (int k = 0; k < 4; ++k) {
         const __m256 t = _mm256_mul_ps(v[k], vid);
-        const __m256 tr = _mm256_round_ps(t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-        const __m256 frac = _mm256_andnot_ps(sign, _mm256_sub_ps(t, tr));
-        const __m256 away = _mm256_or_ps(_mm256_and_ps(t, sign), one);  // copysign(1, t)
-        const __m256 step = _mm256_and_ps(_mm256_cmp_ps(frac, half, _CMP_GE_OQ), away);
-        q[k] = _mm256_cvttps_epi32(_mm256_add_ps(tr, step));
+        q[k] = _mm256_cvtps_epi32(_mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     }
     *sum = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
     const __m256i p01 = _mm256_packs_epi32(q[0], q[1]);
