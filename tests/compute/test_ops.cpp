@@ -25,6 +25,7 @@
 #include "compute/ops.h"
 #include "compute/tensor_view.h"
 #include "compute/thread_pool.h"
+#include "kernels/fp16.h"
 #include "kernels/kernel_check.h"
 #include "kernels/kernels.h"
 
@@ -35,7 +36,7 @@ namespace {
 // A hang (a lost wake-up) should fail loudly instead of stalling the test run until an
 // outer timeout: abort with a message when the guarded scope takes longer than `seconds`.
 class Watchdog {
-public:
+  public:
     Watchdog(const char* what, int seconds) : what_(what) {
         thread_ = std::thread([this, seconds] {
             std::unique_lock<std::mutex> lock(mu_);
@@ -56,7 +57,7 @@ public:
         thread_.join();
     }
 
-private:
+  private:
     const char* what_;
     std::mutex mu_;
     std::condition_variable cv_;
@@ -74,12 +75,12 @@ std::vector<float> random_floats(size_t n, uint64_t seed, float stddev = 1.0f) {
 
 // Make every kernel set this machine has take a turn, then restore the best one.
 class KernelSetGuard {
-public:
+  public:
     KernelSetGuard() : sets_(available_kernel_sets()) {}
     ~KernelSetGuard() { select_kernel_set(sets_.back()); }
     const std::vector<std::string>& sets() const { return sets_; }
 
-private:
+  private:
     std::vector<std::string> sets_;
 };
 
@@ -110,7 +111,8 @@ void run_and_check_once(ThreadPool& pool, int iteration) {
     ASSERT_EQ(bad_nth.load(), 0) << "iteration " << iteration;
     ASSERT_EQ(bad_ith.load(), 0) << "iteration " << iteration;
     for (int i = 0; i < n; ++i) {
-        ASSERT_EQ(hits[i].load(), 1) << "thread " << i << " of " << n << ", iteration " << iteration;
+        ASSERT_EQ(hits[i].load(), 1)
+            << "thread " << i << " of " << n << ", iteration " << iteration;
         ASSERT_EQ(written[i], iteration) << "thread " << i << ", iteration " << iteration;
     }
 }
@@ -122,7 +124,7 @@ TEST(ThreadPool, EveryThreadRunsExactlyOncePerRun) {
     for (int n : {1, 2, 3, 4}) {
         ThreadPool pool(n);
         ASSERT_EQ(pool.size(), n);
-        for (int it = 0; it < 50; ++it) run_and_check_once(pool, it);
+        for (int it = 0; it < 50; ++it) ASSERT_NO_FATAL_FAILURE(run_and_check_once(pool, it));
     }
 }
 
@@ -170,9 +172,10 @@ TEST(ThreadPool, RunsAfterWorkersHaveGoneToSleep) {
     // Long pauses: the workers exhaust their spin and sleep on the condition variable.
     for (int it = 0; it < 40; ++it) {
         std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        run_and_check_once(pool, it);
+        ASSERT_NO_FATAL_FAILURE(run_and_check_once(pool, it));
         // ... and a burst right after waking, while they spin.
-        for (int k = 0; k < 20; ++k) run_and_check_once(pool, 1000 + it * 20 + k);
+        for (int k = 0; k < 20; ++k)
+            ASSERT_NO_FATAL_FAILURE(run_and_check_once(pool, 1000 + it * 20 + k));
     }
 }
 
@@ -187,7 +190,7 @@ TEST(ThreadPool, RunsAfterPausesAroundTheSpinLimit) {
         for (int it = 0; it < 600; ++it) {
             const int us = pause_us(rng);
             if (us > 0) std::this_thread::sleep_for(std::chrono::microseconds(us));
-            run_and_check_once(pool, it);
+            ASSERT_NO_FATAL_FAILURE(run_and_check_once(pool, it));
         }
     }
 }
@@ -197,11 +200,13 @@ TEST(ThreadPool, ConstructAndDestroyRepeatedly) {
     Watchdog dog("ConstructAndDestroyRepeatedly", 120);
     for (int it = 0; it < 100; ++it) {
         ThreadPool pool(3);
-        if (it % 2) run_and_check_once(pool, it);
+        if (it % 2) {
+            ASSERT_NO_FATAL_FAILURE(run_and_check_once(pool, it));
+        }
     }
     for (int it = 0; it < 5; ++it) {
         ThreadPool pool(2);
-        run_and_check_once(pool, it);
+        ASSERT_NO_FATAL_FAILURE(run_and_check_once(pool, it));
         std::this_thread::sleep_for(std::chrono::milliseconds(5));  // workers asleep
     }
 }
@@ -220,7 +225,7 @@ TEST(ThreadPool, SingleThreadPoolRunsOnCaller) {
         });
         EXPECT_EQ(calls, 1);
         EXPECT_EQ(id, std::this_thread::get_id());
-        for (int it = 0; it < 1000; ++it) run_and_check_once(pool, it);
+        for (int it = 0; it < 1000; ++it) ASSERT_NO_FATAL_FAILURE(run_and_check_once(pool, it));
     }
 }
 
@@ -282,13 +287,14 @@ std::vector<double> naive_rms_norm(const std::vector<float>& x, const std::vecto
     return y;
 }
 
-double naive_silu_mul(double g, double u) { return g / (1.0 + std::exp(-g)) * u; }
+double naive_silu_mul(double g, double u) {
+    return g / (1.0 + std::exp(-g)) * u;
+}
 
 // theta_i = pos * freq_scale * base^(-2i/n_rot) / freq_factor_i, pairs (i, i + n_rot/2)
 // for NEOX, (2i, 2i+1) otherwise; elements from n_rot on untouched.
-std::vector<double> naive_rope(const std::vector<float>& x, int64_t pos, int n_rot,
-                               double base, double freq_scale, bool neox,
-                               const float* freq_factors) {
+std::vector<double> naive_rope(const std::vector<float>& x, int64_t pos, int n_rot, double base,
+                               double freq_scale, bool neox, const float* freq_factors) {
     std::vector<double> y(x.begin(), x.end());
     for (int i = 0; i < n_rot / 2; ++i) {
         double theta = (double)pos * freq_scale * std::pow(base, -2.0 * i / n_rot);
@@ -306,6 +312,7 @@ std::vector<double> naive_rope(const std::vector<float>& x, int64_t pos, int n_r
 
 TEST(Ops, RmsNormMatchesNaive) {
     uint64_t seed = 100;
+    double worst = 0.0;  // relative error; budget 2e-6
     for (int64_t n : {1, 7, 64, 896, 4096}) {
         for (float mag : {1e-3f, 1.0f, 300.0f}) {
             for (float eps : {1e-6f, 1e-5f, 1e-2f}) {
@@ -317,13 +324,16 @@ TEST(Ops, RmsNormMatchesNaive) {
                 for (int64_t i = 0; i < n; ++i) {
                     // a few float roundings of the product x * scale * w
                     const double tol = 2e-6 * std::fabs(ref[i]) + 1e-30;
+                    worst = std::max(worst,
+                                     std::fabs(y[i] - ref[i]) / std::max(std::fabs(ref[i]), 1e-30));
                     ASSERT_LE(std::fabs(y[i] - ref[i]), tol)
-                        << "n=" << n << " mag=" << mag << " eps=" << eps << " i=" << i
-                        << " got " << y[i] << " want " << ref[i];
+                        << "n=" << n << " mag=" << mag << " eps=" << eps << " i=" << i << " got "
+                        << y[i] << " want " << ref[i];
                 }
             }
         }
     }
+    std::printf("[ rms_norm ] max relative error %.3g\n", worst);
 }
 
 TEST(Ops, RmsNormOfZerosIsZeroAndEpsMatters) {
@@ -348,13 +358,15 @@ TEST(Ops, SwigluMatchesNaive) {
     g[4] = 30.0f;
     const std::vector<float> g0 = g;
     swiglu(g.data(), u.data(), (int64_t)g.size());
+    double worst = 0.0;  // relative error; budget 3e-6
     for (size_t i = 0; i < g.size(); ++i) {
         const double ref = naive_silu_mul(g0[i], u[i]);
         const double tol = 3e-6 * std::fabs(ref) + 1e-30;
-        ASSERT_LE(std::fabs(g[i] - ref), tol)
-            << "i=" << i << " gate=" << g0[i] << " up=" << u[i] << " got " << g[i] << " want "
-            << ref;
+        worst = std::max(worst, std::fabs(g[i] - ref) / std::max(std::fabs(ref), 1e-30));
+        ASSERT_LE(std::fabs(g[i] - ref), tol) << "i=" << i << " gate=" << g0[i] << " up=" << u[i]
+                                              << " got " << g[i] << " want " << ref;
     }
+    std::printf("[ swiglu ] max relative error %.3g\n", worst);
 }
 
 TEST(Ops, AddMatchesNaive) {
@@ -378,9 +390,10 @@ struct RopeCase {
 
 std::string describe(const RopeCase& c, int64_t pos) {
     char buf[160];
-    std::snprintf(buf, sizeof buf, "head_dim=%d n_rot=%d %s base=%g freq_scale=%g factors=%d pos=%lld",
-                  c.head_dim, c.n_rot, c.neox ? "NEOX" : "NORMAL", c.base, c.freq_scale,
-                  (int)c.factors, (long long)pos);
+    std::snprintf(buf, sizeof buf,
+                  "head_dim=%d n_rot=%d %s base=%g freq_scale=%g factors=%d pos=%lld", c.head_dim,
+                  c.n_rot, c.neox ? "NEOX" : "NORMAL", c.base, c.freq_scale, (int)c.factors,
+                  (long long)pos);
     return buf;
 }
 
@@ -398,7 +411,7 @@ TEST(Ops, RopeMatchesNaiveFormula) {
     // error grows with the position: about pos * (a few ulp) radians. Budget per element,
     // relative to the pair's norm: 2e-6 + 2e-7 * pos (at pos 32767: 6.6e-3). A wrong
     // pairing, exponent or sign gives O(1) errors.
-    double worst_small = 0.0, worst_large = 0.0;
+    double worst_ratio = 0.0;  // max error / budget
     uint64_t seed = 500;
     for (const RopeCase& c : kRopeCases) {
         std::vector<float> ff((size_t)c.n_rot / 2);
@@ -417,12 +430,13 @@ TEST(Ops, RopeMatchesNaiveFormula) {
             p.neox = c.neox;
             p.freq_factors = c.factors ? ff.data() : nullptr;
             rope(y.data(), pos, p);
-            const std::vector<double> ref = naive_rope(x, pos, c.n_rot, c.base, c.freq_scale,
-                                                       c.neox, p.freq_factors);
+            const std::vector<double> ref =
+                naive_rope(x, pos, c.n_rot, c.base, c.freq_scale, c.neox, p.freq_factors);
             const double budget = 2e-6 + 2e-7 * (double)pos;
             for (int i = 0; i < c.head_dim; ++i) {
                 if (i >= c.n_rot) {
-                    ASSERT_EQ(y[i], x[i]) << describe(c, pos) << ": tail element " << i << " changed";
+                    ASSERT_EQ(y[i], x[i])
+                        << describe(c, pos) << ": tail element " << i << " changed";
                     continue;
                 }
                 // the pair this element belongs to
@@ -431,15 +445,13 @@ TEST(Ops, RopeMatchesNaiveFormula) {
                 const int b = c.neox ? a + half : a + 1;
                 const double norm = std::hypot((double)x[a], (double)x[b]);
                 const double err = std::fabs(y[i] - ref[i]) / (norm + 1e-30);
-                (pos <= 100 ? worst_small : worst_large) =
-                    std::max(pos <= 100 ? worst_small : worst_large, err);
+                worst_ratio = std::max(worst_ratio, err / budget);
                 ASSERT_LE(err, budget) << describe(c, pos) << ": element " << i << " got " << y[i]
                                        << " want " << ref[i];
             }
         }
     }
-    std::printf("[ rope ] max error / pair norm: pos<=100 %.3g, pos>100 %.3g\n", worst_small,
-                worst_large);
+    std::printf("[ rope ] worst error is %.2f of its budget\n", worst_ratio);
 }
 
 TEST(Ops, RopeNeoxAndNormalPairDifferentElements) {
@@ -532,18 +544,24 @@ const TensorType kWeightTypes[] = {
 //     One wrong row out of 37 already gives ~0.2, a wrong column / stride ~1.4.
 double matmul_float_budget(TensorType act) {
     switch (act) {
-        case TensorType::F32: return 1e-5;
-        case TensorType::F16: return 1e-3;
-        case TensorType::BF16: return 5e-3;
-        default: return 3e-2;
+        case TensorType::F32:
+            return 1e-5;
+        case TensorType::F16:
+            return 1e-3;
+        case TensorType::BF16:
+            return 5e-3;
+        default:
+            return 3e-2;
     }
 }
 
 double matmul_rounded_budget(TensorType weight) {
     switch (weight) {
         case TensorType::Q4_1:
-        case TensorType::Q5_1: return 1e-4;
-        default: return 1e-5;
+        case TensorType::Q5_1:
+            return 1e-4;
+        default:
+            return 1e-5;
     }
 }
 
@@ -627,9 +645,8 @@ MatmulError check_matmul(ThreadPool& pool, TensorType type, int64_t n, int64_t n
             if (!(rel <= matmul_rounded_budget(type))) {
                 if (reported++ < 5) {
                     ADD_FAILURE() << what << ": y[token " << t << "][row " << r << "] = " << got
-                                  << ", expected " << sr << " (error " << rel
-                                  << " of magnitude " << mag << ", budget "
-                                  << matmul_rounded_budget(type) << ")";
+                                  << ", expected " << sr << " (error " << rel << " of magnitude "
+                                  << mag << ", budget " << matmul_rounded_budget(type) << ")";
                 }
                 res.rounded = INFINITY;
             } else {
@@ -667,10 +684,11 @@ TEST(Matmul, EveryWeightTypeMatchesDoubleProduct) {
                 worst.rounded = std::max(worst.rounded, e.rounded);
             }
             const TensorType act = type_kernels(type).vec_dot_type;
-            std::printf("[ matmul %-4s ] %-5s (act %-4s) vs float x: nrmse %.3g (budget %.0e); "
-                        "vs rounded x: %.3g of magnitude (budget %.0e)\n",
-                        set.c_str(), tensor_type_name(type), tensor_type_name(act), worst.nrmse,
-                        matmul_float_budget(act), worst.rounded, matmul_rounded_budget(type));
+            std::printf(
+                "[ matmul %-4s ] %-5s (act %-4s) vs float x: nrmse %.3g (budget %.0e); "
+                "vs rounded x: %.3g of magnitude (budget %.0e)\n",
+                set.c_str(), tensor_type_name(type), tensor_type_name(act), worst.nrmse,
+                matmul_float_budget(act), worst.rounded, matmul_rounded_budget(type));
         }
     }
 }
@@ -695,11 +713,10 @@ TEST(Matmul, OddShapesAndPoolSizes) {
         ThreadPool pool(n_threads);
         uint64_t seed = 7000;
         for (const Case& c : cases) {
-            const std::string what = std::string(tensor_type_name(c.type)) +
-                                     " n=" + std::to_string(c.n) +
-                                     " rows=" + std::to_string(c.rows) +
-                                     " tokens=" + std::to_string(c.tokens) +
-                                     " threads=" + std::to_string(n_threads);
+            const std::string what =
+                std::string(tensor_type_name(c.type)) + " n=" + std::to_string(c.n) +
+                " rows=" + std::to_string(c.rows) + " tokens=" + std::to_string(c.tokens) +
+                " threads=" + std::to_string(n_threads);
             // too few outputs for a meaningful RMSE: the per-element check only
             check_matmul(pool, c.type, c.n, c.rows, c.tokens, ++seed, what, false);
         }
@@ -707,8 +724,8 @@ TEST(Matmul, OddShapesAndPoolSizes) {
 }
 
 TEST(Matmul, QuantizedStepsEqualTheCombinedCall) {
-    // quantize_activations + matmul_quantized is what matmul does; reusing one quantized
-    // activation buffer for two weight matrices must give the same numbers.
+    // quantize_activations + matmul_quantized, the two steps callers use to share one
+    // quantized activation buffer between weight matrices, give exactly what matmul gives.
     ThreadPool pool(2);
     const int64_t n = 256, rows = 21, tokens = 3;
     const std::vector<uint8_t> wd = random_tensor_data(TensorType::Q4_K, n * rows, 31);
@@ -736,20 +753,24 @@ struct AttnCase {
     TensorType kv_type;
     int head_dim;
     int n_threads;
-    size_t row_pad;  // extra bytes per cache row beyond the n_head_kv * head_dim elements
-    bool shuffled;   // cell_pos a permutation of 0..n_cells-1 instead of in order
+    size_t row_pad;        // extra bytes per cache row beyond the n_head_kv * head_dim elements
+    bool shuffled;         // cell_pos a permutation of 0..n_cells-1 instead of in order
+    bool holes;            // some cells empty (cell_pos -1)
+    size_t scratch_extra;  // scratch_per_thread passed larger than the minimum
 };
 
 struct AttnError {
-    double vs_rounded_q = 0.0;  // against the reference fed the query as the engine rounds it
-    double vs_exact_q = 0.0;    // against the reference fed the float query
+    double vs_documented = 0.0;  // against the reference doing the documented roundings
+    double vs_exact_q = 0.0;     // against plain attention with the float query
 };
 
-// Full softmax attention in double over the dequantized cache.
-void naive_attention(const std::vector<double>& q, int n_head, int n_head_kv, int hd,
-                     double scale, const std::vector<int32_t>& q_pos, const std::vector<float>& K,
+// Full softmax attention in double over the dequantized cache. Cell c is visible to token
+// t when 0 <= cell_pos[c] <= q_pos[t]. With round_p_f16 each probability is rounded to
+// f16 before weighting V (what the engine documents for an F16 cache).
+void naive_attention(const std::vector<double>& q, int n_head, int n_head_kv, int hd, double scale,
+                     const std::vector<int32_t>& q_pos, const std::vector<float>& K,
                      const std::vector<float>& V, const std::vector<int32_t>& cell_pos,
-                     std::vector<double>& out) {
+                     bool round_p_f16, std::vector<double>& out) {
     const int64_t n_tokens = (int64_t)q_pos.size();
     const int64_t n_cells = (int64_t)cell_pos.size();
     const int row = n_head_kv * hd;
@@ -762,7 +783,8 @@ void naive_attention(const std::vector<double>& q, int n_head, int n_head_kv, in
             std::vector<double> s((size_t)n_cells, -INFINITY);
             double mx = -INFINITY;
             for (int64_t c = 0; c < n_cells; ++c) {
-                if (cell_pos[(size_t)c] > q_pos[(size_t)t]) continue;
+                const int32_t cp = cell_pos[(size_t)c];
+                if (cp < 0 || cp > q_pos[(size_t)t]) continue;
                 double d = 0.0;
                 for (int i = 0; i < hd; ++i) d += qv[i] * K[(size_t)(c * row + hk * hd + i)];
                 s[(size_t)c] = d * scale;
@@ -774,10 +796,28 @@ void naive_attention(const std::vector<double>& q, int n_head, int n_head_kv, in
             double* o = &out[(size_t)((t * n_head + h) * hd)];
             for (int64_t c = 0; c < n_cells; ++c) {
                 if (!(s[(size_t)c] > -INFINITY)) continue;
-                const double p = std::exp(s[(size_t)c] - mx) / den;
+                double p = std::exp(s[(size_t)c] - mx) / den;
+                if (round_p_f16) p = fp16_to_f32(f32_to_fp16((float)p));
                 for (int i = 0; i < hd; ++i) o[i] += p * V[(size_t)(c * row + hk * hd + i)];
             }
         }
+}
+
+// Budgets, as max |out - ref| over all outputs (values are ~N(0,1)):
+// vs the documented-rounding reference (query rounded to f16 / q8_0, and for F16 the
+//   probabilities rounded to f16): only float summation and exp differ. Measured
+//   <= 9e-7 for both types; budget 1e-5 (Q8_0) and 1e-4 (F16: a probability next to an
+//   f16 rounding boundary may round the other way, ~5e-4 * p).
+// vs plain attention with the float query (what a user comparing with an exact model
+//   sees): grows with the score spread q_std. Measured F16 1.1e-3 (q_std 1) / 2.6e-3
+//   (q_std 3), Q8_0 1.2e-2 / 4.0e-2; budget 3e-3 * q_std (F16), 3e-2 * q_std (Q8_0).
+// A causal mask off by one cell, a wrong KV head or a missing softmax rescale moves
+// outputs by ~0.05..1.
+double attn_budget_documented(TensorType kv) {
+    return kv == TensorType::F16 ? 1e-4 : 1e-5;
+}
+double attn_budget_exact(TensorType kv, double q_std) {
+    return (kv == TensorType::F16 ? 3e-3 : 3e-2) * q_std;
 }
 
 AttnError check_attention(const AttnCase& ac, const std::vector<int32_t>& q_pos, int64_t n_cells,
@@ -787,15 +827,18 @@ AttnError check_attention(const AttnCase& ac, const std::vector<int32_t>& q_pos,
     const int row = n_head_kv * hd;
     const int64_t n_tokens = (int64_t)q_pos.size();
     char buf[200];
-    std::snprintf(buf, sizeof buf, "%s head_dim=%d threads=%d row_pad=%zu shuffled=%d q_std=%g",
+    std::snprintf(buf, sizeof buf,
+                  "%s head_dim=%d threads=%d row_pad=%zu shuffled=%d holes=%d scratch_extra=%zu "
+                  "q_std=%g",
                   tensor_type_name(ac.kv_type), hd, ac.n_threads, ac.row_pad, (int)ac.shuffled,
-                  q_std);
+                  (int)ac.holes, ac.scratch_extra, q_std);
     const std::string what = buf;
 
     // The cache, filled with the reference quantizer from random floats.
     const TypeKernels& ref = reference_kernels(ac.kv_type);
     const size_t row_bytes = row_size(ac.kv_type, row) + ac.row_pad;
-    std::vector<uint8_t> kc(row_bytes * (size_t)n_cells, 0xEE), vc(row_bytes * (size_t)n_cells, 0xEE);
+    std::vector<uint8_t> kc(row_bytes * (size_t)n_cells, 0xEE),
+        vc(row_bytes * (size_t)n_cells, 0xEE);
     const std::vector<float> kf = random_floats((size_t)(row * n_cells), seed);
     const std::vector<float> vf = random_floats((size_t)(row * n_cells), seed + 1);
     std::vector<float> K((size_t)(row * n_cells)), V((size_t)(row * n_cells));
@@ -828,9 +871,12 @@ AttnError check_attention(const AttnCase& ac, const std::vector<int32_t>& q_pos,
         K.swap(K2);
         V.swap(V2);
     }
+    if (ac.holes)
+        for (int64_t c = 0; c < n_cells; ++c)
+            if (c % 5 == 3) cell_pos[(size_t)c] = -1;
 
     const std::vector<float> q = random_floats((size_t)(n_tokens * n_head * hd), seed + 2, q_std);
-    // The query as the engine uses it: rounded to the key's dot-product type.
+    // The query as the engine documents using it: rounded to the key's dot-product type.
     const TensorType qt = type_kernels(ac.kv_type).vec_dot_type;
     std::vector<double> q_exact(q.begin(), q.end()), q_rounded(q.size());
     {
@@ -850,24 +896,27 @@ AttnError check_attention(const AttnCase& ac, const std::vector<int32_t>& q_pos,
     s.scale = 1.0f / std::sqrt((float)hd);
 
     ThreadPool pool(ac.n_threads);
-    const size_t scratch_bytes = attention_scratch_per_thread(s, ac.kv_type) * (size_t)pool.size();
+    const size_t per_thread =
+        attention_scratch_per_thread(s, ac.kv_type, n_cells) + ac.scratch_extra;
+    const size_t scratch_bytes = per_thread * (size_t)pool.size();
     constexpr size_t kGuard = 128;
     std::vector<uint8_t> scratch(scratch_bytes + kGuard, 0x5A);
-    std::vector<float> out((size_t)(n_tokens * n_head * hd), std::numeric_limits<float>::quiet_NaN());
+    std::vector<float> out((size_t)(n_tokens * n_head * hd),
+                           std::numeric_limits<float>::quiet_NaN());
     const KvLayerView kv{ac.kv_type, kc.data(), vc.data(), row_bytes};
     attention(pool, s, q.data(), q_pos.data(), n_tokens, kv, cell_pos.data(), n_cells, out.data(),
-              scratch.data());
+              scratch.data(), per_thread);
     for (size_t i = scratch_bytes; i < scratch.size(); ++i)
         if (scratch[i] != 0x5A) {
             ADD_FAILURE() << what << ": scratch overrun at byte " << i << " of " << scratch_bytes;
             break;
         }
 
-    std::vector<double> ref_r, ref_e;
-    naive_attention(q_rounded, n_head, n_head_kv, hd, s.scale, q_pos, K, V, cell_pos, ref_r);
-    naive_attention(q_exact, n_head, n_head_kv, hd, s.scale, q_pos, K, V, cell_pos, ref_e);
+    std::vector<double> ref_d, ref_e;
+    naive_attention(q_rounded, n_head, n_head_kv, hd, s.scale, q_pos, K, V, cell_pos,
+                    ac.kv_type == TensorType::F16, ref_d);
+    naive_attention(q_exact, n_head, n_head_kv, hd, s.scale, q_pos, K, V, cell_pos, false, ref_e);
 
-    // Errors as max |out - ref| over the elements (V elements are ~N(0,1)).
     for (int64_t t = 0; t < n_tokens; ++t)
         for (int h = 0; h < n_head; ++h)
             for (int i = 0; i < hd; ++i) {
@@ -877,24 +926,23 @@ AttnError check_attention(const AttnCase& ac, const std::vector<int32_t>& q_pos,
                                   << "] = " << out[k];
                     return res;
                 }
-                res.vs_rounded_q = std::max(res.vs_rounded_q, std::fabs(out[k] - ref_r[k]));
+                res.vs_documented = std::max(res.vs_documented, std::fabs(out[k] - ref_d[k]));
                 res.vs_exact_q = std::max(res.vs_exact_q, std::fabs(out[k] - ref_e[k]));
             }
-    // Budgets (see Attention.MatchesNaiveFullSoftmax).
-    const double budget_r = 1e-5;
-    const double budget_e = (ac.kv_type == TensorType::F16 ? 1.5e-3 : 3e-2) * q_std;
-    EXPECT_LE(res.vs_rounded_q, budget_r) << what;
+    const double budget_d = attn_budget_documented(ac.kv_type);
+    const double budget_e = attn_budget_exact(ac.kv_type, q_std);
+    EXPECT_LE(res.vs_documented, budget_d) << what;
     EXPECT_LE(res.vs_exact_q, budget_e) << what;
-    if (res.vs_rounded_q > budget_r || res.vs_exact_q > budget_e) {
+    if (res.vs_documented > budget_d) {
         // say which query was off
         for (int64_t t = 0; t < n_tokens; ++t)
             for (int h = 0; h < n_head; ++h)
                 for (int i = 0; i < hd; ++i) {
                     const size_t k = (size_t)((t * n_head + h) * hd + i);
-                    if (std::fabs(out[k] - ref_r[k]) > budget_r) {
+                    if (std::fabs(out[k] - ref_d[k]) > budget_d) {
                         ADD_FAILURE() << what << ": first bad element token " << t << " (pos "
                                       << q_pos[(size_t)t] << ") head " << h << " i " << i
-                                      << ": got " << out[k] << ", want " << ref_r[k];
+                                      << ": got " << out[k] << ", want " << ref_d[k];
                         return res;
                     }
                 }
@@ -905,15 +953,8 @@ AttnError check_attention(const AttnCase& ac, const std::vector<int32_t>& q_pos,
 }  // namespace
 
 TEST(Attention, MatchesNaiveFullSoftmax) {
-    // Two references, both full-softmax attention in double over the dequantized cache
-    // (values ~N(0,1)); errors are max |out - ref| over all outputs:
-    // (a) fed the query rounded to the key's dot-product type, as the engine documents
-    //     (f16 for an F16 cache, q8_0 for a Q8_0 cache): only float summation and exp
-    //     differ. Measured <= 9e-7; budget 1e-5.
-    // (b) fed the float query: adds the query's rounding, which grows with the score
-    //     spread. Measured F16 4e-4 (q_std 1) / 2.2e-3 (q_std 3), Q8_0 1.2e-2 / 4.0e-2;
-    //     budget 1.5e-3 * q_std (F16), 3e-2 * q_std (Q8_0).
-    // A causal mask off by one cell or a wrong KV head moves outputs by ~0.05..1.
+    // GQA 8 query heads over 2 KV heads, 19 cells at positions 0..18. Budgets and
+    // measurements: see attn_budget_documented / attn_budget_exact.
     const int64_t n_cells = 19;
     // positions: the last cell, earlier cells (masked tail), 0 (only cell 0), and past the end
     const std::vector<int32_t> q_pos = {18, 0, 7, 3, 12, 17, 1, 100};
@@ -924,25 +965,30 @@ TEST(Attention, MatchesNaiveFullSoftmax) {
         for (TensorType kvt : {TensorType::F16, TensorType::Q8_0})
             for (int hd : {32, 64})
                 for (float q_std : {1.0f, 3.0f}) {
-                    AttnCase ac{kvt, hd, 2, 0, false};
+                    const AttnCase ac{kvt, hd, 2, 0, false, false, 0};
                     const AttnError e = check_attention(ac, q_pos, n_cells, q_std, seed += 10);
-                    std::printf("[ attention %-4s ] %-4s head_dim %d q_std %g: max err vs rounded-q "
-                                "ref %.3g, vs float-q ref %.3g\n",
-                                set.c_str(), tensor_type_name(kvt), hd, q_std, e.vs_rounded_q,
-                                e.vs_exact_q);
+                    std::printf(
+                        "[ attention %-4s ] %-4s head_dim %d q_std %g: max err vs "
+                        "documented-rounding ref %.3g (budget %.0e), vs float-q ref %.3g "
+                        "(budget %.1e)\n",
+                        set.c_str(), tensor_type_name(kvt), hd, q_std, e.vs_documented,
+                        attn_budget_documented(kvt), e.vs_exact_q, attn_budget_exact(kvt, q_std));
                 }
     }
 }
 
-TEST(Attention, ThreadCountsPaddedRowsAndUnorderedCells) {
+TEST(Attention, ThreadCountsPaddedRowsUnorderedAndEmptyCells) {
     const std::vector<int32_t> q_pos = {5, 30, 0, 11, 2};
     uint64_t seed = 50000;
     for (TensorType kvt : {TensorType::F16, TensorType::Q8_0})
         for (int hd : {32, 64}) {
-            check_attention({kvt, hd, 1, 0, false}, q_pos, 31, 1.5f, seed += 10);
-            check_attention({kvt, hd, 3, 0, false}, q_pos, 31, 1.5f, seed += 10);
-            check_attention({kvt, hd, 2, 64, false}, q_pos, 31, 1.5f, seed += 10);
-            check_attention({kvt, hd, 2, 0, true}, q_pos, 31, 1.5f, seed += 10);
+            check_attention({kvt, hd, 1, 0, false, false, 0}, q_pos, 31, 1.5f, seed += 10);
+            check_attention({kvt, hd, 3, 0, false, false, 0}, q_pos, 31, 1.5f, seed += 10);
+            check_attention({kvt, hd, 2, 64, false, false, 0}, q_pos, 31, 1.5f, seed += 10);
+            check_attention({kvt, hd, 2, 0, true, false, 0}, q_pos, 31, 1.5f, seed += 10);
+            check_attention({kvt, hd, 2, 0, false, true, 0}, q_pos, 31, 1.5f, seed += 10);
+            check_attention({kvt, hd, 2, 0, true, true, 0}, q_pos, 31, 1.5f, seed += 10);
+            check_attention({kvt, hd, 3, 0, false, false, 256}, q_pos, 31, 1.5f, seed += 10);
         }
 }
 
@@ -969,10 +1015,11 @@ TEST(Attention, QuerySeeingOnlyCellZeroReturnsItsValues) {
             const std::vector<float> q = random_floats((size_t)(2 * n_head * hd), 63, 10.0f);
             AttentionShape s{n_head, n_head_kv, hd, 1.0f / std::sqrt((float)hd)};
             ThreadPool pool(2);
-            std::vector<uint8_t> scratch(attention_scratch_per_thread(s, kvt) * pool.size());
+            const size_t per_thread = attention_scratch_per_thread(s, kvt, n_cells);
+            std::vector<uint8_t> scratch(per_thread * pool.size());
             std::vector<float> out((size_t)(2 * n_head * hd), -1.0f);
             attention(pool, s, q.data(), q_pos.data(), 2, {kvt, kc.data(), vc.data(), rb},
-                      cell_pos.data(), n_cells, out.data(), scratch.data());
+                      cell_pos.data(), n_cells, out.data(), scratch.data(), per_thread);
             for (int t = 0; t < 2; ++t)
                 for (int h = 0; h < n_head; ++h) {
                     const int hk = h / (n_head / n_head_kv);
