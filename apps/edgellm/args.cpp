@@ -102,7 +102,8 @@ std::string ArgParser::help() const {
         for (const auto& n : s.names) names += (names.empty() ? "" : ", ") + n;
         if (s.has_value) names += " " + s.metavar;
         out += "  " + names;
-        out += names.size() < 30 ? std::string(30 - names.size(), ' ') : "\n" + std::string(32, ' ');
+        out +=
+            names.size() < 30 ? std::string(30 - names.size(), ' ') : "\n" + std::string(32, ' ');
         out += s.help + "\n";
     }
     out += "  -h, --help                    show this help\n";

@@ -11,8 +11,9 @@
 namespace edgellm::cli {
 
 class ArgParser {
-public:
-    ArgParser(std::string command, std::string usage) : command_(std::move(command)), usage_(std::move(usage)) {}
+  public:
+    ArgParser(std::string command, std::string usage)
+        : command_(std::move(command)), usage_(std::move(usage)) {}
 
     void flag(std::vector<std::string> names, std::string help);
     void option(std::vector<std::string> names, std::string metavar, std::string help);
@@ -24,12 +25,13 @@ public:
     std::optional<std::string> get(const std::string& name) const;
     std::string get_or(const std::string& name, const std::string& def) const;
     // Parsed integer; false with a reason when present but not an integer in [lo, hi].
-    bool get_int(const std::string& name, int64_t lo, int64_t hi, int64_t* out, std::string* err) const;
+    bool get_int(const std::string& name, int64_t lo, int64_t hi, int64_t* out,
+                 std::string* err) const;
     const std::vector<std::string>& positional() const { return positional_; }
     bool help_requested() const { return help_; }
     std::string help() const;
 
-private:
+  private:
     struct Spec {
         std::vector<std::string> names;
         bool has_value;

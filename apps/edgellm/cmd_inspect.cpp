@@ -24,9 +24,11 @@ std::string mib(size_t bytes) {
 int cmd_inspect(const std::vector<std::string>& args) {
     ArgParser p("inspect", "edgellm inspect MODEL [-c CTX] [--kv-type f16|q8_0] [options]");
     p.option({"-m", "--model"}, "FILE", "GGUF model file (or give it as the first argument)");
-    p.option({"-c", "--ctx-size"}, "N", "context size for the KV cache (default: training context, at most 4096)");
+    p.option({"-c", "--ctx-size"}, "N",
+             "context size for the KV cache (default: training context, at most 4096)");
     p.option({"--kv-type", "-ctk"}, "T", "KV cache type: f16 (default) or q8_0");
-    p.option({"-b", "--batch-size"}, "N", "tokens per forward step, sizes the scratch (default 512)");
+    p.option({"-b", "--batch-size"}, "N",
+             "tokens per forward step, sizes the scratch (default 512)");
     p.option({"-t", "--threads"}, "N", "threads, sizes per-thread scratch (default: all cores)");
     p.option({"--kernels"}, "NAME", "kernel set to report (default: the best available)");
     p.flag({"--no-tensors"}, "do not list the tensors");
@@ -62,7 +64,8 @@ int cmd_inspect(const std::vector<std::string>& args) {
                 f.version(), f.metadata().size(), f.tensors().size(), f.alignment(),
                 f.data_offset());
     std::printf("\nmetadata:\n");
-    for (const auto& [k, v] : f.metadata()) std::printf("  %-44s %s\n", k.c_str(), v.to_string().c_str());
+    for (const auto& [k, v] : f.metadata())
+        std::printf("  %-44s %s\n", k.c_str(), v.to_string().c_str());
 
     std::printf("\nhyper-parameters:\n");
     std::printf("  arch %s, n_vocab %lld, n_ctx_train %lld, n_embd %lld, n_layer %lld, n_ff %lld\n",
@@ -86,8 +89,10 @@ int cmd_inspect(const std::vector<std::string>& args) {
                         tensor_type_name(t.type), t.shape_string().c_str(), t.n_bytes);
     }
     std::printf("\ntensor types:");
-    for (const auto& [name, e] : by_type) std::printf("  %s: %zu (%.2f MiB)", name.c_str(), e.first, (double)e.second / (1 << 20));
-    std::printf("\n\nkernels: %s (cpu: %s)\n", active_kernel_set().c_str(), cpu_features_string().c_str());
+    for (const auto& [name, e] : by_type)
+        std::printf("  %s: %zu (%.2f MiB)", name.c_str(), e.first, (double)e.second / (1 << 20));
+    std::printf("\n\nkernels: %s (cpu: %s)\n", active_kernel_set().c_str(),
+                cpu_features_string().c_str());
     for (const auto& t : by_type) {
         const auto type = tensor_type_from_name(t.first);
         if (!type) continue;
@@ -108,8 +113,9 @@ int cmd_inspect(const std::vector<std::string>& args) {
     std::printf("\nmemory bill (context %lld, KV %s, batch %lld):\n", (long long)ctx_used,
                 tensor_type_name(*kv_type), (long long)std::min(n_batch, ctx_used));
     std::printf("  weights   %s  (mapped from the file)\n", mib(bill->weights).c_str());
-    std::printf("  kv cache  %s  (2 x %lld layers x %lld cells x %zu bytes)\n", mib(bill->kv_cache).c_str(),
-                (long long)h.n_layer, (long long)ctx_used, row_size(*kv_type, h.n_embd_kv()));
+    std::printf("  kv cache  %s  (2 x %lld layers x %lld cells x %zu bytes)\n",
+                mib(bill->kv_cache).c_str(), (long long)h.n_layer, (long long)ctx_used,
+                row_size(*kv_type, h.n_embd_kv()));
     std::printf("  scratch   %s\n", mib(bill->scratch).c_str());
     std::printf("  total     %s\n", mib(bill->total()).c_str());
     return 0;

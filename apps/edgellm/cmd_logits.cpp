@@ -67,7 +67,8 @@ std::optional<TensorType> parse_kv_type(const std::string& s) {
 int cmd_logits(const std::vector<std::string>& args) {
     ArgParser p("logits", "edgellm logits -m MODEL --tokens \"ID ID ...\" --out FILE [options]");
     p.option({"-m", "--model"}, "FILE", "GGUF model file");
-    p.option({"--tokens"}, "\"ID ...\"", "token ids, space-separated, evaluated at positions 0..n-1");
+    p.option({"--tokens"}, "\"ID ...\"",
+             "token ids, space-separated, evaluated at positions 0..n-1");
     p.option({"--out", "-o"}, "FILE", "output: float32 little-endian [n_tokens][n_vocab]");
     p.option({"--kv-type", "-ctk"}, "T", "KV cache type: f16 (default) or q8_0");
     p.option({"-t", "--threads"}, "N", "threads (default: all cores)");
@@ -78,7 +79,8 @@ int cmd_logits(const std::vector<std::string>& args) {
         std::printf("%s", p.help().c_str());
         return 0;
     }
-    if (!p.positional().empty()) return fail("logits", "unexpected argument " + p.positional()[0], 2);
+    if (!p.positional().empty())
+        return fail("logits", "unexpected argument " + p.positional()[0], 2);
     const auto model_path = p.get("-m");
     const auto tokens_arg = p.get("--tokens");
     const auto out_path = p.get("--out");
@@ -88,7 +90,8 @@ int cmd_logits(const std::vector<std::string>& args) {
     const auto kv_type = parse_kv_type(p.get_or("--kv-type", "f16"));
     if (!kv_type) return fail("logits", "--kv-type must be f16 or q8_0", 2);
     int64_t threads = 0;
-    if (!p.get_int("-t", 1, 1024, &threads, &err)) return fail("logits", err.substr(err.find(": ") + 2), 2);
+    if (!p.get_int("-t", 1, 1024, &threads, &err))
+        return fail("logits", err.substr(err.find(": ") + 2), 2);
     std::vector<int32_t> tokens;
     if (!parse_tokens(*tokens_arg, &tokens, &err)) return fail("logits", err, 2);
     err = choose_kernels(p.get_or("--kernels", ""));
@@ -111,8 +114,8 @@ int cmd_logits(const std::vector<std::string>& args) {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (!write_atomically(*out_path, logits->data(), logits->size_bytes(), &err))
         return fail("logits", err);
-    std::fprintf(stderr, "edgellm logits: %zu tokens x %lld vocab in %.1f ms -> %s\n", tokens.size(),
-                 (long long)(*model)->hparams().n_vocab, ms, out_path->c_str());
+    std::fprintf(stderr, "edgellm logits: %zu tokens x %lld vocab in %.1f ms -> %s\n",
+                 tokens.size(), (long long)(*model)->hparams().n_vocab, ms, out_path->c_str());
     return 0;
 }
 

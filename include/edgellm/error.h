@@ -13,14 +13,14 @@ namespace edgellm {
 
 // Thrown inside a module, caught at its public edge and turned into a Result.
 class Error : public std::runtime_error {
-public:
+  public:
     explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 
 // A value or an error message. Public entry points that read user input return this.
 template <typename T>
 class Result {
-public:
+  public:
     Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit on purpose
     static Result fail(std::string message) { return Result(ErrorTag{std::move(message)}); }
 
@@ -32,7 +32,7 @@ public:
     T* operator->() { return &value(); }
     const std::string& error() const { return std::get<1>(v_).message; }
 
-private:
+  private:
     struct ErrorTag {
         std::string message;
     };

@@ -46,9 +46,8 @@ const char* gguf_type_name(GgufType t);
 struct GgufArray;
 
 // A metadata value. The variant index equals the GgufType id.
-using GgufScalar = std::variant<uint8_t, int8_t, uint16_t, int16_t, uint32_t, int32_t, float,
-                                bool, std::string, std::shared_ptr<GgufArray>, uint64_t, int64_t,
-                                double>;
+using GgufScalar = std::variant<uint8_t, int8_t, uint16_t, int16_t, uint32_t, int32_t, float, bool,
+                                std::string, std::shared_ptr<GgufArray>, uint64_t, int64_t, double>;
 
 struct GgufValue {
     GgufScalar v;
@@ -56,7 +55,7 @@ struct GgufValue {
     GgufType type() const { return (GgufType)v.index(); }
     bool is_integer() const;
     bool is_number() const;
-    std::optional<int64_t> as_int() const;  // any integer type (and bool); nullopt otherwise
+    std::optional<int64_t> as_int() const;   // any integer type (and bool); nullopt otherwise
     std::optional<double> as_float() const;  // any number
     const std::string* as_string() const;
     const GgufArray* as_array() const;
@@ -67,9 +66,9 @@ struct GgufValue {
 struct GgufArray {
     GgufType elem_type = GgufType::UINT8;
     uint64_t count = 0;
-    std::vector<uint8_t> bytes;          // numeric / bool elements
-    std::vector<std::string> strings;    // STRING elements
-    std::vector<GgufArray> arrays;       // ARRAY elements (nested)
+    std::vector<uint8_t> bytes;        // numeric / bool elements
+    std::vector<std::string> strings;  // STRING elements
+    std::vector<GgufArray> arrays;     // ARRAY elements (nested)
 
     std::optional<int64_t> int_at(size_t i) const;
     std::optional<double> float_at(size_t i) const;
@@ -96,14 +95,14 @@ struct GgufTensorInfo {
     int64_t ne[kMaxDims] = {1, 1, 1, 1};  // ne[0] is the row length (contiguous)
     uint64_t offset = 0;                  // from the start of the data section
     size_t n_bytes = 0;
-    const uint8_t* data = nullptr;        // into the mapping
+    const uint8_t* data = nullptr;  // into the mapping
 
     int64_t n_elements() const { return ne[0] * ne[1] * ne[2] * ne[3]; }
     std::string shape_string() const;  // "[896, 151936]"
 };
 
 class GgufFile {
-public:
+  public:
     // Map and validate a file. Every problem is an error naming the field and byte offset.
     static Result<std::unique_ptr<GgufFile>> open(const std::string& path);
     // Validate a buffer the caller keeps alive (fuzzing, tests).
@@ -132,7 +131,7 @@ public:
     const GgufTensorInfo* tensor(std::string_view name) const;
     size_t tensor_bytes() const;  // sum of all tensors' bytes
 
-private:
+  private:
     GgufFile() = default;
     void parse_all();
 
@@ -149,7 +148,7 @@ private:
 
 // Builds a GGUF file. Tensor data is borrowed until write() returns.
 class GgufWriter {
-public:
+  public:
     void set(const std::string& key, GgufValue value);  // replaces an existing key in place
     void remove(const std::string& key);
     // ne[0] is the row length; data must hold row_size(type, ne[0]) * rows bytes.
@@ -162,7 +161,7 @@ public:
     // reader never sees half a file and an existing file survives a failed write.
     Result<std::monostate> write(const std::string& path) const;
 
-private:
+  private:
     struct Tensor {
         std::string name;
         TensorType type;

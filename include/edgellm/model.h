@@ -17,18 +17,18 @@ namespace edgellm {
 
 // Hyper-parameters read from GGUF metadata ("<arch>.embedding_length" and friends).
 struct HParams {
-    std::string arch;          // "llama", "qwen2"
-    int64_t n_vocab = 0;       // rows of token_embd
-    int64_t n_ctx_train = 0;   // <arch>.context_length
-    int64_t n_embd = 0;        // width of the residual stream
+    std::string arch;         // "llama", "qwen2"
+    int64_t n_vocab = 0;      // rows of token_embd
+    int64_t n_ctx_train = 0;  // <arch>.context_length
+    int64_t n_embd = 0;       // width of the residual stream
     int64_t n_layer = 0;
     int64_t n_head = 0;
-    int64_t n_head_kv = 0;     // grouped-query attention: n_head / n_head_kv queries per KV head
-    int64_t head_dim = 0;      // <arch>.attention.key_length, else n_embd / n_head
-    int64_t n_ff = 0;          // hidden width of the gated FFN
+    int64_t n_head_kv = 0;  // grouped-query attention: n_head / n_head_kv queries per KV head
+    int64_t head_dim = 0;   // <arch>.attention.key_length, else n_embd / n_head
+    int64_t n_ff = 0;       // hidden width of the gated FFN
     float rms_eps = 1e-5f;
     // RoPE
-    int64_t n_rot = 0;         // rotated dimensions per head (<arch>.rope.dimension_count)
+    int64_t n_rot = 0;  // rotated dimensions per head (<arch>.rope.dimension_count)
     float rope_freq_base = 10000.0f;
     float rope_freq_scale = 1.0f;  // 1 / linear scaling factor
     bool rope_neox = false;        // NEOX pairs (i, i + n_rot/2) vs NORMAL pairs (2i, 2i+1)
@@ -40,7 +40,7 @@ struct HParams {
 };
 
 class Model {
-public:
+  public:
     // Map the file, read the hyper-parameters and check every tensor's shape and type.
     static Result<std::unique_ptr<Model>> load(const std::string& path);
     ~Model();
@@ -54,7 +54,7 @@ public:
     struct Impl;
     const Impl& impl() const { return *impl_; }
 
-private:
+  private:
     Model() = default;
     std::unique_ptr<GgufFile> file_;
     HParams hp_;
@@ -62,11 +62,11 @@ private:
 };
 
 struct ContextParams {
-    int64_t n_ctx = 0;        // 0: the model's training context, capped at 4096
-    int64_t n_batch = 512;    // most tokens evaluated in one forward step
-    int64_t n_outputs = 1;    // most positions whose logits one eval() returns
+    int64_t n_ctx = 0;                     // 0: the model's training context, capped at 4096
+    int64_t n_batch = 512;                 // most tokens evaluated in one forward step
+    int64_t n_outputs = 1;                 // most positions whose logits one eval() returns
     TensorType kv_type = TensorType::F16;  // F16 or Q8_0
-    int n_threads = 0;        // 0: all cores
+    int n_threads = 0;                     // 0: all cores
 };
 
 // Bytes a context will allocate, before allocating it.
@@ -78,7 +78,7 @@ struct MemoryBill {
 };
 
 class Context {
-public:
+  public:
     static Result<std::unique_ptr<Context>> create(const Model& model, const ContextParams& p);
     static Result<MemoryBill> memory_bill(const Model& model, const ContextParams& p);
     ~Context();
@@ -102,7 +102,7 @@ public:
 
     struct Impl;
 
-private:
+  private:
     Context() = default;
     ContextParams params_;
     std::unique_ptr<Impl> impl_;

@@ -36,16 +36,18 @@ enum class TensorType : uint32_t {
 inline constexpr uint32_t kTensorTypeCount = 31;
 
 struct TensorTypeInfo {
-    const char* name;     // "q4_K", as llama.cpp prints it; nullptr for an unknown id
-    int64_t block_size;   // elements per block
-    size_t type_size;     // bytes per block
-    bool quantized;       // stored in blocks with scales
+    const char* name;    // "q4_K", as llama.cpp prints it; nullptr for an unknown id
+    int64_t block_size;  // elements per block
+    size_t type_size;    // bytes per block
+    bool quantized;      // stored in blocks with scales
 };
 
 // Size/layout facts for a raw type id; nullopt when the id is not a type we know.
 std::optional<TensorTypeInfo> tensor_type_info(uint32_t id);
 const TensorTypeInfo& tensor_type_info(TensorType t);
-inline const char* tensor_type_name(TensorType t) { return tensor_type_info(t).name; }
+inline const char* tensor_type_name(TensorType t) {
+    return tensor_type_info(t).name;
+}
 std::optional<TensorType> tensor_type_from_name(std::string_view name);  // case-insensitive
 
 // Bytes of one row of n elements; n must be a multiple of the block size.

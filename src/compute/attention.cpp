@@ -14,9 +14,13 @@ namespace {
 
 // The query is converted once to the key's dot-product type (F16 for an F16 cache, Q8_0
 // for a Q8_0 cache) and dotted with each cached key row slice.
-TensorType query_type(TensorType kv_type) { return type_kernels(kv_type).vec_dot_type; }
+TensorType query_type(TensorType kv_type) {
+    return type_kernels(kv_type).vec_dot_type;
+}
 
-size_t align64(size_t n) { return (n + 63) / 64 * 64; }
+size_t align64(size_t n) {
+    return (n + 63) / 64 * 64;
+}
 
 // Per-thread scratch: the converted query, an accumulator, one dequantized V row, and
 // (f16 cache) the scores of every cell.
@@ -41,8 +45,8 @@ Scratch carve(uint8_t* p, const AttentionShape& s, TensorType kv_type) {
 
 // f16 cache: scores, exact softmax, probabilities rounded to f16, weighted sum of V.
 void attend_f16(const AttentionShape& s, const TypeKernels& kk, const KvLayerView& kv,
-                const int32_t* cell_pos, int64_t n_cells, int32_t pos, int hkv,
-                const Scratch& w, float* out) {
+                const int32_t* cell_pos, int64_t n_cells, int32_t pos, int hkv, const Scratch& w,
+                float* out) {
     const int hd = s.head_dim;
     const size_t head_bytes = row_size(kv.type, hd);
     float mx = -std::numeric_limits<float>::infinity();
@@ -77,8 +81,8 @@ void attend_f16(const AttentionShape& s, const TypeKernels& kk, const KvLayerVie
 
 // Quantized cache: one pass with an online softmax (running maximum m, running sum).
 void attend_online(const AttentionShape& s, const TypeKernels& kk, const KvLayerView& kv,
-                   const int32_t* cell_pos, int64_t n_cells, int32_t pos, int hkv,
-                   const Scratch& w, float* out) {
+                   const int32_t* cell_pos, int64_t n_cells, int32_t pos, int hkv, const Scratch& w,
+                   float* out) {
     const int hd = s.head_dim;
     const size_t head_bytes = row_size(kv.type, hd);
     float m = -std::numeric_limits<float>::infinity();
@@ -137,8 +141,10 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, const 
             const float* qh = q + t * (int64_t)s.n_head * hd + (int64_t)h * hd;
             float* o = out + t * (int64_t)s.n_head * hd + (int64_t)h * hd;
             qk.from_float(qh, w.q_conv, hd);
-            if (f16) attend_f16(s, kk, kv, cell_pos, n_cells, q_pos[t], h / group, w, o);
-            else attend_online(s, kk, kv, cell_pos, n_cells, q_pos[t], h / group, w, o);
+            if (f16)
+                attend_f16(s, kk, kv, cell_pos, n_cells, q_pos[t], h / group, w, o);
+            else
+                attend_online(s, kk, kv, cell_pos, n_cells, q_pos[t], h / group, w, o);
         }
     });
 }

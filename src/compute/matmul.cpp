@@ -23,8 +23,10 @@ void quantize_activations(ThreadPool& pool, TensorType weight_type, const float*
         for (int64_t r = r0; r < r1; ++r)
             vk.from_float(x + r * x_stride, (uint8_t*)xq + (size_t)r * row_bytes, n);
     };
-    if (n_rows == 1) body(0, 1);
-    else pool.run(body);
+    if (n_rows == 1)
+        body(0, 1);
+    else
+        pool.run(body);
 }
 
 void matmul_quantized(ThreadPool& pool, const TensorView& w, const void* xq, int64_t n_tokens,

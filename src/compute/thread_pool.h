@@ -14,7 +14,7 @@
 namespace edgellm {
 
 class ThreadPool {
-public:
+  public:
     explicit ThreadPool(int n_threads);
     ~ThreadPool();
     ThreadPool(const ThreadPool&) = delete;
@@ -32,7 +32,7 @@ public:
         *end = std::min<int64_t>(n, *begin + per);
     }
 
-private:
+  private:
     void worker(int ith);
 
     int n_threads_;

@@ -65,22 +65,27 @@ size_t scalar_size(GgufType t) {
     switch (t) {
         case GgufType::UINT8:
         case GgufType::INT8:
-        case GgufType::BOOL: return 1;
+        case GgufType::BOOL:
+            return 1;
         case GgufType::UINT16:
-        case GgufType::INT16: return 2;
+        case GgufType::INT16:
+            return 2;
         case GgufType::UINT32:
         case GgufType::INT32:
-        case GgufType::FLOAT32: return 4;
+        case GgufType::FLOAT32:
+            return 4;
         case GgufType::UINT64:
         case GgufType::INT64:
-        case GgufType::FLOAT64: return 8;
-        default: return 0;
+        case GgufType::FLOAT64:
+            return 8;
+        default:
+            return 0;
     }
 }
 
 // Reads little-endian fields with bounds checks; every failure names the field and offset.
 class Cursor {
-public:
+  public:
     Cursor(const uint8_t* p, size_t n, const std::string& name) : p_(p), n_(n), name_(name) {}
 
     size_t pos() const { return pos_; }
@@ -128,7 +133,7 @@ public:
         return std::string((const char*)p, (size_t)len);
     }
 
-private:
+  private:
     const uint8_t* p_;
     size_t n_;
     size_t pos_ = 0;
@@ -144,23 +149,34 @@ GgufType read_type(Cursor& c, const std::string& field) {
 
 GgufScalar read_scalar(Cursor& c, GgufType t, const std::string& field) {
     switch (t) {
-        case GgufType::UINT8: return c.read<uint8_t>(field);
-        case GgufType::INT8: return c.read<int8_t>(field);
-        case GgufType::UINT16: return c.read<uint16_t>(field);
-        case GgufType::INT16: return c.read<int16_t>(field);
-        case GgufType::UINT32: return c.read<uint32_t>(field);
-        case GgufType::INT32: return c.read<int32_t>(field);
-        case GgufType::FLOAT32: return c.read<float>(field);
+        case GgufType::UINT8:
+            return c.read<uint8_t>(field);
+        case GgufType::INT8:
+            return c.read<int8_t>(field);
+        case GgufType::UINT16:
+            return c.read<uint16_t>(field);
+        case GgufType::INT16:
+            return c.read<int16_t>(field);
+        case GgufType::UINT32:
+            return c.read<uint32_t>(field);
+        case GgufType::INT32:
+            return c.read<int32_t>(field);
+        case GgufType::FLOAT32:
+            return c.read<float>(field);
         case GgufType::BOOL: {
             const size_t at = c.pos();
             const uint8_t b = c.read<uint8_t>(field);
             if (b > 1) c.fail(field + ": bool value " + std::to_string(b) + " is not 0 or 1", at);
             return b != 0;
         }
-        case GgufType::UINT64: return c.read<uint64_t>(field);
-        case GgufType::INT64: return c.read<int64_t>(field);
-        case GgufType::FLOAT64: return c.read<double>(field);
-        default: break;
+        case GgufType::UINT64:
+            return c.read<uint64_t>(field);
+        case GgufType::INT64:
+            return c.read<int64_t>(field);
+        case GgufType::FLOAT64:
+            return c.read<double>(field);
+        default:
+            break;
     }
     c.fail("internal: not a scalar type", c.pos());
 }
@@ -265,8 +281,9 @@ void GgufFile::parse_all() {
         std::memcpy(found, &magic, 4);
         for (char& ch : std::span<char>(found, 4))
             if ((unsigned char)ch < 32 || (unsigned char)ch > 126) ch = '?';
-        c.fail(std::string("bad magic: expected \"GGUF\", found \"") + found + "\" (not a GGUF file)",
-               0);
+        c.fail(
+            std::string("bad magic: expected \"GGUF\", found \"") + found + "\" (not a GGUF file)",
+            0);
     }
     version_ = c.read<uint32_t>("version");
     if (version_ != 2 && version_ != 3)
@@ -322,7 +339,8 @@ void GgufFile::parse_all() {
             const size_t ne_at = c.pos();
             const uint64_t ne = c.read<uint64_t>(tf + " ne[" + std::to_string(d) + "]");
             if (ne == 0 || ne > (uint64_t)std::numeric_limits<int64_t>::max())
-                c.fail(tf + ": dimension " + std::to_string(d) + " is " + std::to_string(ne), ne_at);
+                c.fail(tf + ": dimension " + std::to_string(d) + " is " + std::to_string(ne),
+                       ne_at);
             if ((uint64_t)n_elements > (uint64_t)std::numeric_limits<int64_t>::max() / ne)
                 c.fail(tf + ": element count overflows (dimension " + std::to_string(d) + " = " +
                            std::to_string(ne) + ")",

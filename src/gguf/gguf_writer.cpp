@@ -11,8 +11,9 @@
 namespace edgellm {
 
 const char* gguf_type_name(GgufType t) {
-    static const char* names[] = {"uint8", "int8",  "uint16", "int16",  "uint32", "int32", "float32",
-                                  "bool",  "string", "array", "uint64", "int64",  "float64"};
+    static const char* names[] = {"uint8",  "int8",    "uint16", "int16",  "uint32",
+                                  "int32",  "float32", "bool",   "string", "array",
+                                  "uint64", "int64",   "float64"};
     return (uint32_t)t < kGgufTypeCount ? names[(uint32_t)t] : "unknown";
 }
 
@@ -25,8 +26,10 @@ bool GgufValue::is_integer() const {
         case GgufType::UINT32:
         case GgufType::INT32:
         case GgufType::UINT64:
-        case GgufType::INT64: return true;
-        default: return false;
+        case GgufType::INT64:
+            return true;
+        default:
+            return false;
     }
 }
 
@@ -36,20 +39,29 @@ bool GgufValue::is_number() const {
 
 std::optional<int64_t> GgufValue::as_int() const {
     switch (type()) {
-        case GgufType::UINT8: return std::get<uint8_t>(v);
-        case GgufType::INT8: return std::get<int8_t>(v);
-        case GgufType::UINT16: return std::get<uint16_t>(v);
-        case GgufType::INT16: return std::get<int16_t>(v);
-        case GgufType::UINT32: return std::get<uint32_t>(v);
-        case GgufType::INT32: return std::get<int32_t>(v);
-        case GgufType::BOOL: return std::get<bool>(v) ? 1 : 0;
+        case GgufType::UINT8:
+            return std::get<uint8_t>(v);
+        case GgufType::INT8:
+            return std::get<int8_t>(v);
+        case GgufType::UINT16:
+            return std::get<uint16_t>(v);
+        case GgufType::INT16:
+            return std::get<int16_t>(v);
+        case GgufType::UINT32:
+            return std::get<uint32_t>(v);
+        case GgufType::INT32:
+            return std::get<int32_t>(v);
+        case GgufType::BOOL:
+            return std::get<bool>(v) ? 1 : 0;
         case GgufType::UINT64: {
             const uint64_t u = std::get<uint64_t>(v);
             if (u > (uint64_t)INT64_MAX) return std::nullopt;
             return (int64_t)u;
         }
-        case GgufType::INT64: return std::get<int64_t>(v);
-        default: return std::nullopt;
+        case GgufType::INT64:
+            return std::get<int64_t>(v);
+        default:
+            return std::nullopt;
     }
 }
 
@@ -63,7 +75,9 @@ std::optional<double> GgufValue::as_float() const {
     return std::nullopt;
 }
 
-const std::string* GgufValue::as_string() const { return std::get_if<std::string>(&v); }
+const std::string* GgufValue::as_string() const {
+    return std::get_if<std::string>(&v);
+}
 
 const GgufArray* GgufValue::as_array() const {
     const auto* p = std::get_if<std::shared_ptr<GgufArray>>(&v);
@@ -76,10 +90,14 @@ std::string quote(const std::string& s, size_t max_len = 60) {
     std::string out = "\"";
     for (size_t i = 0; i < s.size() && i < max_len; ++i) {
         const char c = s[i];
-        if (c == '\n') out += "\\n";
-        else if (c == '"') out += "\\\"";
-        else if ((unsigned char)c < 32) out += '?';
-        else out += c;
+        if (c == '\n')
+            out += "\\n";
+        else if (c == '"')
+            out += "\\\"";
+        else if ((unsigned char)c < 32)
+            out += '?';
+        else
+            out += c;
     }
     if (s.size() > max_len) out += "...";
     return out + "\"";
@@ -96,13 +114,17 @@ size_t elem_size(GgufType t) {
     switch (t) {
         case GgufType::UINT8:
         case GgufType::INT8:
-        case GgufType::BOOL: return 1;
+        case GgufType::BOOL:
+            return 1;
         case GgufType::UINT16:
-        case GgufType::INT16: return 2;
+        case GgufType::INT16:
+            return 2;
         case GgufType::UINT32:
         case GgufType::INT32:
-        case GgufType::FLOAT32: return 4;
-        default: return 8;
+        case GgufType::FLOAT32:
+            return 4;
+        default:
+            return 8;
     }
 }
 
@@ -112,16 +134,26 @@ std::optional<int64_t> GgufArray::int_at(size_t i) const {
     if (i >= count || bytes.empty()) return std::nullopt;
     const uint8_t* p = bytes.data() + i * elem_size(elem_type);
     switch (elem_type) {
-        case GgufType::UINT8: return load<uint8_t>(p);
-        case GgufType::INT8: return load<int8_t>(p);
-        case GgufType::UINT16: return load<uint16_t>(p);
-        case GgufType::INT16: return load<int16_t>(p);
-        case GgufType::UINT32: return load<uint32_t>(p);
-        case GgufType::INT32: return load<int32_t>(p);
-        case GgufType::BOOL: return load<uint8_t>(p);
-        case GgufType::UINT64: return (int64_t)load<uint64_t>(p);
-        case GgufType::INT64: return load<int64_t>(p);
-        default: return std::nullopt;
+        case GgufType::UINT8:
+            return load<uint8_t>(p);
+        case GgufType::INT8:
+            return load<int8_t>(p);
+        case GgufType::UINT16:
+            return load<uint16_t>(p);
+        case GgufType::INT16:
+            return load<int16_t>(p);
+        case GgufType::UINT32:
+            return load<uint32_t>(p);
+        case GgufType::INT32:
+            return load<int32_t>(p);
+        case GgufType::BOOL:
+            return load<uint8_t>(p);
+        case GgufType::UINT64:
+            return (int64_t)load<uint64_t>(p);
+        case GgufType::INT64:
+            return load<int64_t>(p);
+        default:
+            return std::nullopt;
     }
 }
 
@@ -141,13 +173,16 @@ std::string GgufValue::to_string(size_t max_items) const {
                           std::to_string(a->count) + ":";
         for (size_t i = 0; i < a->count && i < max_items; ++i) {
             out += i ? ", " : " ";
-            if (a->elem_type == GgufType::STRING) out += quote(a->strings[i], 24);
-            else if (a->elem_type == GgufType::ARRAY) out += "[...]";
+            if (a->elem_type == GgufType::STRING)
+                out += quote(a->strings[i], 24);
+            else if (a->elem_type == GgufType::ARRAY)
+                out += "[...]";
             else if (a->elem_type == GgufType::FLOAT32 || a->elem_type == GgufType::FLOAT64) {
                 char buf[32];
                 std::snprintf(buf, sizeof buf, "%g", *a->float_at(i));
                 out += buf;
-            } else out += std::to_string(*a->int_at(i));
+            } else
+                out += std::to_string(*a->int_at(i));
         }
         if (a->count > max_items) out += ", ...";
         return out + "]";
@@ -168,14 +203,30 @@ std::string GgufTensorInfo::shape_string() const {
     return s + "]";
 }
 
-GgufValue gguf_value(uint32_t v) { return {v}; }
-GgufValue gguf_value(int32_t v) { return {v}; }
-GgufValue gguf_value(uint64_t v) { return {v}; }
-GgufValue gguf_value(float v) { return {v}; }
-GgufValue gguf_value(bool v) { return {v}; }
-GgufValue gguf_value(std::string v) { return {std::move(v)}; }
-GgufValue gguf_value(const char* v) { return {std::string(v)}; }
-GgufValue gguf_value(GgufArray a) { return {std::make_shared<GgufArray>(std::move(a))}; }
+GgufValue gguf_value(uint32_t v) {
+    return {v};
+}
+GgufValue gguf_value(int32_t v) {
+    return {v};
+}
+GgufValue gguf_value(uint64_t v) {
+    return {v};
+}
+GgufValue gguf_value(float v) {
+    return {v};
+}
+GgufValue gguf_value(bool v) {
+    return {v};
+}
+GgufValue gguf_value(std::string v) {
+    return {std::move(v)};
+}
+GgufValue gguf_value(const char* v) {
+    return {std::string(v)};
+}
+GgufValue gguf_value(GgufArray a) {
+    return {std::make_shared<GgufArray>(std::move(a))};
+}
 
 GgufArray gguf_string_array(std::vector<std::string> v) {
     GgufArray a;
@@ -235,7 +286,7 @@ void GgufWriter::copy_metadata(const GgufFile& f) {
 namespace {
 
 class Sink {
-public:
+  public:
     explicit Sink(FILE* f) : f_(f) {}
     void raw(const void* p, size_t n) {
         if (ok_ && n && std::fwrite(p, 1, n, f_) != n) ok_ = false;
@@ -260,23 +311,28 @@ public:
             for (const auto& s : a.strings) str(s);
         else if (a.elem_type == GgufType::ARRAY)
             for (const auto& sub : a.arrays) array(sub);
-        else raw(a.bytes.data(), a.bytes.size());
+        else
+            raw(a.bytes.data(), a.bytes.size());
     }
     void value(const GgufValue& v) {
         put<uint32_t>((uint32_t)v.type());
         std::visit(
             [&](const auto& x) {
                 using X = std::decay_t<decltype(x)>;
-                if constexpr (std::is_same_v<X, std::string>) str(x);
-                else if constexpr (std::is_same_v<X, std::shared_ptr<GgufArray>>) array(*x);
-                else if constexpr (std::is_same_v<X, bool>) put<uint8_t>(x ? 1 : 0);
-                else put<X>(x);
+                if constexpr (std::is_same_v<X, std::string>)
+                    str(x);
+                else if constexpr (std::is_same_v<X, std::shared_ptr<GgufArray>>)
+                    array(*x);
+                else if constexpr (std::is_same_v<X, bool>)
+                    put<uint8_t>(x ? 1 : 0);
+                else
+                    put<X>(x);
             },
             v.v);
     }
     bool ok() const { return ok_; }
 
-private:
+  private:
     FILE* f_;
     size_t pos_ = 0;
     bool ok_ = true;
@@ -288,7 +344,8 @@ Result<std::monostate> GgufWriter::write(const std::string& path) const {
     using R = Result<std::monostate>;
     size_t alignment = 32;
     for (const auto& [k, v] : kv_)
-        if (k == "general.alignment" && v.as_int() && *v.as_int() > 0) alignment = (size_t)*v.as_int();
+        if (k == "general.alignment" && v.as_int() && *v.as_int() > 0)
+            alignment = (size_t)*v.as_int();
 
     const std::string tmp = path + ".tmp." + std::to_string(getpid());
     FILE* f = std::fopen(tmp.c_str(), "wb");

@@ -100,7 +100,8 @@ static_assert(sizeof(block_q3_K) == 110, "q3_K block size");
 //  0       2          4             16             144
 //  [ d:f16 ][ dmin:f16 ][ scales: 12 ][ qs: 128 bytes ]
 //  scales: sc[0..3] = b[0..3] & 63, m[0..3] = b[4..7] & 63,
-//          sc[4..7] = (b[8..11] & 15) | (b[0..3] >> 6) << 4, m[4..7] = (b[8..11] >> 4) | (b[4..7] >> 6) << 4
+//          sc[4..7] = (b[8..11] & 15) | (b[0..3] >> 6) << 4, m[4..7] = (b[8..11] >> 4) | (b[4..7]
+//          >> 6) << 4
 //  qs: four chunks of 32 bytes, low nibbles = sub-block 2c, high nibbles = sub-block 2c+1
 struct block_q4_K {
     fp16_t d;

@@ -29,7 +29,7 @@ CpuFeatures detect() {
     const bool avx = c & (1u << 28), fma = c & (1u << 12), f16c = c & (1u << 29);
     if (!osxsave || !avx) return f;
     const uint64_t xcr0 = read_xcr0();
-    const bool os_ymm = (xcr0 & 0x6) == 0x6;             // SSE + AVX state
+    const bool os_ymm = (xcr0 & 0x6) == 0x6;              // SSE + AVX state
     const bool os_zmm = os_ymm && (xcr0 & 0xe0) == 0xe0;  // opmask + ZMM_Hi256 + Hi16_ZMM
     if (!os_ymm) return f;
     unsigned a7, b7, c7, d7;

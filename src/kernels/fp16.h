@@ -57,7 +57,9 @@ inline fp16_t f32_to_fp16(float f) {
     return (fp16_t)(sign | h);
 }
 
-inline float bf16_to_f32(bf16_t h) { return f32_from_bits((uint32_t)h << 16); }
+inline float bf16_to_f32(bf16_t h) {
+    return f32_from_bits((uint32_t)h << 16);
+}
 
 // Round to nearest even; NaN stays a quiet NaN (as ggml does).
 inline bf16_t f32_to_bf16(float f) {

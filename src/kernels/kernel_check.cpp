@@ -13,8 +13,10 @@ double vec_dot_error_budget(TensorType t) {
     switch (t) {
         case TensorType::F32:
         case TensorType::F16:
-        case TensorType::BF16: return 1e-4;
-        default: return 2e-5;
+        case TensorType::BF16:
+            return 1e-4;
+        default:
+            return 2e-5;
     }
 }
 
@@ -25,16 +27,22 @@ std::vector<int> fp16_fields(TensorType t) {
     switch (t) {
         case TensorType::Q4_0:
         case TensorType::Q5_0:
-        case TensorType::Q8_0: return {0};
+        case TensorType::Q8_0:
+            return {0};
         case TensorType::Q4_1:
         case TensorType::Q5_1:
         case TensorType::Q8_1:
         case TensorType::Q4_K:
-        case TensorType::Q5_K: return {0, 2};
-        case TensorType::Q2_K: return {80, 82};
-        case TensorType::Q3_K: return {108};
-        case TensorType::Q6_K: return {208};
-        default: return {};
+        case TensorType::Q5_K:
+            return {0, 2};
+        case TensorType::Q2_K:
+            return {80, 82};
+        case TensorType::Q3_K:
+            return {108};
+        case TensorType::Q6_K:
+            return {208};
+        default:
+            return {};
     }
 }
 

@@ -77,7 +77,8 @@ void build(State& s, const std::string& last) {
                 check_type_kernels((TensorType)id, cand[id], reference_table()[id], 512, 1234 + id);
             if (!err.empty()) {
                 s.failures.push_back(err);
-                std::fprintf(stderr, "edgellm: kernel self-test failed, using the previous set: %s\n",
+                std::fprintf(stderr,
+                             "edgellm: kernel self-test failed, using the previous set: %s\n",
                              err.c_str());
                 cand[id] = t[id];
             }
@@ -100,9 +101,13 @@ State& ready_state() {
 
 }  // namespace
 
-const TypeKernels& type_kernels(TensorType t) { return ready_state().active[(uint32_t)t]; }
+const TypeKernels& type_kernels(TensorType t) {
+    return ready_state().active[(uint32_t)t];
+}
 
-const TypeKernels& reference_kernels(TensorType t) { return reference_table()[(uint32_t)t]; }
+const TypeKernels& reference_kernels(TensorType t) {
+    return reference_table()[(uint32_t)t];
+}
 
 std::vector<std::string> available_kernel_sets() {
     std::vector<std::string> out = {"ref"};
@@ -130,7 +135,9 @@ bool select_kernel_set(const std::string& name) {
     return true;
 }
 
-std::string active_kernel_set() { return ready_state().active_name; }
+std::string active_kernel_set() {
+    return ready_state().active_name;
+}
 
 std::string kernel_report() {
     const State& s = ready_state();
@@ -151,6 +158,8 @@ std::string kernel_report() {
     return out;
 }
 
-std::vector<std::string> kernel_selftest_failures() { return ready_state().failures; }
+std::vector<std::string> kernel_selftest_failures() {
+    return ready_state().failures;
+}
 
 }  // namespace edgellm

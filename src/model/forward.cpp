@@ -152,11 +152,17 @@ Result<std::unique_ptr<Context>> Context::create(const Model& m, const ContextPa
     return c;
 }
 
-int64_t Context::n_past() const { return impl_->kv->n_used(); }
+int64_t Context::n_past() const {
+    return impl_->kv->n_used();
+}
 
-void Context::truncate(int64_t n_keep) { impl_->kv->truncate(n_keep); }
+void Context::truncate(int64_t n_keep) {
+    impl_->kv->truncate(n_keep);
+}
 
-void Context::set_trace(TraceFn fn) { impl_->trace = std::move(fn); }
+void Context::set_trace(TraceFn fn) {
+    impl_->trace = std::move(fn);
+}
 
 namespace {
 
@@ -240,7 +246,8 @@ void forward_step(Context::Impl& c, const int32_t* tokens, int64_t n, int64_t fi
         if (type_kernels(l.w_up.type).vec_dot_type != type_kernels(l.w_gate.type).vec_dot_type)
             quantize_activations(pool, l.w_up.type, c.xn, n_embd, n_embd, n, c.act_q);
         matmul_quantized(pool, l.w_up, c.act_q, n, c.up, h.n_ff);
-        for_each_row(pool, n, [&](int64_t t) { swiglu(c.gate + t * h.n_ff, c.up + t * h.n_ff, h.n_ff); });
+        for_each_row(pool, n,
+                     [&](int64_t t) { swiglu(c.gate + t * h.n_ff, c.up + t * h.n_ff, h.n_ff); });
         matmul(pool, l.w_down, c.gate, h.n_ff, n, c.act_q, c.xn, n_embd);
         for_each_row(pool, n, [&](int64_t t) { add(c.x + t * n_embd, c.xn + t * n_embd, n_embd); });
         trace("l_out", L, c.x, n, n_embd);

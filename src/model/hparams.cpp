@@ -53,16 +53,17 @@ Result<HParams> read_hparams(const GgufFile& f) {
     hp.n_ctx_train = f.get_int(p + "context_length").value_or(4096);
     hp.n_head_kv = f.get_int(p + "attention.head_count_kv").value_or(hp.n_head);
     if (hp.n_head_kv <= 0 || hp.n_head % hp.n_head_kv != 0)
-        return R::fail(f.path() + ": " + p + "attention.head_count_kv = " +
-                       std::to_string(hp.n_head_kv) + " does not divide head_count " +
-                       std::to_string(hp.n_head));
+        return R::fail(f.path() + ": " + p +
+                       "attention.head_count_kv = " + std::to_string(hp.n_head_kv) +
+                       " does not divide head_count " + std::to_string(hp.n_head));
     hp.head_dim = f.get_int(p + "attention.key_length").value_or(hp.n_embd / hp.n_head);
     const int64_t v_len = f.get_int(p + "attention.value_length").value_or(hp.head_dim);
     if (v_len != hp.head_dim)
         return R::fail(f.path() + ": key_length " + std::to_string(hp.head_dim) +
                        " != value_length " + std::to_string(v_len) + " is not supported");
     if (hp.head_dim <= 0 || hp.head_dim % 2 != 0)
-        return R::fail(f.path() + ": head dimension " + std::to_string(hp.head_dim) + " is not even");
+        return R::fail(f.path() + ": head dimension " + std::to_string(hp.head_dim) +
+                       " is not even");
     hp.rms_eps = (float)f.get_float(p + "attention.layer_norm_rms_epsilon").value_or(1e-5);
     hp.n_rot = f.get_int(p + "rope.dimension_count").value_or(hp.head_dim);
     if (hp.n_rot <= 0 || hp.n_rot > hp.head_dim || hp.n_rot % 2 != 0)
@@ -76,8 +77,8 @@ Result<HParams> read_hparams(const GgufFile& f) {
     const std::string scaling = f.get_string(p + "rope.scaling.type").value_or("none");
     double factor = f.get_float(p + "rope.scaling.factor").value_or(0.0);
     if (factor == 0.0) factor = f.get_float(p + "rope.scale_linear").value_or(1.0);
-    if (scaling == "linear" || (scaling == "none" && factor != 1.0 &&
-                                f.find(p + "rope.scale_linear") != nullptr)) {
+    if (scaling == "linear" ||
+        (scaling == "none" && factor != 1.0 && f.find(p + "rope.scale_linear") != nullptr)) {
         if (!(factor > 0.0)) return R::fail(f.path() + ": rope scaling factor must be positive");
         hp.rope_freq_scale = (float)(1.0 / factor);
     } else if (scaling != "none") {

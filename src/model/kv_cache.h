@@ -12,7 +12,7 @@
 namespace edgellm {
 
 class KvCache {
-public:
+  public:
     // Rows of n_embd_kv elements of `type` (F16 or Q8_0).
     KvCache(int64_t n_layer, int64_t n_ctx, int64_t n_embd_kv, TensorType type);
     static size_t bytes_needed(int64_t n_layer, int64_t n_ctx, int64_t n_embd_kv, TensorType type);
@@ -31,7 +31,7 @@ public:
     bool append(int64_t n);
     void truncate(int64_t n_keep);
 
-private:
+  private:
     size_t layer_bytes() const { return row_bytes_ * (size_t)n_ctx_; }
     int64_t n_layer_, n_ctx_, n_embd_kv_;
     TensorType type_;

@@ -10,7 +10,7 @@ namespace edgellm {
 namespace {
 
 class Binder {
-public:
+  public:
     Binder(const GgufFile& f, Model::Impl& impl) : f_(f), impl_(impl) {}
 
     // A matrix of shape [ne0, ne1]; its type needs a dot-product kernel.
@@ -44,7 +44,7 @@ public:
         return impl_.owned.back().get();
     }
 
-private:
+  private:
     const GgufTensorInfo* find(const std::string& name, bool required) {
         const GgufTensorInfo* t = f_.tensor(name);
         if (!t && required) throw Error(f_.path() + ": missing tensor \"" + name + "\"");

@@ -33,10 +33,10 @@ struct LayerWeights {
 };
 
 struct Model::Impl {
-    TensorView tok_embd;                // [n_embd, n_vocab]
-    TensorView output;                  // [n_embd, n_vocab] (tok_embd when tied)
-    const float* output_norm = nullptr; // [n_embd]
-    const float* rope_freqs = nullptr;  // [n_rot / 2] or null
+    TensorView tok_embd;                 // [n_embd, n_vocab]
+    TensorView output;                   // [n_embd, n_vocab] (tok_embd when tied)
+    const float* output_norm = nullptr;  // [n_embd]
+    const float* rope_freqs = nullptr;   // [n_rot / 2] or null
     std::vector<LayerWeights> layers;
     std::vector<std::unique_ptr<float[]>> owned;  // vectors converted to f32 at load
 };
@@ -50,17 +50,17 @@ struct Context::Impl {
     // Scratch, sized at creation for n_batch tokens (see ScratchLayout in forward.cpp).
     std::unique_ptr<uint8_t[], void (*)(void*)> arena{nullptr, nullptr};
     size_t arena_bytes = 0;
-    float* x = nullptr;        // [n_batch][n_embd]   residual stream
-    float* xn = nullptr;       // [n_batch][n_embd]   normalized
-    float* q = nullptr;        // [n_batch][n_embd_q]
-    float* k = nullptr;        // [n_batch][n_embd_kv]
-    float* v = nullptr;        // [n_batch][n_embd_kv]
-    float* attn = nullptr;     // [n_batch][n_embd_q]
-    float* gate = nullptr;     // [n_batch][n_ff]
-    float* up = nullptr;       // [n_batch][n_ff]
-    void* act_q = nullptr;     // quantized activations, largest of all matmuls
-    float* logits = nullptr;   // [n_outputs][n_vocab]
-    int32_t* pos = nullptr;    // [n_batch]
+    float* x = nullptr;               // [n_batch][n_embd]   residual stream
+    float* xn = nullptr;              // [n_batch][n_embd]   normalized
+    float* q = nullptr;               // [n_batch][n_embd_q]
+    float* k = nullptr;               // [n_batch][n_embd_kv]
+    float* v = nullptr;               // [n_batch][n_embd_kv]
+    float* attn = nullptr;            // [n_batch][n_embd_q]
+    float* gate = nullptr;            // [n_batch][n_ff]
+    float* up = nullptr;              // [n_batch][n_ff]
+    void* act_q = nullptr;            // quantized activations, largest of all matmuls
+    float* logits = nullptr;          // [n_outputs][n_vocab]
+    int32_t* pos = nullptr;           // [n_batch]
     uint8_t* attn_scratch = nullptr;  // attn_scratch_per_thread bytes per thread
     size_t attn_scratch_per_thread = 0;
 };

@@ -1,7 +1,9 @@
 // The edgellm binary's contracts: exit codes, one-line reasons, the logits file layout and
 // an inspect memory bill that adds up. Runs the real binary.
 #include <gtest/gtest.h>
+
 #include <sys/wait.h>
+#include "test_paths.h"
 
 #include <cmath>
 #include <cstdio>
@@ -15,7 +17,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path kGolden = fs::path(EDGELLM_SHARED_DIR) / "reference" / "golden";
+const fs::path kGolden = edgellm::test::golden_dir();
 const std::string kBin = std::string(EDGELLM_BIN_DIR) + "/edgellm";
 
 struct Outcome {
@@ -25,7 +27,8 @@ struct Outcome {
 };
 
 Outcome run(const std::string& args) {
-    const fs::path err_file = fs::temp_directory_path() / ("edgellm_cli_err_" + std::to_string(getpid()));
+    const fs::path err_file =
+        fs::temp_directory_path() / ("edgellm_cli_err_" + std::to_string(getpid()));
     const std::string cmd = kBin + " " + args + " 2>" + err_file.string();
     Outcome r{};
     FILE* p = popen(cmd.c_str(), "r");
@@ -109,13 +112,14 @@ TEST(Cli, LogitsWritesEveryPositionAsFloat32) {
     if (!fs::exists(model)) GTEST_SKIP() << "no golden models at " << kGolden;
     const fs::path out = fs::temp_directory_path() / "edgellm_cli_logits.f32";
     Outcome r = run("logits -m " + model.string() + " --tokens \"" + kTokens + "\" --out " +
-                out.string() + " -t 2");
+                    out.string() + " -t 2");
     ASSERT_EQ(r.code, 0) << r.err;
     ASSERT_EQ(fs::file_size(out), 8u * 4096 * 4);
     // The golden sequence starts with the same 8 tokens; causal attention makes our first
     // 8 positions comparable with the golden's first 8 rows.
     std::vector<float> ours(8 * 4096), gold(8 * 4096);
-    std::ifstream(out, std::ios::binary).read((char*)ours.data(), (std::streamsize)(ours.size() * 4));
+    std::ifstream(out, std::ios::binary)
+        .read((char*)ours.data(), (std::streamsize)(ours.size() * 4));
     std::ifstream(kGolden / "tiny-qwen2-f32.public.f32", std::ios::binary)
         .read((char*)gold.data(), (std::streamsize)(gold.size() * 4));
     double num = 0, den = 0;
@@ -128,7 +132,8 @@ TEST(Cli, LogitsWritesEveryPositionAsFloat32) {
 }
 
 TEST(Cli, InspectMemoryBillAddsUp) {
-    for (const char* name : {"tiny-qwen2-q4_k_m.gguf", "tiny-llama-q8_0.gguf", "tiny-qwen2tied-f32.gguf"}) {
+    for (const char* name :
+         {"tiny-qwen2-q4_k_m.gguf", "tiny-llama-q8_0.gguf", "tiny-qwen2tied-f32.gguf"}) {
         const fs::path model = kGolden / name;
         if (!fs::exists(model)) GTEST_SKIP() << "no golden models at " << kGolden;
         Outcome r = run("inspect " + model.string() + " -c 1000 --kv-type q8_0");

@@ -1,6 +1,7 @@
 // libFuzzer target for the GGUF parser. Build with clang:
-//   cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DEDGELLM_FUZZ=ON && cmake --build build-fuzz --target fuzz_gguf
-//   build-fuzz/bin/fuzz_gguf -max_total_time=60 ../shared/reference/golden/
+//   cmake -S . -B build-fuzz -DCMAKE_CXX_COMPILER=clang++ -DEDGELLM_FUZZ=ON && cmake --build
+//   build-fuzz --target fuzz_gguf build-fuzz/bin/fuzz_gguf -max_total_time=60
+//   ../shared/reference/golden/
 // Every input must be accepted or refused with a message; accepted files must have every
 // tensor inside the buffer.
 #include <cstdint>

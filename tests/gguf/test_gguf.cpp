@@ -2,6 +2,8 @@
 // refused with a message naming the field and byte offset.
 #include <gtest/gtest.h>
 
+#include "test_paths.h"
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -88,7 +90,9 @@ void expect_refused(const Bytes& f, const std::string& field) {
     EXPECT_NE(r.error().find("offset"), std::string::npos) << r.error();
 }
 
-std::string shared_dir() { return EDGELLM_SHARED_DIR; }
+std::string shared_dir() {
+    return edgellm::test::shared_dir().string();
+}
 
 }  // namespace
 
@@ -292,7 +296,7 @@ TEST(GgufWriter, RoundTripsEveryValueType) {
     w.set("bool", gguf_value(true));
     w.set("str", gguf_value("héllo"));
     w.set("u64", gguf_value((uint64_t)1 << 40));
-    w.set("i64", {(int64_t)-(1ll << 40)});
+    w.set("i64", {(int64_t) - (1ll << 40)});
     w.set("f64", {3.25});
     w.set("strings", gguf_value(gguf_string_array({"a", "", "<|im_start|>"})));
     w.set("floats", gguf_value(gguf_float_array({1.0f, -2.0f})));

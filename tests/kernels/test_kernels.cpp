@@ -37,7 +37,7 @@ TEST(Fp16, RoundTripsEveryHalf) {
 TEST(Fp16, RoundsToNearestEven) {
     EXPECT_EQ(fp16_to_f32(f32_to_fp16(1.0f + 1.0f / 2048)), 1.0f);  // tie, down to even
     EXPECT_EQ(fp16_to_f32(f32_to_fp16(1.0f + 3.0f / 2048)), 1.0f + 2.0f / 1024);  // tie, up
-    EXPECT_EQ(f32_to_fp16(70000.0f), 0x7c00);  // overflow to inf
+    EXPECT_EQ(f32_to_fp16(70000.0f), 0x7c00);                                     // overflow to inf
     EXPECT_EQ(fp16_to_f32(f32_to_fp16(5.96046448e-08f)), 5.96046448e-08f);  // smallest subnormal
 }
 
@@ -136,7 +136,7 @@ TEST(Reference, VecDotMatchesDequantizedDot) {
 }
 
 class KernelSetTest : public ::testing::TestWithParam<std::string> {
-protected:
+  protected:
     void SetUp() override { ASSERT_TRUE(select_kernel_set(GetParam())); }
     void TearDown() override { select_kernel_set(available_kernel_sets().back()); }
 };
@@ -149,13 +149,13 @@ TEST_P(KernelSetTest, MatchesReferenceOnRandomBlocks) {
     for (TensorType t : all_types()) {
         const TypeKernels& k = type_kernels(t);
         const TypeKernels& r = reference_kernels(t);
-        const bool differs = k.to_float != r.to_float || k.from_float != r.from_float ||
-                             k.vec_dot != r.vec_dot;
+        const bool differs =
+            k.to_float != r.to_float || k.from_float != r.from_float || k.vec_dot != r.vec_dot;
         if (!differs) continue;
         ++checked;
         const int64_t bs = tensor_type_info(t).block_size;
-        for (int64_t n : {bs == 1 ? (int64_t)1 : bs, bs * 8 + (bs == 1 ? 7 : 0), (int64_t)4096,
-                          (int64_t)14336})
+        for (int64_t n :
+             {bs == 1 ? (int64_t)1 : bs, bs * 8 + (bs == 1 ? 7 : 0), (int64_t)4096, (int64_t)14336})
             for (uint64_t seed = 0; seed < 8; ++seed) {
                 if (n % bs) continue;
                 const std::string err = check_type_kernels(t, k, r, n, 1000 * seed + n);
@@ -169,8 +169,7 @@ TEST_P(KernelSetTest, MatchesReferenceOnRandomBlocks) {
                 kernel_report().c_str());
 }
 
-INSTANTIATE_TEST_SUITE_P(Available, KernelSetTest,
-                         ::testing::ValuesIn(available_kernel_sets()),
+INSTANTIATE_TEST_SUITE_P(Available, KernelSetTest, ::testing::ValuesIn(available_kernel_sets()),
                          [](const auto& info) { return info.param; });
 
 TEST(CpuFeatures, ReportsSomething) {

@@ -2,6 +2,8 @@
 // machine supports, our logits against llama.cpp's, as normalized RMSE over all positions.
 #include <gtest/gtest.h>
 
+#include "test_paths.h"
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -15,7 +17,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path kGolden = fs::path(EDGELLM_SHARED_DIR) / "reference" / "golden";
+const fs::path kGolden = edgellm::test::golden_dir();
 
 struct Case {
     std::string model, kv_type, logits;
@@ -34,8 +36,8 @@ Cases load_cases() {
     const auto j = nlohmann::json::parse(in);
     for (const auto& t : j.at("tokens")) c.tokens.push_back(t.get<int32_t>());
     for (const auto& e : j.at("cases"))
-        c.cases.push_back({e.at("model"), e.at("kv_type"), e.at("logits"), e.at("n_tokens"),
-                           e.at("n_vocab")});
+        c.cases.push_back(
+            {e.at("model"), e.at("kv_type"), e.at("logits"), e.at("n_tokens"), e.at("n_vocab")});
     return c;
 }
 
@@ -70,7 +72,7 @@ Distance distance(std::span<const float> ours, const std::vector<float>& gold, i
 }
 
 class GoldenTest : public ::testing::TestWithParam<std::string> {
-protected:
+  protected:
     void SetUp() override { ASSERT_TRUE(select_kernel_set(GetParam())); }
     void TearDown() override { select_kernel_set(available_kernel_sets().back()); }
 };
@@ -194,7 +196,49 @@ TEST(Context, MemoryBillAddsUp) {
 }
 
 TEST(Model, RefusesUnsupportedOrBrokenModels) {
-    auto r = Model::load((kGolden / "README.md").string());
+    const fs::path dir = fs::temp_directory_path();
+    const fs::path text = dir / "edgellm_not_a_model.gguf";
+    std::ofstream(text) << "this is not a model\n";
+    auto r = Model::load(text.string());
     ASSERT_FALSE(r.ok());
     EXPECT_NE(r.error().find("magic"), std::string::npos) << r.error();
+
+    // A valid GGUF of an architecture we do not run, and one missing a tensor.
+    GgufWriter w;
+    w.set("general.architecture", gguf_value("mamba"));
+    const fs::path mamba = dir / "edgellm_mamba.gguf";
+    ASSERT_TRUE(w.write(mamba.string()).ok());
+    r = Model::load(mamba.string());
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().find("not supported"), std::string::npos) << r.error();
+
+    GgufWriter l;
+    l.set("general.architecture", gguf_value("llama"));
+    l.set("llama.embedding_length", gguf_value((uint32_t)64));
+    l.set("llama.block_count", gguf_value((uint32_t)1));
+    l.set("llama.feed_forward_length", gguf_value((uint32_t)128));
+    l.set("llama.attention.head_count", gguf_value((uint32_t)2));
+    std::vector<float> embd(64 * 10, 0.0f);
+    l.add_tensor("token_embd.weight", TensorType::F32, {64, 10}, embd.data());
+    const fs::path partial = dir / "edgellm_partial.gguf";
+    ASSERT_TRUE(l.write(partial.string()).ok());
+    r = Model::load(partial.string());
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().find("missing tensor \"output_norm.weight\""), std::string::npos)
+        << r.error();
+
+    // Wrong shape: a 1-D tensor where a matrix belongs.
+    std::vector<float> norm(64, 1.0f);
+    l.add_tensor("output_norm.weight", TensorType::F32, {64}, norm.data());
+    l.add_tensor("blk.0.attn_norm.weight", TensorType::F32, {64}, norm.data());
+    l.add_tensor("blk.0.attn_q.weight", TensorType::F32, {64}, norm.data());
+    ASSERT_TRUE(l.write(partial.string()).ok());
+    r = Model::load(partial.string());
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().find("blk.0.attn_q.weight\" has shape [64], expected [64, 64]"),
+              std::string::npos)
+        << r.error();
+    fs::remove(text);
+    fs::remove(mamba);
+    fs::remove(partial);
 }

@@ -5,7 +5,9 @@
 
 namespace edgellm::ref {
 
-int nearest_int(float v) { return (int)std::nearbyint(v); }
+int nearest_int(float v) {
+    return (int)std::nearbyint(v);
+}
 
 // ---------------------------------------------------------------------------------------
 // Unpackers

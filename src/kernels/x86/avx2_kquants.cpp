@@ -25,9 +25,15 @@ namespace {
 // ---------------------------------------------------------------------------------------
 // Helpers
 
-inline __m256i loadu256(const void* p) { return _mm256_loadu_si256((const __m256i*)p); }
-inline __m128i loadu128(const void* p) { return _mm_loadu_si128((const __m128i*)p); }
-inline float half_to_float(fp16_t h) { return _cvtsh_ss(h); }
+inline __m256i loadu256(const void* p) {
+    return _mm256_loadu_si256((const __m256i*)p);
+}
+inline __m128i loadu128(const void* p) {
+    return _mm_loadu_si128((const __m128i*)p);
+}
+inline float half_to_float(fp16_t h) {
+    return _cvtsh_ss(h);
+}
 
 inline float hsum_ps(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -46,7 +52,9 @@ inline const void* q8_bsums(const block_q8_K* b) {
 
 // Shuffle masks that broadcast one int16 of a 128-bit lane to the whole lane:
 // pick16(j) selects int16 j in both lanes.
-inline __m256i pick16(int j) { return _mm256_set1_epi16((short)(((2 * j + 1) << 8) | (2 * j))); }
+inline __m256i pick16(int j) {
+    return _mm256_set1_epi16((short)(((2 * j + 1) << 8) | (2 * j)));
+}
 // For 16-element sub-blocks: int16 2k in the low lane and 2k+1 in the high lane, so a
 // 32-byte maddubs result (low lane = sub-block 2k, high lane = 2k+1) gets its two scales.
 inline __m256i pick16_pair(int k) {
@@ -106,8 +114,8 @@ inline void emit32_u8(__m256i v, float a, float b, float* dst) {
 inline void emit16_s8(__m128i v, float a, float* dst) {
     const __m256 va = _mm256_set1_ps(a);
     _mm256_storeu_ps(dst, _mm256_mul_ps(va, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v))));
-    _mm256_storeu_ps(dst + 8, _mm256_mul_ps(va, _mm256_cvtepi32_ps(
-                                                  _mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)))));
+    _mm256_storeu_ps(
+        dst + 8, _mm256_mul_ps(va, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(v, 8)))));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -148,12 +156,12 @@ void vec_dot_q2_K_q8_K_avx2(int64_t n, float* s, const void* vx, const void* vy)
             const __m256i p1 = _mm256_maddubs_epi16(q1, loadu256(yq + 32));
             const __m256i p2 = _mm256_maddubs_epi16(q2, loadu256(yq + 64));
             const __m256i p3 = _mm256_maddubs_epi16(q3, loadu256(yq + 96));
-            const __m256i s01 =
-                _mm256_add_epi32(_mm256_madd_epi16(p0, _mm256_shuffle_epi8(scales, pick16_pair(0))),
-                                 _mm256_madd_epi16(p1, _mm256_shuffle_epi8(scales, pick16_pair(1))));
-            const __m256i s23 =
-                _mm256_add_epi32(_mm256_madd_epi16(p2, _mm256_shuffle_epi8(scales, pick16_pair(2))),
-                                 _mm256_madd_epi16(p3, _mm256_shuffle_epi8(scales, pick16_pair(3))));
+            const __m256i s01 = _mm256_add_epi32(
+                _mm256_madd_epi16(p0, _mm256_shuffle_epi8(scales, pick16_pair(0))),
+                _mm256_madd_epi16(p1, _mm256_shuffle_epi8(scales, pick16_pair(1))));
+            const __m256i s23 = _mm256_add_epi32(
+                _mm256_madd_epi16(p2, _mm256_shuffle_epi8(scales, pick16_pair(2))),
+                _mm256_madd_epi16(p3, _mm256_shuffle_epi8(scales, pick16_pair(3))));
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(s01, s23));
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
@@ -224,12 +232,12 @@ void vec_dot_q3_K_q8_K_avx2(int64_t n, float* s, const void* vx, const void* vy)
             const __m256i p1 = _mm256_maddubs_epi16(q[1], loadu256(yq + 32));
             const __m256i p2 = _mm256_maddubs_epi16(q[2], loadu256(yq + 64));
             const __m256i p3 = _mm256_maddubs_epi16(q[3], loadu256(yq + 96));
-            const __m256i s01 =
-                _mm256_add_epi32(_mm256_madd_epi16(p0, _mm256_shuffle_epi8(scales, pick16_pair(0))),
-                                 _mm256_madd_epi16(p1, _mm256_shuffle_epi8(scales, pick16_pair(1))));
-            const __m256i s23 =
-                _mm256_add_epi32(_mm256_madd_epi16(p2, _mm256_shuffle_epi8(scales, pick16_pair(2))),
-                                 _mm256_madd_epi16(p3, _mm256_shuffle_epi8(scales, pick16_pair(3))));
+            const __m256i s01 = _mm256_add_epi32(
+                _mm256_madd_epi16(p0, _mm256_shuffle_epi8(scales, pick16_pair(0))),
+                _mm256_madd_epi16(p1, _mm256_shuffle_epi8(scales, pick16_pair(1))));
+            const __m256i s23 = _mm256_add_epi32(
+                _mm256_madd_epi16(p2, _mm256_shuffle_epi8(scales, pick16_pair(2))),
+                _mm256_madd_epi16(p3, _mm256_shuffle_epi8(scales, pick16_pair(3))));
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(s01, s23));
         }
         sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(offset, 2));
@@ -297,7 +305,8 @@ void vec_dot_q4_K_q8_K_avx2(int64_t n, float* s, const void* vx, const void* vy)
             const __m256i p0 = _mm256_maddubs_epi16(lo, loadu256(q8 + 64 * c));
             const __m256i p1 = _mm256_maddubs_epi16(hi, loadu256(q8 + 64 * c + 32));
             const __m256i s0 = _mm256_madd_epi16(p0, _mm256_shuffle_epi8(scales, pick16(2 * c)));
-            const __m256i s1 = _mm256_madd_epi16(p1, _mm256_shuffle_epi8(scales, pick16(2 * c + 1)));
+            const __m256i s1 =
+                _mm256_madd_epi16(p1, _mm256_shuffle_epi8(scales, pick16(2 * c + 1)));
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(s0, s1));
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
@@ -356,14 +365,14 @@ void vec_dot_q5_K_q8_K_avx2(int64_t n, float* s, const void* vx, const void* vy)
             const __m256i qb = loadu256(x[i].qs + 32 * c);
             const __m256i lo = _mm256_or_si256(_mm256_and_si256(qb, m4),
                                                _mm256_and_si256(_mm256_slli_epi16(hb, 4), bit4));
-            const __m256i hi =
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), m4),
-                                _mm256_and_si256(_mm256_slli_epi16(hb, 3), bit4));
+            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), m4),
+                                               _mm256_and_si256(_mm256_slli_epi16(hb, 3), bit4));
             hb = _mm256_srli_epi16(hb, 2);
             const __m256i p0 = _mm256_maddubs_epi16(lo, loadu256(q8 + 64 * c));
             const __m256i p1 = _mm256_maddubs_epi16(hi, loadu256(q8 + 64 * c + 32));
             const __m256i s0 = _mm256_madd_epi16(p0, _mm256_shuffle_epi8(scales, pick16(2 * c)));
-            const __m256i s1 = _mm256_madd_epi16(p1, _mm256_shuffle_epi8(scales, pick16(2 * c + 1)));
+            const __m256i s1 =
+                _mm256_madd_epi16(p1, _mm256_shuffle_epi8(scales, pick16(2 * c + 1)));
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(s0, s1));
         }
         acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
@@ -387,9 +396,8 @@ void to_float_q5_K_avx2(const void* src, float* dst, int64_t n) {
             const __m256i qb = loadu256(x[i].qs + 32 * c);
             const __m256i lo = _mm256_or_si256(_mm256_and_si256(qb, m4),
                                                _mm256_and_si256(_mm256_slli_epi16(hb, 4), bit4));
-            const __m256i hi =
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), m4),
-                                _mm256_and_si256(_mm256_slli_epi16(hb, 3), bit4));
+            const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), m4),
+                                               _mm256_and_si256(_mm256_slli_epi16(hb, 3), bit4));
             hb = _mm256_srli_epi16(hb, 2);
             emit32_u8(lo, d * (float)sm[2 * c], dmin * (float)sm[8 + 2 * c], out + 64 * c);
             emit32_u8(hi, d * (float)sm[2 * c + 1], dmin * (float)sm[8 + 2 * c + 1],
@@ -411,9 +419,12 @@ inline Q6Planes q6_planes(const uint8_t* ql, const uint8_t* qh) {
     const __m256i m30 = _mm256_set1_epi8(0x30);
     const __m256i l0 = loadu256(ql), l1 = loadu256(ql + 32), h = loadu256(qh);
     Q6Planes p;
-    p.q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
-    p.q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
-    p.q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(h, m30));
+    p.q[0] =
+        _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
+    p.q[1] =
+        _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(h, 2), m30));
+    p.q[2] =
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(h, m30));
     p.q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                              _mm256_and_si256(_mm256_srli_epi16(h, 2), m30));
     return p;
@@ -445,12 +456,12 @@ void vec_dot_q6_K_q8_K_avx2(int64_t n, float* s, const void* vx, const void* vy)
             const __m256i p1 = _mm256_maddubs_epi16(p.q[1], loadu256(yq + 32));
             const __m256i p2 = _mm256_maddubs_epi16(p.q[2], loadu256(yq + 64));
             const __m256i p3 = _mm256_maddubs_epi16(p.q[3], loadu256(yq + 96));
-            const __m256i s01 =
-                _mm256_add_epi32(_mm256_madd_epi16(p0, _mm256_shuffle_epi8(scales, pick16_pair(0))),
-                                 _mm256_madd_epi16(p1, _mm256_shuffle_epi8(scales, pick16_pair(1))));
-            const __m256i s23 =
-                _mm256_add_epi32(_mm256_madd_epi16(p2, _mm256_shuffle_epi8(scales, pick16_pair(2))),
-                                 _mm256_madd_epi16(p3, _mm256_shuffle_epi8(scales, pick16_pair(3))));
+            const __m256i s01 = _mm256_add_epi32(
+                _mm256_madd_epi16(p0, _mm256_shuffle_epi8(scales, pick16_pair(0))),
+                _mm256_madd_epi16(p1, _mm256_shuffle_epi8(scales, pick16_pair(1))));
+            const __m256i s23 = _mm256_add_epi32(
+                _mm256_madd_epi16(p2, _mm256_shuffle_epi8(scales, pick16_pair(2))),
+                _mm256_madd_epi16(p3, _mm256_shuffle_epi8(scales, pick16_pair(3))));
             sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(s01, s23));
         }
         sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(offset, 5));

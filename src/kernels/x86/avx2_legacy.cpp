@@ -40,12 +40,20 @@ inline int hsum_epi32(__m256i v) {
 }
 
 // One half -> float with F16C (exact, same bits as fp16_to_f32 for non-NaN inputs).
-inline float h2f(fp16_t h) { return _cvtsh_ss(h); }
+inline float h2f(fp16_t h) {
+    return _cvtsh_ss(h);
+}
 // One float -> half, round to nearest even (same as f32_to_fp16 for non-NaN inputs).
-inline fp16_t f2h(float f) { return (fp16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT); }
+inline fp16_t f2h(float f) {
+    return (fp16_t)_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT);
+}
 
-inline __m256i load256(const void* p) { return _mm256_loadu_si256((const __m256i*)p); }
-inline __m128i load128(const void* p) { return _mm_loadu_si128((const __m128i*)p); }
+inline __m256i load256(const void* p) {
+    return _mm256_loadu_si256((const __m256i*)p);
+}
+inline __m128i load128(const void* p) {
+    return _mm_loadu_si128((const __m128i*)p);
+}
 
 // 16 bytes of packed nibbles -> 32 bytes 0..15 in element order: the low nibbles
 // (elements 0..15) fill the low 128-bit lane, the high nibbles (16..31) the high lane.
@@ -116,7 +124,9 @@ inline void store_block_f32(__m256i v, float d, float m, float* dst) {
 inline __m256i values_q4_0(const block_q4_0& b) {  // -8..7
     return _mm256_sub_epi8(unpack_nibbles(b.qs), _mm256_set1_epi8(8));
 }
-inline __m256i values_q4_1(const block_q4_1& b) { return unpack_nibbles(b.qs); }  // 0..15
+inline __m256i values_q4_1(const block_q4_1& b) {
+    return unpack_nibbles(b.qs);
+}  // 0..15
 inline __m256i values_q5_0(const block_q5_0& b) {  // -16..15
     // q - 16 with q = nibble | h << 4: h set gives the nibble, h clear gives nibble - 16,
     // which in two's complement is the nibble with the top four bits set.
@@ -144,7 +154,8 @@ void vec_dot_f32_avx2(int64_t n, float* s, const void* vx, const void* vy) {
                                      acc[k]);
     for (; i + 8 <= n; i += 8)
         acc[0] = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), acc[0]);
-    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    float sum =
+        hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
     for (; i < n; ++i) sum += x[i] * y[i];
     *s = sum;
 }
@@ -163,7 +174,8 @@ void vec_dot_f16_avx2(int64_t n, float* s, const void* vx, const void* vy) {
     for (; i + 8 <= n; i += 8)
         acc[0] = _mm256_fmadd_ps(_mm256_cvtph_ps(load128(x + i)), _mm256_cvtph_ps(load128(y + i)),
                                  acc[0]);
-    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    float sum =
+        hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
     for (; i < n; ++i) sum += fp16_to_f32(x[i]) * fp16_to_f32(y[i]);
     *s = sum;
 }
@@ -180,10 +192,12 @@ void vec_dot_bf16_avx2(int64_t n, float* s, const void* vx, const void* vy) {
     int64_t i = 0;
     for (; i + 32 <= n; i += 32)
         for (int k = 0; k < 4; ++k)
-            acc[k] = _mm256_fmadd_ps(load_bf16x8(x + i + 8 * k), load_bf16x8(y + i + 8 * k), acc[k]);
+            acc[k] =
+                _mm256_fmadd_ps(load_bf16x8(x + i + 8 * k), load_bf16x8(y + i + 8 * k), acc[k]);
     for (; i + 8 <= n; i += 8)
         acc[0] = _mm256_fmadd_ps(load_bf16x8(x + i), load_bf16x8(y + i), acc[0]);
-    float sum = hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+    float sum =
+        hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
     for (; i < n; ++i) sum += bf16_to_f32(x[i]) * bf16_to_f32(y[i]);
     *s = sum;
 }
@@ -329,7 +343,8 @@ inline float quantize_block_q8(const float* x, int8_t* qs, int* sum) {
     __m256i q[4];
     for (int k = 0; k < 4; ++k) {
         const __m256 t = _mm256_mul_ps(v[k], vid);
-        q[k] = _mm256_cvtps_epi32(_mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        q[k] =
+            _mm256_cvtps_epi32(_mm256_round_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     }
     *sum = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
     const __m256i p01 = _mm256_packs_epi32(q[0], q[1]);
@@ -382,11 +397,12 @@ void from_float_bf16_avx2(const float* src, void* dst, int64_t n) {
         const __m256i u = _mm256_castps_si256(_mm256_loadu_ps(src + i));
         const __m256i hi = _mm256_srli_epi32(u, 16);
         const __m256i lsb = _mm256_and_si256(hi, one);
-        const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(bias, lsb)), 16);
+        const __m256i rounded =
+            _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(bias, lsb)), 16);
         const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs_mask), inf);
         const __m256i r = _mm256_blendv_epi8(rounded, _mm256_or_si256(hi, quiet), nan);
-        _mm_storeu_si128((__m128i*)(y + i),
-                         _mm_packus_epi32(_mm256_castsi256_si128(r), _mm256_extracti128_si256(r, 1)));
+        _mm_storeu_si128((__m128i*)(y + i), _mm_packus_epi32(_mm256_castsi256_si128(r),
+                                                             _mm256_extracti128_si256(r, 1)));
     }
     for (; i < n; ++i) y[i] = f32_to_bf16(src[i]);
 }
