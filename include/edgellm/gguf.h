@@ -42,6 +42,8 @@ enum class GgufType : uint32_t {
 };
 inline constexpr uint32_t kGgufTypeCount = 13;
 const char* gguf_type_name(GgufType t);
+// Bytes of one scalar value of type t; 0 for STRING and ARRAY (variable length).
+size_t gguf_type_size(GgufType t);
 
 struct GgufArray;
 

@@ -61,28 +61,6 @@ bool valid_utf8(std::string_view s) {
     return true;
 }
 
-size_t scalar_size(GgufType t) {
-    switch (t) {
-        case GgufType::UINT8:
-        case GgufType::INT8:
-        case GgufType::BOOL:
-            return 1;
-        case GgufType::UINT16:
-        case GgufType::INT16:
-            return 2;
-        case GgufType::UINT32:
-        case GgufType::INT32:
-        case GgufType::FLOAT32:
-            return 4;
-        case GgufType::UINT64:
-        case GgufType::INT64:
-        case GgufType::FLOAT64:
-            return 8;
-        default:
-            return 0;
-    }
-}
-
 // Reads little-endian fields with bounds checks; every failure names the field and offset.
 class Cursor {
   public:
@@ -192,7 +170,7 @@ GgufArray read_array(Cursor& c, const std::string& field, int depth) {
     // Every element takes at least one byte (8 for a string or array header).
     const size_t min_elem = a.elem_type == GgufType::STRING  ? 8
                             : a.elem_type == GgufType::ARRAY ? 12
-                                                             : scalar_size(a.elem_type);
+                                                             : gguf_type_size(a.elem_type);
     if (a.count > c.left() / min_elem)
         c.fail(field + ": element count " + std::to_string(a.count) + " cannot fit in the " +
                    std::to_string(c.left()) + " bytes left",

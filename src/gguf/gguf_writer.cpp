@@ -17,6 +17,28 @@ const char* gguf_type_name(GgufType t) {
     return (uint32_t)t < kGgufTypeCount ? names[(uint32_t)t] : "unknown";
 }
 
+size_t gguf_type_size(GgufType t) {
+    switch (t) {
+        case GgufType::UINT8:
+        case GgufType::INT8:
+        case GgufType::BOOL:
+            return 1;
+        case GgufType::UINT16:
+        case GgufType::INT16:
+            return 2;
+        case GgufType::UINT32:
+        case GgufType::INT32:
+        case GgufType::FLOAT32:
+            return 4;
+        case GgufType::UINT64:
+        case GgufType::INT64:
+        case GgufType::FLOAT64:
+            return 8;
+        default:
+            return 0;
+    }
+}
+
 bool GgufValue::is_integer() const {
     switch (type()) {
         case GgufType::UINT8:
@@ -110,29 +132,11 @@ T load(const uint8_t* p) {
     return v;
 }
 
-size_t elem_size(GgufType t) {
-    switch (t) {
-        case GgufType::UINT8:
-        case GgufType::INT8:
-        case GgufType::BOOL:
-            return 1;
-        case GgufType::UINT16:
-        case GgufType::INT16:
-            return 2;
-        case GgufType::UINT32:
-        case GgufType::INT32:
-        case GgufType::FLOAT32:
-            return 4;
-        default:
-            return 8;
-    }
-}
-
 }  // namespace
 
 std::optional<int64_t> GgufArray::int_at(size_t i) const {
     if (i >= count || bytes.empty()) return std::nullopt;
-    const uint8_t* p = bytes.data() + i * elem_size(elem_type);
+    const uint8_t* p = bytes.data() + i * gguf_type_size(elem_type);
     switch (elem_type) {
         case GgufType::UINT8:
             return load<uint8_t>(p);
@@ -159,7 +163,7 @@ std::optional<int64_t> GgufArray::int_at(size_t i) const {
 
 std::optional<double> GgufArray::float_at(size_t i) const {
     if (i >= count || bytes.empty()) return std::nullopt;
-    const uint8_t* p = bytes.data() + i * elem_size(elem_type);
+    const uint8_t* p = bytes.data() + i * gguf_type_size(elem_type);
     if (elem_type == GgufType::FLOAT32) return load<float>(p);
     if (elem_type == GgufType::FLOAT64) return load<double>(p);
     const auto v = int_at(i);

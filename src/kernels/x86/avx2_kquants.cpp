@@ -16,31 +16,17 @@
 #include <cstring>
 
 #include "kernels/block_formats.h"
+#include "kernels/x86/avx2_common.h"
 #include "kernels/x86/x86_kernels.h"
 
 namespace edgellm {
 
 namespace {
 
+using namespace avx2;
+
 // ---------------------------------------------------------------------------------------
 // Helpers
-
-inline __m256i loadu256(const void* p) {
-    return _mm256_loadu_si256((const __m256i*)p);
-}
-inline __m128i loadu128(const void* p) {
-    return _mm_loadu_si128((const __m128i*)p);
-}
-inline float half_to_float(fp16_t h) {
-    return _cvtsh_ss(h);
-}
-
-inline float hsum_ps(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
 
 // Byte pointers into a q8_K block (qs at offset 4, bsums at 260).
 inline const int8_t* q8_qs(const block_q8_K* b) {
@@ -133,29 +119,29 @@ void vec_dot_q2_K_q8_K_avx2(int64_t n, float* s, const void* vx, const void* vy)
     __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
         const float yd = y[i].d;
-        const float d = yd * half_to_float(x[i].d);
-        const float dmin = yd * half_to_float(x[i].dmin);
+        const float d = yd * h2f(x[i].d);
+        const float dmin = yd * h2f(x[i].dmin);
         const int8_t* q8 = q8_qs(&y[i]);
 
-        const __m128i sc_bytes = loadu128(x[i].scales);
+        const __m128i sc_bytes = load128(x[i].scales);
         const __m128i sc8 = _mm_and_si128(sc_bytes, m4);
         const __m128i m8 = _mm_and_si128(_mm_srli_epi16(sc_bytes, 4), m4);
-        const __m256i mins = _mm256_madd_epi16(loadu256(q8_bsums(&y[i])), _mm256_cvtepu8_epi16(m8));
+        const __m256i mins = _mm256_madd_epi16(load256(q8_bsums(&y[i])), _mm256_cvtepu8_epi16(m8));
 
         __m256i sumi = _mm256_setzero_si256();
         for (int h = 0; h < 2; ++h) {
             const __m256i scales = _mm256_broadcastsi128_si256(
                 _mm_cvtepu8_epi16(h == 0 ? sc8 : _mm_srli_si128(sc8, 8)));
-            const __m256i qb = loadu256(x[i].qs + 32 * h);
+            const __m256i qb = load256(x[i].qs + 32 * h);
             const int8_t* yq = q8 + 128 * h;
             const __m256i q0 = _mm256_and_si256(qb, m3);
             const __m256i q1 = _mm256_and_si256(_mm256_srli_epi16(qb, 2), m3);
             const __m256i q2 = _mm256_and_si256(_mm256_srli_epi16(qb, 4), m3);
             const __m256i q3 = _mm256_and_si256(_mm256_srli_epi16(qb, 6), m3);
-            const __m256i p0 = _mm256_maddubs_epi16(q0, loadu256(yq));
-            const __m256i p1 = _mm256_maddubs_epi16(q1, loadu256(yq + 32));
-            const __m256i p2 = _mm256_maddubs_epi16(q2, loadu256(yq + 64));
-            const __m256i p3 = _mm256_maddubs_epi16(q3, loadu256(yq + 96));
+            const __m256i p0 = _mm256_maddubs_epi16(q0, load256(yq));
+            const __m256i p1 = _mm256_maddubs_epi16(q1, load256(yq + 32));
+            const __m256i p2 = _mm256_maddubs_epi16(q2, load256(yq + 64));
+            const __m256i p3 = _mm256_maddubs_epi16(q3, load256(yq + 96));
             const __m256i s01 = _mm256_add_epi32(
                 _mm256_madd_epi16(p0, _mm256_shuffle_epi8(scales, pick16_pair(0))),
                 _mm256_madd_epi16(p1, _mm256_shuffle_epi8(scales, pick16_pair(1))));
@@ -175,10 +161,10 @@ void to_float_q2_K_avx2(const void* src, float* dst, int64_t n) {
     const block_q2_K* x = (const block_q2_K*)src;
     const __m256i m3 = _mm256_set1_epi8(3);
     for (int64_t i = 0; i < n / QK_K; ++i) {
-        const float d = half_to_float(x[i].d), dmin = half_to_float(x[i].dmin);
+        const float d = h2f(x[i].d), dmin = h2f(x[i].dmin);
         float* out = dst + i * QK_K;
         for (int h = 0; h < 2; ++h) {
-            const __m256i qb = loadu256(x[i].qs + 32 * h);
+            const __m256i qb = load256(x[i].qs + 32 * h);
             for (int k = 0; k < 4; ++k) {
                 const __m256i q = _mm256_and_si256(_mm256_srli_epi16(qb, 2 * k), m3);
                 const int j = 8 * h + 2 * k;  // sub-block of the low 16 bytes
@@ -206,20 +192,20 @@ void vec_dot_q3_K_q8_K_avx2(int64_t n, float* s, const void* vx, const void* vy)
     const __m256i four = _mm256_set1_epi8(4);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
-        const float d = y[i].d * half_to_float(x[i].d);
+        const float d = y[i].d * h2f(x[i].d);
         const int8_t* q8 = q8_qs(&y[i]);
 
         const __m128i sc8 = unpack_q3_K_scales_avx(x[i].scales);
         const __m256i offset =
-            _mm256_madd_epi16(loadu256(q8_bsums(&y[i])), _mm256_cvtepi8_epi16(sc8));
+            _mm256_madd_epi16(load256(q8_bsums(&y[i])), _mm256_cvtepi8_epi16(sc8));
 
         // hm >> j holds, in bit 0 of every byte, the high bit of plane j (= 4*half + shift).
-        __m256i hm = loadu256(x[i].hmask);
+        __m256i hm = load256(x[i].hmask);
         __m256i sumi = _mm256_setzero_si256();
         for (int h = 0; h < 2; ++h) {
             const __m256i scales = _mm256_broadcastsi128_si256(
                 _mm_cvtepi8_epi16(h == 0 ? sc8 : _mm_srli_si128(sc8, 8)));
-            const __m256i qb = loadu256(x[i].qs + 32 * h);
+            const __m256i qb = load256(x[i].qs + 32 * h);
             const int8_t* yq = q8 + 128 * h;
             __m256i q[4];
             for (int k = 0; k < 4; ++k) {
@@ -228,10 +214,10 @@ void vec_dot_q3_K_q8_K_avx2(int64_t n, float* s, const void* vx, const void* vy)
                 q[k] = _mm256_or_si256(low, high);
                 hm = _mm256_srli_epi16(hm, 1);
             }
-            const __m256i p0 = _mm256_maddubs_epi16(q[0], loadu256(yq));
-            const __m256i p1 = _mm256_maddubs_epi16(q[1], loadu256(yq + 32));
-            const __m256i p2 = _mm256_maddubs_epi16(q[2], loadu256(yq + 64));
-            const __m256i p3 = _mm256_maddubs_epi16(q[3], loadu256(yq + 96));
+            const __m256i p0 = _mm256_maddubs_epi16(q[0], load256(yq));
+            const __m256i p1 = _mm256_maddubs_epi16(q[1], load256(yq + 32));
+            const __m256i p2 = _mm256_maddubs_epi16(q[2], load256(yq + 64));
+            const __m256i p3 = _mm256_maddubs_epi16(q[3], load256(yq + 96));
             const __m256i s01 = _mm256_add_epi32(
                 _mm256_madd_epi16(p0, _mm256_shuffle_epi8(scales, pick16_pair(0))),
                 _mm256_madd_epi16(p1, _mm256_shuffle_epi8(scales, pick16_pair(1))));
@@ -252,13 +238,13 @@ void to_float_q3_K_avx2(const void* src, float* dst, int64_t n) {
     const __m256i m3 = _mm256_set1_epi8(3);
     const __m256i four = _mm256_set1_epi8(4);
     for (int64_t i = 0; i < n / QK_K; ++i) {
-        const float d = half_to_float(x[i].d);
+        const float d = h2f(x[i].d);
         int8_t sc[16];
         _mm_storeu_si128((__m128i*)sc, unpack_q3_K_scales_avx(x[i].scales));
         float* out = dst + i * QK_K;
-        __m256i hm = loadu256(x[i].hmask);
+        __m256i hm = load256(x[i].hmask);
         for (int h = 0; h < 2; ++h) {
-            const __m256i qb = loadu256(x[i].qs + 32 * h);
+            const __m256i qb = load256(x[i].qs + 32 * h);
             for (int k = 0; k < 4; ++k) {
                 const __m256i low = _mm256_and_si256(_mm256_srli_epi16(qb, 2 * k), m3);
                 const __m256i high = _mm256_and_si256(_mm256_slli_epi16(hm, 2), four);
@@ -287,23 +273,23 @@ void vec_dot_q4_K_q8_K_avx2(int64_t n, float* s, const void* vx, const void* vy)
     __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
         const float yd = y[i].d;
-        const float d = yd * half_to_float(x[i].d);
-        const float dmin = yd * half_to_float(x[i].dmin);
+        const float d = yd * h2f(x[i].d);
+        const float dmin = yd * h2f(x[i].dmin);
         const int8_t* q8 = q8_qs(&y[i]);
 
         const __m128i scm = unpack_scale_min_k4(x[i].scales);
         const __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scm));
         const __m128i m8 = _mm_srli_si128(scm, 8);
         const __m256i mins2 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));  // m0 m0 m1 m1 ..
-        const __m256i mins = _mm256_madd_epi16(loadu256(q8_bsums(&y[i])), mins2);
+        const __m256i mins = _mm256_madd_epi16(load256(q8_bsums(&y[i])), mins2);
 
         __m256i sumi = _mm256_setzero_si256();
         for (int c = 0; c < 4; ++c) {
-            const __m256i qb = loadu256(x[i].qs + 32 * c);
+            const __m256i qb = load256(x[i].qs + 32 * c);
             const __m256i lo = _mm256_and_si256(qb, m4);
             const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(qb, 4), m4);
-            const __m256i p0 = _mm256_maddubs_epi16(lo, loadu256(q8 + 64 * c));
-            const __m256i p1 = _mm256_maddubs_epi16(hi, loadu256(q8 + 64 * c + 32));
+            const __m256i p0 = _mm256_maddubs_epi16(lo, load256(q8 + 64 * c));
+            const __m256i p1 = _mm256_maddubs_epi16(hi, load256(q8 + 64 * c + 32));
             const __m256i s0 = _mm256_madd_epi16(p0, _mm256_shuffle_epi8(scales, pick16(2 * c)));
             const __m256i s1 =
                 _mm256_madd_epi16(p1, _mm256_shuffle_epi8(scales, pick16(2 * c + 1)));
@@ -321,12 +307,12 @@ void to_float_q4_K_avx2(const void* src, float* dst, int64_t n) {
     const block_q4_K* x = (const block_q4_K*)src;
     const __m256i m4 = _mm256_set1_epi8(0xF);
     for (int64_t i = 0; i < n / QK_K; ++i) {
-        const float d = half_to_float(x[i].d), dmin = half_to_float(x[i].dmin);
+        const float d = h2f(x[i].d), dmin = h2f(x[i].dmin);
         uint8_t sm[16];
         _mm_storeu_si128((__m128i*)sm, unpack_scale_min_k4(x[i].scales));
         float* out = dst + i * QK_K;
         for (int c = 0; c < 4; ++c) {
-            const __m256i qb = loadu256(x[i].qs + 32 * c);
+            const __m256i qb = load256(x[i].qs + 32 * c);
             emit32_u8(_mm256_and_si256(qb, m4), d * (float)sm[2 * c], dmin * (float)sm[8 + 2 * c],
                       out + 64 * c);
             emit32_u8(_mm256_and_si256(_mm256_srli_epi16(qb, 4), m4), d * (float)sm[2 * c + 1],
@@ -349,27 +335,27 @@ void vec_dot_q5_K_q8_K_avx2(int64_t n, float* s, const void* vx, const void* vy)
     __m256 acc = _mm256_setzero_ps(), accm = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
         const float yd = y[i].d;
-        const float d = yd * half_to_float(x[i].d);
-        const float dmin = yd * half_to_float(x[i].dmin);
+        const float d = yd * h2f(x[i].d);
+        const float dmin = yd * h2f(x[i].dmin);
         const int8_t* q8 = q8_qs(&y[i]);
 
         const __m128i scm = unpack_scale_min_k4(x[i].scales);
         const __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scm));
         const __m128i m8 = _mm_srli_si128(scm, 8);
         const __m256i mins2 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
-        const __m256i mins = _mm256_madd_epi16(loadu256(q8_bsums(&y[i])), mins2);
+        const __m256i mins = _mm256_madd_epi16(load256(q8_bsums(&y[i])), mins2);
 
-        __m256i hb = loadu256(x[i].qh);
+        __m256i hb = load256(x[i].qh);
         __m256i sumi = _mm256_setzero_si256();
         for (int c = 0; c < 4; ++c) {
-            const __m256i qb = loadu256(x[i].qs + 32 * c);
+            const __m256i qb = load256(x[i].qs + 32 * c);
             const __m256i lo = _mm256_or_si256(_mm256_and_si256(qb, m4),
                                                _mm256_and_si256(_mm256_slli_epi16(hb, 4), bit4));
             const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), m4),
                                                _mm256_and_si256(_mm256_slli_epi16(hb, 3), bit4));
             hb = _mm256_srli_epi16(hb, 2);
-            const __m256i p0 = _mm256_maddubs_epi16(lo, loadu256(q8 + 64 * c));
-            const __m256i p1 = _mm256_maddubs_epi16(hi, loadu256(q8 + 64 * c + 32));
+            const __m256i p0 = _mm256_maddubs_epi16(lo, load256(q8 + 64 * c));
+            const __m256i p1 = _mm256_maddubs_epi16(hi, load256(q8 + 64 * c + 32));
             const __m256i s0 = _mm256_madd_epi16(p0, _mm256_shuffle_epi8(scales, pick16(2 * c)));
             const __m256i s1 =
                 _mm256_madd_epi16(p1, _mm256_shuffle_epi8(scales, pick16(2 * c + 1)));
@@ -387,13 +373,13 @@ void to_float_q5_K_avx2(const void* src, float* dst, int64_t n) {
     const __m256i m4 = _mm256_set1_epi8(0xF);
     const __m256i bit4 = _mm256_set1_epi8(0x10);
     for (int64_t i = 0; i < n / QK_K; ++i) {
-        const float d = half_to_float(x[i].d), dmin = half_to_float(x[i].dmin);
+        const float d = h2f(x[i].d), dmin = h2f(x[i].dmin);
         uint8_t sm[16];
         _mm_storeu_si128((__m128i*)sm, unpack_scale_min_k4(x[i].scales));
         float* out = dst + i * QK_K;
-        __m256i hb = loadu256(x[i].qh);
+        __m256i hb = load256(x[i].qh);
         for (int c = 0; c < 4; ++c) {
-            const __m256i qb = loadu256(x[i].qs + 32 * c);
+            const __m256i qb = load256(x[i].qs + 32 * c);
             const __m256i lo = _mm256_or_si256(_mm256_and_si256(qb, m4),
                                                _mm256_and_si256(_mm256_slli_epi16(hb, 4), bit4));
             const __m256i hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(qb, 4), m4),
@@ -417,7 +403,7 @@ struct Q6Planes {
 inline Q6Planes q6_planes(const uint8_t* ql, const uint8_t* qh) {
     const __m256i m4 = _mm256_set1_epi8(0xF);
     const __m256i m30 = _mm256_set1_epi8(0x30);
-    const __m256i l0 = loadu256(ql), l1 = loadu256(ql + 32), h = loadu256(qh);
+    const __m256i l0 = load256(ql), l1 = load256(ql + 32), h = load256(qh);
     Q6Planes p;
     p.q[0] =
         _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(h, 4), m30));
@@ -439,12 +425,12 @@ void vec_dot_q6_K_q8_K_avx2(int64_t n, float* s, const void* vx, const void* vy)
     const int64_t nb = n / QK_K;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
-        const float d = y[i].d * half_to_float(x[i].d);
+        const float d = y[i].d * h2f(x[i].d);
         const int8_t* q8 = q8_qs(&y[i]);
 
-        const __m128i sc8 = loadu128(x[i].scales);
+        const __m128i sc8 = load128(x[i].scales);
         const __m256i offset =
-            _mm256_madd_epi16(loadu256(q8_bsums(&y[i])), _mm256_cvtepi8_epi16(sc8));
+            _mm256_madd_epi16(load256(q8_bsums(&y[i])), _mm256_cvtepi8_epi16(sc8));
 
         __m256i sumi = _mm256_setzero_si256();
         for (int h = 0; h < 2; ++h) {
@@ -452,10 +438,10 @@ void vec_dot_q6_K_q8_K_avx2(int64_t n, float* s, const void* vx, const void* vy)
                 _mm_cvtepi8_epi16(h == 0 ? sc8 : _mm_srli_si128(sc8, 8)));
             const Q6Planes p = q6_planes(x[i].ql + 64 * h, x[i].qh + 32 * h);
             const int8_t* yq = q8 + 128 * h;
-            const __m256i p0 = _mm256_maddubs_epi16(p.q[0], loadu256(yq));
-            const __m256i p1 = _mm256_maddubs_epi16(p.q[1], loadu256(yq + 32));
-            const __m256i p2 = _mm256_maddubs_epi16(p.q[2], loadu256(yq + 64));
-            const __m256i p3 = _mm256_maddubs_epi16(p.q[3], loadu256(yq + 96));
+            const __m256i p0 = _mm256_maddubs_epi16(p.q[0], load256(yq));
+            const __m256i p1 = _mm256_maddubs_epi16(p.q[1], load256(yq + 32));
+            const __m256i p2 = _mm256_maddubs_epi16(p.q[2], load256(yq + 64));
+            const __m256i p3 = _mm256_maddubs_epi16(p.q[3], load256(yq + 96));
             const __m256i s01 = _mm256_add_epi32(
                 _mm256_madd_epi16(p0, _mm256_shuffle_epi8(scales, pick16_pair(0))),
                 _mm256_madd_epi16(p1, _mm256_shuffle_epi8(scales, pick16_pair(1))));
@@ -475,7 +461,7 @@ void to_float_q6_K_avx2(const void* src, float* dst, int64_t n) {
     const block_q6_K* x = (const block_q6_K*)src;
     const __m256i m32 = _mm256_set1_epi8(32);
     for (int64_t i = 0; i < n / QK_K; ++i) {
-        const float d = half_to_float(x[i].d);
+        const float d = h2f(x[i].d);
         float* out = dst + i * QK_K;
         for (int h = 0; h < 2; ++h) {
             const Q6Planes p = q6_planes(x[i].ql + 64 * h, x[i].qh + 32 * h);
