@@ -10,6 +10,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libgtest-dev libgmock-dev          # unit tests
   nlohmann-json3-dev                 # JSON (tests now; the server later)
+  libpcre2-dev                       # Unicode regular expressions for the BPE pre-tokenizers
   python3                            # test helpers
 )
 

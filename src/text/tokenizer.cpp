@@ -1,0 +1,450 @@
+// Byte-level BPE and SentencePiece-style tokenization over a GGUF vocabulary.
+#include "edgellm/tokenizer.h"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <queue>
+#include <unordered_map>
+
+#include "text/pretokenizer.h"
+#include "text/unicode.h"
+
+namespace edgellm {
+
+namespace {
+
+const char kSpmSpace[] = "\xE2\x96\x81";  // U+2581 LOWER ONE EIGHTH BLOCK stands for ' '
+
+// Texts of end-of-turn tokens in the chat formats we know; such control tokens end a reply.
+const char* const kEndOfTurnTexts[] = {
+    "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",   "<|endoftext|>",
+    "<|eom_id|>", "<EOT>",      "_<EOT>",  "<|end_of_text|>", "<｜end▁of▁sentence｜>",
+    "<|return|>", "<|call|>",
+};
+
+std::string replace_all(std::string s, std::string_view from, std::string_view to) {
+    size_t pos = 0;
+    while ((pos = s.find(from, pos)) != std::string::npos) {
+        s.replace(pos, from.size(), to);
+        pos += to.size();
+    }
+    return s;
+}
+
+// A piece of the input: raw text still to tokenize, or a special token already found.
+struct Fragment {
+    int32_t token;  // -1 for raw text
+    std::string_view text;
+};
+
+// Symbols of a word being merged: a doubly linked list over byte ranges of the word.
+struct Symbol {
+    int prev, next;
+    const char* text;
+    size_t n;
+};
+
+}  // namespace
+
+struct Tokenizer::Impl {
+    std::unordered_map<std::string, int32_t> token_to_id;
+    std::unordered_map<std::string, int32_t> bpe_rank;  // "left right" -> merge rank
+    std::unique_ptr<PreTokenizer> pre;
+    std::vector<int32_t> special;  // matched in raw text, longest first
+    int32_t byte_token[256];       // SPM byte fallback tokens (-1 when missing)
+};
+
+Tokenizer::~Tokenizer() = default;
+
+Result<std::unique_ptr<Tokenizer>> Tokenizer::load(const GgufFile& f) {
+    using R = Result<std::unique_ptr<Tokenizer>>;
+    const std::string where = f.path() + ": ";
+    const auto model = f.get_string("tokenizer.ggml.model");
+    if (!model) return R::fail(where + "no tokenizer (tokenizer.ggml.model missing)");
+    std::unique_ptr<Tokenizer> t(new Tokenizer());
+    t->impl_ = std::make_unique<Impl>();
+    Impl& d = *t->impl_;
+    if (*model == "gpt2")
+        t->kind_ = Kind::Bpe;
+    else if (*model == "llama")
+        t->kind_ = Kind::Spm;
+    else
+        return R::fail(
+            where + "tokenizer model \"" + *model +
+            "\" is not supported (supported: gpt2 = byte-level BPE, llama = SentencePiece)");
+
+    const GgufArray* tokens = f.get_array("tokenizer.ggml.tokens");
+    if (!tokens || tokens->elem_type != GgufType::STRING || tokens->count == 0)
+        return R::fail(where + "tokenizer.ggml.tokens missing or not an array of strings");
+    t->text_ = tokens->strings;
+    const size_t n = t->text_.size();
+    t->score_.assign(n, 0.0f);
+    if (const GgufArray* s = f.get_array("tokenizer.ggml.scores")) {
+        if (s->count != n) return R::fail(where + "tokenizer.ggml.scores has the wrong length");
+        for (size_t i = 0; i < n; ++i) t->score_[i] = (float)s->float_at(i).value_or(0.0);
+    }
+    t->attr_.assign(n, TokenAttr::Normal);
+    if (const GgufArray* a = f.get_array("tokenizer.ggml.token_type")) {
+        if (a->count != n) return R::fail(where + "tokenizer.ggml.token_type has the wrong length");
+        for (size_t i = 0; i < n; ++i) {
+            const int64_t v = a->int_at(i).value_or(1);
+            t->attr_[i] = (v >= 1 && v <= 6) ? (TokenAttr)v : TokenAttr::Normal;
+        }
+    }
+    for (size_t i = 0; i < n; ++i) d.token_to_id[t->text_[i]] = (int32_t)i;
+
+    auto id_key = [&](const char* key, int32_t def) -> int32_t {
+        const auto v = f.get_int(key);
+        if (!v) return def;
+        return (*v >= 0 && *v < (int64_t)n) ? (int32_t)*v : -1;
+    };
+    if (t->kind_ == Kind::Spm) {
+        t->bos_ = id_key("tokenizer.ggml.bos_token_id", 1);
+        t->eos_ = id_key("tokenizer.ggml.eos_token_id", 2);
+        t->unk_ = id_key("tokenizer.ggml.unknown_token_id", 0);
+        t->add_bos_ = true;
+        t->add_space_prefix_ = true;
+    } else {
+        t->bos_ = id_key("tokenizer.ggml.bos_token_id", 11);
+        t->eos_ = id_key("tokenizer.ggml.eos_token_id", 11);
+        t->unk_ = id_key("tokenizer.ggml.unknown_token_id", -1);
+        t->add_bos_ = false;
+    }
+    t->eot_ = id_key("tokenizer.ggml.eot_token_id", -1);
+    t->add_bos_ = f.get_bool("tokenizer.ggml.add_bos_token").value_or(t->add_bos_);
+    t->add_eos_ = f.get_bool("tokenizer.ggml.add_eos_token").value_or(false);
+    t->add_space_prefix_ =
+        f.get_bool("tokenizer.ggml.add_space_prefix").value_or(t->add_space_prefix_);
+
+    if (t->kind_ == Kind::Bpe) {
+        t->pre_name_ = f.get_string("tokenizer.ggml.pre").value_or("default");
+        auto pre = PreTokenizer::create(t->pre_name_);
+        if (!pre) return R::fail(where + pre.error());
+        d.pre = std::move(*pre);
+        const GgufArray* merges = f.get_array("tokenizer.ggml.merges");
+        if (!merges || merges->elem_type != GgufType::STRING)
+            return R::fail(where + "byte-level BPE needs tokenizer.ggml.merges");
+        for (size_t i = 0; i < merges->strings.size(); ++i) {
+            const std::string& m = merges->strings[i];
+            const size_t sp = m.find(' ', 1);
+            if (sp == std::string::npos)
+                return R::fail(where + "tokenizer.ggml.merges[" + std::to_string(i) +
+                               "] is not \"left right\"");
+            d.bpe_rank.emplace(m, (int32_t)i);  // the first of duplicate merges wins
+        }
+    }
+
+    // Byte fallback tokens "<0xAB>" (SentencePiece).
+    for (int b = 0; b < 256; ++b) {
+        char buf[8];
+        std::snprintf(buf, sizeof buf, "<0x%02X>", b);
+        auto it = d.token_to_id.find(buf);
+        d.byte_token[b] = it != d.token_to_id.end() ? it->second : -1;
+    }
+
+    // Special tokens matched in raw text: control, user-defined and unknown, longest first.
+    for (size_t i = 0; i < n; ++i) {
+        const TokenAttr a = t->attr_[i];
+        if ((a == TokenAttr::Control || a == TokenAttr::UserDefined || a == TokenAttr::Unknown) &&
+            !t->text_[i].empty())
+            d.special.push_back((int32_t)i);
+    }
+    std::stable_sort(d.special.begin(), d.special.end(), [&](int32_t a, int32_t b) {
+        return t->text_[(size_t)a].size() > t->text_[(size_t)b].size();
+    });
+
+    // End of generation: EOS, EOT, and control tokens whose text ends a turn.
+    auto add_eog = [&](int32_t id) {
+        if (id >= 0 && std::find(t->eog_.begin(), t->eog_.end(), id) == t->eog_.end())
+            t->eog_.push_back(id);
+    };
+    add_eog(t->eos_);
+    add_eog(t->eot_);
+    add_eog(id_key("tokenizer.ggml.eom_token_id", -1));
+    for (const char* text : kEndOfTurnTexts) {
+        auto it = d.token_to_id.find(text);
+        if (it == d.token_to_id.end()) continue;
+        const TokenAttr a = t->attr_[(size_t)it->second];
+        if (a == TokenAttr::Control || a == TokenAttr::UserDefined) {
+            add_eog(it->second);
+            if (t->eot_ < 0 && std::strcmp(text, "<|endoftext|>") != 0) t->eot_ = it->second;
+        }
+    }
+    return t;
+}
+
+std::optional<int32_t> Tokenizer::find(std::string_view text) const {
+    auto it = impl_->token_to_id.find(std::string(text));
+    if (it == impl_->token_to_id.end()) return std::nullopt;
+    return it->second;
+}
+
+bool Tokenizer::is_eog(int32_t id) const {
+    return std::find(eog_.begin(), eog_.end(), id) != eog_.end();
+}
+
+namespace {
+
+// Split raw text around every occurrence of the special tokens (longest first).
+std::vector<Fragment> partition(const Tokenizer& t, const std::vector<int32_t>& special,
+                                std::string_view text, bool parse_special) {
+    std::vector<Fragment> frags;
+    if (!text.empty()) frags.push_back({-1, text});
+    for (int32_t id : special) {
+        const TokenAttr a = t.attr(id);
+        if (!parse_special && (a == TokenAttr::Control || a == TokenAttr::Unknown)) continue;
+        const std::string& tt = t.token_text(id);
+        std::vector<Fragment> next;
+        for (const Fragment& f : frags) {
+            if (f.token >= 0) {
+                next.push_back(f);
+                continue;
+            }
+            size_t start = 0;
+            for (;;) {
+                const size_t hit = f.text.find(tt, start);
+                if (hit == std::string_view::npos) break;
+                if (hit > start) next.push_back({-1, f.text.substr(start, hit - start)});
+                next.push_back({id, {}});
+                start = hit + tt.size();
+            }
+            if (start < f.text.size()) next.push_back({-1, f.text.substr(start)});
+        }
+        frags.swap(next);
+    }
+    return frags;
+}
+
+}  // namespace
+
+std::vector<int32_t> Tokenizer::tokenize(std::string_view text, bool add_special,
+                                         bool parse_special) const {
+    const Impl& d = *impl_;
+    std::vector<int32_t> out;
+    if (add_special && add_bos_ && bos_ >= 0) out.push_back(bos_);
+    const std::vector<Fragment> frags = partition(*this, d.special, text, parse_special);
+
+    if (kind_ == Kind::Spm) {
+        bool prev_special = true;  // a space prefix goes before the first text
+        for (const Fragment& f : frags) {
+            if (f.token >= 0) {
+                out.push_back(f.token);
+                prev_special = true;
+                continue;
+            }
+            std::string s;
+            if (add_space_prefix_ && prev_special) s = " ";
+            s.append(f.text);
+            s = replace_all(std::move(s), " ", kSpmSpace);
+            prev_special = false;
+
+            // Start from single UTF-8 characters, then repeatedly merge the adjacent pair
+            // whose concatenation is the token with the highest score (leftmost on ties).
+            std::vector<Symbol> sym;
+            for (size_t off = 0; off < s.size();) {
+                const size_t len =
+                    std::min(s.size() - off, (size_t)unicode::utf8_len((uint8_t)s[off]));
+                sym.push_back({(int)sym.size() - 1, -1, s.data() + off, len});
+                off += len;
+                if (off < s.size()) sym.back().next = (int)sym.size();
+            }
+            struct Bigram {
+                int left, right;
+                float score;
+                size_t size;
+            };
+            auto worse = [](const Bigram& a, const Bigram& b) {
+                return a.score < b.score || (a.score == b.score && a.left > b.left);
+            };
+            std::priority_queue<Bigram, std::vector<Bigram>, decltype(worse)> queue(worse);
+            std::unordered_map<std::string, std::pair<int, int>> rev_merge;
+            auto try_add = [&](int l, int r) {
+                if (l < 0 || r < 0) return;
+                const std::string pair(sym[(size_t)l].text, sym[(size_t)l].n + sym[(size_t)r].n);
+                auto it = d.token_to_id.find(pair);
+                if (it == d.token_to_id.end()) return;
+                queue.push({l, r, score_[(size_t)it->second], pair.size()});
+                rev_merge[pair] = {l, r};
+            };
+            for (size_t i = 1; i < sym.size(); ++i) try_add((int)i - 1, (int)i);
+            while (!queue.empty()) {
+                const Bigram b = queue.top();
+                queue.pop();
+                Symbol& l = sym[(size_t)b.left];
+                Symbol& r = sym[(size_t)b.right];
+                if (l.n == 0 || r.n == 0 || l.n + r.n != b.size) continue;  // stale
+                l.n += r.n;
+                r.n = 0;
+                l.next = r.next;
+                if (r.next >= 0) sym[(size_t)r.next].prev = b.left;
+                try_add(l.prev, b.left);
+                try_add(b.left, l.next);
+            }
+            // Emit: a symbol that is a token, or the pieces it was merged from, or bytes.
+            std::function<void(const char*, size_t)> emit = [&](const char* p, size_t len) {
+                const std::string piece(p, len);
+                auto it = d.token_to_id.find(piece);
+                if (it != d.token_to_id.end()) {
+                    out.push_back(it->second);
+                    return;
+                }
+                auto rm = rev_merge.find(piece);
+                if (rm == rev_merge.end()) {
+                    for (unsigned char c : piece) {
+                        const int32_t bt = d.byte_token[c];
+                        if (bt >= 0)
+                            out.push_back(bt);
+                        else if (unk_ >= 0)
+                            out.push_back(unk_);
+                    }
+                    return;
+                }
+                const Symbol& a = sym[(size_t)rm->second.first];
+                emit(p, (size_t)(sym[(size_t)rm->second.second].text - a.text));
+                emit(sym[(size_t)rm->second.second].text,
+                     len - (size_t)(sym[(size_t)rm->second.second].text - a.text));
+            };
+            for (int i = sym.empty() ? -1 : 0; i >= 0; i = sym[(size_t)i].next)
+                emit(sym[(size_t)i].text, sym[(size_t)i].n);
+        }
+    } else {
+        for (const Fragment& f : frags) {
+            if (f.token >= 0) {
+                out.push_back(f.token);
+                continue;
+            }
+            const std::string clean = unicode::sanitize(f.text);
+            for (std::string_view word : d.pre->split(clean)) {
+                // Byte-level: every byte of the word becomes its printable character.
+                std::string w;
+                for (unsigned char c : word) w += unicode::byte_to_text(c);
+                if (d.pre->ignore_merges()) {
+                    auto it = d.token_to_id.find(w);
+                    if (it != d.token_to_id.end()) {
+                        out.push_back(it->second);
+                        continue;
+                    }
+                }
+                std::vector<Symbol> sym;
+                for (size_t off = 0; off < w.size();) {
+                    const size_t len =
+                        std::min(w.size() - off, (size_t)unicode::utf8_len((uint8_t)w[off]));
+                    sym.push_back({(int)sym.size() - 1, -1, w.data() + off, len});
+                    off += len;
+                    if (off < w.size()) sym.back().next = (int)sym.size();
+                }
+                struct Bigram {
+                    int left, right;
+                    int32_t rank;
+                    size_t size;
+                };
+                auto worse = [](const Bigram& a, const Bigram& b) {
+                    return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
+                };
+                std::priority_queue<Bigram, std::vector<Bigram>, decltype(worse)> queue(worse);
+                std::string key;
+                auto try_add = [&](int l, int r) {
+                    if (l < 0 || r < 0) return;
+                    key.assign(sym[(size_t)l].text, sym[(size_t)l].n);
+                    key += ' ';
+                    key.append(sym[(size_t)r].text, sym[(size_t)r].n);
+                    auto it = d.bpe_rank.find(key);
+                    if (it == d.bpe_rank.end()) return;
+                    queue.push({l, r, it->second, sym[(size_t)l].n + sym[(size_t)r].n});
+                };
+                for (size_t i = 1; i < sym.size(); ++i) try_add((int)i - 1, (int)i);
+                while (!queue.empty()) {
+                    const Bigram b = queue.top();
+                    queue.pop();
+                    Symbol& l = sym[(size_t)b.left];
+                    Symbol& r = sym[(size_t)b.right];
+                    if (l.n == 0 || r.n == 0 || l.n + r.n != b.size) continue;  // stale
+                    l.n += r.n;
+                    r.n = 0;
+                    l.next = r.next;
+                    if (r.next >= 0) sym[(size_t)r.next].prev = b.left;
+                    try_add(l.prev, b.left);
+                    try_add(b.left, l.next);
+                }
+                for (int i = sym.empty() ? -1 : 0; i >= 0; i = sym[(size_t)i].next) {
+                    const std::string piece(sym[(size_t)i].text, sym[(size_t)i].n);
+                    auto it = d.token_to_id.find(piece);
+                    if (it != d.token_to_id.end()) {
+                        out.push_back(it->second);
+                        continue;
+                    }
+                    // Not a token (a vocabulary without every byte): its bytes one by one.
+                    for (char c : piece) {
+                        auto bt = d.token_to_id.find(std::string(1, c));
+                        if (bt != d.token_to_id.end()) out.push_back(bt->second);
+                    }
+                }
+            }
+        }
+    }
+    if (add_special && add_eos_ && eos_ >= 0) out.push_back(eos_);
+    return out;
+}
+
+std::string Tokenizer::token_to_piece(int32_t id, bool special) const {
+    if (id < 0 || id >= n_vocab()) return {};
+    const std::string& text = text_[(size_t)id];
+    switch (attr_[(size_t)id]) {
+        case TokenAttr::Control:
+            return special ? text : std::string();
+        case TokenAttr::Unknown:
+            return special ? text : std::string("\xE2\x96\x85");  // U+2585 as llama.cpp shows it
+        case TokenAttr::Unused:
+            return {};
+        case TokenAttr::Byte:
+            if (kind_ == Kind::Spm && text.size() == 6 && text.rfind("<0x", 0) == 0)
+                return std::string(1, (char)std::stoi(text.substr(3, 2), nullptr, 16));
+            [[fallthrough]];
+        default:
+            break;
+    }
+    if (kind_ == Kind::Spm) return replace_all(text, kSpmSpace, " ");
+    if (attr_[(size_t)id] == TokenAttr::UserDefined) return text;
+    // Byte-level BPE: every character of the token text is one byte.
+    std::string out;
+    size_t pos = 0;
+    while (pos < text.size()) {
+        const size_t start = pos;
+        const uint32_t cp = unicode::decode(text, &pos);
+        const int b = unicode::text_to_byte(cp);
+        if (b >= 0)
+            out.push_back((char)b);
+        else
+            out.append(text, start, pos - start);
+    }
+    return out;
+}
+
+std::string Tokenizer::detokenize(std::span<const int32_t> ids, bool special) const {
+    std::string out;
+    for (size_t i = 0; i < ids.size(); ++i) {
+        std::string piece = token_to_piece(ids[i], special);
+        // SentencePiece: the space prefix added before the first word is not part of the text.
+        if (i == 0 && kind_ == Kind::Spm && add_space_prefix_ && !piece.empty() && piece[0] == ' ')
+            piece.erase(0, 1);
+        out += piece;
+    }
+    return out;
+}
+
+std::string StreamingDetokenizer::push(int32_t id) {
+    pending_ += tok_.token_to_piece(id, special_);
+    const size_t n = unicode::complete_prefix(pending_);
+    std::string out = pending_.substr(0, n);
+    pending_.erase(0, n);
+    return out;
+}
+
+std::string StreamingDetokenizer::flush() {
+    std::string out = unicode::sanitize(pending_);
+    pending_.clear();
+    return out;
+}
+
+}  // namespace edgellm

@@ -1,0 +1,182 @@
+// Tokenizers against llama.cpp's tokenizer tests: every line of each
+// reference/tokenizer/<vocab>.inp must tokenize (no BOS, special tokens not parsed) to the
+// ids on the same line of <vocab>.out. Plus round trips and the streaming detokenizer.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "edgellm/tokenizer.h"
+#include "test_paths.h"
+
+using namespace edgellm;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string read_all(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+struct Case {
+    std::string text;
+    std::vector<int32_t> ids;
+};
+
+// The format of llama.cpp's test-tokenizer-0: inputs separated by a marker line, outputs
+// one line of ids per input.
+std::vector<Case> read_cases(const fs::path& inp, const fs::path& out) {
+    const std::string raw = read_all(inp);
+    const std::string sep = "\n__ggml_vocab_test__\n";
+    std::vector<std::string> texts;
+    size_t pos = 0;
+    for (;;) {
+        const size_t next = raw.find(sep, pos);
+        if (next == std::string::npos) break;
+        texts.push_back(raw.substr(pos, next - pos));
+        pos = next + sep.size();
+    }
+    std::ifstream o(out);
+    std::vector<Case> cases;
+    std::string line;
+    for (size_t i = 0; i < texts.size() && std::getline(o, line); ++i) {
+        Case c{texts[i], {}};
+        std::istringstream ids(line);
+        int32_t id;
+        while (ids >> id) c.ids.push_back(id);
+        cases.push_back(std::move(c));
+    }
+    return cases;
+}
+
+std::string show(const std::vector<int32_t>& v) {
+    std::string s;
+    for (int32_t id : v) s += " " + std::to_string(id);
+    return s;
+}
+
+// Every case of one vocabulary; returns how many were checked.
+int check_vocab(const fs::path& gguf, const fs::path& inp, const fs::path& out) {
+    auto f = GgufFile::open(gguf.string());
+    EXPECT_TRUE(f.ok()) << f.error();
+    if (!f.ok()) return 0;
+    auto t = Tokenizer::load(**f);
+    EXPECT_TRUE(t.ok()) << t.error();
+    if (!t.ok()) return 0;
+    const auto cases = read_cases(inp, out);
+    EXPECT_GE(cases.size(), 40u);
+    int n = 0;
+    for (const Case& c : cases) {
+        const auto got = (*t)->tokenize(c.text, false, false);
+        EXPECT_EQ(show(got), show(c.ids)) << gguf.filename() << ": \"" << c.text << "\"";
+        ++n;
+    }
+    return n;
+}
+
+const fs::path kTok = test::shared_dir() / "reference" / "tokenizer";
+
+}  // namespace
+
+class VocabTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(VocabTest, ReproducesLlamaCppTokenization) {
+    const fs::path gguf = kTok / ("ggml-vocab-" + GetParam() + ".gguf");
+    if (!fs::exists(gguf)) GTEST_SKIP() << "no vocabulary at " << gguf;
+    const int n =
+        check_vocab(gguf, fs::path(gguf.string() + ".inp"), fs::path(gguf.string() + ".out"));
+    std::printf("%s: %d lines checked\n", GetParam().c_str(), n);
+}
+
+INSTANTIATE_TEST_SUITE_P(Reference, VocabTest,
+                         ::testing::Values("gpt-2", "llama-spm", "phi-3", "deepseek-llm", "falcon",
+                                           "starcoder"),
+                         [](const auto& info) {
+                             std::string s = info.param;
+                             for (char& c : s)
+                                 if (c == '-') c = '_';
+                             return s;
+                         });
+
+TEST(Tokenizer, RoundTripsText) {
+    for (const char* name : {"gpt-2", "llama-spm", "deepseek-llm"}) {
+        const fs::path gguf = kTok / (std::string("ggml-vocab-") + name + ".gguf");
+        if (!fs::exists(gguf)) GTEST_SKIP() << "no vocabulary at " << gguf;
+        auto f = GgufFile::open(gguf.string());
+        ASSERT_TRUE(f.ok());
+        auto t = Tokenizer::load(**f);
+        ASSERT_TRUE(t.ok()) << t.error();
+        for (const std::string text :
+             {"Hello world", "  leading spaces and\ttabs\n\nnew lines", "naïve café 🦙 ½",
+              "3333333 + 4.5e-3", "нещо на Български", "日本語のテキスト"}) {
+            const auto ids = (*t)->tokenize(text, false, false);
+            EXPECT_EQ((*t)->detokenize(ids, false), text) << name;
+        }
+    }
+}
+
+TEST(Tokenizer, StreamingNeverSplitsACharacter) {
+    const fs::path gguf = kTok / "ggml-vocab-llama-spm.gguf";
+    if (!fs::exists(gguf)) GTEST_SKIP() << "no vocabulary at " << gguf;
+    auto f = GgufFile::open(gguf.string());
+    auto t = Tokenizer::load(**f);
+    ASSERT_TRUE(t.ok());
+    // Emoji and rare CJK fall back to byte tokens in this vocabulary: several tokens per
+    // character, and no piece streamed may end inside one.
+    const std::string text = "ok 🦙🦙 龘 done";
+    const auto ids = (*t)->tokenize(text, false, false);
+    StreamingDetokenizer s(**t);
+    std::string all;
+    int pieces = 0;
+    for (int32_t id : ids) {
+        const std::string piece = s.push(id);
+        for (size_t i = 0; i < piece.size();) {
+            const unsigned char c = (unsigned char)piece[i];
+            const int len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : 4;
+            ASSERT_LE(i + len, piece.size()) << "half a character streamed";
+            i += len;
+        }
+        pieces += !piece.empty();
+        all += piece;
+    }
+    all += s.flush();
+    EXPECT_EQ(all, " " + text);  // SentencePiece's space prefix is part of the first token
+    EXPECT_GT(pieces, 3);
+}
+
+TEST(Tokenizer, SpecialTokensOnlyWhenAsked) {
+    const fs::path gguf = kTok / "ggml-vocab-phi-3.gguf";
+    if (!fs::exists(gguf)) GTEST_SKIP() << "no vocabulary at " << gguf;
+    auto f = GgufFile::open(gguf.string());
+    auto t = Tokenizer::load(**f);
+    ASSERT_TRUE(t.ok());
+    const auto end = (*t)->find("<|end|>");
+    ASSERT_TRUE(end.has_value());
+    const auto plain = (*t)->tokenize("hi<|end|>", false, false);
+    const auto parsed = (*t)->tokenize("hi<|end|>", false, true);
+    EXPECT_EQ(std::count(plain.begin(), plain.end(), *end), 0);
+    EXPECT_EQ(std::count(parsed.begin(), parsed.end(), *end), 1);
+    EXPECT_TRUE((*t)->is_eog(*end));
+    EXPECT_TRUE((*t)->is_eog((*t)->eos()));
+    // With BOS: add_bos_token is true for this vocabulary.
+    const auto with_bos = (*t)->tokenize("hi", true, false);
+    ASSERT_FALSE(with_bos.empty());
+    EXPECT_EQ(with_bos[0], (*t)->bos());
+    // Control tokens render only when asked.
+    EXPECT_EQ((*t)->token_to_piece(*end, false), "");
+    EXPECT_EQ((*t)->token_to_piece(*end, true), "<|end|>");
+}
+
+TEST(Tokenizer, InvalidUtf8DoesNotCrash) {
+    const fs::path gguf = kTok / "ggml-vocab-gpt-2.gguf";
+    if (!fs::exists(gguf)) GTEST_SKIP() << "no vocabulary at " << gguf;
+    auto f = GgufFile::open(gguf.string());
+    auto t = Tokenizer::load(**f);
+    ASSERT_TRUE(t.ok());
+    const std::string bad = std::string("a\xff\xfe b\xc3") + "(\xe2\x82";
+    const auto ids = (*t)->tokenize(bad, false, false);
+    EXPECT_FALSE(ids.empty());
+    EXPECT_NE((*t)->detokenize(ids, false).find("\xEF\xBF\xBD"), std::string::npos);
+}
