@@ -12,6 +12,29 @@ inline std::filesystem::path shared_dir() {
     return EDGELLM_SHARED_DIR;
 }
 
-inline std::filesystem::path golden_dir() { return shared_dir() / "reference" / "golden"; }
+inline std::filesystem::path golden_dir() {
+    return shared_dir() / "reference" / "golden";
+}
+
+// Where scripts/fetch-models.sh puts the real models: $EDGELLM_MODELS, else
+// ~/.cache/edgellm/models.
+inline std::filesystem::path models_dir() {
+    if (const char* env = std::getenv("EDGELLM_MODELS"); env && *env) return env;
+    const char* home = std::getenv("HOME");
+    return std::filesystem::path(home ? home : "/root") / ".cache" / "edgellm" / "models";
+}
+
+// The first of the named model files that has been fetched; empty when none has.
+inline std::filesystem::path real_model(std::initializer_list<const char*> files) {
+    for (const char* f : files)
+        if (std::filesystem::exists(models_dir() / f)) return models_dir() / f;
+    return {};
+}
+
+// The Qwen2.5 models the packages ship (both have the same vocabulary).
+inline std::filesystem::path qwen_model() {
+    return real_model(
+        {"qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"});
+}
 
 }  // namespace edgellm::test

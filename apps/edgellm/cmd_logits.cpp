@@ -16,9 +16,7 @@
 
 namespace edgellm::cli {
 
-namespace {
-
-bool parse_tokens(const std::string& s, std::vector<int32_t>* out, std::string* err) {
+bool parse_token_ids(const std::string& s, std::vector<int32_t>* out, std::string* err) {
     std::istringstream in(s);
     std::string word;
     while (in >> word) {
@@ -37,6 +35,8 @@ bool parse_tokens(const std::string& s, std::vector<int32_t>* out, std::string* 
     }
     return true;
 }
+
+namespace {
 
 // Write through a temporary file and a rename: never a half-written output.
 bool write_atomically(const std::string& path, const void* data, size_t bytes, std::string* err) {
@@ -93,7 +93,7 @@ int cmd_logits(const std::vector<std::string>& args) {
     if (!p.get_int("-t", 1, 1024, &threads, &err))
         return fail("logits", err.substr(err.find(": ") + 2), 2);
     std::vector<int32_t> tokens;
-    if (!parse_tokens(*tokens_arg, &tokens, &err)) return fail("logits", err, 2);
+    if (!parse_token_ids(*tokens_arg, &tokens, &err)) return fail("logits", err, 2);
     err = choose_kernels(p.get_or("--kernels", ""));
     if (!err.empty()) return fail("logits", err, 2);
 

@@ -9,6 +9,9 @@ namespace edgellm::cli {
 
 int cmd_logits(const std::vector<std::string>& args);
 int cmd_inspect(const std::vector<std::string>& args);
+int cmd_tokenize(const std::vector<std::string>& args);
+int cmd_detokenize(const std::vector<std::string>& args);
+int cmd_run(const std::vector<std::string>& args);
 
 // Shared by commands: print "edgellm <cmd>: <reason>" on stderr, return the code.
 int fail(const std::string& command, const std::string& reason, int code = 1);
@@ -25,4 +28,15 @@ std::string choose_kernels(const std::string& requested);
 namespace edgellm::cli {
 // "f16" / "q8_0" -> the KV cache type.
 std::optional<TensorType> parse_kv_type(const std::string& s);
+// "1 2 3" -> ids; false with a reason for anything that is not a non-negative integer.
+bool parse_token_ids(const std::string& s, std::vector<int32_t>* out, std::string* err);
+}  // namespace edgellm::cli
+
+#include "args.h"
+#include "edgellm/sampler.h"
+
+namespace edgellm::cli {
+// The sampling options shared by run and serve (llama.cpp's names).
+void add_sampling_options(ArgParser& p);
+bool read_sampling_options(const ArgParser& p, SamplerParams* s, std::string* err);
 }  // namespace edgellm::cli

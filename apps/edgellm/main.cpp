@@ -39,6 +39,9 @@ void usage(FILE* out) {
                  "edgellm %s - on-device LLM inference\n\n"
                  "usage: edgellm <command> [options]\n\n"
                  "commands:\n"
+                 "  run                 generate text from a prompt (--chat: a chat turn)\n"
+                 "  tokenize            text -> token ids\n"
+                 "  detokenize          token ids -> text\n"
                  "  inspect MODEL       metadata, tensors, kernels and the memory bill\n"
                  "  logits              evaluate token ids and write the logits of every position\n"
                  "  version             print the version\n\n"
@@ -58,6 +61,9 @@ int main(int argc, char** argv) {
     std::vector<std::string> args(argv + 2, argv + argc);
     if (cmd == "logits") return cmd_logits(args);
     if (cmd == "inspect") return cmd_inspect(args);
+    if (cmd == "run") return cmd_run(args);
+    if (cmd == "tokenize") return cmd_tokenize(args);
+    if (cmd == "detokenize") return cmd_detokenize(args);
     if (cmd == "version" || cmd == "--version") {
         std::printf("edgellm %s\n", EDGELLM_VERSION);
         return 0;

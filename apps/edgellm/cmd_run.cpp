@@ -1,0 +1,169 @@
+// edgellm run -m MODEL -p PROMPT [-n N] [--temp T] [--top-k K] [--top-p P] [--seed S]
+//             [-t N] [-c CTX] [--chat] [--system TEXT] ...
+// Streams the continuation (or, with --chat, the assistant's reply) to stdout and ends
+// with one line of timings on stderr.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "args.h"
+#include "commands.h"
+#include "edgellm/chat.h"
+#include "edgellm/session.h"
+
+namespace edgellm::cli {
+
+void add_sampling_options(ArgParser& p) {
+    p.option({"--temp", "--temperature"}, "T", "temperature; 0 = greedy (default 0.8)");
+    p.option({"--top-k"}, "K", "keep the K most likely tokens; 0 = off (default 40)");
+    p.option({"--top-p"}, "P", "nucleus sampling; 1 = off (default 0.95)");
+    p.option({"--min-p"}, "P", "drop tokens below P x the best; 0 = off (default 0.05)");
+    p.option({"--repeat-penalty"}, "X", "penalise repeated tokens; 1 = off (default 1.0)");
+    p.option({"--repeat-last-n"}, "N", "tokens the penalties look back on; -1 = all (default 64)");
+    p.option({"--presence-penalty"}, "X", "subtract X once from repeated tokens (default 0)");
+    p.option({"--frequency-penalty"}, "X", "subtract X per repetition (default 0)");
+    p.option({"-s", "--seed"}, "S", "random seed; -1 = random (default)");
+}
+
+namespace {
+
+bool get_float(const ArgParser& p, const std::string& name, float* out, std::string* err) {
+    const auto v = p.get(name);
+    if (!v) return true;
+    char* end = nullptr;
+    const float x = std::strtof(v->c_str(), &end);
+    if (v->empty() || *end != '\0' || !std::isfinite(x)) {
+        *err = name + " must be a number, got \"" + *v + "\"";
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+}  // namespace
+
+bool read_sampling_options(const ArgParser& p, SamplerParams* s, std::string* err) {
+    int64_t top_k = s->top_k, last_n = s->repeat_last_n, seed = -1;
+    if (!get_float(p, "--temp", &s->temperature, err) || !get_float(p, "--top-p", &s->top_p, err) ||
+        !get_float(p, "--min-p", &s->min_p, err) ||
+        !get_float(p, "--repeat-penalty", &s->repeat_penalty, err) ||
+        !get_float(p, "--presence-penalty", &s->presence_penalty, err) ||
+        !get_float(p, "--frequency-penalty", &s->frequency_penalty, err))
+        return false;
+    if (!p.get_int("--top-k", -1, 1 << 30, &top_k, err) ||
+        !p.get_int("--repeat-last-n", -1, 1 << 30, &last_n, err) ||
+        !p.get_int("--seed", -1, INT64_MAX, &seed, err)) {
+        *err = err->substr(err->find(": ") + 2);
+        return false;
+    }
+    s->top_k = (int32_t)top_k;
+    s->repeat_last_n = (int32_t)last_n;
+    s->seed = seed < 0 ? kRandomSeed : (uint64_t)seed;
+    return true;
+}
+
+int cmd_run(const std::vector<std::string>& args) {
+    ArgParser p("run", "edgellm run -m MODEL -p PROMPT [options]");
+    p.option({"-m", "--model"}, "FILE", "GGUF model");
+    p.option({"-p", "--prompt"}, "TEXT", "prompt (with --chat: the user's message)");
+    p.option({"-f", "--file"}, "FILE", "read the prompt from a file");
+    p.option({"-n", "--n-predict"}, "N",
+             "most tokens to generate; -1 = until the end (default -1)");
+    p.option({"-c", "--ctx-size"}, "N", "context size (default: training context, at most 4096)");
+    p.option({"-t", "--threads"}, "N", "threads (default: all cores)");
+    p.option({"-b", "--batch-size"}, "N", "prompt tokens per forward step (default 512)");
+    p.option({"--kv-type", "-ctk"}, "T", "KV cache type: f16 (default) or q8_0");
+    p.flag({"--chat"}, "wrap the prompt in the model's chat format and print the reply");
+    p.option({"--system", "-sys"}, "TEXT", "system message for --chat");
+    p.option({"-r", "--reverse-prompt", "--stop"}, "TEXT", "stop when this text appears");
+    p.flag({"--ignore-eos"}, "keep generating past end-of-sequence tokens");
+    p.flag({"--no-bos"}, "do not add BOS even if the model asks for it");
+    p.option({"--kernels"}, "NAME", "kernel set (default: the best available)");
+    add_sampling_options(p);
+    std::string err;
+    if (!p.parse(args, &err)) return fail("run", err.substr(err.find(": ") + 2), 2);
+    if (p.help_requested()) {
+        std::printf("%s", p.help().c_str());
+        return 0;
+    }
+    if (!p.positional().empty()) return fail("run", "unexpected argument " + p.positional()[0], 2);
+    const auto model_path = p.get("-m");
+    if (!model_path) return fail("run", "missing -m MODEL", 2);
+    if (p.has("-p") == p.has("-f"))
+        return fail("run", "give exactly one of -p PROMPT or -f FILE", 2);
+    std::string prompt;
+    if (p.has("-p")) {
+        prompt = *p.get("-p");
+    } else {
+        std::ifstream in(*p.get("-f"), std::ios::binary);
+        if (!in) return fail("run", *p.get("-f") + ": cannot read");
+        prompt.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    int64_t n_predict = -1, n_ctx = 0, threads = 0, n_batch = 512;
+    if (!p.get_int("-n", -1, 1 << 30, &n_predict, &err) ||
+        !p.get_int("-c", 0, 1 << 24, &n_ctx, &err) || !p.get_int("-t", 1, 1024, &threads, &err) ||
+        !p.get_int("-b", 1, 1 << 20, &n_batch, &err))
+        return fail("run", err.substr(err.find(": ") + 2), 2);
+    GenerateParams gp;
+    gp.n_predict = (int32_t)n_predict;
+    if (!read_sampling_options(p, &gp.sampling, &err)) return fail("run", err, 2);
+    if (auto s = p.get("--stop")) gp.stop.push_back(*s);
+    gp.ignore_eos = p.has("--ignore-eos");
+    const auto kv_type = parse_kv_type(p.get_or("--kv-type", "f16"));
+    if (!kv_type) return fail("run", "--kv-type must be f16 or q8_0", 2);
+    err = choose_kernels(p.get_or("--kernels", ""));
+    if (!err.empty()) return fail("run", err, 2);
+
+    const auto t_load = std::chrono::steady_clock::now();
+    auto model = Model::load(*model_path);
+    if (!model) return fail("run", model.error());
+    auto tok = Tokenizer::load((*model)->file());
+    if (!tok) return fail("run", tok.error());
+    ContextParams cp;
+    cp.n_ctx = n_ctx;
+    cp.n_batch = n_batch;
+    cp.kv_type = *kv_type;
+    cp.n_threads = (int)threads;
+    auto ctx = Context::create(**model, cp);
+    if (!ctx) return fail("run", ctx.error());
+    const double load_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_load)
+            .count();
+
+    std::string text = prompt;
+    bool parse_special = false;
+    if (p.has("--chat")) {
+        const ChatFormat fmt = detect_chat_format((*model)->file(), **tok);
+        std::vector<ChatMessage> msgs;
+        if (auto sys = p.get("--system")) msgs.push_back({"system", *sys});
+        msgs.push_back({"user", prompt});
+        text = render_chat(fmt, msgs, true, default_system_prompt((*model)->file()));
+        parse_special = true;
+    }
+    const auto ids = (*tok)->tokenize(text, !p.has("--no-bos"), parse_special);
+    if (!p.has("--chat")) {
+        std::fwrite(prompt.data(), 1, prompt.size(), stdout);
+        std::fflush(stdout);
+    }
+    Session session(**model, **tok, **ctx);
+    auto res = session.generate(ids, gp, [](std::string_view s) {
+        std::fwrite(s.data(), 1, s.size(), stdout);
+        std::fflush(stdout);
+        return true;
+    });
+    std::printf("\n");
+    std::fflush(stdout);
+    if (!res) return fail("run", res.error());
+    std::fprintf(
+        stderr,
+        "edgellm run: load %.0f ms | prompt %lld tokens, %.1f ms, %.2f tokens/s | generated "
+        "%lld tokens, %.1f ms, %.2f tokens/s | stop: %s\n",
+        load_ms, (long long)res->n_prompt, res->prompt_ms, res->prompt_per_second(),
+        (long long)res->n_generated, res->generate_ms, res->generate_per_second(),
+        stop_reason_name(res->stop));
+    return 0;
+}
+
+}  // namespace edgellm::cli

@@ -1,0 +1,34 @@
+// Built-in chat formats (ChatML, Llama 3). The model's own Jinja template arrives with a
+// later issue; until then the format is chosen from the vocabulary and the template text.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "edgellm/gguf.h"
+#include "edgellm/tokenizer.h"
+
+namespace edgellm {
+
+struct ChatMessage {
+    std::string role;  // "system", "user", "assistant"
+    std::string content;
+};
+
+enum class ChatFormat { ChatML, Llama3 };
+
+// The format the model was trained with, from its special tokens and template.
+ChatFormat detect_chat_format(const GgufFile& f, const Tokenizer& t);
+const char* chat_format_name(ChatFormat f);
+
+// Render messages as the prompt text; with add_generation_prompt the text ends where the
+// assistant's reply begins. Control tokens appear as text: tokenize with parse_special.
+// default_system: used when there is no system message and the model's template has one
+// (Qwen2.5's "You are Qwen, ..."); empty for none.
+std::string render_chat(ChatFormat f, const std::vector<ChatMessage>& messages,
+                        bool add_generation_prompt, const std::string& default_system = "");
+
+// The default system prompt the model's template inserts, if we recognise one.
+std::string default_system_prompt(const GgufFile& f);
+
+}  // namespace edgellm
