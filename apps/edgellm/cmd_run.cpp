@@ -66,7 +66,7 @@ bool read_sampling_options(const ArgParser& p, SamplerParams* s, std::string* er
 
 int cmd_run(const std::vector<std::string>& args) {
     ArgParser p("run", "edgellm run -m MODEL -p PROMPT [options]");
-    p.option({"-m", "--model"}, "FILE", "GGUF model");
+    p.option({"-m", "--model"}, "FILE", "GGUF model (default: the model scripts/fetch-models.sh installed)");
     p.option({"-p", "--prompt"}, "TEXT", "prompt (with --chat: the user's message)");
     p.option({"-f", "--file"}, "FILE", "read the prompt from a file");
     p.option({"-n", "--n-predict"}, "N",
@@ -89,8 +89,12 @@ int cmd_run(const std::vector<std::string>& args) {
         return 0;
     }
     if (!p.positional().empty()) return fail("run", "unexpected argument " + p.positional()[0], 2);
-    const auto model_path = p.get("-m");
-    if (!model_path) return fail("run", "missing -m MODEL", 2);
+    auto model_path = p.get("-m");
+    if (!model_path) {
+        auto def = default_model_path();
+        if (!def) return fail("run", def.error(), 2);
+        model_path = *def;
+    }
     if (p.has("-p") == p.has("-f"))
         return fail("run", "give exactly one of -p PROMPT or -f FILE", 2);
     std::string prompt;

@@ -33,9 +33,14 @@ bool parse_token_ids(const std::string& s, std::vector<int32_t>* out, std::strin
 }  // namespace edgellm::cli
 
 #include "args.h"
+#include "edgellm/error.h"
 #include "edgellm/sampler.h"
 
 namespace edgellm::cli {
+// The model used when -m is not given: $EDGELLM_MODEL, else the first default model that
+// scripts/fetch-models.sh installed in $EDGELLM_MODELS (default ~/.cache/edgellm/models).
+Result<std::string> default_model_path();
+
 // The sampling options shared by run and serve (llama.cpp's names).
 void add_sampling_options(ArgParser& p);
 bool read_sampling_options(const ArgParser& p, SamplerParams* s, std::string* err);

@@ -26,7 +26,8 @@ inline constexpr uint64_t kRandomSeed = 0xFFFFFFFF;
 
 // The user's knobs, with llama.cpp's defaults and meanings. Out-of-range values are
 // normalised by the Sampler (see Sampler::params()): a non-finite float switches its stage
-// off (a NaN temperature means greedy), repeat_penalty <= 0 is off, min_p > 1 acts as 1.
+// off (a NaN temperature means greedy), repeat_penalty <= 0 is off, min_p > 1 acts as 1,
+// repeat_last_n above 2^20 acts as 2^20.
 struct SamplerParams {
     float temperature = 0.8f;  // <= 0: greedy (argmax after penalties)
     int32_t top_k = 40;        // keep the k most likely; <= 0: off

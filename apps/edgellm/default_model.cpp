@@ -1,0 +1,34 @@
+// The model commands use when -m is not given: the one scripts/fetch-models.sh installs.
+#include <cstdlib>
+#include <filesystem>
+
+#include "commands.h"
+
+namespace edgellm::cli {
+
+namespace {
+
+// In order of preference; the first that exists is the default.
+const char* const kDefaultModels[] = {
+    "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+    "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+};
+
+}  // namespace
+
+std::filesystem::path models_dir() {
+    if (const char* env = std::getenv("EDGELLM_MODELS"); env && *env) return env;
+    const char* home = std::getenv("HOME");
+    return std::filesystem::path(home && *home ? home : "/root") / ".cache" / "edgellm" / "models";
+}
+
+Result<std::string> default_model_path() {
+    if (const char* env = std::getenv("EDGELLM_MODEL"); env && *env) return std::string(env);
+    const auto dir = models_dir();
+    for (const char* f : kDefaultModels)
+        if (std::filesystem::exists(dir / f)) return (dir / f).string();
+    return Result<std::string>::fail("no -m MODEL given and no default model in " + dir.string() +
+                                     " (run scripts/fetch-models.sh)");
+}
+
+}  // namespace edgellm::cli
