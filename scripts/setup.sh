@@ -15,6 +15,7 @@ packages=(
   nlohmann-json3-dev                 # JSON (tests now; the server later)
   libpcre2-dev                       # Unicode regular expressions for the BPE pre-tokenizers
   python3                            # test helpers
+  golang-github-pierrec-lz4-dev      # perplexity text: Tom Sawyer (public domain) in its Go test data
 )
 
 missing=()

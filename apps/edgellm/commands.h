@@ -12,6 +12,10 @@ int cmd_inspect(const std::vector<std::string>& args);
 int cmd_tokenize(const std::vector<std::string>& args);
 int cmd_detokenize(const std::vector<std::string>& args);
 int cmd_run(const std::vector<std::string>& args);
+int cmd_perplexity(const std::vector<std::string>& args);
+int cmd_quantize(const std::vector<std::string>& args);
+int cmd_synth(const std::vector<std::string>& args);
+int cmd_bench(const std::vector<std::string>& args);
 
 // Shared by commands: print "edgellm <cmd>: <reason>" on stderr, return the code.
 int fail(const std::string& command, const std::string& reason, int code = 1);

@@ -43,6 +43,10 @@ void usage(FILE* out) {
                  "  tokenize            text -> token ids\n"
                  "  detokenize          token ids -> text\n"
                  "  inspect MODEL       metadata, tensors, kernels and the memory bill\n"
+                 "  quantize            convert a model to Q4_K_M, Q8_0, ... (llama.cpp's mixes)\n"
+                 "  synth               write a model with random weights in a real model's shapes\n"
+                 "  bench               prompt and generation speed, with the memory bandwidth share\n"
+                 "  perplexity          perplexity of a text; KL divergence from a saved reference\n"
                  "  logits              evaluate token ids and write the logits of every position\n"
                  "  version             print the version\n\n"
                  "`edgellm <command> --help` describes a command's options.\n",
@@ -62,6 +66,10 @@ int main(int argc, char** argv) {
     if (cmd == "logits") return cmd_logits(args);
     if (cmd == "inspect") return cmd_inspect(args);
     if (cmd == "run") return cmd_run(args);
+    if (cmd == "perplexity") return cmd_perplexity(args);
+    if (cmd == "quantize") return cmd_quantize(args);
+    if (cmd == "synth") return cmd_synth(args);
+    if (cmd == "bench") return cmd_bench(args);
     if (cmd == "tokenize") return cmd_tokenize(args);
     if (cmd == "detokenize") return cmd_detokenize(args);
     if (cmd == "version" || cmd == "--version") {

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -156,6 +157,12 @@ class GgufWriter {
     // ne[0] is the row length; data must hold row_size(type, ne[0]) * rows bytes.
     void add_tensor(const std::string& name, TensorType type, std::vector<int64_t> ne,
                     const void* data);
+    // A tensor whose bytes are produced while writing: fill(dst) writes all of them into a
+    // buffer of the tensor's size. Tensors are filled one at a time, in order, so a large
+    // model is written with one tensor in memory. fill returns false (with a message in
+    // *err) to abort the write.
+    using FillFn = std::function<bool(uint8_t* dst, std::string* err)>;
+    void add_tensor(const std::string& name, TensorType type, std::vector<int64_t> ne, FillFn fill);
     // Copy every metadata entry of `f` (tensors are added separately).
     void copy_metadata(const GgufFile& f);
 
@@ -170,6 +177,7 @@ class GgufWriter {
         std::vector<int64_t> ne;
         const void* data;
         size_t n_bytes;
+        FillFn fill;
     };
     std::vector<std::pair<std::string, GgufValue>> kv_;
     std::vector<Tensor> tensors_;

@@ -274,13 +274,27 @@ void GgufWriter::remove(const std::string& key) {
     std::erase_if(kv_, [&](const auto& kv) { return kv.first == key; });
 }
 
-void GgufWriter::add_tensor(const std::string& name, TensorType type, std::vector<int64_t> ne,
-                            const void* data) {
+namespace {
+
+size_t tensor_bytes(TensorType type, const std::vector<int64_t>& ne) {
     EDGELLM_ASSERT(!ne.empty() && ne.size() <= (size_t)kMaxDims, "tensor needs 1..4 dimensions");
     int64_t rows = 1;
     for (size_t d = 1; d < ne.size(); ++d) rows *= ne[d];
-    const size_t n_bytes = row_size(type, ne[0]) * (size_t)rows;
-    tensors_.push_back({name, type, std::move(ne), data, n_bytes});
+    return row_size(type, ne[0]) * (size_t)rows;
+}
+
+}  // namespace
+
+void GgufWriter::add_tensor(const std::string& name, TensorType type, std::vector<int64_t> ne,
+                            const void* data) {
+    const size_t n_bytes = tensor_bytes(type, ne);
+    tensors_.push_back({name, type, std::move(ne), data, n_bytes, nullptr});
+}
+
+void GgufWriter::add_tensor(const std::string& name, TensorType type, std::vector<int64_t> ne,
+                            FillFn fill) {
+    const size_t n_bytes = tensor_bytes(type, ne);
+    tensors_.push_back({name, type, std::move(ne), nullptr, n_bytes, std::move(fill)});
 }
 
 void GgufWriter::copy_metadata(const GgufFile& f) {
@@ -373,8 +387,20 @@ Result<std::monostate> GgufWriter::write(const std::string& path) const {
         offset += (t.n_bytes + alignment - 1) / alignment * alignment;
     }
     s.pad_to(alignment);
+    std::vector<uint8_t> buf;
+    std::string fill_err;
     for (const auto& t : tensors_) {
-        s.raw(t.data, t.n_bytes);
+        if (t.fill) {
+            buf.resize(t.n_bytes);
+            if (!t.fill(buf.data(), &fill_err)) {
+                std::fclose(f);
+                std::remove(tmp.c_str());
+                return R::fail(path + ": tensor \"" + t.name + "\": " + fill_err);
+            }
+            s.raw(buf.data(), t.n_bytes);
+        } else {
+            s.raw(t.data, t.n_bytes);
+        }
         s.pad_to(alignment);
     }
     bool ok = s.ok() && std::fflush(f) == 0 && fsync(fileno(f)) == 0;

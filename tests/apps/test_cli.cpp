@@ -11,6 +11,7 @@
 #include <fstream>
 #include <regex>
 
+#include <nlohmann/json.hpp>
 #include "edgellm/gguf.h"
 
 namespace fs = std::filesystem;
@@ -200,4 +201,51 @@ TEST(RealModel, ChatAnswersAPlainQuestion) {
     EXPECT_NE(r.out.find("Paris"), std::string::npos) << r.out;
     EXPECT_EQ(r.out.find("<|im_end|>"), std::string::npos) << r.out;
     EXPECT_NE(r.err.find("stop: eos"), std::string::npos) << r.err;
+}
+
+TEST(Cli, QuantizeShowsProgressAndWritesALoadableFile) {
+    const fs::path src = kGolden / "tiny-llama-f32.gguf";
+    if (!fs::exists(src)) GTEST_SKIP() << "no golden models at " << kGolden;
+    const fs::path out = fs::temp_directory_path() / "edgellm_cli_q4km.gguf";
+    Outcome r = run("quantize " + src.string() + " " + out.string() + " Q4_K_M 2");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.err.find("blk.3.ffn_down.weight"), std::string::npos)
+        << r.err;  // per-tensor progress
+    EXPECT_NE(r.err.find("-> q6_K"), std::string::npos) << r.err;
+    auto f = edgellm::GgufFile::open(out.string());
+    ASSERT_TRUE(f.ok()) << f.error();
+    EXPECT_EQ((*f)->get_int("general.file_type"), 15);
+    r = run("inspect " + out.string() + " --no-tensors");
+    EXPECT_EQ(r.code, 0) << r.err;
+    r = run("quantize " + src.string() + " " + src.string() + " Q8_0");
+    EXPECT_EQ(r.code, 1);
+    r = run("quantize " + src.string() + " " + out.string() + " Q9_X");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("Q4_K_M"), std::string::npos) << r.err;  // lists the types
+    fs::remove(out);
+}
+
+TEST(Cli, SynthThenBenchReportsJsonRows) {
+    const fs::path model = fs::temp_directory_path() / "edgellm_cli_synth.gguf";
+    Outcome r = run("synth --arch qwen2 --shape tiny --type Q8_0 -o " + model.string());
+    ASSERT_EQ(r.code, 0) << r.err;
+    r = run("bench -m " + model.string() + " -p 16 -n 8 -t 1,2 -r 2 -o json --no-bandwidth");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto rows = nlohmann::json::parse(r.out);
+    ASSERT_EQ(rows.size(), 4u);  // (pp, tg) x (1, 2 threads)
+    for (const auto& row : rows) {
+        for (const char* key : {"model", "n_prompt", "n_gen", "n_threads", "avg_ts", "stddev_ts"})
+            EXPECT_TRUE(row.contains(key)) << key;
+        EXPECT_GT(row["avg_ts"].get<double>(), 0.0);
+        EXPECT_EQ(row["samples_ts"].size(), 2u);
+    }
+    EXPECT_EQ(rows[0]["test"], "pp16");
+    EXPECT_EQ(rows[1]["test"], "tg8");
+    EXPECT_EQ(rows[3]["n_threads"], 2);
+    EXPECT_TRUE(rows[1].contains("bw_gbps"));
+    r = run("bench -m " + model.string() + " -t 0");
+    EXPECT_EQ(r.code, 2);
+    r = run("synth --arch gpt9 --shape tiny -o " + model.string());
+    EXPECT_EQ(r.code, 2);
+    fs::remove(model);
 }

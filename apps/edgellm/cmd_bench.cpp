@@ -1,0 +1,292 @@
+// edgellm bench -m MODEL [-p 512] [-n 128] [-t 1,2] [-r 3] [-c CTX] [--kv-type T] [-o md|json|csv]
+// In the spirit of llama-bench: prompt processing (pp) and generation (tg) tokens/s, mean
+// and standard deviation over the repetitions after a warm-up. Also the weight-read
+// bandwidth each tg row achieves and its share of the machine's measured read bandwidth.
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <sstream>
+#include <thread>
+
+#include "args.h"
+#include "commands.h"
+#include "edgellm/model.h"
+#include "kernels/kernels.h"
+
+namespace edgellm::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+    return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// Streaming read bandwidth in GB/s with n threads over a buffer far larger than the caches:
+// each thread sums its share with independent accumulators; the best of a few passes.
+double measure_read_bandwidth(int n_threads) {
+    const size_t bytes = (size_t)1 << 30;
+    const size_t n = bytes / sizeof(uint64_t);
+    std::unique_ptr<uint64_t[]> buf(new uint64_t[n]);
+    for (size_t i = 0; i < n; ++i) buf[i] = i;  // touch every page
+    std::atomic<uint64_t> sink{0};
+    double best = 0.0;
+    for (int pass = 0; pass < 3; ++pass) {
+        const auto t0 = Clock::now();
+        std::vector<std::thread> th;
+        for (int k = 0; k < n_threads; ++k)
+            th.emplace_back([&, k] {
+                const size_t b = n / n_threads * k,
+                             e = k + 1 == n_threads ? n : n / n_threads * (k + 1);
+                uint64_t a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+                for (size_t i = b; i + 4 <= e; i += 4) {
+                    a0 += buf[i];
+                    a1 += buf[i + 1];
+                    a2 += buf[i + 2];
+                    a3 += buf[i + 3];
+                }
+                sink += a0 ^ a1 ^ a2 ^ a3;
+            });
+        for (auto& t : th) t.join();
+        best = std::max(best, (double)bytes / seconds_since(t0) / 1e9);
+    }
+    return best;
+}
+
+struct Row {
+    std::string test;  // "pp512", "tg128"
+    int n_prompt = 0, n_gen = 0, n_threads = 0;
+    std::vector<double> samples;  // tokens/s
+    double avg = 0, stddev = 0;
+    double bw_gbps = 0, bw_share = 0;  // tg rows only
+};
+
+void finish(Row& r) {
+    double s = 0;
+    for (double x : r.samples) s += x;
+    r.avg = s / (double)r.samples.size();
+    double v = 0;
+    for (double x : r.samples) v += (x - r.avg) * (x - r.avg);
+    r.stddev = r.samples.size() > 1 ? std::sqrt(v / (double)(r.samples.size() - 1)) : 0.0;
+}
+
+std::string json_escape(const std::string& s) {
+    std::string o;
+    for (char c : s) {
+        if (c == '"' || c == '\\') o += '\\';
+        if ((unsigned char)c < 0x20) {
+            char b[8];
+            std::snprintf(b, sizeof b, "\\u%04x", c);
+            o += b;
+            continue;
+        }
+        o += c;
+    }
+    return o;
+}
+
+bool parse_int_list(const std::string& s, std::vector<int>* out) {
+    std::stringstream ss(s);
+    std::string item;
+    while (std::getline(ss, item, ',')) {
+        char* end = nullptr;
+        const long v = std::strtol(item.c_str(), &end, 10);
+        if (item.empty() || *end != '\0' || v < 1 || v > 1024) return false;
+        out->push_back((int)v);
+    }
+    return !out->empty();
+}
+
+}  // namespace
+
+int cmd_bench(const std::vector<std::string>& args) {
+    ArgParser p("bench", "edgellm bench -m MODEL [-p 512] [-n 128] [-t 1,2] [-r 3] [options]");
+    p.option({"-m", "--model"}, "FILE", "GGUF model");
+    p.option({"-p", "--n-prompt"}, "N", "prompt tokens for the pp test; 0 = skip (default 512)");
+    p.option({"-n", "--n-gen"}, "N", "tokens for the tg test; 0 = skip (default 128)");
+    p.option({"-t", "--threads"}, "LIST", "thread counts, comma-separated (default: all cores)");
+    p.option({"-r", "--repetitions"}, "N", "repetitions after the warm-up (default 5)");
+    p.option({"-c", "--ctx-size"}, "N", "context (default: enough for the tests)");
+    p.option({"--kv-type", "-ctk"}, "T", "KV cache type: f16 (default) or q8_0");
+    p.option({"-o", "--output"}, "FMT", "md (default), json or csv");
+    p.option({"--kernels"}, "NAME", "kernel set (default: the best available)");
+    p.flag({"--no-bandwidth"}, "skip measuring the machine's read bandwidth");
+    std::string err;
+    if (!p.parse(args, &err)) return fail("bench", err.substr(err.find(": ") + 2), 2);
+    if (p.help_requested()) {
+        std::printf("%s", p.help().c_str());
+        return 0;
+    }
+    if (!p.positional().empty())
+        return fail("bench", "unexpected argument " + p.positional()[0], 2);
+    auto model_path = p.get("-m");
+    if (!model_path) {
+        auto def = default_model_path();
+        if (!def) return fail("bench", def.error(), 2);
+        model_path = *def;
+    }
+    int64_t n_prompt = 512, n_gen = 128, reps = 5, n_ctx = 0;
+    if (!p.get_int("-p", 0, 1 << 16, &n_prompt, &err) ||
+        !p.get_int("-n", 0, 1 << 16, &n_gen, &err) || !p.get_int("-r", 1, 1000, &reps, &err) ||
+        !p.get_int("-c", 0, 1 << 24, &n_ctx, &err))
+        return fail("bench", err.substr(err.find(": ") + 2), 2);
+    std::vector<int> threads;
+    if (auto t = p.get("-t")) {
+        if (!parse_int_list(*t, &threads)) return fail("bench", "-t must be a list like 1,2", 2);
+    } else {
+        threads.push_back((int)std::max(1u, std::thread::hardware_concurrency()));
+    }
+    const std::string fmt = p.get_or("-o", "md");
+    if (fmt != "md" && fmt != "json" && fmt != "csv")
+        return fail("bench", "-o must be md, json or csv", 2);
+    const auto kv_type = parse_kv_type(p.get_or("--kv-type", "f16"));
+    if (!kv_type) return fail("bench", "--kv-type must be f16 or q8_0", 2);
+    err = choose_kernels(p.get_or("--kernels", ""));
+    if (!err.empty()) return fail("bench", err, 2);
+
+    auto model = Model::load(*model_path);
+    if (!model) return fail("bench", model.error());
+    const Model& m = **model;
+    const HParams& h = m.hparams();
+    std::string name = model_path->substr(model_path->find_last_of('/') + 1);
+    const std::string mtype = m.main_weight_type();
+
+    // Bytes one generated token reads: every weight matrix once (the embedding table only
+    // when it doubles as the output projection), plus on average half the KV cache.
+    size_t weight_read = 0;
+    int64_t n_params = 0;
+    for (const auto& t : m.file().tensors()) {
+        n_params += t.n_elements();
+        if (t.name == "token_embd.weight" && !h.tied_output) continue;
+        weight_read += t.n_bytes;
+    }
+    const double kv_per_token = (double)(2 * h.n_layer) * (double)row_size(*kv_type, h.n_embd_kv());
+
+    std::vector<std::pair<int, double>> bandwidth;  // threads -> GB/s
+    if (!p.has("--no-bandwidth") && n_gen > 0)
+        for (int t : threads) {
+            std::fprintf(stderr, "bench: measuring read bandwidth with %d thread%s...\n", t,
+                         t > 1 ? "s" : "");
+            bandwidth.emplace_back(t, measure_read_bandwidth(t));
+        }
+
+    std::mt19937 rng(1234);
+    std::uniform_int_distribution<int32_t> tok(0, (int32_t)h.n_vocab - 1);
+    std::vector<Row> rows;
+    for (int nt : threads) {
+        ContextParams cp;
+        cp.n_ctx = n_ctx > 0 ? n_ctx : std::max<int64_t>(n_prompt + n_gen, 16);
+        cp.n_batch = std::max<int64_t>(n_prompt, 1);
+        cp.kv_type = *kv_type;
+        cp.n_threads = nt;
+        auto ctx = Context::create(m, cp);
+        if (!ctx) return fail("bench", ctx.error());
+        Context& c = **ctx;
+        if (n_prompt > 0) {
+            Row r{"pp" + std::to_string(n_prompt), (int)n_prompt, 0, nt, {}, 0, 0, 0, 0};
+            std::vector<int32_t> prompt((size_t)n_prompt);
+            for (int rep = -1; rep < reps; ++rep) {  // rep -1 is the warm-up
+                for (auto& x : prompt) x = tok(rng);
+                c.truncate(0);
+                const auto t0 = Clock::now();
+                auto res = c.eval(prompt, false);
+                const double s = seconds_since(t0);
+                if (!res) return fail("bench", res.error());
+                if (rep >= 0) r.samples.push_back((double)n_prompt / s);
+                std::fprintf(stderr, "bench: %s t=%d %s %d/%lld: %.2f tokens/s\n", r.test.c_str(),
+                             nt, rep < 0 ? "warm-up" : "run", rep + 1, (long long)reps,
+                             (double)n_prompt / s);
+            }
+            finish(r);
+            rows.push_back(r);
+        }
+        if (n_gen > 0) {
+            Row r{"tg" + std::to_string(n_gen), 0, (int)n_gen, nt, {}, 0, 0, 0, 0};
+            for (int rep = -1; rep < reps; ++rep) {
+                c.truncate(0);
+                const auto t0 = Clock::now();
+                for (int64_t i = 0; i < n_gen; ++i) {
+                    const int32_t t = tok(rng);
+                    auto res = c.eval(std::span<const int32_t>(&t, 1), false);
+                    if (!res) return fail("bench", res.error());
+                }
+                const double s = seconds_since(t0);
+                if (rep >= 0) r.samples.push_back((double)n_gen / s);
+                std::fprintf(stderr, "bench: %s t=%d %s %d/%lld: %.2f tokens/s\n", r.test.c_str(),
+                             nt, rep < 0 ? "warm-up" : "run", rep + 1, (long long)reps,
+                             (double)n_gen / s);
+            }
+            finish(r);
+            const double bytes = (double)weight_read + kv_per_token * (double)n_gen / 2.0;
+            r.bw_gbps = bytes * r.avg / 1e9;
+            for (auto& [t, bw] : bandwidth)
+                if (t == nt && bw > 0) r.bw_share = r.bw_gbps / bw;
+            rows.push_back(r);
+        }
+    }
+
+    const double size_mib = (double)m.weight_bytes() / (1 << 20);
+    const std::string kernels = active_kernel_set();
+    if (fmt == "json") {
+        std::printf("[\n");
+        for (size_t i = 0; i < rows.size(); ++i) {
+            const Row& r = rows[i];
+            std::printf(
+                "  {\"model\": \"%s\", \"model_type\": \"%s\", \"model_size\": %zu, "
+                "\"model_n_params\": %lld, "
+                "\"kernels\": \"%s\", \"kv_type\": \"%s\", \"test\": \"%s\", \"n_prompt\": %d, "
+                "\"n_gen\": %d, "
+                "\"n_threads\": %d, \"avg_ts\": %.6f, \"stddev_ts\": %.6f, \"samples_ts\": [",
+                json_escape(name).c_str(), mtype.c_str(), m.weight_bytes(), (long long)n_params,
+                kernels.c_str(), tensor_type_name(*kv_type), r.test.c_str(), r.n_prompt, r.n_gen,
+                r.n_threads, r.avg, r.stddev);
+            for (size_t k = 0; k < r.samples.size(); ++k)
+                std::printf("%s%.6f", k ? ", " : "", r.samples[k]);
+            std::printf("]");
+            if (r.n_gen > 0)
+                std::printf(", \"bw_gbps\": %.4f, \"bw_share\": %.4f", r.bw_gbps, r.bw_share);
+            std::printf("}%s\n", i + 1 < rows.size() ? "," : "");
+        }
+        std::printf("]\n");
+        return 0;
+    }
+    if (fmt == "csv") {
+        std::printf(
+            "model,model_type,model_size,n_params,kernels,n_threads,test,n_prompt,n_gen,avg_ts,"
+            "stddev_ts,bw_gbps,bw_share\n");
+        for (const Row& r : rows)
+            std::printf("\"%s\",%s,%zu,%lld,%s,%d,%s,%d,%d,%.4f,%.4f,%.4f,%.4f\n", name.c_str(),
+                        mtype.c_str(), m.weight_bytes(), (long long)n_params, kernels.c_str(),
+                        r.n_threads, r.test.c_str(), r.n_prompt, r.n_gen, r.avg, r.stddev,
+                        r.bw_gbps, r.bw_share);
+        return 0;
+    }
+    for (auto& [t, bw] : bandwidth)
+        std::printf("memory read bandwidth, %d thread%s: %.1f GB/s\n", t, t > 1 ? "s" : "", bw);
+    std::printf("kernels: %s; weights read per generated token: %.1f MiB\n\n", kernels.c_str(),
+                (double)weight_read / (1 << 20));
+    std::printf(
+        "| model | type | size | params | threads | test | t/s | weight read GB/s | bandwidth "
+        "share |\n");
+    std::printf("|---|---|---:|---:|---:|---|---:|---:|---:|\n");
+    for (const Row& r : rows) {
+        std::printf("| %s | %s | %.1f MiB | %.2f B | %d | %s | %.2f ± %.2f |", name.c_str(),
+                    mtype.c_str(), size_mib, (double)n_params / 1e9, r.n_threads, r.test.c_str(),
+                    r.avg, r.stddev);
+        if (r.n_gen > 0 && r.bw_share > 0)
+            std::printf(" %.1f | %.0f %% |\n", r.bw_gbps, 100.0 * r.bw_share);
+        else if (r.n_gen > 0)
+            std::printf(" %.1f | |\n", r.bw_gbps);
+        else
+            std::printf(" | |\n");
+    }
+    return 0;
+}
+
+}  // namespace edgellm::cli

@@ -1,0 +1,79 @@
+// edgellm quantize IN.gguf OUT.gguf TYPE [THREADS] [--allow-requantize] [--output-type T]
+//                  [--token-embedding-type T] [--pure]
+#include <cstdio>
+#include <cstdlib>
+
+#include "args.h"
+#include "commands.h"
+#include "edgellm/quantize.h"
+#include "kernels/quantize.h"
+
+namespace edgellm::cli {
+
+int cmd_quantize(const std::vector<std::string>& args) {
+    std::string types;
+    for (FileType t : all_file_types())
+        types += std::string(types.empty() ? "" : ", ") + file_type_name(t);
+    ArgParser p("quantize",
+                "edgellm quantize IN.gguf OUT.gguf TYPE [THREADS] [options]\n\nTYPE: " + types);
+    p.flag({"--allow-requantize"},
+           "allow tensors that are already quantized to be quantized again");
+    p.option({"--output-type"}, "T", "type of output.weight (e.g. q8_0, q6_K, f16)");
+    p.option({"--token-embedding-type"}, "T", "type of token_embd.weight");
+    p.flag({"--pure"}, "no mixture: every quantizable tensor gets TYPE's base type");
+    std::string err;
+    if (!p.parse(args, &err)) return fail("quantize", err.substr(err.find(": ") + 2), 2);
+    if (p.help_requested()) {
+        std::printf("%s", p.help().c_str());
+        return 0;
+    }
+    const auto& pos = p.positional();
+    if (pos.size() < 3 || pos.size() > 4)
+        return fail("quantize", "expected IN.gguf OUT.gguf TYPE [THREADS]", 2);
+    QuantizeRunOptions ro;
+    auto ft = file_type_from_name(pos[2]);
+    if (!ft) {
+        char* end = nullptr;
+        const long id = std::strtol(pos[2].c_str(), &end, 10);
+        if (*end == '\0')
+            for (FileType t : all_file_types())
+                if ((long)t == id) ft = t;
+    }
+    if (!ft) return fail("quantize", "unknown TYPE \"" + pos[2] + "\" (one of: " + types + ")", 2);
+    ro.opts.ftype = *ft;
+    if (pos.size() == 4) {
+        char* end = nullptr;
+        const long n = std::strtol(pos[3].c_str(), &end, 10);
+        if (*end != '\0' || n < 1 || n > 1024)
+            return fail("quantize", "THREADS must be a number in 1..1024", 2);
+        ro.n_threads = (int)n;
+    }
+    for (const char* opt : {"--output-type", "--token-embedding-type"}) {
+        const auto v = p.get(opt);
+        if (!v) continue;
+        const auto t = tensor_type_from_name(*v);
+        if (!t || !can_quantize(*t))
+            return fail("quantize", std::string(opt) + ": unknown tensor type \"" + *v + "\"", 2);
+        (std::string(opt) == "--output-type" ? ro.opts.output_type : ro.opts.token_embedding_type) =
+            *t;
+    }
+    ro.opts.pure = p.has("--pure");
+    ro.allow_requantize = p.has("--allow-requantize");
+    ro.progress = [](const QuantizeProgress& q) {
+        std::fprintf(stderr, "[%4zu/%4zu] %-36s %-5s -> %-5s %9.2f MiB -> %9.2f MiB\n", q.index + 1,
+                     q.count, q.name.c_str(), tensor_type_name(q.from), tensor_type_name(q.to),
+                     (double)q.bytes_in / (1 << 20), (double)q.bytes_out / (1 << 20));
+    };
+    std::fprintf(stderr, "edgellm quantize: %s -> %s as %s\n", pos[0].c_str(), pos[1].c_str(),
+                 file_type_name(*ft));
+    auto r = quantize_file(pos[0], pos[1], ro);
+    if (!r) return fail("quantize", r.error());
+    std::fprintf(
+        stderr,
+        "edgellm quantize: %zu tensors quantized, %zu copied; %.2f MiB -> %.2f MiB in %.1f s\n",
+        r->n_quantized, r->n_copied, (double)r->bytes_in / (1 << 20),
+        (double)r->bytes_out / (1 << 20), r->seconds);
+    return 0;
+}
+
+}  // namespace edgellm::cli

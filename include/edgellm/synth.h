@@ -1,0 +1,49 @@
+// Synthetic models: random weights in the exact tensor shapes of real models, with a
+// synthetic vocabulary of the right size. Speed depends only on shapes and types, so these
+// stand in for real models in benchmarks and tests.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "edgellm/error.h"
+#include "edgellm/quantize.h"
+
+namespace edgellm {
+
+struct ModelShape {
+    const char* name;  // "qwen2.5-0.5b"
+    int64_t n_embd, n_ff, n_layer, n_head, n_head_kv, n_vocab, n_ctx_train;
+    int64_t head_dim;  // 0: n_embd / n_head
+    bool tied_output;  // no output.weight
+    float rope_base, rms_eps;
+};
+
+const std::vector<ModelShape>& model_shapes();
+const ModelShape* find_model_shape(const std::string& name);
+
+struct SynthOptions {
+    std::string arch = "qwen2";  // "llama" or "qwen2" (q/k/v biases)
+    std::string shape = "tiny";
+    FileType type = FileType::F16;
+    uint64_t seed = 1;
+    int n_threads = 0;
+    std::function<void(size_t index, size_t count, const std::string& name, TensorType type)>
+        progress;
+};
+
+struct SynthStats {
+    size_t bytes = 0;  // tensor bytes
+    size_t n_tensors = 0;
+    int64_t n_params = 0;
+};
+
+// What synth_model would write (tensor count, parameters, bytes), without writing it.
+Result<SynthStats> synth_size(const SynthOptions& opts);
+
+// Write the model to `path` (atomically). Same seed, same bytes.
+Result<SynthStats> synth_model(const std::string& path, const SynthOptions& opts);
+
+}  // namespace edgellm

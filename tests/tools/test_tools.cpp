@@ -1,0 +1,230 @@
+// Model tooling: the quantization plan against llama.cpp's own files, quantize round trips
+// against the golden logits, and synthetic models' shapes and sizes.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "edgellm/model.h"
+#include "edgellm/quantize.h"
+#include "edgellm/synth.h"
+#include "test_paths.h"
+
+using namespace edgellm;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kGolden = test::golden_dir();
+
+std::vector<TensorSpec> specs_of(const GgufFile& f) {
+    std::vector<TensorSpec> out;
+    for (const auto& t : f.tensors()) {
+        TensorSpec s;
+        s.name = t.name;
+        s.n_dims = t.n_dims;
+        std::copy(t.ne, t.ne + 4, s.ne);
+        s.type = t.type;
+        out.push_back(s);
+    }
+    return out;
+}
+
+std::vector<float> logits_of(const fs::path& model, const std::vector<int32_t>& tokens) {
+    auto m = Model::load(model.string());
+    EXPECT_TRUE(m.ok()) << m.error();
+    if (!m.ok()) return {};
+    ContextParams p;
+    p.n_ctx = 64;
+    p.n_batch = (int64_t)tokens.size();
+    p.n_outputs = (int64_t)tokens.size();
+    p.n_threads = 2;
+    auto c = Context::create(**m, p);
+    auto l = (*c)->eval(tokens, true);
+    EXPECT_TRUE(l.ok());
+    return std::vector<float>(l->begin(), l->end());
+}
+
+std::vector<float> read_f32(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::vector<float> v(fs::file_size(p) / 4);
+    in.read((char*)v.data(), (std::streamsize)(v.size() * 4));
+    return v;
+}
+
+double nrmse(const std::vector<float>& a, const std::vector<float>& b) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        num += (double)(a[i] - b[i]) * (a[i] - b[i]);
+        den += (double)b[i] * b[i];
+    }
+    return std::sqrt(num / den);
+}
+
+const std::vector<int32_t> kTokens = {1936, 2094, 3090, 3890, 142,  590,  3368, 3882,
+                                      1020, 1276, 3556, 1732, 1118, 3387, 1051, 1674,
+                                      2635, 2249, 350,  112,  3542, 3084};
+
+}  // namespace
+
+// For every quantized golden file llama.cpp wrote from the f32 model, our plan for the same
+// file type gives every tensor the type llama.cpp gave it.
+TEST(QuantizePlan, MatchesLlamaCppFiles) {
+    int files = 0;
+    for (const char* arch : {"qwen2", "llama"}) {
+        const fs::path src = kGolden / (std::string("tiny-") + arch + "-f32.gguf");
+        if (!fs::exists(src)) GTEST_SKIP() << "no golden models at " << kGolden;
+        auto f32 = GgufFile::open(src.string());
+        ASSERT_TRUE(f32.ok());
+        for (const auto& e : fs::directory_iterator(kGolden)) {
+            const std::string name = e.path().filename().string();
+            if (name.rfind(std::string("tiny-") + arch + "-", 0) != 0 ||
+                e.path().extension() != ".gguf")
+                continue;
+            auto q = GgufFile::open(e.path().string());
+            ASSERT_TRUE(q.ok());
+            const auto ft_id = (*q)->get_int("general.file_type");
+            ASSERT_TRUE(ft_id.has_value()) << name;
+            std::optional<FileType> ft;
+            for (FileType t : all_file_types())
+                if ((int64_t)t == *ft_id) ft = t;
+            ASSERT_TRUE(ft.has_value()) << name << " file type " << *ft_id;
+            QuantizeOptions o;
+            o.ftype = *ft;
+            const auto plan = plan_tensor_types(specs_of(**f32), 4, o);
+            ASSERT_EQ(plan.size(), (*q)->tensors().size());
+            for (size_t i = 0; i < plan.size(); ++i) {
+                const GgufTensorInfo* want = (*q)->tensor((*f32)->tensors()[i].name);
+                ASSERT_NE(want, nullptr);
+                EXPECT_EQ(tensor_type_name(plan[i]), std::string(tensor_type_name(want->type)))
+                    << name << ": " << want->name;
+            }
+            ++files;
+        }
+    }
+    EXPECT_GE(files, 15);
+}
+
+// The published sizes: Qwen2.5-0.5B Q4_K_M 373.7 MiB, 1.5B 934.7 MiB
+// (../shared/reference/peers.md).
+TEST(Synth, QwenShapesHaveThePublishedSizes) {
+    SynthOptions o;
+    o.arch = "qwen2";
+    o.type = FileType::Q4_K_M;
+    o.shape = "qwen2.5-0.5b";
+    auto s05 = synth_size(o);
+    ASSERT_TRUE(s05.ok()) << s05.error();
+    EXPECT_NEAR((double)s05->bytes / (1 << 20), 373.7, 1.5);
+    EXPECT_NEAR((double)s05->n_params / 1e9, 0.494, 0.01);
+    o.shape = "qwen2.5-1.5b";
+    auto s15 = synth_size(o);
+    ASSERT_TRUE(s15.ok());
+    EXPECT_NEAR((double)s15->bytes / (1 << 20), 934.7, 3.0);
+    o.shape = "no-such-shape";
+    EXPECT_FALSE(synth_size(o).ok());
+}
+
+TEST(Synth, TinyModelLoadsRunsAndIsReproducible) {
+    const fs::path a = fs::temp_directory_path() / "edgellm_synth_a.gguf";
+    const fs::path b = fs::temp_directory_path() / "edgellm_synth_b.gguf";
+    SynthOptions o;
+    o.arch = "llama";
+    o.shape = "tiny";
+    o.type = FileType::Q4_K_M;
+    o.seed = 7;
+    ASSERT_TRUE(synth_model(a.string(), o).ok());
+    o.n_threads = 1;
+    ASSERT_TRUE(synth_model(b.string(), o).ok());
+    std::ifstream fa(a, std::ios::binary), fb(b, std::ios::binary);
+    const std::string ba((std::istreambuf_iterator<char>(fa)), {}),
+        bb((std::istreambuf_iterator<char>(fb)), {});
+    EXPECT_EQ(ba, bb) << "same seed, different bytes";
+    auto m = Model::load(a.string());
+    ASSERT_TRUE(m.ok()) << m.error();
+    EXPECT_EQ((*m)->hparams().arch, "llama");
+    EXPECT_EQ((*m)->hparams().n_vocab, 4096);
+    EXPECT_EQ((*m)->hparams().n_layer, 4);
+    EXPECT_EQ((*m)->main_weight_type(), "q4_K");
+    const auto l = logits_of(a, {1, 2, 3, 4});
+    ASSERT_EQ(l.size(), 4u * 4096);
+    for (float x : l) ASSERT_TRUE(std::isfinite(x));
+    fs::remove(a);
+    fs::remove(b);
+}
+
+// Quantizing the f32 golden model with our quantizer lands as far from the f32 logits as
+// llama.cpp's file of the same type does.
+TEST(Quantize, RoundTripsMatchLlamaCppDistances) {
+    const fs::path src = kGolden / "tiny-qwen2-f32.gguf";
+    if (!fs::exists(src)) GTEST_SKIP() << "no golden models at " << kGolden;
+    const auto f32_gold = read_f32(kGolden / "tiny-qwen2-f32.public.f32");
+    const auto ours_f32 = logits_of(src, kTokens);
+    struct Case {
+        FileType ft;
+        const char* golden;
+    };
+    for (const Case& c :
+         {Case{FileType::F16, "tiny-qwen2-f16.gguf"}, Case{FileType::Q8_0, "tiny-qwen2-q8_0.gguf"},
+          Case{FileType::Q6_K, "tiny-qwen2-q6_k.gguf"},
+          Case{FileType::Q5_K_M, "tiny-qwen2-q5_k_m.gguf"},
+          Case{FileType::Q5_0, "tiny-qwen2-q5_0.gguf"},
+          Case{FileType::Q4_K_M, "tiny-qwen2-q4_k_m.gguf"},
+          Case{FileType::Q4_0, "tiny-qwen2-q4_0.gguf"},
+          Case{FileType::Q4_1, "tiny-qwen2-q4_1.gguf"},
+          Case{FileType::Q3_K_M, "tiny-qwen2-q3_k_m.gguf"},
+          Case{FileType::Q2_K, "tiny-qwen2-q2_k.gguf"}}) {
+        const fs::path out = fs::temp_directory_path() /
+                             (std::string("edgellm_q_") + file_type_name(c.ft) + ".gguf");
+        QuantizeRunOptions ro;
+        ro.opts.ftype = c.ft;
+        ro.n_threads = 2;
+        auto r = quantize_file(src.string(), out.string(), ro);
+        ASSERT_TRUE(r.ok()) << r.error();
+        auto theirs = GgufFile::open((kGolden / c.golden).string());
+        auto ours = GgufFile::open(out.string());
+        ASSERT_TRUE(ours.ok() && theirs.ok());
+        EXPECT_EQ((*ours)->tensor_bytes(), (*theirs)->tensor_bytes()) << file_type_name(c.ft);
+        EXPECT_EQ((*ours)->get_int("general.file_type"), (int64_t)c.ft);
+        // Our quantizer writes the same bytes as llama.cpp's, tensor by tensor.
+        size_t same = 0;
+        for (const auto& t : (*ours)->tensors()) {
+            const GgufTensorInfo* u = (*theirs)->tensor(t.name);
+            ASSERT_NE(u, nullptr) << t.name;
+            ASSERT_EQ(t.type, u->type) << t.name;
+            same += t.n_bytes == u->n_bytes && std::memcmp(t.data, u->data, t.n_bytes) == 0;
+        }
+        EXPECT_EQ(same, (*ours)->tensors().size())
+            << file_type_name(c.ft) << ": tensors with other bytes";
+        const double d_ours = nrmse(logits_of(out, kTokens), ours_f32);
+        const double d_theirs = nrmse(logits_of(kGolden / c.golden, kTokens), ours_f32);
+        std::printf("%-7s ours %.4f  llama.cpp's %.4f\n", file_type_name(c.ft), d_ours, d_theirs);
+        EXPECT_LT(std::fabs(d_ours - d_theirs), 0.1 * d_theirs + 2e-3) << file_type_name(c.ft);
+        fs::remove(out);
+    }
+    (void)f32_gold;
+}
+
+TEST(Quantize, RefusesToOverwriteItsInputAndToRequantize) {
+    const fs::path src = kGolden / "tiny-qwen2-q4_0.gguf";
+    if (!fs::exists(src)) GTEST_SKIP() << "no golden models at " << kGolden;
+    const fs::path copy = fs::temp_directory_path() / "edgellm_q_in.gguf";
+    fs::copy_file(src, copy, fs::copy_options::overwrite_existing);
+    QuantizeRunOptions ro;
+    ro.opts.ftype = FileType::Q8_0;
+    auto r = quantize_file(copy.string(), copy.string(), ro);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().find("overwrite"), std::string::npos) << r.error();
+    const fs::path out = fs::temp_directory_path() / "edgellm_q_out.gguf";
+    r = quantize_file(copy.string(), out.string(), ro);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().find("--allow-requantize"), std::string::npos) << r.error();
+    EXPECT_FALSE(fs::exists(out));
+    ro.allow_requantize = true;
+    r = quantize_file(copy.string(), out.string(), ro);
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_TRUE(Model::load(out.string()).ok());
+    fs::remove(copy);
+    fs::remove(out);
+}
