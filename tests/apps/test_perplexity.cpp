@@ -167,14 +167,16 @@ class Perplexity : public ::testing::Test {
 
 TEST(PerplexityArgs, BadUsageExitsTwoWithOneLine) {
     for (const char* args : {
-             "perplexity -m x.gguf",                                   // no text
-             "perplexity -m x.gguf -f t.txt -c 4",                     // chunk too small to score
-             "perplexity -m x.gguf -f t.txt -c many",                  // not a number
-             "perplexity -m x.gguf -f t.txt --chunks 0",               // nothing to do
-             "perplexity -m x.gguf -f t.txt --kv-type q4_0",           // unsupported KV type
-             "perplexity -m x.gguf -f t.txt --bogus",                  // unknown option
-             "perplexity -m x.gguf -f t.txt extra",                    // stray argument
-             "perplexity -m x.gguf -f t.txt --kl-save a --kl-base b",  // both directions
+             "perplexity -m x.gguf",                                    // no text
+             "perplexity -m x.gguf -f t.txt -c 4",                      // chunk too small to score
+             "perplexity -m x.gguf -f t.txt -c many",                   // not a number
+             "perplexity -m x.gguf -f t.txt --chunks 0",                // nothing to do
+             "perplexity -m x.gguf -f t.txt --kv-type q4_0",            // unsupported KV type
+             "perplexity -m x.gguf -f t.txt --bogus",                   // unknown option
+             "perplexity -m x.gguf -f t.txt extra",                     // stray argument
+             "perplexity -m x.gguf -f t.txt --kl-save a --kl-base b",   // both directions
+             "perplexity -m x.gguf -f t.txt --kl-top-k 8",              // without --kl-save
+             "perplexity -m x.gguf -f t.txt --kl-save a --kl-top-k 0",  // keeps nothing
          }) {
         const Outcome r = run(args);
         EXPECT_EQ(r.code, 2) << args << "\n" << r.err;
@@ -274,6 +276,18 @@ TEST_F(Perplexity, KlDivergenceRanksQuantTypes) {
     EXPECT_GE(value(q2.out, "99th percentile KLD = "), kld_q2) << q2.out;
     const double ratio = value(q2.out, "PPL ratio = ");
     EXPECT_NEAR(ratio, value(q2.out, "PPL = ") / value(q2.out, "reference PPL = "), 1e-3 * ratio);
+
+    // Fewer tokens kept lump more of the distribution together: the KL over a coarser
+    // partition is never larger (its top 8 are inside its top 32).
+    const fs::path kl8 = fs::path(kl.string() + "8");
+    ASSERT_EQ(ppl("tiny-qwen2-f32.gguf", "--kl-top-k 8 --kl-save " + kl8.string()).code, 0);
+    EXPECT_EQ(fs::file_size(kl8), 48u + 6 * 64 * 4 + 6 * 31 * (8 + 8 * 8));
+    const Outcome q2_8 = ppl("tiny-qwen2-q2_k.gguf", "--kl-base " + kl8.string());
+    ASSERT_EQ(q2_8.code, 0) << q2_8.err;
+    const double kld_q2_8 = value(q2_8.out, "mean KLD = ");
+    EXPECT_GT(kld_q2_8, 0.0);
+    EXPECT_LE(kld_q2_8, kld_q2 * (1 + 1e-6)) << q2_8.out << q2.out;
+    fs::remove(kl8);
     fs::remove(kl);
 }
 
