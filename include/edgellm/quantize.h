@@ -58,6 +58,9 @@ struct TensorSpec {
     TensorType type = TensorType::F32;  // its type now
 };
 
+// The specs of every tensor of a file, in order.
+std::vector<TensorSpec> tensor_specs(const GgufFile& f);
+
 // The type each tensor should have after quantizing with `opts`, following the rules of
 // llama.cpp's quantizer so that files come out with the same per-tensor types and size as
 // the files people download: higher precision for the output and embeddings, more bits

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <queue>
 #include <unordered_map>
 
@@ -44,6 +45,53 @@ struct Symbol {
     const char* text;
     size_t n;
 };
+
+// One symbol per UTF-8 character of s, linked in order.
+std::vector<Symbol> split_chars(const std::string& s) {
+    std::vector<Symbol> sym;
+    for (size_t off = 0; off < s.size();) {
+        const size_t len = std::min(s.size() - off, (size_t)unicode::utf8_len((uint8_t)s[off]));
+        sym.push_back({(int)sym.size() - 1, -1, s.data() + off, len});
+        off += len;
+        if (off < s.size()) sym.back().next = (int)sym.size();
+    }
+    return sym;
+}
+
+// The merge loop both tokenizers share: repeatedly merge the adjacent pair with the best
+// priority (the leftmost among equals) until no pair qualifies. priority(l, r) gives the
+// pair's priority, or nothing when the pair may not merge; `better(a, b)` orders them.
+template <typename P, typename Priority, typename Better>
+void merge_pairs(std::vector<Symbol>& sym, Priority priority, Better better) {
+    struct Bigram {
+        int left, right;
+        P prio;
+        size_t size;
+    };
+    auto worse = [&](const Bigram& a, const Bigram& b) {
+        return better(b.prio, a.prio) || (!better(a.prio, b.prio) && a.left > b.left);
+    };
+    std::priority_queue<Bigram, std::vector<Bigram>, decltype(worse)> queue(worse);
+    auto try_add = [&](int l, int r) {
+        if (l < 0 || r < 0) return;
+        const std::optional<P> p = priority(l, r);
+        if (p) queue.push({l, r, *p, sym[(size_t)l].n + sym[(size_t)r].n});
+    };
+    for (size_t i = 1; i < sym.size(); ++i) try_add((int)i - 1, (int)i);
+    while (!queue.empty()) {
+        const Bigram b = queue.top();
+        queue.pop();
+        Symbol& l = sym[(size_t)b.left];
+        Symbol& r = sym[(size_t)b.right];
+        if (l.n == 0 || r.n == 0 || l.n + r.n != b.size) continue;  // stale
+        l.n += r.n;
+        r.n = 0;
+        l.next = r.next;
+        if (r.next >= 0) sym[(size_t)r.next].prev = b.left;
+        try_add(l.prev, b.left);
+        try_add(b.left, l.next);
+    }
+}
 
 }  // namespace
 
@@ -241,46 +289,20 @@ std::vector<int32_t> Tokenizer::tokenize(std::string_view text, bool add_special
 
             // Start from single UTF-8 characters, then repeatedly merge the adjacent pair
             // whose concatenation is the token with the highest score (leftmost on ties).
-            std::vector<Symbol> sym;
-            for (size_t off = 0; off < s.size();) {
-                const size_t len =
-                    std::min(s.size() - off, (size_t)unicode::utf8_len((uint8_t)s[off]));
-                sym.push_back({(int)sym.size() - 1, -1, s.data() + off, len});
-                off += len;
-                if (off < s.size()) sym.back().next = (int)sym.size();
-            }
-            struct Bigram {
-                int left, right;
-                float score;
-                size_t size;
-            };
-            auto worse = [](const Bigram& a, const Bigram& b) {
-                return a.score < b.score || (a.score == b.score && a.left > b.left);
-            };
-            std::priority_queue<Bigram, std::vector<Bigram>, decltype(worse)> queue(worse);
+            // Merge the pair whose concatenation is the token with the highest score.
+            std::vector<Symbol> sym = split_chars(s);
             std::unordered_map<std::string, std::pair<int, int>> rev_merge;
-            auto try_add = [&](int l, int r) {
-                if (l < 0 || r < 0) return;
-                const std::string pair(sym[(size_t)l].text, sym[(size_t)l].n + sym[(size_t)r].n);
-                auto it = d.token_to_id.find(pair);
-                if (it == d.token_to_id.end()) return;
-                queue.push({l, r, score_[(size_t)it->second], pair.size()});
-                rev_merge[pair] = {l, r};
-            };
-            for (size_t i = 1; i < sym.size(); ++i) try_add((int)i - 1, (int)i);
-            while (!queue.empty()) {
-                const Bigram b = queue.top();
-                queue.pop();
-                Symbol& l = sym[(size_t)b.left];
-                Symbol& r = sym[(size_t)b.right];
-                if (l.n == 0 || r.n == 0 || l.n + r.n != b.size) continue;  // stale
-                l.n += r.n;
-                r.n = 0;
-                l.next = r.next;
-                if (r.next >= 0) sym[(size_t)r.next].prev = b.left;
-                try_add(l.prev, b.left);
-                try_add(b.left, l.next);
-            }
+            merge_pairs<float>(
+                sym,
+                [&](int l, int r) -> std::optional<float> {
+                    const std::string pair(sym[(size_t)l].text,
+                                           sym[(size_t)l].n + sym[(size_t)r].n);
+                    auto it = d.token_to_id.find(pair);
+                    if (it == d.token_to_id.end()) return std::nullopt;
+                    rev_merge[pair] = {l, r};
+                    return score_[(size_t)it->second];
+                },
+                [](float a, float b) { return a > b; });
             // Emit: a symbol that is a token, or the pieces it was merged from, or bytes.
             std::function<void(const char*, size_t)> emit = [&](const char* p, size_t len) {
                 const std::string piece(p, len);
@@ -326,47 +348,20 @@ std::vector<int32_t> Tokenizer::tokenize(std::string_view text, bool add_special
                         continue;
                     }
                 }
-                std::vector<Symbol> sym;
-                for (size_t off = 0; off < w.size();) {
-                    const size_t len =
-                        std::min(w.size() - off, (size_t)unicode::utf8_len((uint8_t)w[off]));
-                    sym.push_back({(int)sym.size() - 1, -1, w.data() + off, len});
-                    off += len;
-                    if (off < w.size()) sym.back().next = (int)sym.size();
-                }
-                struct Bigram {
-                    int left, right;
-                    int32_t rank;
-                    size_t size;
-                };
-                auto worse = [](const Bigram& a, const Bigram& b) {
-                    return a.rank > b.rank || (a.rank == b.rank && a.left > b.left);
-                };
-                std::priority_queue<Bigram, std::vector<Bigram>, decltype(worse)> queue(worse);
+                // Merge the pair with the lowest merge rank.
+                std::vector<Symbol> sym = split_chars(w);
                 std::string key;
-                auto try_add = [&](int l, int r) {
-                    if (l < 0 || r < 0) return;
-                    key.assign(sym[(size_t)l].text, sym[(size_t)l].n);
-                    key += ' ';
-                    key.append(sym[(size_t)r].text, sym[(size_t)r].n);
-                    auto it = d.bpe_rank.find(key);
-                    if (it == d.bpe_rank.end()) return;
-                    queue.push({l, r, it->second, sym[(size_t)l].n + sym[(size_t)r].n});
-                };
-                for (size_t i = 1; i < sym.size(); ++i) try_add((int)i - 1, (int)i);
-                while (!queue.empty()) {
-                    const Bigram b = queue.top();
-                    queue.pop();
-                    Symbol& l = sym[(size_t)b.left];
-                    Symbol& r = sym[(size_t)b.right];
-                    if (l.n == 0 || r.n == 0 || l.n + r.n != b.size) continue;  // stale
-                    l.n += r.n;
-                    r.n = 0;
-                    l.next = r.next;
-                    if (r.next >= 0) sym[(size_t)r.next].prev = b.left;
-                    try_add(l.prev, b.left);
-                    try_add(b.left, l.next);
-                }
+                merge_pairs<int32_t>(
+                    sym,
+                    [&](int l, int r) -> std::optional<int32_t> {
+                        key.assign(sym[(size_t)l].text, sym[(size_t)l].n);
+                        key += ' ';
+                        key.append(sym[(size_t)r].text, sym[(size_t)r].n);
+                        auto it = d.bpe_rank.find(key);
+                        if (it == d.bpe_rank.end()) return std::nullopt;
+                        return it->second;
+                    },
+                    [](int32_t a, int32_t b) { return a < b; });
                 for (int i = sym.empty() ? -1 : 0; i >= 0; i = sym[(size_t)i].next) {
                     const std::string piece(sym[(size_t)i].text, sym[(size_t)i].n);
                     auto it = d.token_to_id.find(piece);

@@ -212,6 +212,19 @@ std::vector<TensorType> plan_tensor_types(const std::vector<TensorSpec>& tensors
     return out;
 }
 
+std::vector<TensorSpec> tensor_specs(const GgufFile& f) {
+    std::vector<TensorSpec> out;
+    for (const auto& t : f.tensors()) {
+        TensorSpec s;
+        s.name = t.name;
+        s.n_dims = t.n_dims;
+        std::copy(t.ne, t.ne + 4, s.ne);
+        s.type = t.type;
+        out.push_back(s);
+    }
+    return out;
+}
+
 Result<QuantizeStats> quantize_file(const std::string& in, const std::string& out_path,
                                     const QuantizeRunOptions& ro) {
     using R = Result<QuantizeStats>;
@@ -224,15 +237,7 @@ Result<QuantizeStats> quantize_file(const std::string& in, const std::string& ou
     if (!file) return R::fail(file.error());
     const GgufFile& f = **file;
 
-    std::vector<TensorSpec> specs;
-    for (const auto& t : f.tensors()) {
-        TensorSpec s;
-        s.name = t.name;
-        s.n_dims = t.n_dims;
-        std::copy(t.ne, t.ne + 4, s.ne);
-        s.type = t.type;
-        specs.push_back(s);
-    }
+    const std::vector<TensorSpec> specs = tensor_specs(f);
     const std::string arch = f.get_string("general.architecture").value_or("");
     const int64_t n_head = f.get_int(arch + ".attention.head_count").value_or(1);
     const int64_t n_head_kv = f.get_int(arch + ".attention.head_count_kv").value_or(n_head);

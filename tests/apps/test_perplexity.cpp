@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
+#include "cli_runner.h"
 #include "test_paths.h"
 
 #include <cmath>
@@ -21,35 +22,15 @@ namespace fs = std::filesystem;
 namespace {
 
 const fs::path kGolden = edgellm::test::golden_dir();
-const std::string kBin = std::string(EDGELLM_BIN_DIR) + "/edgellm";
 
-struct Outcome {
-    int code;
-    std::string out;  // stdout
-    std::string err;  // stderr
-};
+using edgellm::test::Outcome;
 
 Outcome run(const std::string& args) {
-    const fs::path err_file =
-        fs::temp_directory_path() / ("edgellm_ppl_err_" + std::to_string(getpid()));
-    const std::string cmd = kBin + " " + args + " 2>" + err_file.string();
-    Outcome r{};
-    FILE* p = popen(cmd.c_str(), "r");
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-    const int status = pclose(p);
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    std::ifstream e(err_file);
-    r.err.assign(std::istreambuf_iterator<char>(e), {});
-    fs::remove(err_file);
-    return r;
+    return edgellm::test::run_edgellm(args);
 }
 
 int lines(const std::string& s) {
-    int n = 0;
-    for (char c : s) n += c == '\n';
-    return n;
+    return edgellm::test::count_lines(s);
 }
 
 // The number after "<key>" at the start of a line of out; NaN when there is no such line.

@@ -19,19 +19,6 @@ namespace {
 
 const fs::path kGolden = test::golden_dir();
 
-std::vector<TensorSpec> specs_of(const GgufFile& f) {
-    std::vector<TensorSpec> out;
-    for (const auto& t : f.tensors()) {
-        TensorSpec s;
-        s.name = t.name;
-        s.n_dims = t.n_dims;
-        std::copy(t.ne, t.ne + 4, s.ne);
-        s.type = t.type;
-        out.push_back(s);
-    }
-    return out;
-}
-
 std::vector<float> logits_of(const fs::path& model, const std::vector<int32_t>& tokens) {
     auto m = Model::load(model.string());
     EXPECT_TRUE(m.ok()) << m.error();
@@ -93,7 +80,7 @@ TEST(QuantizePlan, MatchesLlamaCppFiles) {
             ASSERT_TRUE(ft.has_value()) << name << " file type " << *ft_id;
             QuantizeOptions o;
             o.ftype = *ft;
-            const auto plan = plan_tensor_types(specs_of(**f32), 4, o);
+            const auto plan = plan_tensor_types(tensor_specs(**f32), 4, o);
             ASSERT_EQ(plan.size(), (*q)->tensors().size());
             for (size_t i = 0; i < plan.size(); ++i) {
                 const GgufTensorInfo* want = (*q)->tensor((*f32)->tensors()[i].name);
