@@ -45,7 +45,20 @@ void matmul_quantized(ThreadPool& pool, const TensorView& w, const void* xq, int
         ThreadPool::split(n_blocks, ith, nth, &b0, &b1);
         for (int64_t b = b0; b < b1; ++b) {
             const int64_t r_end = std::min(n_rows, (b + 1) * kRowBlock);
-            for (int64_t t = 0; t < n_tokens; ++t) {
+            int64_t t = 0;
+            if (k.vec_dot_4) {
+                // Four tokens at a time: each weight row's blocks are decoded once for four.
+                float s4[4];
+                for (; t + 4 <= n_tokens; t += 4) {
+                    const uint8_t* xt = (const uint8_t*)xq + (size_t)t * x_row_bytes;
+                    for (int64_t r = b * kRowBlock; r < r_end; ++r) {
+                        k.vec_dot_4(n, s4, (const uint8_t*)w.data + (size_t)r * w_row_bytes, xt,
+                                    x_row_bytes);
+                        for (int c = 0; c < 4; ++c) y[(t + c) * y_stride + r] = s4[c];
+                    }
+                }
+            }
+            for (; t < n_tokens; ++t) {
                 const uint8_t* xt = (const uint8_t*)xq + (size_t)t * x_row_bytes;
                 float* yt = y + t * y_stride;
                 for (int64_t r = b * kRowBlock; r < r_end; ++r)

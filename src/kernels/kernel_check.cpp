@@ -147,6 +147,35 @@ std::string check_type_kernels(TensorType t, const TypeKernels& cand, const Type
             return buf;
         }
     }
+    if (cand.vec_dot_4 && cand.vec_dot_4 != ref.vec_dot_4) {
+        // Four activation rows (with a gap between them, as rows of a batch have) against
+        // one weight row; each result against the reference dot product.
+        const size_t row = row_size(ref.vec_dot_type, n);
+        const size_t stride = row + 64;
+        std::vector<uint8_t> ys(stride * 4);
+        for (int c = 0; c < 4; ++c) {
+            const auto yc = random_tensor_data(ref.vec_dot_type, n, seed + 10 + (uint64_t)c);
+            std::memcpy(ys.data() + stride * (size_t)c, yc.data(), row);
+        }
+        float got[4];
+        cand.vec_dot_4(n, got, x.data(), ys.data(), stride);
+        ref.to_float(x.data(), xf_ref.data(), n);
+        std::vector<float> yf((size_t)n);
+        for (int c = 0; c < 4; ++c) {
+            const uint8_t* yc = ys.data() + stride * (size_t)c;
+            reference_kernels(ref.vec_dot_type).to_float(yc, yf.data(), n);
+            double magnitude = 0.0;
+            for (int64_t i = 0; i < n; ++i) magnitude += std::fabs((double)xf_ref[i] * yf[i]);
+            float want = 0.0f;
+            ref.vec_dot(n, &want, x.data(), yc);
+            const double err = std::fabs((double)got[c] - want);
+            if (!(err <= vec_dot_error_budget(t) * magnitude + 1e-30)) {
+                std::snprintf(buf, sizeof buf, "%s vec_dot_4[%s] column %d: %.9g, reference %.9g",
+                              tensor_type_name(t), cand.vec_dot_4_isa, c, got[c], want);
+                return buf;
+            }
+        }
+    }
     return {};
 }
 

@@ -22,6 +22,12 @@ const std::vector<KernelSet>& all_sets() {
     static const std::vector<KernelSet> sets = {
 #if defined(__x86_64__)
         {"avx2", [] { return cpu_features().avx2; }, fill_avx2},
+        {"avx512",
+         [] {
+             const CpuFeatures& f = cpu_features();
+             return f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni;
+         },
+         fill_avx512},
 #endif
     };
     return sets;
@@ -57,6 +63,7 @@ void stamp(Table& t, const Table& before, const char* isa) {
         if (t[i].to_float != before[i].to_float) t[i].to_float_isa = isa;
         if (t[i].from_float != before[i].from_float) t[i].from_float_isa = isa;
         if (t[i].vec_dot != before[i].vec_dot) t[i].vec_dot_isa = isa;
+        if (t[i].vec_dot_4 != before[i].vec_dot_4) t[i].vec_dot_4_isa = isa;
     }
 }
 
@@ -151,6 +158,7 @@ std::string kernel_report() {
             if (f) line += std::string(" ") + fn + "=" + isa;
         };
         add("vec_dot", (const void*)k.vec_dot, k.vec_dot_isa);
+        add("vec_dot_4", (const void*)k.vec_dot_4, k.vec_dot_4_isa);
         add("to_float", (const void*)k.to_float, k.to_float_isa);
         add("from_float", (const void*)k.from_float, k.from_float_isa);
         if (!line.empty()) out += std::string(info->name) + ":" + line + "\n";

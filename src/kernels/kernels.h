@@ -19,16 +19,22 @@ using ToFloatFn = void (*)(const void* src, float* dst, int64_t n);
 using FromFloatFn = void (*)(const float* src, void* dst, int64_t n);
 // *s = dot(x, y) over n elements; x is a row of the weight type, y a row of vec_dot_type.
 using VecDotFn = void (*)(int64_t n, float* s, const void* x, const void* y);
+// s[c] = dot(x, y_c) for c = 0..3, where y_c starts by * c bytes after y: one weight row
+// against four activation rows, so the weight blocks are decoded once for four tokens
+// (prefill). Optional; matmul falls back to vec_dot.
+using VecDot4Fn = void (*)(int64_t n, float* s, const void* x, const void* y, size_t by);
 
 struct TypeKernels {
     ToFloatFn to_float = nullptr;
     FromFloatFn from_float = nullptr;
     VecDotFn vec_dot = nullptr;
+    VecDot4Fn vec_dot_4 = nullptr;
     TensorType vec_dot_type = TensorType::F32;
     // Which kernel set each function came from ("ref", "avx2", ...), for reports.
     const char* to_float_isa = "ref";
     const char* from_float_isa = "ref";
     const char* vec_dot_isa = "ref";
+    const char* vec_dot_4_isa = "ref";
 };
 
 // A set of ISA kernels overriding some entries of the reference table.

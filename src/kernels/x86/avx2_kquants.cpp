@@ -301,6 +301,48 @@ void vec_dot_q4_K_q8_K_avx2(int64_t n, float* s, const void* vx, const void* vy)
     *s = hsum_ps(_mm256_sub_ps(acc, accm));
 }
 
+// q4_K x 4 columns: scales, mins and nibbles unpacked once per block, then the q4_K
+// integer dot product for each of the four activation rows.
+void vec_dot4_q4_K_q8_K_avx2(int64_t n, float* s, const void* vx, const void* vy, size_t by) {
+    const block_q4_K* x = (const block_q4_K*)vx;
+    const block_q8_K* y[4];
+    for (int c = 0; c < 4; ++c) y[c] = (const block_q8_K*)((const uint8_t*)vy + by * (size_t)c);
+    const __m256i m4 = _mm256_set1_epi8(0xF);
+    __m256 acc[4], accm[4];
+    for (int c = 0; c < 4; ++c) acc[c] = accm[c] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        const float xd = h2f(x[i].d), xdmin = h2f(x[i].dmin);
+        const __m128i scm = unpack_scale_min_k4(x[i].scales);
+        const __m256i scales = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(scm));
+        const __m128i m8 = _mm_srli_si128(scm, 8);
+        const __m256i mins2 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+        __m256i lo[4], hi[4], sc_lo[4], sc_hi[4];
+        for (int k = 0; k < 4; ++k) {
+            const __m256i qb = load256(x[i].qs + 32 * k);
+            lo[k] = _mm256_and_si256(qb, m4);
+            hi[k] = _mm256_and_si256(_mm256_srli_epi16(qb, 4), m4);
+            sc_lo[k] = _mm256_shuffle_epi8(scales, pick16(2 * k));
+            sc_hi[k] = _mm256_shuffle_epi8(scales, pick16(2 * k + 1));
+        }
+        for (int c = 0; c < 4; ++c) {
+            const int8_t* q8 = q8_qs(&y[c][i]);
+            const __m256i mins = _mm256_madd_epi16(load256(q8_bsums(&y[c][i])), mins2);
+            __m256i sumi = _mm256_setzero_si256();
+            for (int k = 0; k < 4; ++k) {
+                const __m256i p0 = _mm256_maddubs_epi16(lo[k], load256(q8 + 64 * k));
+                const __m256i p1 = _mm256_maddubs_epi16(hi[k], load256(q8 + 64 * k + 32));
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(_mm256_madd_epi16(p0, sc_lo[k]),
+                                                               _mm256_madd_epi16(p1, sc_hi[k])));
+            }
+            const float yd = y[c][i].d;
+            acc[c] = _mm256_fmadd_ps(_mm256_set1_ps(yd * xd), _mm256_cvtepi32_ps(sumi), acc[c]);
+            accm[c] =
+                _mm256_fmadd_ps(_mm256_set1_ps(yd * xdmin), _mm256_cvtepi32_ps(mins), accm[c]);
+        }
+    }
+    for (int c = 0; c < 4; ++c) s[c] = hsum_ps(_mm256_sub_ps(acc[c], accm[c]));
+}
+
 // q4_K → f32: nibbles split by mask and shift, widened to f32, d*sc*q - dmin*m per
 // 32-element sub-block.
 void to_float_q4_K_avx2(const void* src, float* dst, int64_t n) {
@@ -456,6 +498,44 @@ void vec_dot_q6_K_q8_K_avx2(int64_t n, float* s, const void* vx, const void* vy)
     *s = hsum_ps(acc);
 }
 
+// q6_K x 4 columns: the 6-bit planes and scales decoded once per block.
+void vec_dot4_q6_K_q8_K_avx2(int64_t n, float* s, const void* vx, const void* vy, size_t by) {
+    const block_q6_K* x = (const block_q6_K*)vx;
+    const block_q8_K* y[4];
+    for (int c = 0; c < 4; ++c) y[c] = (const block_q8_K*)((const uint8_t*)vy + by * (size_t)c);
+    __m256 acc[4];
+    for (int c = 0; c < 4; ++c) acc[c] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        const float xd = h2f(x[i].d);
+        const __m128i sc8 = load128(x[i].scales);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+        Q6Planes planes[2];
+        __m256i sc[2][4];
+        for (int h = 0; h < 2; ++h) {
+            planes[h] = q6_planes(x[i].ql + 64 * h, x[i].qh + 32 * h);
+            const __m256i scales = _mm256_broadcastsi128_si256(
+                _mm_cvtepi8_epi16(h == 0 ? sc8 : _mm_srli_si128(sc8, 8)));
+            for (int k = 0; k < 4; ++k) sc[h][k] = _mm256_shuffle_epi8(scales, pick16_pair(k));
+        }
+        for (int c = 0; c < 4; ++c) {
+            const int8_t* q8 = q8_qs(&y[c][i]);
+            const __m256i offset = _mm256_madd_epi16(load256(q8_bsums(&y[c][i])), sc16);
+            __m256i sumi = _mm256_setzero_si256();
+            for (int h = 0; h < 2; ++h) {
+                const int8_t* yq = q8 + 128 * h;
+                for (int k = 0; k < 4; ++k) {
+                    const __m256i p = _mm256_maddubs_epi16(planes[h].q[k], load256(yq + 32 * k));
+                    sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, sc[h][k]));
+                }
+            }
+            sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(offset, 5));
+            acc[c] =
+                _mm256_fmadd_ps(_mm256_set1_ps(y[c][i].d * xd), _mm256_cvtepi32_ps(sumi), acc[c]);
+        }
+    }
+    for (int c = 0; c < 4; ++c) s[c] = hsum_ps(acc[c]);
+}
+
 // q6_K → f32: the planes minus 32 as signed bytes, times d*scale per 16-element sub-block.
 void to_float_q6_K_avx2(const void* src, float* dst, int64_t n) {
     const block_q6_K* x = (const block_q6_K*)src;
@@ -551,12 +631,14 @@ void fill_avx2_kquants(TypeKernels* table) {
     q3.to_float = to_float_q3_K_avx2;
     TypeKernels& q4 = table[(uint32_t)T::Q4_K];
     q4.vec_dot = vec_dot_q4_K_q8_K_avx2;
+    q4.vec_dot_4 = vec_dot4_q4_K_q8_K_avx2;
     q4.to_float = to_float_q4_K_avx2;
     TypeKernels& q5 = table[(uint32_t)T::Q5_K];
     q5.vec_dot = vec_dot_q5_K_q8_K_avx2;
     q5.to_float = to_float_q5_K_avx2;
     TypeKernels& q6 = table[(uint32_t)T::Q6_K];
     q6.vec_dot = vec_dot_q6_K_q8_K_avx2;
+    q6.vec_dot_4 = vec_dot4_q6_K_q8_K_avx2;
     q6.to_float = to_float_q6_K_avx2;
     table[(uint32_t)T::Q8_K].from_float = from_float_q8_K_avx2;
 }

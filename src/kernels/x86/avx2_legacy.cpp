@@ -250,6 +250,50 @@ void vec_dot_q8_0_q8_0_avx2(int64_t n, float* s, const void* vx, const void* vy)
     *s = hsum_ps(acc);
 }
 
+// Four-column versions: one weight row against four activation rows (stride by bytes).
+// The weight block is decoded once and reused; one accumulator per column.
+template <typename Block, __m256i (*Values)(const Block&)>
+void vec_dot4_q0_q8_0_avx2(int64_t n, float* s, const void* vx, const void* vy, size_t by) {
+    const Block* x = (const Block*)vx;
+    const block_q8_0* y[4];
+    for (int c = 0; c < 4; ++c) y[c] = (const block_q8_0*)((const uint8_t*)vy + by * (size_t)c);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    for (int64_t i = 0; i < n / QK8_0; ++i) {
+        const __m256i qx = Values(x[i]);
+        const float dx = h2f(x[i].d);
+        for (int c = 0; c < 4; ++c) {
+            const __m256i p = dot_i8(qx, load256(y[c][i].qs));
+            acc[c] =
+                _mm256_fmadd_ps(_mm256_set1_ps(dx * h2f(y[c][i].d)), _mm256_cvtepi32_ps(p), acc[c]);
+        }
+    }
+    for (int c = 0; c < 4; ++c) s[c] = hsum_ps(acc[c]);
+}
+
+// q8_0 x 4: as vec_dot_q8_0_q8_0_avx2 (exact for every byte, llama.cpp's lane order).
+void vec_dot4_q8_0_q8_0_avx2(int64_t n, float* s, const void* vx, const void* vy, size_t by) {
+    const block_q8_0* x = (const block_q8_0*)vx;
+    const block_q8_0* y[4];
+    for (int c = 0; c < 4; ++c) y[c] = (const block_q8_0*)((const uint8_t*)vy + by * (size_t)c);
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+    for (int64_t i = 0; i < n / QK8_0; ++i) {
+        const __m256i x0 = _mm256_cvtepi8_epi16(load128(x[i].qs));
+        const __m256i x1 = _mm256_cvtepi8_epi16(load128(x[i].qs + 16));
+        const float dx = h2f(x[i].d);
+        for (int c = 0; c < 4; ++c) {
+            const __m256i lo = _mm256_madd_epi16(x0, _mm256_cvtepi8_epi16(load128(y[c][i].qs)));
+            const __m256i hi =
+                _mm256_madd_epi16(x1, _mm256_cvtepi8_epi16(load128(y[c][i].qs + 16)));
+            const __m256i p = _mm256_permute4x64_epi64(_mm256_hadd_epi32(lo, hi), 0xD8);
+            acc[c] =
+                _mm256_fmadd_ps(_mm256_set1_ps(dx * h2f(y[c][i].d)), _mm256_cvtepi32_ps(p), acc[c]);
+        }
+    }
+    for (int c = 0; c < 4; ++c) s[c] = hsum_ps(acc[c]);
+}
+
 // ---------------------------------------------------------------------------------------
 // Dequantize: unpack the block's values to 32 bytes, widen to int32, convert, scale.
 
@@ -401,6 +445,9 @@ void fill_avx2_legacy(TypeKernels* table) {
     at(T::Q4_1).vec_dot = vec_dot_q4_1_q8_1_avx2;
     at(T::Q4_1).to_float = to_float_q4_1_avx2;
     at(T::Q5_0).vec_dot = vec_dot_q5_0_q8_0_avx2;
+    at(T::Q5_0).vec_dot_4 = vec_dot4_q0_q8_0_avx2<block_q5_0, values_q5_0>;
+    at(T::Q4_0).vec_dot_4 = vec_dot4_q0_q8_0_avx2<block_q4_0, values_q4_0>;
+    at(T::Q8_0).vec_dot_4 = vec_dot4_q8_0_q8_0_avx2;
     at(T::Q5_0).to_float = to_float_q5_0_avx2;
     at(T::Q5_1).vec_dot = vec_dot_q5_1_q8_1_avx2;
     at(T::Q5_1).to_float = to_float_q5_1_avx2;

@@ -1,0 +1,20 @@
+// Entry points of the aarch64 kernel sets. Each fill function lives in a translation unit
+// compiled with that set's -march flags and is only called after cpu_features() says the
+// CPU has the extension (HWCAP / HWCAP2 from the kernel).
+//
+//   neon     ARMv8.0 Advanced SIMD (every aarch64 CPU): float rows, the activation
+//            quantizers, and the integer dot products by widening multiplies (smull).
+//   dotprod  ARMv8.2 DotProd (Cortex-A55/A76 and later, Raspberry Pi 5): the same
+//            integer dot products with sdot, 4 products per int32 lane per instruction.
+//   i8mm     ARMv8.6 I8MM (smmla, usdot): adds no kernel; see neon_i8mm.cpp.
+#pragma once
+
+#include "kernels/kernels.h"
+
+namespace edgellm {
+
+void fill_neon(TypeKernels* table);
+void fill_neon_dotprod(TypeKernels* table);
+void fill_neon_i8mm(TypeKernels* table);
+
+}  // namespace edgellm

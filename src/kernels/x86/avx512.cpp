@@ -1,0 +1,585 @@
+// AVX-512 kernels (F, BW, VL + VNNI). Compiled with -mavx512f -mavx512bw -mavx512vl
+// -mavx512vnni -mavx2 -mfma -mf16c; see x86_kernels.h. The set builds on AVX2: it
+// replaces the dot products that decoding spends its time in and the two activation
+// quantizers, and keeps the AVX2 versions of everything else.
+//
+// Two VNNI instructions do the integer work:
+//   vpdpbusd (_mm512_dpbusd_epi32): 4 products u8 x s8 added to each int32 lane, with no
+//            int16 step, so it is exact for every byte value (maddubs saturates);
+//   vpdpwssd (_mm512_dpwssd_epi32): 2 products s16 x s16 added to each int32 lane; it
+//            applies the K-quants' sub-block scales to maddubs' int16 pair sums and
+//            accumulates in one instruction (AVX2 needs madd + add).
+// Weights always enter as unsigned bytes: a signed weight w is fed as w + bias (0..255)
+// and bias * sum(y) is taken off once per block, for the legacy types by a second
+// vpdpbusd with a constant, for the K-quants through the activation's bsums.
+//
+// Integer sums are exact; only the order of the float scale sums differs from the
+// reference. The quantizers produce the reference's bytes.
+//
+// Every helper here has internal linkage, and no inline function of a shared header is
+// called: an out-of-line copy compiled with AVX-512 flags must never be merged with the
+// copy other translation units use on CPUs without AVX-512.
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/block_formats.h"
+#include "kernels/x86/x86_kernels.h"
+
+namespace edgellm {
+
+namespace {
+
+// ---------------------------------------------------------------------------------------
+// Helpers
+
+inline __m128i load128(const void* p) {
+    return _mm_loadu_si128((const __m128i*)p);
+}
+inline __m256i load256(const void* p) {
+    return _mm256_loadu_si256((const __m256i*)p);
+}
+inline __m512i load512(const void* p) {
+    return _mm512_loadu_si512(p);
+}
+inline uint32_t load_u32(const void* p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+
+// One half -> float with F16C (the reference's bits for every non-NaN half).
+inline float half_to_float(fp16_t h) {
+    return _cvtsh_ss(h);
+}
+
+// The 256-bit a in the low half and b in the high half.
+inline __m512i join256(__m256i a, __m256i b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(a), b, 1);
+}
+// 32 bytes at p in both halves.
+inline __m512i broadcast256(const void* p) {
+    return _mm512_broadcast_i64x4(load256(p));
+}
+
+// 128-bit lane k of the result holds the 16-bit value w_k in each of its 8 words. As a
+// pshufb control, 0x8000 | j picks byte j of the lane zero-extended to 16 bits; as a
+// vpermw index, j picks word j.
+inline __m512i lanes16(int w0, int w1, int w2, int w3) {
+    auto dw = [](int w) { return (int)((uint32_t)(w & 0xffff) * 0x10001u); };
+    const int a = dw(w0), b = dw(w1), c = dw(w2), d = dw(w3);
+    return _mm512_setr_epi32(a, a, a, a, b, b, b, b, c, c, c, c, d, d, d, d);
+}
+// The same per 64-bit half: qwords 0..3 hold a, qwords 4..7 hold b (variable shift counts).
+inline __m512i halves64(long long a, long long b) {
+    return _mm512_setr_epi64(a, a, a, a, b, b, b, b);
+}
+
+inline int hsum_epi32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(1, 0, 3, 2)));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm_cvtsi128_si32(s);
+}
+inline float hsum_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+inline float hsum_ps(__m512 v) {
+    return hsum_ps(_mm256_add_ps(_mm512_castps512_ps256(v),
+                                 _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+}
+
+// ---------------------------------------------------------------------------------------
+// Legacy 32-element blocks with q8_0 activations: q4_0, q5_0, q8_0
+//
+// Two blocks fill one zmm (block i in bytes 0..31, block i+1 in 32..63), so vpdpbusd
+// leaves int32 lanes 0..7 for one block and 8..15 for the next; four blocks per step give
+// one vector of four scales dx * dy (one F16C conversion of 8 halves), spread over the
+// lanes by vpermps.
+
+// Activations of two consecutive blocks.
+inline __m512i load_q8_0_pair(const block_q8_0* y) {
+    return join256(load256(y[0].qs), load256(y[1].qs));
+}
+
+// 16 bytes of packed nibbles -> 32 bytes 0..15 in element order (low nibbles = elements
+// 0..15 in the low lane, high nibbles = 16..31 in the high lane).
+inline __m256i unpack_nibbles(const uint8_t* qs) {
+    const __m128i b = load128(qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(b, 4), b), _mm256_set1_epi8(0x0F));
+}
+// The same for two blocks: each 16 bytes go to two lanes, and the second copy (words
+// 8..15 and 24..31) is shifted right by 4.
+inline __m512i unpack_nibbles_pair(const uint8_t* a, const uint8_t* b) {
+    const __m512i v =
+        join256(_mm256_broadcastsi128_si256(load128(a)), _mm256_broadcastsi128_si256(load128(b)));
+    return _mm512_and_si512(_mm512_mask_srli_epi16(v, 0xFF00FF00u, v, 4), _mm512_set1_epi8(0x0F));
+}
+
+// Weights as unsigned bytes w + kBias, for one block (ymm) or two (zmm).
+struct Q4_0Unsigned {  // q - 8 + 8: the nibbles themselves
+    static constexpr int kBias = 8;
+    static __m256i one(const block_q4_0& b) { return unpack_nibbles(b.qs); }
+    static __m512i two(const block_q4_0* b) { return unpack_nibbles_pair(b[0].qs, b[1].qs); }
+};
+struct Q5_0Unsigned {  // q - 16 + 16: the nibbles plus 16 where qh has the element's bit
+    static constexpr int kBias = 16;
+    static __m256i one(const block_q5_0& b) {
+        const __m256i v = unpack_nibbles(b.qs);
+        return _mm256_mask_add_epi8(v, _cvtu32_mask32(load_u32(b.qh)), v, _mm256_set1_epi8(16));
+    }
+    static __m512i two(const block_q5_0* b) {
+        // qh bit j is element j, and element j is byte j: the two words are the byte mask.
+        const __mmask64 high =
+            _cvtu64_mask64((uint64_t)load_u32(b[0].qh) | (uint64_t)load_u32(b[1].qh) << 32);
+        const __m512i v = unpack_nibbles_pair(b[0].qs, b[1].qs);
+        return _mm512_mask_add_epi8(v, high, v, _mm512_set1_epi8(16));
+    }
+};
+struct Q8_0Unsigned {  // q + 128: flip the sign bit (every byte, -128 included)
+    static constexpr int kBias = 128;
+    static __m256i one(const block_q8_0& b) {
+        return _mm256_xor_si256(load256(b.qs), _mm256_set1_epi8((char)0x80));
+    }
+    static __m512i two(const block_q8_0* b) {
+        return _mm512_xor_si512(load_q8_0_pair(b), _mm512_set1_epi8((char)0x80));
+    }
+};
+
+// dx * dy of four consecutive blocks.
+template <typename Block>
+inline __m128 block_scales4(const Block* x, const block_q8_0* y) {
+    const __m128i h = _mm_setr_epi16((short)x[0].d, (short)x[1].d, (short)x[2].d, (short)x[3].d,
+                                     (short)y[0].d, (short)y[1].d, (short)y[2].d, (short)y[3].d);
+    const __m256 f = _mm256_cvtph_ps(h);
+    return _mm_mul_ps(_mm256_castps256_ps128(f), _mm256_extractf128_ps(f, 1));
+}
+
+// x · y for a legacy weight type against q8_0: per pair of blocks
+//   vpdpbusd(w + bias, y) - vpdpbusd(bias, y) = sum(w * y)   (8 int32 lanes per block),
+// exact for any activation bytes (|w + bias| <= 255, |y| <= 128: 4 products < 2^18).
+// The int32 lanes are converted and FMA'd by their block's scale; one or two leftover
+// blocks take the 256-bit form.
+template <typename Block, typename Unsigned>
+void vec_dot_legacy_q8_0_avx512(int64_t n, float* s, const void* vx, const void* vy) {
+    const Block* x = (const Block*)vx;
+    const block_q8_0* y = (const block_q8_0*)vy;
+    const int64_t nb = n / QK8_0;
+    const __m512i bias = _mm512_set1_epi8((char)Unsigned::kBias);
+    const __m512i zero = _mm512_setzero_si512();
+    const __m512i spread01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    const __m512i spread23 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 4 <= nb; i += 4) {
+        const __m512 d = _mm512_castps128_ps512(block_scales4(x + i, y + i));
+        const __m512i y01 = load_q8_0_pair(y + i), y23 = load_q8_0_pair(y + i + 2);
+        const __m512i p01 = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, Unsigned::two(x + i), y01),
+                                             _mm512_dpbusd_epi32(zero, bias, y01));
+        const __m512i p23 =
+            _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, Unsigned::two(x + i + 2), y23),
+                             _mm512_dpbusd_epi32(zero, bias, y23));
+        acc0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(spread01, d), _mm512_cvtepi32_ps(p01), acc0);
+        acc1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(spread23, d), _mm512_cvtepi32_ps(p23), acc1);
+    }
+    float sum = hsum_ps(_mm512_add_ps(acc0, acc1));
+    const __m256i bias1 = _mm256_set1_epi8((char)Unsigned::kBias);
+    for (; i < nb; ++i) {
+        const __m256i yv = load256(y[i].qs);
+        const __m256i zero1 = _mm256_setzero_si256();
+        const __m256i p = _mm256_sub_epi32(_mm256_dpbusd_epi32(zero1, Unsigned::one(x[i]), yv),
+                                           _mm256_dpbusd_epi32(zero1, bias1, yv));
+        sum += (float)hsum_epi32(p) * (half_to_float(x[i].d) * half_to_float(y[i].d));
+    }
+    *s = sum;
+}
+
+// ---------------------------------------------------------------------------------------
+// K-quants with q8_K activations
+//
+// Each zmm covers 64 consecutive elements of a block, so one 64-byte load of the
+// activations pairs with it. Weights are unpacked to unsigned bytes, maddubs multiplies
+// them with the activations (pair sums: at most 2 * 63 * 128 < 2^15, no saturation), and
+// vpdpwssd multiplies those by the sub-block scales (one scale per 128-bit lane for
+// 16-element sub-blocks, per 256-bit half for 32-element ones) into the block's int32
+// sum. The mins and the "+ 4" / "+ 32" offsets meet the activation's bsums once per block.
+
+// Byte pointers into a q8_K block (qs at offset 4, bsums at 260).
+inline const int8_t* q8_K_qs(const block_q8_K* b) {
+    return (const int8_t*)((const uint8_t*)b + offsetof(block_q8_K, qs));
+}
+inline __m256i q8_K_bsums(const block_q8_K* b) {
+    return load256((const uint8_t*)b + offsetof(block_q8_K, bsums));
+}
+
+// q4_K / q5_K 6-bit scales and mins: bytes 0..7 = sc[0..7], bytes 8..15 = m[0..7].
+inline __m128i unpack_k4_scale_min(const uint8_t* scales) {
+    uint32_t w[3];
+    std::memcpy(w, scales, 12);
+    const uint32_t sc_lo = w[0] & 0x3f3f3f3fu;
+    const uint32_t m_lo = w[1] & 0x3f3f3f3fu;
+    const uint32_t sc_hi = (w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u);
+    const uint32_t m_hi = ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u);
+    return _mm_set_epi32((int)m_hi, (int)m_lo, (int)sc_hi, (int)sc_lo);
+}
+
+// q3_K: the 16 six-bit scales minus 32, as int8.
+inline __m128i unpack_q3_K_scales16(const uint8_t* scales) {
+    uint32_t w[3];
+    std::memcpy(w, scales, 12);
+    const uint32_t s0 = (w[0] & 0x0f0f0f0fu) | ((w[2] << 4) & 0x30303030u);
+    const uint32_t s1 = (w[1] & 0x0f0f0f0fu) | ((w[2] << 2) & 0x30303030u);
+    const uint32_t s2 = ((w[0] >> 4) & 0x0f0f0f0fu) | (w[2] & 0x30303030u);
+    const uint32_t s3 = ((w[1] >> 4) & 0x0f0f0f0fu) | ((w[2] >> 2) & 0x30303030u);
+    return _mm_sub_epi8(_mm_set_epi32((int)s3, (int)s2, (int)s1, (int)s0), _mm_set1_epi8(32));
+}
+
+// mins: sum over the 8 sub-blocks of m[j] * (bsums[2j] + bsums[2j+1]), as 8 int32 lanes.
+inline __m256i k4_min_sums(__m128i scale_min, const block_q8_K* y) {
+    const __m128i m8 = _mm_srli_si128(scale_min, 8);
+    const __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));  // m0 m0 m1 m1 ..
+    return _mm256_madd_epi16(q8_K_bsums(y), m16);
+}
+
+// Scales of zmm m (elements 64m..64m+63, sub-blocks of 16) from the 16 int16 scales in
+// the low half of s16: lane k gets scale 4m + k.
+inline __m512i scales16_of(__m512i s16, int m) {
+    return _mm512_permutexvar_epi16(lanes16(4 * m, 4 * m + 1, 4 * m + 2, 4 * m + 3), s16);
+}
+
+// q4_K · q8_K: 32 bytes of qs hold sub-blocks 2c (low nibbles) and 2c+1 (high nibbles),
+// which are elements 64c..64c+63: broadcast to both halves, the high half shifted by 4.
+void vec_dot_q4_K_q8_K_avx512(int64_t n, float* s, const void* vx, const void* vy) {
+    const block_q4_K* x = (const block_q4_K*)vx;
+    const block_q8_K* y = (const block_q8_K*)vy;
+    const int64_t nb = n / QK_K;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512i pick[4];  // zero-extended sc[2c] in the low half, sc[2c+1] in the high half
+    for (int c = 0; c < 4; ++c)
+        pick[c] =
+            lanes16(0x8000 | (2 * c), 0x8000 | (2 * c), 0x8000 | (2 * c + 1), 0x8000 | (2 * c + 1));
+    __m512 acc = _mm512_setzero_ps();
+    __m256 accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+        const float yd = y[i].d;
+        const float d = yd * half_to_float(x[i].d);
+        const float dmin = yd * half_to_float(x[i].dmin);
+        const int8_t* q8 = q8_K_qs(&y[i]);
+        const __m128i scm = unpack_k4_scale_min(x[i].scales);
+        const __m512i sc = _mm512_broadcast_i32x4(scm);
+
+        __m512i sumi = _mm512_setzero_si512();
+        for (int c = 0; c < 4; ++c) {
+            const __m512i qb = broadcast256(x[i].qs + 32 * c);
+            const __m512i q = _mm512_and_si512(_mm512_mask_srli_epi16(qb, 0xFFFF0000u, qb, 4), m4);
+            const __m512i p = _mm512_maddubs_epi16(q, load512(q8 + 64 * c));
+            sumi = _mm512_dpwssd_epi32(sumi, p, _mm512_shuffle_epi8(sc, pick[c]));
+        }
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
+        accm = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(k4_min_sums(scm, &y[i])),
+                               accm);
+    }
+    *s = hsum_ps(acc) - hsum_ps(accm);
+}
+
+// q5_K · q8_K: as q4_K; the fifth bit of chunk c is qh bit 2c (low half) or 2c+1 (high
+// half) of byte l, turned into a byte mask by vptestmb and added as 16.
+void vec_dot_q5_K_q8_K_avx512(int64_t n, float* s, const void* vx, const void* vy) {
+    const block_q5_K* x = (const block_q5_K*)vx;
+    const block_q8_K* y = (const block_q8_K*)vy;
+    const int64_t nb = n / QK_K;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i sixteen = _mm512_set1_epi8(16);
+    __m512i pick[4], bit[4];
+    for (int c = 0; c < 4; ++c) {
+        pick[c] =
+            lanes16(0x8000 | (2 * c), 0x8000 | (2 * c), 0x8000 | (2 * c + 1), 0x8000 | (2 * c + 1));
+        const int lo = 0x0101 << (2 * c), hi = 0x0101 << (2 * c + 1);
+        bit[c] = lanes16(lo, lo, hi, hi);
+    }
+    __m512 acc = _mm512_setzero_ps();
+    __m256 accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+        const float yd = y[i].d;
+        const float d = yd * half_to_float(x[i].d);
+        const float dmin = yd * half_to_float(x[i].dmin);
+        const int8_t* q8 = q8_K_qs(&y[i]);
+        const __m128i scm = unpack_k4_scale_min(x[i].scales);
+        const __m512i sc = _mm512_broadcast_i32x4(scm);
+        const __m512i qh = broadcast256(x[i].qh);
+
+        __m512i sumi = _mm512_setzero_si512();
+        for (int c = 0; c < 4; ++c) {
+            const __m512i qb = broadcast256(x[i].qs + 32 * c);
+            const __m512i lo4 =
+                _mm512_and_si512(_mm512_mask_srli_epi16(qb, 0xFFFF0000u, qb, 4), m4);
+            const __m512i q =
+                _mm512_mask_add_epi8(lo4, _mm512_test_epi8_mask(qh, bit[c]), lo4, sixteen);
+            const __m512i p = _mm512_maddubs_epi16(q, load512(q8 + 64 * c));
+            sumi = _mm512_dpwssd_epi32(sumi, p, _mm512_shuffle_epi8(sc, pick[c]));
+        }
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
+        accm = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(k4_min_sums(scm, &y[i])),
+                               accm);
+    }
+    *s = hsum_ps(acc) - hsum_ps(accm);
+}
+
+// q6_K · q8_K: per half h, the 64 bytes ql[64h..] give elements 128h + 0..63 by their low
+// nibbles and 128h + 64..127 by their high nibbles; the two high bits come from the 32
+// bytes qh[32h..] broadcast to both halves and shifted per half (variable qword shifts:
+// << 4 / << 2 for the first zmm, >> 0 / >> 2 for the second, then mask 0x30). Weights are
+// q + 32 (0..63); 32 * sum(scale * bsums) comes off once per block.
+void vec_dot_q6_K_q8_K_avx512(int64_t n, float* s, const void* vx, const void* vy) {
+    const block_q6_K* x = (const block_q6_K*)vx;
+    const block_q8_K* y = (const block_q8_K*)vy;
+    const int64_t nb = n / QK_K;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const __m512i m30 = _mm512_set1_epi8(0x30);
+    const __m512i shl0 = halves64(4, 2), shr1 = halves64(0, 2);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+        const float d = y[i].d * half_to_float(x[i].d);
+        const int8_t* q8 = q8_K_qs(&y[i]);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(load128(x[i].scales));
+        const __m512i s16 = _mm512_castsi256_si512(sc16);
+        const __m256i offset = _mm256_madd_epi16(q8_K_bsums(&y[i]), sc16);
+
+        __m512i sumi = _mm512_setzero_si512();
+        for (int h = 0; h < 2; ++h) {
+            const __m512i ql = load512(x[i].ql + 64 * h);
+            const __m512i qh = broadcast256(x[i].qh + 32 * h);
+            const __m512i q0 = _mm512_or_si512(_mm512_and_si512(ql, m4),
+                                               _mm512_and_si512(_mm512_sllv_epi64(qh, shl0), m30));
+            const __m512i q1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                               _mm512_and_si512(_mm512_srlv_epi64(qh, shr1), m30));
+            const __m512i p0 = _mm512_maddubs_epi16(q0, load512(q8 + 128 * h));
+            const __m512i p1 = _mm512_maddubs_epi16(q1, load512(q8 + 128 * h + 64));
+            sumi = _mm512_dpwssd_epi32(sumi, p0, scales16_of(s16, 2 * h));
+            sumi = _mm512_dpwssd_epi32(sumi, p1, scales16_of(s16, 2 * h + 1));
+        }
+        const __m512i off = _mm512_zextsi256_si512(_mm256_slli_epi32(offset, 5));
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(_mm512_sub_epi32(sumi, off)),
+                              acc);
+    }
+    *s = hsum_ps(acc);
+}
+
+// q2_K · q8_K: the 32 bytes of half h hold elements 128h + 32s + l at bits 2s of byte l;
+// broadcast to both halves, zmm j (elements 128h + 64j ..) shifts its halves by 4j and
+// 4j + 2 (variable qword shifts) and masks with 3. The 4-bit scales are unsigned, so
+// pshufb picks and zero-extends them; the 4-bit mins meet the bsums in one madd.
+void vec_dot_q2_K_q8_K_avx512(int64_t n, float* s, const void* vx, const void* vy) {
+    const block_q2_K* x = (const block_q2_K*)vx;
+    const block_q8_K* y = (const block_q8_K*)vy;
+    const int64_t nb = n / QK_K;
+    const __m512i m3 = _mm512_set1_epi8(3);
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    const __m512i shift[2] = {halves64(0, 2), halves64(4, 6)};
+    __m512i pick[4];
+    for (int m = 0; m < 4; ++m)
+        pick[m] = lanes16(0x8000 | (4 * m), 0x8000 | (4 * m + 1), 0x8000 | (4 * m + 2),
+                          0x8000 | (4 * m + 3));
+    __m512 acc = _mm512_setzero_ps();
+    __m256 accm = _mm256_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+        const float yd = y[i].d;
+        const float d = yd * half_to_float(x[i].d);
+        const float dmin = yd * half_to_float(x[i].dmin);
+        const int8_t* q8 = q8_K_qs(&y[i]);
+        const __m128i sc_bytes = load128(x[i].scales);
+        const __m512i sc = _mm512_broadcast_i32x4(_mm_and_si128(sc_bytes, m4));
+        const __m128i m8 = _mm_and_si128(_mm_srli_epi16(sc_bytes, 4), m4);
+        const __m256i mins = _mm256_madd_epi16(q8_K_bsums(&y[i]), _mm256_cvtepu8_epi16(m8));
+
+        __m512i sumi = _mm512_setzero_si512();
+        for (int h = 0; h < 2; ++h) {
+            const __m512i qb = broadcast256(x[i].qs + 32 * h);
+            for (int j = 0; j < 2; ++j) {
+                const __m512i q = _mm512_and_si512(_mm512_srlv_epi64(qb, shift[j]), m3);
+                const __m512i p = _mm512_maddubs_epi16(q, load512(q8 + 128 * h + 64 * j));
+                sumi = _mm512_dpwssd_epi32(sumi, p, _mm512_shuffle_epi8(sc, pick[2 * h + j]));
+            }
+        }
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
+        accm = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(mins), accm);
+    }
+    *s = hsum_ps(acc) - hsum_ps(accm);
+}
+
+// q3_K · q8_K: the low two bits as q2_K; the high bit of element 128h + 32s + l is bit
+// 4h + s of hmask[l] (vptestmb against a per-half bit gives the byte mask), added as 4,
+// so the weight is u = q + 4 (0..7). The signed scales go through vpermw; the "+ 4" comes
+// off as 4 * sum(scale * bsums).
+void vec_dot_q3_K_q8_K_avx512(int64_t n, float* s, const void* vx, const void* vy) {
+    const block_q3_K* x = (const block_q3_K*)vx;
+    const block_q8_K* y = (const block_q8_K*)vy;
+    const int64_t nb = n / QK_K;
+    const __m512i m3 = _mm512_set1_epi8(3);
+    const __m512i four = _mm512_set1_epi8(4);
+    const __m512i shift[2] = {halves64(0, 2), halves64(4, 6)};
+    __m512i bit[4];
+    for (int m = 0; m < 4; ++m) {
+        const int lo = 0x0101 << (2 * m), hi = 0x0101 << (2 * m + 1);  // bit 4h + 2j (+ 1)
+        bit[m] = lanes16(lo, lo, hi, hi);
+    }
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nb; ++i) {
+        const float d = y[i].d * half_to_float(x[i].d);
+        const int8_t* q8 = q8_K_qs(&y[i]);
+        const __m256i sc16 = _mm256_cvtepi8_epi16(unpack_q3_K_scales16(x[i].scales));
+        const __m512i s16 = _mm512_castsi256_si512(sc16);
+        const __m256i offset = _mm256_madd_epi16(q8_K_bsums(&y[i]), sc16);
+        const __m512i hm = broadcast256(x[i].hmask);
+
+        __m512i sumi = _mm512_setzero_si512();
+        for (int h = 0; h < 2; ++h) {
+            const __m512i qb = broadcast256(x[i].qs + 32 * h);
+            for (int j = 0; j < 2; ++j) {
+                const int m = 2 * h + j;
+                const __m512i low = _mm512_and_si512(_mm512_srlv_epi64(qb, shift[j]), m3);
+                const __m512i q =
+                    _mm512_mask_add_epi8(low, _mm512_test_epi8_mask(hm, bit[m]), low, four);
+                const __m512i p = _mm512_maddubs_epi16(q, load512(q8 + 64 * m));
+                sumi = _mm512_dpwssd_epi32(sumi, p, scales16_of(s16, m));
+            }
+        }
+        const __m512i off = _mm512_zextsi256_si512(_mm256_slli_epi32(offset, 2));
+        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(_mm512_sub_epi32(sumi, off)),
+                              acc);
+    }
+    *s = hsum_ps(acc);
+}
+
+// ---------------------------------------------------------------------------------------
+// Activation quantizers (the reference's bytes)
+
+inline float hmax_ps(__m512 v) {
+    __m256 m = _mm256_max_ps(_mm512_castps512_ps256(v),
+                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    __m128 r = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    r = _mm_max_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_max_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+}
+inline float hmin_ps(__m512 v) {
+    __m256 m = _mm256_min_ps(_mm512_castps512_ps256(v),
+                             _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    __m128 r = _mm_min_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    r = _mm_min_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_min_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+}
+
+// q8_0 ← f32: per block of 32, amax = max |x|, d = amax / 127, q = x * (127 / amax)
+// converted with the default round-half-to-even mode (the reference's nearbyint) and
+// narrowed with signed saturation (|q| <= 127 already).
+void from_float_q8_0_avx512(const float* src, void* dst, int64_t n) {
+    block_q8_0* y = (block_q8_0*)dst;
+    for (int64_t i = 0; i < n / QK8_0; ++i) {
+        const float* x = src + i * QK8_0;
+        const __m512 a = _mm512_loadu_ps(x), b = _mm512_loadu_ps(x + 16);
+        const float amax = hmax_ps(_mm512_max_ps(_mm512_abs_ps(a), _mm512_abs_ps(b)));
+        const float d = amax / 127.0f;
+        const __m512 id = _mm512_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
+        _mm_storeu_si128((__m128i*)y[i].qs,
+                         _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(a, id))));
+        _mm_storeu_si128((__m128i*)(y[i].qs + 16),
+                         _mm512_cvtsepi32_epi8(_mm512_cvtps_epi32(_mm512_mul_ps(b, id))));
+        y[i].d = (fp16_t)_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
+    }
+}
+
+// q8_K ← f32: the reference scales by -127 / max, where max is the first element of
+// largest magnitude with its sign. A max and a min vector give it without a scan unless
+// both +amax and -amax occur (then the first one found by a compare scan). q = round(x *
+// iscale) half to even; the saturating packs clamp the one possible 128 to 127. Each
+// 128-bit lane of a packed zmm is one 16-element group, so psadbw of the bytes biased by
+// 128 gives the bsums (two qword halves per group, added, minus 16 * 128).
+void from_float_q8_K_avx512(const float* src, void* dst, int64_t n) {
+    block_q8_K* y = (block_q8_K*)dst;
+    // packs interleave 128-bit lanes: lane L holds dword L of v0, v1, v2, v3 in turn
+    const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    // after the qword gather below, words hold groups 0,4,1,5,2,6,3,7 | 8,12,9,13,...
+    const __m256i group_order =
+        _mm256_setr_epi16(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
+    for (int64_t i = 0; i < n / QK_K; ++i) {
+        const float* x = src + i * QK_K;
+        uint8_t* yb = (uint8_t*)&y[i];
+        __m512 vmax = _mm512_loadu_ps(x), vmin = vmax;
+        for (int j = 16; j < QK_K; j += 16) {
+            const __m512 v = _mm512_loadu_ps(x + j);
+            vmax = _mm512_max_ps(vmax, v);
+            vmin = _mm512_min_ps(vmin, v);
+        }
+        const float hi = hmax_ps(vmax), neg_lo = -hmin_ps(vmin);
+        const float amax = hi > neg_lo ? hi : neg_lo;
+        if (amax == 0.0f) {
+            std::memset(yb, 0, sizeof(block_q8_K));
+            continue;
+        }
+        float max = hi > neg_lo ? hi : -neg_lo;
+        if (hi == neg_lo) {
+            const __m512 vamax = _mm512_set1_ps(amax);
+            for (int j = 0; j < QK_K; j += 16) {
+                const __m512 v = _mm512_loadu_ps(x + j);
+                const __mmask16 hit =
+                    _mm512_cmp_ps_mask(_mm512_and_ps(v, abs_mask), vamax, _CMP_EQ_OQ);
+                if (hit) {
+                    max = x[j + __builtin_ctz((unsigned)hit)];
+                    break;
+                }
+            }
+        }
+        const float iscale = -127.0f / max;
+        const __m512 vis = _mm512_set1_ps(iscale);
+        __m512i sad[4];
+        for (int g = 0; g < 4; ++g) {
+            __m512i v[4];
+            for (int k = 0; k < 4; ++k)
+                v[k] = _mm512_cvtps_epi32(_mm512_mul_ps(vis, _mm512_loadu_ps(x + 64 * g + 16 * k)));
+            const __m512i w01 = _mm512_packs_epi32(v[0], v[1]);
+            const __m512i w23 = _mm512_packs_epi32(v[2], v[3]);
+            const __m512i b = _mm512_permutexvar_epi32(order, _mm512_packs_epi16(w01, w23));
+            _mm512_storeu_si512(yb + offsetof(block_q8_K, qs) + 64 * g, b);
+            sad[g] = _mm512_sad_epu8(_mm512_xor_si512(b, bias), _mm512_setzero_si512());
+        }
+        // lane L of u01: [group L, group 4 + L]; of u23: [group 8 + L, group 12 + L]
+        const __m512i u01 = _mm512_add_epi64(_mm512_unpacklo_epi64(sad[0], sad[1]),
+                                             _mm512_unpackhi_epi64(sad[0], sad[1]));
+        const __m512i u23 = _mm512_add_epi64(_mm512_unpacklo_epi64(sad[2], sad[3]),
+                                             _mm512_unpackhi_epi64(sad[2], sad[3]));
+        const __m256i w = _mm256_set_m128i(_mm512_cvtepi64_epi16(u23), _mm512_cvtepi64_epi16(u01));
+        const __m256i bsums =
+            _mm256_sub_epi16(_mm256_permutexvar_epi16(group_order, w), _mm256_set1_epi16(16 * 128));
+        _mm256_storeu_si256((__m256i*)(yb + offsetof(block_q8_K, bsums)), bsums);
+        const float d = 1.0f / iscale;
+        std::memcpy(yb + offsetof(block_q8_K, d), &d, sizeof d);
+    }
+}
+
+}  // namespace
+
+void fill_avx512(TypeKernels* table) {
+    using T = TensorType;
+    auto at = [table](T t) -> TypeKernels& { return table[(uint32_t)t]; };
+    at(T::Q4_0).vec_dot = vec_dot_legacy_q8_0_avx512<block_q4_0, Q4_0Unsigned>;
+    at(T::Q5_0).vec_dot = vec_dot_legacy_q8_0_avx512<block_q5_0, Q5_0Unsigned>;
+    at(T::Q8_0).vec_dot = vec_dot_legacy_q8_0_avx512<block_q8_0, Q8_0Unsigned>;
+    at(T::Q8_0).from_float = from_float_q8_0_avx512;
+    at(T::Q2_K).vec_dot = vec_dot_q2_K_q8_K_avx512;
+    at(T::Q3_K).vec_dot = vec_dot_q3_K_q8_K_avx512;
+    at(T::Q4_K).vec_dot = vec_dot_q4_K_q8_K_avx512;
+    at(T::Q5_K).vec_dot = vec_dot_q5_K_q8_K_avx512;
+    at(T::Q6_K).vec_dot = vec_dot_q6_K_q8_K_avx512;
+    at(T::Q8_K).from_float = from_float_q8_K_avx512;
+}
+
+}  // namespace edgellm
