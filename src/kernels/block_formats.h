@@ -145,7 +145,7 @@ static_assert(sizeof(block_q8_K) == 292, "q8_K block size");
 #pragma pack(pop)
 
 // Unpack sub-block j's 6-bit scale and min from a q4_K / q5_K scales array.
-inline void get_scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+static inline void get_scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
     if (j < 4) {
         *sc = q[j] & 63;
         *m = q[j + 4] & 63;
@@ -156,7 +156,7 @@ inline void get_scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
 }
 
 // Unpack the 16 six-bit q3_K scales into signed values (already minus 32).
-inline void unpack_q3_K_scales(const uint8_t* scales, int8_t* out) {
+static inline void unpack_q3_K_scales(const uint8_t* scales, int8_t* out) {
     for (int i = 0; i < 16; ++i) {
         const int lo = i < 8 ? (scales[i] & 0xF) : (scales[i - 8] >> 4);
         const int hi = (scales[8 + (i % 4)] >> (2 * (i / 4))) & 3;

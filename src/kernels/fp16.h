@@ -7,21 +7,26 @@
 
 namespace edgellm {
 
+// These helpers are `static` (one private copy per translation unit) on purpose: the ISA
+// kernel files include this header while compiled with -mavx2 / -mavx512f / +dotprod, and
+// a shared inline copy from such a file could be the one the linker keeps for all callers,
+// running AVX-512 code on a CPU without it.
+
 using fp16_t = uint16_t;
 using bf16_t = uint16_t;
 
-inline uint32_t f32_bits(float f) {
+static inline uint32_t f32_bits(float f) {
     uint32_t u;
     std::memcpy(&u, &f, 4);
     return u;
 }
-inline float f32_from_bits(uint32_t u) {
+static inline float f32_from_bits(uint32_t u) {
     float f;
     std::memcpy(&f, &u, 4);
     return f;
 }
 
-inline float fp16_to_f32(fp16_t h) {
+static inline float fp16_to_f32(fp16_t h) {
     const uint32_t sign = (uint32_t)(h & 0x8000) << 16;
     const uint32_t exp = (h >> 10) & 0x1f;
     const uint32_t mant = h & 0x3ff;
@@ -34,7 +39,7 @@ inline float fp16_to_f32(fp16_t h) {
 }
 
 // Round to nearest, ties to even; overflow gives inf, NaN stays NaN.
-inline fp16_t f32_to_fp16(float f) {
+static inline fp16_t f32_to_fp16(float f) {
     const uint32_t x = f32_bits(f);
     const uint32_t sign = (x >> 16) & 0x8000;
     const uint32_t ax = x & 0x7fffffffu;
@@ -57,12 +62,12 @@ inline fp16_t f32_to_fp16(float f) {
     return (fp16_t)(sign | h);
 }
 
-inline float bf16_to_f32(bf16_t h) {
+static inline float bf16_to_f32(bf16_t h) {
     return f32_from_bits((uint32_t)h << 16);
 }
 
 // Round to nearest even; NaN stays a quiet NaN (as ggml does).
-inline bf16_t f32_to_bf16(float f) {
+static inline bf16_t f32_to_bf16(float f) {
     uint32_t u = f32_bits(f);
     if ((u & 0x7fffffffu) > 0x7f800000u) return (bf16_t)((u >> 16) | 64);
     return (bf16_t)((u + (0x7fff + ((u >> 16) & 1))) >> 16);

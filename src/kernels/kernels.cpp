@@ -10,6 +10,9 @@
 #if defined(__x86_64__)
 #include "kernels/x86/x86_kernels.h"
 #endif
+#if defined(__aarch64__)
+#include "kernels/arm/arm_kernels.h"
+#endif
 
 namespace edgellm {
 
@@ -28,6 +31,11 @@ const std::vector<KernelSet>& all_sets() {
              return f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni;
          },
          fill_avx512},
+#endif
+#if defined(__aarch64__)
+        {"neon", [] { return cpu_features().neon; }, fill_neon},
+        {"dotprod", [] { return cpu_features().dotprod; }, fill_neon_dotprod},
+        {"i8mm", [] { return cpu_features().i8mm; }, fill_neon_i8mm},
 #endif
     };
     return sets;

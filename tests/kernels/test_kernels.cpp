@@ -169,6 +169,40 @@ TEST_P(KernelSetTest, MatchesReferenceOnRandomBlocks) {
                 kernel_report().c_str());
 }
 
+// A batch (vec_dot_4) and one token at a time (vec_dot) must give the same bits: otherwise
+// prefill and decode disagree, and with 8-bit activations a one-ulp difference grows into
+// visibly different logits (and breaks prefix reuse and speculative verification).
+TEST_P(KernelSetTest, FourColumnDotEqualsOneColumnBitForBit) {
+    for (TensorType t : all_types()) {
+        const TypeKernels& k = type_kernels(t);
+        if (!k.vec_dot_4) continue;
+        for (int64_t n : {(int64_t)256, (int64_t)896, (int64_t)4096, (int64_t)4864}) {
+            if (n % tensor_type_info(t).block_size) continue;
+            for (uint64_t seed = 0; seed < 4; ++seed) {
+                const auto x = random_tensor_data(t, n, 100 + seed);
+                const size_t row = row_size(k.vec_dot_type, n);
+                std::vector<uint8_t> ys(row * 4);
+                for (int c = 0; c < 4; ++c) {
+                    const auto yc =
+                        random_tensor_data(k.vec_dot_type, n, 200 + 4 * seed + (uint64_t)c);
+                    std::memcpy(ys.data() + row * (size_t)c, yc.data(), row);
+                }
+                float four[4];
+                k.vec_dot_4(n, four, x.data(), ys.data(), row);
+                for (int c = 0; c < 4; ++c) {
+                    float one;
+                    k.vec_dot(n, &one, x.data(), ys.data() + row * (size_t)c);
+                    uint32_t a, b;
+                    std::memcpy(&a, &four[c], 4);
+                    std::memcpy(&b, &one, 4);
+                    ASSERT_EQ(a, b) << tensor_type_name(t) << " n=" << n << " column " << c << ": "
+                                    << four[c] << " vs " << one;
+                }
+            }
+        }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Available, KernelSetTest, ::testing::ValuesIn(available_kernel_sets()),
                          [](const auto& info) { return info.param; });
 

@@ -13,9 +13,10 @@
 //
 // Every weight value is turned into a signed byte before the dot (q - 8 for q4_0, the
 // 6-bit q6_K value minus 32, ...), so no offset has to be taken back out through the
-// activation sums, except the K-quant mins, which the reference also applies through
-// the q8_K bsums. Sub-block sums go to the scales four at a time: four int32x4 partial
-// sums fold into one vector of totals (lane_sums4) and meet four scales in one vmlaq.
+// activation sums; only the formats' mins are, as in the reference (q4_1 / q5_1 through
+// the q8_1 s, the K-quants through the q8_K bsums). Sub-block sums go to the scales four
+// at a time: four int32x4 partial sums fold into one vector of totals (lane_sums4) and
+// meet four scales in one vmlaq.
 //
 // Include only from a kernel set's translation unit (internal linkage: see
 // neon_common.h).
@@ -306,7 +307,8 @@ void vec_dot_q4_K_q8_K(int64_t n, float* s, const void* vx, const void* vy) {
         const int16x8_t sc = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(scm)));
         const int16x8_t mins = vreinterpretq_s16_u16(vmovl_high_u8(scm));
 
-        const int16x8_t bs = vpaddq_s16(load_s16(q8_K_bsums(y[i])), load_s16(q8_K_bsums(y[i]) + 16));
+        const int16x8_t bs =
+            vpaddq_s16(load_s16(q8_K_bsums(y[i])), load_s16(q8_K_bsums(y[i]) + 16));
         int32x4_t mm = vmull_s16(vget_low_s16(bs), vget_low_s16(mins));
         mm = vmlal_high_s16(mm, bs, mins);
         const int summs = vaddvq_s32(mm);
@@ -338,7 +340,8 @@ void vec_dot_q5_K_q8_K(int64_t n, float* s, const void* vx, const void* vy) {
         const int16x8_t sc = vreinterpretq_s16_u16(vmovl_u8(vget_low_u8(scm)));
         const int16x8_t mins = vreinterpretq_s16_u16(vmovl_high_u8(scm));
 
-        const int16x8_t bs = vpaddq_s16(load_s16(q8_K_bsums(y[i])), load_s16(q8_K_bsums(y[i]) + 16));
+        const int16x8_t bs =
+            vpaddq_s16(load_s16(q8_K_bsums(y[i])), load_s16(q8_K_bsums(y[i]) + 16));
         int32x4_t mm = vmull_s16(vget_low_s16(bs), vget_low_s16(mins));
         mm = vmlal_high_s16(mm, bs, mins);
         const int summs = vaddvq_s32(mm);
@@ -350,8 +353,10 @@ void vec_dot_q5_K_q8_K(int64_t n, float* s, const void* vx, const void* vy) {
             // vsli keeps the low nibble of the first operand and inserts the bit above it
             const uint8x16_t lo0 = vsliq_n_u8(b0, vandq_u8(h0, one), 4);
             const uint8x16_t lo1 = vsliq_n_u8(b1, vandq_u8(h1, one), 4);
-            const uint8x16_t hi0 = vsliq_n_u8(vshrq_n_u8(b0, 4), vshrq_n_u8(vandq_u8(h0, two), 1), 4);
-            const uint8x16_t hi1 = vsliq_n_u8(vshrq_n_u8(b1, 4), vshrq_n_u8(vandq_u8(h1, two), 1), 4);
+            const uint8x16_t hi0 =
+                vsliq_n_u8(vshrq_n_u8(b0, 4), vshrq_n_u8(vandq_u8(h0, two), 1), 4);
+            const uint8x16_t hi1 =
+                vsliq_n_u8(vshrq_n_u8(b1, 4), vshrq_n_u8(vandq_u8(h1, two), 1), 4);
             p[2 * c] = dot32<Dot>(as_s8(lo0), as_s8(lo1), q8 + 64 * c);
             p[2 * c + 1] = dot32<Dot>(as_s8(hi0), as_s8(hi1), q8 + 64 * c + 32);
             h0 = vshrq_n_u8(h0, 2);
@@ -387,10 +392,14 @@ void vec_dot_q6_K_q8_K(int64_t n, float* s, const void* vx, const void* vy) {
             const uint8x16_t h0 = load_u8(qh), h1 = load_u8(qh + 16);
             const uint8x16_t h0s = vshrq_n_u8(h0, 2), h1s = vshrq_n_u8(h1, 2);
             const uint8x16_t q[8] = {
-                vsliq_n_u8(l0, vandq_u8(h0, m3), 4),          vsliq_n_u8(l1, vandq_u8(h1, m3), 4),
-                vsliq_n_u8(l2, vandq_u8(h0s, m3), 4),         vsliq_n_u8(l3, vandq_u8(h1s, m3), 4),
-                vorrq_u8(vshrq_n_u8(l0, 4), vandq_u8(h0, m30)),  vorrq_u8(vshrq_n_u8(l1, 4), vandq_u8(h1, m30)),
-                vorrq_u8(vshrq_n_u8(l2, 4), vandq_u8(h0s, m30)), vorrq_u8(vshrq_n_u8(l3, 4), vandq_u8(h1s, m30)),
+                vsliq_n_u8(l0, vandq_u8(h0, m3), 4),
+                vsliq_n_u8(l1, vandq_u8(h1, m3), 4),
+                vsliq_n_u8(l2, vandq_u8(h0s, m3), 4),
+                vsliq_n_u8(l3, vandq_u8(h1s, m3), 4),
+                vorrq_u8(vshrq_n_u8(l0, 4), vandq_u8(h0, m30)),
+                vorrq_u8(vshrq_n_u8(l1, 4), vandq_u8(h1, m30)),
+                vorrq_u8(vshrq_n_u8(l2, 4), vandq_u8(h0s, m30)),
+                vorrq_u8(vshrq_n_u8(l3, 4), vandq_u8(h1s, m30)),
             };
             int32x4_t p[8];
             for (int k = 0; k < 8; ++k) p[k] = dot16<Dot>(vsubq_s8(as_s8(q[k]), m32), yq + 16 * k);

@@ -251,24 +251,29 @@ void vec_dot_q8_0_q8_0_avx2(int64_t n, float* s, const void* vx, const void* vy)
 }
 
 // Four-column versions: one weight row against four activation rows (stride by bytes).
-// The weight block is decoded once and reused; one accumulator per column.
+// The weight block is decoded once and reused. Each column does exactly the float
+// operations of the one-column kernel (two accumulator chains, blocks alternating, as
+// sum_blocks), so a batch and token-by-token decoding give identical logits.
 template <typename Block, __m256i (*Values)(const Block&)>
 void vec_dot4_q0_q8_0_avx2(int64_t n, float* s, const void* vx, const void* vy, size_t by) {
     const Block* x = (const Block*)vx;
     const block_q8_0* y[4];
     for (int c = 0; c < 4; ++c) y[c] = (const block_q8_0*)((const uint8_t*)vy + by * (size_t)c);
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                     _mm256_setzero_ps()};
-    for (int64_t i = 0; i < n / QK8_0; ++i) {
+    __m256 acc[2][4];
+    for (int c = 0; c < 4; ++c) acc[0][c] = acc[1][c] = _mm256_setzero_ps();
+    const int64_t nb = n / QK8_0;
+    for (int64_t i = 0; i < nb; ++i) {
         const __m256i qx = Values(x[i]);
         const float dx = h2f(x[i].d);
+        const int chain = (int)(i & 1);  // as sum_blocks: even blocks on chain 0, odd on 1
         for (int c = 0; c < 4; ++c) {
             const __m256i p = dot_i8(qx, load256(y[c][i].qs));
-            acc[c] =
-                _mm256_fmadd_ps(_mm256_set1_ps(dx * h2f(y[c][i].d)), _mm256_cvtepi32_ps(p), acc[c]);
+            acc[chain][c] = _mm256_fmadd_ps(_mm256_set1_ps(dx * h2f(y[c][i].d)),
+                                            _mm256_cvtepi32_ps(p), acc[chain][c]);
         }
     }
-    for (int c = 0; c < 4; ++c) s[c] = hsum_ps(acc[c]);
+    // "+ 0.0f" as sum_blocks adds its (zero) extra term: it turns -0 into +0 the same way.
+    for (int c = 0; c < 4; ++c) s[c] = hsum_ps(_mm256_add_ps(acc[0][c], acc[1][c])) + 0.0f;
 }
 
 // q8_0 x 4: as vec_dot_q8_0_q8_0_avx2 (exact for every byte, llama.cpp's lane order).

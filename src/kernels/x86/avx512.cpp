@@ -1,6 +1,7 @@
 // AVX-512 kernels (F, BW, VL + VNNI). Compiled with -mavx512f -mavx512bw -mavx512vl
 // -mavx512vnni -mavx2 -mfma -mf16c; see x86_kernels.h. The set builds on AVX2: it
-// replaces the dot products that decoding spends its time in and the two activation
+// replaces the dot products of q4_0, q5_0, q8_0 and q2_K .. q6_K (vec_dot and the
+// four-token vec_dot_4, which give bit-identical columns) and the two activation
 // quantizers, and keeps the AVX2 versions of everything else.
 //
 // Two VNNI instructions do the integer work:
@@ -19,11 +20,20 @@
 // Every helper here has internal linkage, and no inline function of a shared header is
 // called: an out-of-line copy compiled with AVX-512 flags must never be merged with the
 // copy other translation units use on CPUs without AVX-512.
+
+// GCC 12's AVX-512 intrinsics initialise their "undefined" operand from itself, which
+// -W(maybe-)uninitialized reports wherever they are inlined (GCC bug 105593, fixed in 13):
+// silence it for the header's code only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
 
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/block_formats.h"
 #include "kernels/x86/x86_kernels.h"
@@ -95,6 +105,18 @@ inline float hsum_ps(__m512 v) {
 }
 
 // ---------------------------------------------------------------------------------------
+// Dot products: one weight row against kCols activation rows (vec_dot: 1, vec_dot_4: 4,
+// rows `by` bytes apart). The weights of a block are unpacked once; every column then runs
+// the same instructions in the same order as a single-column call, so vec_dot_4's column
+// c is bit for bit vec_dot of row c: a batch and token-by-token decoding give the same
+// logits.
+
+template <typename Block, int kCols>
+inline void column_pointers(const void* vy, size_t by, const Block* (&y)[kCols]) {
+    for (int c = 0; c < kCols; ++c) y[c] = (const Block*)((const uint8_t*)vy + by * (size_t)c);
+}
+
+// ---------------------------------------------------------------------------------------
 // Legacy 32-element blocks with q8_0 activations: q4_0, q5_0, q8_0
 //
 // Two blocks fill one zmm (block i in bytes 0..31, block i+1 in 32..63), so vpdpbusd
@@ -151,7 +173,17 @@ struct Q8_0Unsigned {  // q + 128: flip the sign bit (every byte, -128 included)
     }
 };
 
-// dx * dy of four consecutive blocks.
+// The halves d of four consecutive blocks, in the low 64 bits.
+template <typename Block>
+inline __m128i scale_halves4(const Block* b) {
+    return _mm_setr_epi16((short)b[0].d, (short)b[1].d, (short)b[2].d, (short)b[3].d, 0, 0, 0, 0);
+}
+// dx * dy of four consecutive blocks, from the x halves (scale_halves4) and the y blocks.
+inline __m128 block_scales4(__m128i hx, const block_q8_0* y) {
+    const __m256 f = _mm256_cvtph_ps(_mm_unpacklo_epi64(hx, scale_halves4(y)));
+    return _mm_mul_ps(_mm256_castps256_ps128(f), _mm256_extractf128_ps(f, 1));
+}
+
 template <typename Block>
 inline __m128 block_scales4(const Block* x, const block_q8_0* y) {
     const __m128i h = _mm_setr_epi16((short)x[0].d, (short)x[1].d, (short)x[2].d, (short)x[3].d,
@@ -163,40 +195,55 @@ inline __m128 block_scales4(const Block* x, const block_q8_0* y) {
 // x · y for a legacy weight type against q8_0: per pair of blocks
 //   vpdpbusd(w + bias, y) - vpdpbusd(bias, y) = sum(w * y)   (8 int32 lanes per block),
 // exact for any activation bytes (|w + bias| <= 255, |y| <= 128: 4 products < 2^18).
-// The int32 lanes are converted and FMA'd by their block's scale; one or two leftover
+// The int32 lanes are converted and FMA'd by their block's scale; one to three leftover
 // blocks take the 256-bit form.
-template <typename Block, typename Unsigned>
-void vec_dot_legacy_q8_0_avx512(int64_t n, float* s, const void* vx, const void* vy) {
+template <typename Block, typename Unsigned, int kCols>
+void dot_legacy_q8_0(int64_t n, float* s, const void* vx, const void* vy, size_t by) {
     const Block* x = (const Block*)vx;
-    const block_q8_0* y = (const block_q8_0*)vy;
+    const block_q8_0* y[kCols];
+    column_pointers(vy, by, y);
     const int64_t nb = n / QK8_0;
     const __m512i bias = _mm512_set1_epi8((char)Unsigned::kBias);
     const __m512i zero = _mm512_setzero_si512();
     const __m512i spread01 = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
     const __m512i spread23 = _mm512_setr_epi32(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+    __m512 acc0[kCols], acc1[kCols];
+    for (int c = 0; c < kCols; ++c) acc0[c] = acc1[c] = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 4 <= nb; i += 4) {
-        const __m512 d = _mm512_castps128_ps512(block_scales4(x + i, y + i));
-        const __m512i y01 = load_q8_0_pair(y + i), y23 = load_q8_0_pair(y + i + 2);
-        const __m512i p01 = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, Unsigned::two(x + i), y01),
-                                             _mm512_dpbusd_epi32(zero, bias, y01));
-        const __m512i p23 =
-            _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, Unsigned::two(x + i + 2), y23),
-                             _mm512_dpbusd_epi32(zero, bias, y23));
-        acc0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(spread01, d), _mm512_cvtepi32_ps(p01), acc0);
-        acc1 = _mm512_fmadd_ps(_mm512_permutexvar_ps(spread23, d), _mm512_cvtepi32_ps(p23), acc1);
+        const __m512i w01 = Unsigned::two(x + i), w23 = Unsigned::two(x + i + 2);
+        const __m128i hx = scale_halves4(x + i);
+        for (int c = 0; c < kCols; ++c) {
+            const block_q8_0* yc = y[c] + i;
+            // (one column: the eight halves in one go; the values are the same either way)
+            const __m512 d = _mm512_castps128_ps512(kCols == 1 ? block_scales4(x + i, yc)
+                                                               : block_scales4(hx, yc));
+            const __m512i y01 = load_q8_0_pair(yc), y23 = load_q8_0_pair(yc + 2);
+            const __m512i p01 = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, w01, y01),
+                                                 _mm512_dpbusd_epi32(zero, bias, y01));
+            const __m512i p23 = _mm512_sub_epi32(_mm512_dpbusd_epi32(zero, w23, y23),
+                                                 _mm512_dpbusd_epi32(zero, bias, y23));
+            acc0[c] = _mm512_fmadd_ps(_mm512_permutexvar_ps(spread01, d), _mm512_cvtepi32_ps(p01),
+                                      acc0[c]);
+            acc1[c] = _mm512_fmadd_ps(_mm512_permutexvar_ps(spread23, d), _mm512_cvtepi32_ps(p23),
+                                      acc1[c]);
+        }
     }
-    float sum = hsum_ps(_mm512_add_ps(acc0, acc1));
+    float sum[kCols];
+    for (int c = 0; c < kCols; ++c) sum[c] = hsum_ps(_mm512_add_ps(acc0[c], acc1[c]));
     const __m256i bias1 = _mm256_set1_epi8((char)Unsigned::kBias);
+    const __m256i zero1 = _mm256_setzero_si256();
     for (; i < nb; ++i) {
-        const __m256i yv = load256(y[i].qs);
-        const __m256i zero1 = _mm256_setzero_si256();
-        const __m256i p = _mm256_sub_epi32(_mm256_dpbusd_epi32(zero1, Unsigned::one(x[i]), yv),
-                                           _mm256_dpbusd_epi32(zero1, bias1, yv));
-        sum += (float)hsum_epi32(p) * (half_to_float(x[i].d) * half_to_float(y[i].d));
+        const __m256i w = Unsigned::one(x[i]);
+        const float dx = half_to_float(x[i].d);
+        for (int c = 0; c < kCols; ++c) {
+            const __m256i yv = load256(y[c][i].qs);
+            const __m256i p = _mm256_sub_epi32(_mm256_dpbusd_epi32(zero1, w, yv),
+                                               _mm256_dpbusd_epi32(zero1, bias1, yv));
+            sum[c] += (float)hsum_epi32(p) * (dx * half_to_float(y[c][i].d));
+        }
     }
-    *s = sum;
+    for (int c = 0; c < kCols; ++c) s[c] = sum[c];
 }
 
 // ---------------------------------------------------------------------------------------
@@ -217,33 +264,44 @@ inline __m256i q8_K_bsums(const block_q8_K* b) {
     return load256((const uint8_t*)b + offsetof(block_q8_K, bsums));
 }
 
-// q4_K / q5_K 6-bit scales and mins: bytes 0..7 = sc[0..7], bytes 8..15 = m[0..7].
+// q4_K / q5_K 6-bit scales and mins: bytes 0..7 = sc[0..7], bytes 8..15 = m[0..7]. With
+// the 12 bytes as words w0, w1, w2: sc[0..3] = w0 & 0x3f.., m[0..3] = w1 & 0x3f..,
+// sc[4..7] = (w2 & 0x0f..) | (w0 >> 2 & 0x30..), m[4..7] = (w2 >> 4 & 0x0f..) | (w1 >> 2 &
+// 0x30..). PRECONDITION: 16 bytes readable at `scales` (the block goes on after them).
 inline __m128i unpack_k4_scale_min(const uint8_t* scales) {
-    uint32_t w[3];
-    std::memcpy(w, scales, 12);
-    const uint32_t sc_lo = w[0] & 0x3f3f3f3fu;
-    const uint32_t m_lo = w[1] & 0x3f3f3f3fu;
-    const uint32_t sc_hi = (w[2] & 0x0f0f0f0fu) | ((w[0] >> 2) & 0x30303030u);
-    const uint32_t m_hi = ((w[2] >> 4) & 0x0f0f0f0fu) | ((w[1] >> 2) & 0x30303030u);
-    return _mm_set_epi32((int)m_hi, (int)m_lo, (int)sc_hi, (int)sc_lo);
+    const __m128i v = load128(scales);
+    const __m128i lo = _mm_and_si128(v, _mm_set1_epi8(0x3f));  // [sc 0..3, m 0..3, -, -]
+    const __m128i w2 = _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 2, 2, 2)),
+                                      _mm_setr_epi32(0, 4, 0, 0));  // [w2, w2 >> 4, -, -]
+    const __m128i hi = _mm_or_si128(_mm_and_si128(w2, _mm_set1_epi8(0x0f)),
+                                    _mm_and_si128(_mm_srli_epi32(v, 2), _mm_set1_epi8(0x30)));
+    return _mm_unpacklo_epi32(lo, hi);
 }
-
-// q3_K: the 16 six-bit scales minus 32, as int8.
-inline __m128i unpack_q3_K_scales16(const uint8_t* scales) {
-    uint32_t w[3];
-    std::memcpy(w, scales, 12);
-    const uint32_t s0 = (w[0] & 0x0f0f0f0fu) | ((w[2] << 4) & 0x30303030u);
-    const uint32_t s1 = (w[1] & 0x0f0f0f0fu) | ((w[2] << 2) & 0x30303030u);
-    const uint32_t s2 = ((w[0] >> 4) & 0x0f0f0f0fu) | (w[2] & 0x30303030u);
-    const uint32_t s3 = ((w[1] >> 4) & 0x0f0f0f0fu) | ((w[2] >> 2) & 0x30303030u);
-    return _mm_sub_epi8(_mm_set_epi32((int)s3, (int)s2, (int)s1, (int)s0), _mm_set1_epi8(32));
-}
-
-// mins: sum over the 8 sub-blocks of m[j] * (bsums[2j] + bsums[2j+1]), as 8 int32 lanes.
-inline __m256i k4_min_sums(__m128i scale_min, const block_q8_K* y) {
+// The mins of unpack_k4_scale_min, each twice, as int16: m0 m0 m1 m1 .. m7 m7, to meet
+// the 16 bsums (two per 32-element sub-block) in one madd.
+inline __m256i k4_mins16(__m128i scale_min) {
     const __m128i m8 = _mm_srli_si128(scale_min, 8);
-    const __m256i m16 = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));  // m0 m0 m1 m1 ..
-    return _mm256_madd_epi16(q8_K_bsums(y), m16);
+    return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(m8, m8));
+}
+
+// q3_K: the 16 six-bit scales minus 32, as int8. With the 12 bytes as words w0, w1, w2,
+// word k of the result has low nibbles from [w0, w1, w0 >> 4, w1 >> 4] and bits 4..5
+// from w2 rotated by [4, 2, 0, -2]. A masked load reads only the 12 bytes (the block's
+// last field is 2 bytes, so 16 could run past the end of the tensor).
+inline __m128i unpack_q3_K_scales16(const uint8_t* scales) {
+    const __m128i v = _mm_maskz_loadu_epi8(0x0FFF, scales);
+    const __m128i lo = _mm_and_si128(
+        _mm_srlv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(1, 0, 1, 0)), _mm_setr_epi32(0, 0, 4, 4)),
+        _mm_set1_epi8(0x0f));
+    const __m128i hi = _mm_and_si128(
+        _mm_rolv_epi32(_mm_shuffle_epi32(v, _MM_SHUFFLE(2, 2, 2, 2)), _mm_setr_epi32(4, 2, 0, 30)),
+        _mm_set1_epi8(0x30));
+    return _mm_sub_epi8(_mm_or_si128(lo, hi), _mm_set1_epi8(32));
+}
+
+// [y.d * d, y.d * dmin] of a block whose d and dmin are adjacent halves at dm.
+inline __m128 k_scales(const void* dm, float yd) {
+    return _mm_mul_ps(_mm_cvtph_ps(_mm_cvtsi32_si128((int)load_u32(dm))), _mm_set1_ps(yd));
 }
 
 // Scales of zmm m (elements 64m..64m+63, sub-blocks of 16) from the 16 int16 scales in
@@ -252,82 +310,76 @@ inline __m512i scales16_of(__m512i s16, int m) {
     return _mm512_permutexvar_epi16(lanes16(4 * m, 4 * m + 1, 4 * m + 2, 4 * m + 3), s16);
 }
 
-// q4_K · q8_K: 32 bytes of qs hold sub-blocks 2c (low nibbles) and 2c+1 (high nibbles),
-// which are elements 64c..64c+63: broadcast to both halves, the high half shifted by 4.
-void vec_dot_q4_K_q8_K_avx512(int64_t n, float* s, const void* vx, const void* vy) {
-    const block_q4_K* x = (const block_q4_K*)vx;
-    const block_q8_K* y = (const block_q8_K*)vy;
-    const int64_t nb = n / QK_K;
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    __m512i pick[4];  // zero-extended sc[2c] in the low half, sc[2c+1] in the high half
-    for (int c = 0; c < 4; ++c)
-        pick[c] =
-            lanes16(0x8000 | (2 * c), 0x8000 | (2 * c), 0x8000 | (2 * c + 1), 0x8000 | (2 * c + 1));
-    __m512 acc = _mm512_setzero_ps();
-    __m256 accm = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; ++i) {
-        const float yd = y[i].d;
-        const float d = yd * half_to_float(x[i].d);
-        const float dmin = yd * half_to_float(x[i].dmin);
-        const int8_t* q8 = q8_K_qs(&y[i]);
-        const __m128i scm = unpack_k4_scale_min(x[i].scales);
-        const __m512i sc = _mm512_broadcast_i32x4(scm);
-
-        __m512i sumi = _mm512_setzero_si512();
-        for (int c = 0; c < 4; ++c) {
-            const __m512i qb = broadcast256(x[i].qs + 32 * c);
-            const __m512i q = _mm512_and_si512(_mm512_mask_srli_epi16(qb, 0xFFFF0000u, qb, 4), m4);
-            const __m512i p = _mm512_maddubs_epi16(q, load512(q8 + 64 * c));
-            sumi = _mm512_dpwssd_epi32(sumi, p, _mm512_shuffle_epi8(sc, pick[c]));
-        }
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
-        accm = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(k4_min_sums(scm, &y[i])),
-                               accm);
-    }
-    *s = hsum_ps(acc) - hsum_ps(accm);
+// sum over the four zmm of a block of vpdpwssd(maddubs(q[m], y[64m..]), scale[m]).
+inline __m512i dot_block_q8_K(const __m512i (&q)[4], const __m512i (&scale)[4],
+                              const block_q8_K* y) {
+    const int8_t* q8 = q8_K_qs(y);
+    __m512i sumi = _mm512_setzero_si512();
+    for (int m = 0; m < 4; ++m)
+        sumi =
+            _mm512_dpwssd_epi32(sumi, _mm512_maddubs_epi16(q[m], load512(q8 + 64 * m)), scale[m]);
+    return sumi;
 }
 
-// q5_K · q8_K: as q4_K; the fifth bit of chunk c is qh bit 2c (low half) or 2c+1 (high
-// half) of byte l, turned into a byte mask by vptestmb and added as 16.
-void vec_dot_q5_K_q8_K_avx512(int64_t n, float* s, const void* vx, const void* vy) {
-    const block_q5_K* x = (const block_q5_K*)vx;
-    const block_q8_K* y = (const block_q8_K*)vy;
-    const int64_t nb = n / QK_K;
-    const __m512i m4 = _mm512_set1_epi8(0x0F);
-    const __m512i sixteen = _mm512_set1_epi8(16);
-    __m512i pick[4], bit[4];
+// The four zmm of q4_K / q5_K chunk c = 0..3 (32 bytes of qs: sub-block 2c in the low
+// nibbles, 2c+1 in the high ones = elements 64c..64c+63): broadcast to both halves, the
+// high half shifted by 4. Their scales: sc[2c] zero-extended in the low half, sc[2c+1]
+// in the high half, picked by pshufb from the scale bytes in every lane.
+inline void unpack_k4_nibbles(const uint8_t* qs, __m512i (&q)[4]) {
     for (int c = 0; c < 4; ++c) {
-        pick[c] =
-            lanes16(0x8000 | (2 * c), 0x8000 | (2 * c), 0x8000 | (2 * c + 1), 0x8000 | (2 * c + 1));
-        const int lo = 0x0101 << (2 * c), hi = 0x0101 << (2 * c + 1);
-        bit[c] = lanes16(lo, lo, hi, hi);
+        const __m512i qb = broadcast256(qs + 32 * c);
+        q[c] = _mm512_and_si512(_mm512_mask_srli_epi16(qb, 0xFFFF0000u, qb, 4),
+                                _mm512_set1_epi8(0x0F));
     }
-    __m512 acc = _mm512_setzero_ps();
-    __m256 accm = _mm256_setzero_ps();
-    for (int64_t i = 0; i < nb; ++i) {
-        const float yd = y[i].d;
-        const float d = yd * half_to_float(x[i].d);
-        const float dmin = yd * half_to_float(x[i].dmin);
-        const int8_t* q8 = q8_K_qs(&y[i]);
-        const __m128i scm = unpack_k4_scale_min(x[i].scales);
-        const __m512i sc = _mm512_broadcast_i32x4(scm);
-        const __m512i qh = broadcast256(x[i].qh);
+}
+inline void k4_scales(__m128i scale_min, __m512i (&scale)[4]) {
+    const __m512i sc = _mm512_broadcast_i32x4(scale_min);
+    for (int c = 0; c < 4; ++c)
+        scale[c] = _mm512_shuffle_epi8(sc, lanes16(0x8000 | (2 * c), 0x8000 | (2 * c),
+                                                   0x8000 | (2 * c + 1), 0x8000 | (2 * c + 1)));
+}
 
-        __m512i sumi = _mm512_setzero_si512();
-        for (int c = 0; c < 4; ++c) {
-            const __m512i qb = broadcast256(x[i].qs + 32 * c);
-            const __m512i lo4 =
-                _mm512_and_si512(_mm512_mask_srli_epi16(qb, 0xFFFF0000u, qb, 4), m4);
-            const __m512i q =
-                _mm512_mask_add_epi8(lo4, _mm512_test_epi8_mask(qh, bit[c]), lo4, sixteen);
-            const __m512i p = _mm512_maddubs_epi16(q, load512(q8 + 64 * c));
-            sumi = _mm512_dpwssd_epi32(sumi, p, _mm512_shuffle_epi8(sc, pick[c]));
-        }
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
-        accm = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(k4_min_sums(scm, &y[i])),
-                               accm);
+// q4_K / q5_K · q8_K: d * sum(sc * q * y) - dmin * sum(m * bsums) per block.
+template <typename Block, int kCols>
+void dot_q45_K_q8_K(int64_t n, float* s, const void* vx, const void* vy, size_t by) {
+    const Block* x = (const Block*)vx;
+    const block_q8_K* y[kCols];
+    column_pointers(vy, by, y);
+    const int64_t nb = n / QK_K;
+    __m512 acc[kCols];
+    __m256 accm[kCols];
+    for (int c = 0; c < kCols; ++c) {
+        acc[c] = _mm512_setzero_ps();
+        accm[c] = _mm256_setzero_ps();
     }
-    *s = hsum_ps(acc) - hsum_ps(accm);
+    for (int64_t i = 0; i < nb; ++i) {
+        const __m128i scm = unpack_k4_scale_min(x[i].scales);
+        __m512i q[4], scale[4];
+        unpack_k4_nibbles(x[i].qs, q);
+        if constexpr (std::is_same_v<Block, block_q5_K>) {
+            // the fifth bit of chunk c: qh bit 2c (low half) or 2c+1 (high half) of byte l,
+            // as a byte mask by vptestmb, added as 16
+            const __m512i qh = broadcast256(x[i].qh);
+            for (int c = 0; c < 4; ++c) {
+                const int lo = 0x0101 << (2 * c), hi = 0x0101 << (2 * c + 1);
+                const __mmask64 bit = _mm512_test_epi8_mask(qh, lanes16(lo, lo, hi, hi));
+                q[c] = _mm512_mask_add_epi8(q[c], bit, q[c], _mm512_set1_epi8(16));
+            }
+        }
+        k4_scales(scm, scale);
+        const __m256i mins16 = k4_mins16(scm);
+        const void* dm = (const uint8_t*)&x[i] + offsetof(Block, d);
+        for (int c = 0; c < kCols; ++c) {
+            const block_q8_K* yc = &y[c][i];
+            const __m512i sumi = dot_block_q8_K(q, scale, yc);
+            const __m256i mins = _mm256_madd_epi16(q8_K_bsums(yc), mins16);
+            const __m128 d = k_scales(dm, yc->d);
+            acc[c] = _mm512_fmadd_ps(_mm512_broadcastss_ps(d), _mm512_cvtepi32_ps(sumi), acc[c]);
+            accm[c] = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(d)),
+                                      _mm256_cvtepi32_ps(mins), accm[c]);
+        }
+    }
+    for (int c = 0; c < kCols; ++c) s[c] = hsum_ps(acc[c]) - hsum_ps(accm[c]);
 }
 
 // q6_K · q8_K: per half h, the 64 bytes ql[64h..] give elements 128h + 0..63 by their low
@@ -335,125 +387,132 @@ void vec_dot_q5_K_q8_K_avx512(int64_t n, float* s, const void* vx, const void* v
 // bytes qh[32h..] broadcast to both halves and shifted per half (variable qword shifts:
 // << 4 / << 2 for the first zmm, >> 0 / >> 2 for the second, then mask 0x30). Weights are
 // q + 32 (0..63); 32 * sum(scale * bsums) comes off once per block.
-void vec_dot_q6_K_q8_K_avx512(int64_t n, float* s, const void* vx, const void* vy) {
+template <int kCols>
+void dot_q6_K_q8_K(int64_t n, float* s, const void* vx, const void* vy, size_t by) {
     const block_q6_K* x = (const block_q6_K*)vx;
-    const block_q8_K* y = (const block_q8_K*)vy;
+    const block_q8_K* y[kCols];
+    column_pointers(vy, by, y);
     const int64_t nb = n / QK_K;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i m30 = _mm512_set1_epi8(0x30);
     const __m512i shl0 = halves64(4, 2), shr1 = halves64(0, 2);
-    __m512 acc = _mm512_setzero_ps();
+    __m512 acc[kCols];
+    for (int c = 0; c < kCols; ++c) acc[c] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
-        const float d = y[i].d * half_to_float(x[i].d);
-        const int8_t* q8 = q8_K_qs(&y[i]);
         const __m256i sc16 = _mm256_cvtepi8_epi16(load128(x[i].scales));
         const __m512i s16 = _mm512_castsi256_si512(sc16);
-        const __m256i offset = _mm256_madd_epi16(q8_K_bsums(&y[i]), sc16);
-
-        __m512i sumi = _mm512_setzero_si512();
+        __m512i q[4], scale[4];
         for (int h = 0; h < 2; ++h) {
             const __m512i ql = load512(x[i].ql + 64 * h);
             const __m512i qh = broadcast256(x[i].qh + 32 * h);
-            const __m512i q0 = _mm512_or_si512(_mm512_and_si512(ql, m4),
-                                               _mm512_and_si512(_mm512_sllv_epi64(qh, shl0), m30));
-            const __m512i q1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
-                                               _mm512_and_si512(_mm512_srlv_epi64(qh, shr1), m30));
-            const __m512i p0 = _mm512_maddubs_epi16(q0, load512(q8 + 128 * h));
-            const __m512i p1 = _mm512_maddubs_epi16(q1, load512(q8 + 128 * h + 64));
-            sumi = _mm512_dpwssd_epi32(sumi, p0, scales16_of(s16, 2 * h));
-            sumi = _mm512_dpwssd_epi32(sumi, p1, scales16_of(s16, 2 * h + 1));
+            q[2 * h] = _mm512_or_si512(_mm512_and_si512(ql, m4),
+                                       _mm512_and_si512(_mm512_sllv_epi64(qh, shl0), m30));
+            q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql, 4), m4),
+                                           _mm512_and_si512(_mm512_srlv_epi64(qh, shr1), m30));
         }
-        const __m512i off = _mm512_zextsi256_si512(_mm256_slli_epi32(offset, 5));
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(_mm512_sub_epi32(sumi, off)),
-                              acc);
+        for (int m = 0; m < 4; ++m) scale[m] = scales16_of(s16, m);
+        const float dx = half_to_float(x[i].d);
+        for (int c = 0; c < kCols; ++c) {
+            const block_q8_K* yc = &y[c][i];
+            const __m256i offset = _mm256_madd_epi16(q8_K_bsums(yc), sc16);
+            const __m512i off = _mm512_zextsi256_si512(_mm256_slli_epi32(offset, 5));
+            const __m512i sumi = _mm512_sub_epi32(dot_block_q8_K(q, scale, yc), off);
+            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(yc->d * dx), _mm512_cvtepi32_ps(sumi), acc[c]);
+        }
     }
-    *s = hsum_ps(acc);
+    for (int c = 0; c < kCols; ++c) s[c] = hsum_ps(acc[c]);
 }
 
-// q2_K · q8_K: the 32 bytes of half h hold elements 128h + 32s + l at bits 2s of byte l;
-// broadcast to both halves, zmm j (elements 128h + 64j ..) shifts its halves by 4j and
-// 4j + 2 (variable qword shifts) and masks with 3. The 4-bit scales are unsigned, so
-// pshufb picks and zero-extends them; the 4-bit mins meet the bsums in one madd.
-void vec_dot_q2_K_q8_K_avx512(int64_t n, float* s, const void* vx, const void* vy) {
-    const block_q2_K* x = (const block_q2_K*)vx;
-    const block_q8_K* y = (const block_q8_K*)vy;
-    const int64_t nb = n / QK_K;
-    const __m512i m3 = _mm512_set1_epi8(3);
-    const __m128i m4 = _mm_set1_epi8(0x0F);
+// The low two bits of q2_K / q3_K: the 32 bytes of half h hold elements 128h + 32s + l at
+// bits 2s of byte l; broadcast to both halves, zmm m = 2h + j (elements 64m..) shifts its
+// halves by 4j and 4j + 2 (variable qword shifts) and masks with 3.
+inline void unpack_k2_low_bits(const uint8_t* qs, __m512i (&q)[4]) {
     const __m512i shift[2] = {halves64(0, 2), halves64(4, 6)};
-    __m512i pick[4];
-    for (int m = 0; m < 4; ++m)
-        pick[m] = lanes16(0x8000 | (4 * m), 0x8000 | (4 * m + 1), 0x8000 | (4 * m + 2),
-                          0x8000 | (4 * m + 3));
-    __m512 acc = _mm512_setzero_ps();
-    __m256 accm = _mm256_setzero_ps();
+    for (int h = 0; h < 2; ++h) {
+        const __m512i qb = broadcast256(qs + 32 * h);
+        for (int j = 0; j < 2; ++j)
+            q[2 * h + j] = _mm512_and_si512(_mm512_srlv_epi64(qb, shift[j]), _mm512_set1_epi8(3));
+    }
+}
+
+// q2_K · q8_K: the 4-bit scales are unsigned, so pshufb picks and zero-extends them
+// (lane k of zmm m: scale 4m + k); the 4-bit mins meet the bsums in one madd.
+template <int kCols>
+void dot_q2_K_q8_K(int64_t n, float* s, const void* vx, const void* vy, size_t by) {
+    const block_q2_K* x = (const block_q2_K*)vx;
+    const block_q8_K* y[kCols];
+    column_pointers(vy, by, y);
+    const int64_t nb = n / QK_K;
+    const __m128i m4 = _mm_set1_epi8(0x0F);
+    __m512 acc[kCols];
+    __m256 accm[kCols];
+    for (int c = 0; c < kCols; ++c) {
+        acc[c] = _mm512_setzero_ps();
+        accm[c] = _mm256_setzero_ps();
+    }
     for (int64_t i = 0; i < nb; ++i) {
-        const float yd = y[i].d;
-        const float d = yd * half_to_float(x[i].d);
-        const float dmin = yd * half_to_float(x[i].dmin);
-        const int8_t* q8 = q8_K_qs(&y[i]);
         const __m128i sc_bytes = load128(x[i].scales);
         const __m512i sc = _mm512_broadcast_i32x4(_mm_and_si128(sc_bytes, m4));
-        const __m128i m8 = _mm_and_si128(_mm_srli_epi16(sc_bytes, 4), m4);
-        const __m256i mins = _mm256_madd_epi16(q8_K_bsums(&y[i]), _mm256_cvtepu8_epi16(m8));
-
-        __m512i sumi = _mm512_setzero_si512();
-        for (int h = 0; h < 2; ++h) {
-            const __m512i qb = broadcast256(x[i].qs + 32 * h);
-            for (int j = 0; j < 2; ++j) {
-                const __m512i q = _mm512_and_si512(_mm512_srlv_epi64(qb, shift[j]), m3);
-                const __m512i p = _mm512_maddubs_epi16(q, load512(q8 + 128 * h + 64 * j));
-                sumi = _mm512_dpwssd_epi32(sumi, p, _mm512_shuffle_epi8(sc, pick[2 * h + j]));
-            }
+        const __m256i mins16 = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc_bytes, 4), m4));
+        __m512i q[4], scale[4];
+        unpack_k2_low_bits(x[i].qs, q);
+        for (int m = 0; m < 4; ++m)
+            scale[m] = _mm512_shuffle_epi8(sc, lanes16(0x8000 | (4 * m), 0x8000 | (4 * m + 1),
+                                                       0x8000 | (4 * m + 2), 0x8000 | (4 * m + 3)));
+        const void* dm = (const uint8_t*)&x[i] + offsetof(block_q2_K, d);
+        for (int c = 0; c < kCols; ++c) {
+            const block_q8_K* yc = &y[c][i];
+            const __m512i sumi = dot_block_q8_K(q, scale, yc);
+            const __m256i mins = _mm256_madd_epi16(q8_K_bsums(yc), mins16);
+            const __m128 d = k_scales(dm, yc->d);
+            acc[c] = _mm512_fmadd_ps(_mm512_broadcastss_ps(d), _mm512_cvtepi32_ps(sumi), acc[c]);
+            accm[c] = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(d)),
+                                      _mm256_cvtepi32_ps(mins), accm[c]);
         }
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(sumi), acc);
-        accm = _mm256_fmadd_ps(_mm256_set1_ps(dmin), _mm256_cvtepi32_ps(mins), accm);
     }
-    *s = hsum_ps(acc) - hsum_ps(accm);
+    for (int c = 0; c < kCols; ++c) s[c] = hsum_ps(acc[c]) - hsum_ps(accm[c]);
 }
 
 // q3_K · q8_K: the low two bits as q2_K; the high bit of element 128h + 32s + l is bit
-// 4h + s of hmask[l] (vptestmb against a per-half bit gives the byte mask), added as 4,
-// so the weight is u = q + 4 (0..7). The signed scales go through vpermw; the "+ 4" comes
-// off as 4 * sum(scale * bsums).
-void vec_dot_q3_K_q8_K_avx512(int64_t n, float* s, const void* vx, const void* vy) {
+// 4h + s of hmask[l] (for zmm m: bit 2m in the low half, 2m + 1 in the high half; vptestmb
+// gives the byte mask), added as 4, so the weight is u = q + 4 (0..7). The signed scales
+// go through vpermw; the "+ 4" comes off as 4 * sum(scale * bsums).
+template <int kCols>
+void dot_q3_K_q8_K(int64_t n, float* s, const void* vx, const void* vy, size_t by) {
     const block_q3_K* x = (const block_q3_K*)vx;
-    const block_q8_K* y = (const block_q8_K*)vy;
+    const block_q8_K* y[kCols];
+    column_pointers(vy, by, y);
     const int64_t nb = n / QK_K;
-    const __m512i m3 = _mm512_set1_epi8(3);
-    const __m512i four = _mm512_set1_epi8(4);
-    const __m512i shift[2] = {halves64(0, 2), halves64(4, 6)};
-    __m512i bit[4];
-    for (int m = 0; m < 4; ++m) {
-        const int lo = 0x0101 << (2 * m), hi = 0x0101 << (2 * m + 1);  // bit 4h + 2j (+ 1)
-        bit[m] = lanes16(lo, lo, hi, hi);
-    }
-    __m512 acc = _mm512_setzero_ps();
+    __m512 acc[kCols];
+    for (int c = 0; c < kCols; ++c) acc[c] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nb; ++i) {
-        const float d = y[i].d * half_to_float(x[i].d);
-        const int8_t* q8 = q8_K_qs(&y[i]);
         const __m256i sc16 = _mm256_cvtepi8_epi16(unpack_q3_K_scales16(x[i].scales));
         const __m512i s16 = _mm512_castsi256_si512(sc16);
-        const __m256i offset = _mm256_madd_epi16(q8_K_bsums(&y[i]), sc16);
         const __m512i hm = broadcast256(x[i].hmask);
-
-        __m512i sumi = _mm512_setzero_si512();
-        for (int h = 0; h < 2; ++h) {
-            const __m512i qb = broadcast256(x[i].qs + 32 * h);
-            for (int j = 0; j < 2; ++j) {
-                const int m = 2 * h + j;
-                const __m512i low = _mm512_and_si512(_mm512_srlv_epi64(qb, shift[j]), m3);
-                const __m512i q =
-                    _mm512_mask_add_epi8(low, _mm512_test_epi8_mask(hm, bit[m]), low, four);
-                const __m512i p = _mm512_maddubs_epi16(q, load512(q8 + 64 * m));
-                sumi = _mm512_dpwssd_epi32(sumi, p, scales16_of(s16, m));
-            }
+        __m512i q[4], scale[4];
+        unpack_k2_low_bits(x[i].qs, q);
+        for (int m = 0; m < 4; ++m) {
+            const int lo = 0x0101 << (2 * m), hi = 0x0101 << (2 * m + 1);
+            const __mmask64 bit = _mm512_test_epi8_mask(hm, lanes16(lo, lo, hi, hi));
+            q[m] = _mm512_mask_add_epi8(q[m], bit, q[m], _mm512_set1_epi8(4));
+            scale[m] = scales16_of(s16, m);
         }
-        const __m512i off = _mm512_zextsi256_si512(_mm256_slli_epi32(offset, 2));
-        acc = _mm512_fmadd_ps(_mm512_set1_ps(d), _mm512_cvtepi32_ps(_mm512_sub_epi32(sumi, off)),
-                              acc);
+        const float dx = half_to_float(x[i].d);
+        for (int c = 0; c < kCols; ++c) {
+            const block_q8_K* yc = &y[c][i];
+            const __m256i offset = _mm256_madd_epi16(q8_K_bsums(yc), sc16);
+            const __m512i off = _mm512_zextsi256_si512(_mm256_slli_epi32(offset, 2));
+            const __m512i sumi = _mm512_sub_epi32(dot_block_q8_K(q, scale, yc), off);
+            acc[c] = _mm512_fmadd_ps(_mm512_set1_ps(yc->d * dx), _mm512_cvtepi32_ps(sumi), acc[c]);
+        }
     }
-    *s = hsum_ps(acc);
+    for (int c = 0; c < kCols; ++c) s[c] = hsum_ps(acc[c]);
+}
+
+// The table's two entry points of a kernel templated on the column count.
+template <void (*Dot)(int64_t, float*, const void*, const void*, size_t)>
+void vec_dot_1(int64_t n, float* s, const void* vx, const void* vy) {
+    Dot(n, s, vx, vy, 0);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -509,7 +568,6 @@ void from_float_q8_K_avx512(const float* src, void* dst, int64_t n) {
     const __m256i group_order =
         _mm256_setr_epi16(0, 2, 4, 6, 1, 3, 5, 7, 8, 10, 12, 14, 9, 11, 13, 15);
     const __m512i bias = _mm512_set1_epi8((char)0x80);
-    const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7fffffff));
     for (int64_t i = 0; i < n / QK_K; ++i) {
         const float* x = src + i * QK_K;
         uint8_t* yb = (uint8_t*)&y[i];
@@ -530,8 +588,7 @@ void from_float_q8_K_avx512(const float* src, void* dst, int64_t n) {
             const __m512 vamax = _mm512_set1_ps(amax);
             for (int j = 0; j < QK_K; j += 16) {
                 const __m512 v = _mm512_loadu_ps(x + j);
-                const __mmask16 hit =
-                    _mm512_cmp_ps_mask(_mm512_and_ps(v, abs_mask), vamax, _CMP_EQ_OQ);
+                const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_abs_ps(v), vamax, _CMP_EQ_OQ);
                 if (hit) {
                     max = x[j + __builtin_ctz((unsigned)hit)];
                     break;
@@ -569,17 +626,23 @@ void from_float_q8_K_avx512(const float* src, void* dst, int64_t n) {
 
 void fill_avx512(TypeKernels* table) {
     using T = TensorType;
-    auto at = [table](T t) -> TypeKernels& { return table[(uint32_t)t]; };
-    at(T::Q4_0).vec_dot = vec_dot_legacy_q8_0_avx512<block_q4_0, Q4_0Unsigned>;
-    at(T::Q5_0).vec_dot = vec_dot_legacy_q8_0_avx512<block_q5_0, Q5_0Unsigned>;
-    at(T::Q8_0).vec_dot = vec_dot_legacy_q8_0_avx512<block_q8_0, Q8_0Unsigned>;
-    at(T::Q8_0).from_float = from_float_q8_0_avx512;
-    at(T::Q2_K).vec_dot = vec_dot_q2_K_q8_K_avx512;
-    at(T::Q3_K).vec_dot = vec_dot_q3_K_q8_K_avx512;
-    at(T::Q4_K).vec_dot = vec_dot_q4_K_q8_K_avx512;
-    at(T::Q5_K).vec_dot = vec_dot_q5_K_q8_K_avx512;
-    at(T::Q6_K).vec_dot = vec_dot_q6_K_q8_K_avx512;
-    at(T::Q8_K).from_float = from_float_q8_K_avx512;
+    auto set_dots = [table](T t, auto dot1, auto dot4) {
+        table[(uint32_t)t].vec_dot = dot1;
+        table[(uint32_t)t].vec_dot_4 = dot4;
+    };
+    set_dots(T::Q4_0, vec_dot_1<dot_legacy_q8_0<block_q4_0, Q4_0Unsigned, 1>>,
+             dot_legacy_q8_0<block_q4_0, Q4_0Unsigned, 4>);
+    set_dots(T::Q5_0, vec_dot_1<dot_legacy_q8_0<block_q5_0, Q5_0Unsigned, 1>>,
+             dot_legacy_q8_0<block_q5_0, Q5_0Unsigned, 4>);
+    set_dots(T::Q8_0, vec_dot_1<dot_legacy_q8_0<block_q8_0, Q8_0Unsigned, 1>>,
+             dot_legacy_q8_0<block_q8_0, Q8_0Unsigned, 4>);
+    set_dots(T::Q2_K, vec_dot_1<dot_q2_K_q8_K<1>>, dot_q2_K_q8_K<4>);
+    set_dots(T::Q3_K, vec_dot_1<dot_q3_K_q8_K<1>>, dot_q3_K_q8_K<4>);
+    set_dots(T::Q4_K, vec_dot_1<dot_q45_K_q8_K<block_q4_K, 1>>, dot_q45_K_q8_K<block_q4_K, 4>);
+    set_dots(T::Q5_K, vec_dot_1<dot_q45_K_q8_K<block_q5_K, 1>>, dot_q45_K_q8_K<block_q5_K, 4>);
+    set_dots(T::Q6_K, vec_dot_1<dot_q6_K_q8_K<1>>, dot_q6_K_q8_K<4>);
+    table[(uint32_t)T::Q8_0].from_float = from_float_q8_0_avx512;
+    table[(uint32_t)T::Q8_K].from_float = from_float_q8_K_avx512;
 }
 
 }  // namespace edgellm

@@ -13,7 +13,7 @@ void fill_avx2_legacy(TypeKernels* table);   // f32, f16, bf16, q4_0, q4_1, q5_0
 void fill_avx2_kquants(TypeKernels* table);  // q2_K .. q6_K, q8_K
 
 // AVX-512 F/BW/VL + VNNI, on top of AVX2: the q4_0, q5_0, q8_0 and q2_K .. q6_K dot
-// products and the q8_0 / q8_K activation quantizers.
+// products (vec_dot and vec_dot_4) and the q8_0 / q8_K activation quantizers.
 void fill_avx512(TypeKernels* table);
 
 }  // namespace edgellm
