@@ -10,3 +10,5 @@ set(CMAKE_FIND_ROOT_PATH_MODE_LIBRARY ONLY)
 set(CMAKE_FIND_ROOT_PATH_MODE_INCLUDE ONLY)
 # Static, so qemu-aarch64-static runs the binary without an aarch64 sysroot.
 set(CMAKE_EXE_LINKER_FLAGS_INIT "-static")
+# pkg-config: the target's .pc files (Debian multiarch), never the build machine's.
+set(ENV{PKG_CONFIG_LIBDIR} "/usr/lib/aarch64-linux-gnu/pkgconfig:/usr/share/pkgconfig")

@@ -16,6 +16,7 @@ packages=(
   libpcre2-dev                       # Unicode regular expressions for the BPE pre-tokenizers
   python3                            # test helpers
   golang-github-pierrec-lz4-dev      # perplexity text: Tom Sawyer (public domain) in its Go test data
+  g++-aarch64-linux-gnu qemu-user-static  # aarch64 kernels: cross build + qemu (scripts/test-arm.sh)
 )
 
 missing=()
