@@ -117,6 +117,7 @@ int cmd_bench(const std::vector<std::string>& args) {
     p.option({"-o", "--output"}, "FMT", "md (default), json or csv");
     p.option({"--kernels"}, "NAME", "kernel set (default: the best available)");
     p.flag({"--no-bandwidth"}, "skip measuring the machine's read bandwidth");
+    add_cpu_options(p);
     std::string err;
     if (!p.parse(args, &err)) return fail("bench", err.substr(err.find(": ") + 2), 2);
     if (p.help_requested()) {
@@ -153,6 +154,9 @@ int cmd_bench(const std::vector<std::string>& args) {
     auto model = Model::load(*model_path);
     if (!model) return fail("bench", model.error());
     const Model& m = **model;
+    ContextParams placement;
+    if (!read_cpu_options(p, &placement, &err)) return fail("bench", err, 2);
+    if (!prepare_model(p, m, &err)) return fail("bench", err);
     const HParams& h = m.hparams();
     std::string name = model_path->substr(model_path->find_last_of('/') + 1);
     const std::string mtype = m.main_weight_type();
@@ -185,8 +189,10 @@ int cmd_bench(const std::vector<std::string>& args) {
         cp.n_batch = std::max<int64_t>(n_prompt, 1);
         cp.kv_type = *kv_type;
         cp.n_threads = nt;
+        cp.cpus = placement.cpus;
         auto ctx = Context::create(m, cp);
         if (!ctx) return fail("bench", ctx.error());
+        std::fprintf(stderr, "bench: %s\n", (*ctx)->affinity_report().c_str());
         Context& c = **ctx;
         if (n_prompt > 0) {
             Row r{"pp" + std::to_string(n_prompt), (int)n_prompt, 0, nt, {}, 0, 0, 0, 0};

@@ -10,6 +10,7 @@
 
 #include "args.h"
 #include "commands.h"
+#include "compute/cpu_topology.h"
 #include "edgellm/chat.h"
 #include "edgellm/session.h"
 
@@ -25,6 +26,46 @@ void add_sampling_options(ArgParser& p) {
     p.option({"--presence-penalty"}, "X", "subtract X once from repeated tokens (default 0)");
     p.option({"--frequency-penalty"}, "X", "subtract X per repetition (default 0)");
     p.option({"-s", "--seed"}, "S", "random seed; -1 = random (default)");
+}
+
+void add_cpu_options(ArgParser& p) {
+    p.option({"-C", "--cpu-mask"}, "HEX", "pin threads to the CPUs of this mask (e.g. 0xF0)");
+    p.option({"--cpus", "--cpu-range", "-Cr"}, "LIST",
+             "pin threads to these CPUs (e.g. 4-7 or 0,2)");
+    p.flag({"--mlock"}, "keep the weights in RAM (mlock)");
+    p.flag({"--no-warmup"}, "do not read every weight page before the first request");
+}
+
+bool read_cpu_options(const ArgParser& p, ContextParams* cp, std::string* err) {
+    if (auto m = p.get("--cpu-mask")) {
+        auto cpus = parse_cpu_mask(*m);
+        if (!cpus) {
+            *err = "--cpu-mask must be a hex mask like 0xF0, got \"" + *m + "\"";
+            return false;
+        }
+        cp->cpus = *cpus;
+    }
+    if (auto l = p.get("--cpus")) {
+        auto cpus = parse_cpu_list(*l);
+        if (!cpus) {
+            *err = "--cpus must be a list like 4-7 or 0,2, got \"" + *l + "\"";
+            return false;
+        }
+        cp->cpus = *cpus;
+    }
+    return true;
+}
+
+bool prepare_model(const ArgParser& p, const Model& m, std::string* err) {
+    if (p.has("--mlock")) {
+        auto r = m.lock_memory();
+        if (!r) {
+            *err = r.error();
+            return false;
+        }
+    }
+    if (!p.has("--no-warmup")) m.warm_up();
+    return true;
 }
 
 namespace {
@@ -66,7 +107,8 @@ bool read_sampling_options(const ArgParser& p, SamplerParams* s, std::string* er
 
 int cmd_run(const std::vector<std::string>& args) {
     ArgParser p("run", "edgellm run -m MODEL -p PROMPT [options]");
-    p.option({"-m", "--model"}, "FILE", "GGUF model (default: the model scripts/fetch-models.sh installed)");
+    p.option({"-m", "--model"}, "FILE",
+             "GGUF model (default: the model scripts/fetch-models.sh installed)");
     p.option({"-p", "--prompt"}, "TEXT", "prompt (with --chat: the user's message)");
     p.option({"-f", "--file"}, "FILE", "read the prompt from a file");
     p.option({"-n", "--n-predict"}, "N",
@@ -82,6 +124,7 @@ int cmd_run(const std::vector<std::string>& args) {
     p.flag({"--no-bos"}, "do not add BOS even if the model asks for it");
     p.option({"--kernels"}, "NAME", "kernel set (default: the best available)");
     add_sampling_options(p);
+    add_cpu_options(p);
     std::string err;
     if (!p.parse(args, &err)) return fail("run", err.substr(err.find(": ") + 2), 2);
     if (p.help_requested()) {
@@ -130,8 +173,12 @@ int cmd_run(const std::vector<std::string>& args) {
     cp.n_batch = n_batch;
     cp.kv_type = *kv_type;
     cp.n_threads = (int)threads;
+    if (!read_cpu_options(p, &cp, &err)) return fail("run", err, 2);
+    if (!prepare_model(p, **model, &err)) return fail("run", err);
     auto ctx = Context::create(**model, cp);
     if (!ctx) return fail("run", ctx.error());
+    if (!(*ctx)->params().cpus.empty())
+        std::fprintf(stderr, "edgellm run: %s\n", (*ctx)->affinity_report().c_str());
     const double load_ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t_load)
             .count();

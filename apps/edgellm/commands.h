@@ -38,6 +38,7 @@ bool parse_token_ids(const std::string& s, std::vector<int32_t>* out, std::strin
 
 #include "args.h"
 #include "edgellm/error.h"
+#include "edgellm/model.h"
 #include "edgellm/sampler.h"
 
 namespace edgellm::cli {
@@ -48,4 +49,11 @@ Result<std::string> default_model_path();
 // The sampling options shared by run and serve (llama.cpp's names).
 void add_sampling_options(ArgParser& p);
 bool read_sampling_options(const ArgParser& p, SamplerParams* s, std::string* err);
+
+// Thread placement and memory options shared by run, bench and serve: --cpu-mask, --cpus,
+// --mlock, --no-warmup.
+void add_cpu_options(ArgParser& p);
+bool read_cpu_options(const ArgParser& p, ContextParams* cp, std::string* err);
+// --mlock and the warm-up read of every weight page.
+bool prepare_model(const ArgParser& p, const Model& m, std::string* err);
 }  // namespace edgellm::cli

@@ -35,22 +35,23 @@ std::string choose_kernels(const std::string& requested) {
 namespace {
 
 void usage(FILE* out) {
-    std::fprintf(out,
-                 "edgellm %s - on-device LLM inference\n\n"
-                 "usage: edgellm <command> [options]\n\n"
-                 "commands:\n"
-                 "  run                 generate text from a prompt (--chat: a chat turn)\n"
-                 "  tokenize            text -> token ids\n"
-                 "  detokenize          token ids -> text\n"
-                 "  inspect MODEL       metadata, tensors, kernels and the memory bill\n"
-                 "  quantize            convert a model to Q4_K_M, Q8_0, ... (llama.cpp's mixes)\n"
-                 "  synth               write a model with random weights in a real model's shapes\n"
-                 "  bench               prompt and generation speed, with the memory bandwidth share\n"
-                 "  perplexity          perplexity of a text; KL divergence from a saved reference\n"
-                 "  logits              evaluate token ids and write the logits of every position\n"
-                 "  version             print the version\n\n"
-                 "`edgellm <command> --help` describes a command's options.\n",
-                 EDGELLM_VERSION);
+    std::fprintf(
+        out,
+        "edgellm %s - on-device LLM inference\n\n"
+        "usage: edgellm <command> [options]\n\n"
+        "commands:\n"
+        "  run                 generate text from a prompt (--chat: a chat turn)\n"
+        "  tokenize            text -> token ids\n"
+        "  detokenize          token ids -> text\n"
+        "  inspect MODEL       metadata, tensors, kernels and the memory bill\n"
+        "  quantize            convert a model to Q4_K_M, Q8_0, ... (llama.cpp's mixes)\n"
+        "  synth               write a model with random weights in a real model's shapes\n"
+        "  bench               prompt and generation speed, with the memory bandwidth share\n"
+        "  perplexity          perplexity of a text; KL divergence from a saved reference\n"
+        "  logits              evaluate token ids and write the logits of every position\n"
+        "  version             print the version\n\n"
+        "`edgellm <command> --help` describes a command's options.\n",
+        EDGELLM_VERSION);
 }
 
 }  // namespace

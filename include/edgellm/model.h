@@ -51,6 +51,12 @@ class Model {
     // The most common weight type, e.g. "q4_K" for a Q4_K_M file.
     std::string main_weight_type() const;
 
+    // Read every page of the weights once, so the first request does not wait on the disk.
+    void warm_up() const;
+    // Pin the weights in RAM (mlock) so they are never paged out; fails with the reason
+    // (e.g. RLIMIT_MEMLOCK too low).
+    Result<std::monostate> lock_memory() const;
+
     struct Impl;
     const Impl& impl() const { return *impl_; }
 
@@ -66,7 +72,10 @@ struct ContextParams {
     int64_t n_batch = 512;                 // most tokens evaluated in one forward step
     int64_t n_outputs = 1;                 // most positions whose logits one eval() returns
     TensorType kv_type = TensorType::F16;  // F16 or Q8_0
-    int n_threads = 0;                     // 0: all cores
+    int n_threads = 0;                     // 0: all cores (or all CPUs in `cpus`)
+    // CPUs to pin the threads to. Empty: the big cores of a big.LITTLE SoC when the CPUs
+    // differ (sysfs cpu_capacity / max frequency), otherwise no pinning.
+    std::vector<int> cpus;
 };
 
 // Bytes a context will allocate, before allocating it.
@@ -84,6 +93,8 @@ class Context {
     ~Context();
 
     const ContextParams& params() const { return params_; }
+    // One line on thread placement: the CPUs pinned to and whether the OS applied it.
+    std::string affinity_report() const;
     int64_t n_past() const;  // positions held in the KV cache
 
     // Evaluate tokens at positions n_past() .. n_past()+n-1 (in steps of n_batch) and keep

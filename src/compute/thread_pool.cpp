@@ -1,5 +1,8 @@
 #include "compute/thread_pool.h"
 
+#include <pthread.h>
+#include <sched.h>
+
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
 #define EDGELLM_PAUSE() _mm_pause()
@@ -16,8 +19,27 @@ namespace {
 constexpr int kSpinIterations = 20000;
 }  // namespace
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(n_threads < 1 ? 1 : n_threads) {
+ThreadPool::ThreadPool(int n_threads, std::vector<int> cpus)
+    : n_threads_(n_threads < 1 ? 1 : n_threads), cpus_(std::move(cpus)) {
+    pin(0);
     for (int i = 1; i < n_threads_; ++i) threads_.emplace_back([this, i] { worker(i); });
+    // Wait until every worker has pinned itself, so affinity_ok() is final.
+    while (started_.load() != n_threads_ - 1) std::this_thread::yield();
+}
+
+void ThreadPool::pin(int ith) {
+    if (cpus_.empty()) return;
+    const int cpu = cpus_[(size_t)ith % cpus_.size()];
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    bool ok = pthread_setaffinity_np(pthread_self(), sizeof set, &set) == 0;
+    // Read it back: the call can succeed without effect.
+    cpu_set_t got;
+    CPU_ZERO(&got);
+    ok = ok && pthread_getaffinity_np(pthread_self(), sizeof got, &got) == 0 &&
+         CPU_EQUAL(&set, &got);
+    if (!ok) affinity_ok_.store(false);
 }
 
 ThreadPool::~ThreadPool() {
@@ -31,6 +53,8 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::worker(int ith) {
+    pin(ith);
+    started_.fetch_add(1);
     uint64_t seen = 0;
     for (;;) {
         uint64_t g = generation_.load(std::memory_order_acquire);

@@ -15,12 +15,17 @@ namespace edgellm {
 
 class ThreadPool {
   public:
-    explicit ThreadPool(int n_threads);
+    // With cpus given, thread i runs only on cpus[i % cpus.size()] (thread 0 is the caller,
+    // pinned when the pool is made). affinity_ok() tells whether the OS applied it: some
+    // Android kernels accept the call and ignore it.
+    explicit ThreadPool(int n_threads, std::vector<int> cpus = {});
     ~ThreadPool();
     ThreadPool(const ThreadPool&) = delete;
     ThreadPool& operator=(const ThreadPool&) = delete;
 
     int size() const { return n_threads_; }
+    const std::vector<int>& cpus() const { return cpus_; }
+    bool affinity_ok() const { return affinity_ok_.load(); }
 
     // fn(ith, nth) on every thread; ith in [0, nth). Not reentrant.
     void run(const std::function<void(int ith, int nth)>& fn);
@@ -35,7 +40,12 @@ class ThreadPool {
   private:
     void worker(int ith);
 
+    void pin(int ith);
+
     int n_threads_;
+    std::vector<int> cpus_;
+    std::atomic<bool> affinity_ok_{true};
+    std::atomic<int> started_{0};
     std::vector<std::thread> threads_;
     std::mutex mu_;
     std::condition_variable cv_;

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "compute/cpu_topology.h"
 #include "compute/matmul.h"
 #include "compute/ops.h"
 #include "kernels/kernels.h"
@@ -72,7 +73,10 @@ void lay_out(Arena& a, const Model& m, const ContextParams& p, int n_threads, Co
 
 ContextParams resolve(const Model& m, ContextParams p) {
     if (p.n_ctx <= 0) p.n_ctx = std::min<int64_t>(m.hparams().n_ctx_train, 4096);
-    if (p.n_threads <= 0) p.n_threads = (int)std::max(1u, std::thread::hardware_concurrency());
+    if (p.cpus.empty()) p.cpus = big_cores();
+    if (p.n_threads <= 0)
+        p.n_threads = p.cpus.empty() ? (int)std::max(1u, std::thread::hardware_concurrency())
+                                     : (int)p.cpus.size();
     if (p.n_batch <= 0) p.n_batch = 512;
     p.n_batch = std::min(p.n_batch, p.n_ctx);
     if (p.n_outputs <= 0) p.n_outputs = 1;
@@ -148,8 +152,18 @@ Result<std::unique_ptr<Context>> Context::create(const Model& m, const ContextPa
     d.arena = {(uint8_t*)mem, std::free};
     Arena a{d.arena.get(), 0};
     lay_out(a, m, p, p.n_threads, &d);
-    d.pool = std::make_unique<ThreadPool>(p.n_threads);
+    d.pool = std::make_unique<ThreadPool>(p.n_threads, p.cpus);
     return c;
+}
+
+std::string Context::affinity_report() const {
+    const ThreadPool& pool = *impl_->pool;
+    const std::string n = std::to_string(pool.size()) + " thread" + (pool.size() > 1 ? "s" : "");
+    if (pool.cpus().empty()) return n + ", not pinned (all CPUs alike)";
+    if (!pool.affinity_ok())
+        return n + ": pinning to CPUs " + cpu_list_string(pool.cpus()) +
+               " was NOT applied by the OS; threads may land on slow cores";
+    return n + " pinned to CPUs " + cpu_list_string(pool.cpus());
 }
 
 int64_t Context::n_past() const {

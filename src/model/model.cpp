@@ -1,5 +1,9 @@
 // Loading: map the GGUF file, read hyper-parameters, and bind every tensor the forward
 // pass uses, checking that its shape and type are what the architecture expects.
+#include <sys/mman.h>
+
+#include <cerrno>
+#include <cstring>
 #include <map>
 
 #include "kernels/kernels.h"
@@ -113,6 +117,22 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
         return R::fail(e.what());
     }
     return m;
+}
+
+void Model::warm_up() const {
+    const uint8_t* p = file_->data();
+    const size_t n = file_->file_size();
+    volatile uint8_t sink = 0;
+    for (size_t off = 0; off < n; off += 4096) sink = sink + p[off];
+    (void)sink;
+}
+
+Result<std::monostate> Model::lock_memory() const {
+    if (mlock(file_->data(), file_->file_size()) != 0)
+        return Result<std::monostate>::fail(
+            std::string("mlock of ") + std::to_string(file_->file_size() >> 20) +
+            " MiB failed: " + std::strerror(errno) + " (raise the locked-memory limit: ulimit -l)");
+    return std::monostate{};
 }
 
 std::string Model::main_weight_type() const {
