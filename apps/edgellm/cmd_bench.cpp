@@ -112,6 +112,8 @@ int cmd_bench(const std::vector<std::string>& args) {
     p.option({"-n", "--n-gen"}, "N", "tokens for the tg test; 0 = skip (default 128)");
     p.option({"-t", "--threads"}, "LIST", "thread counts, comma-separated (default: all cores)");
     p.option({"-r", "--repetitions"}, "N", "repetitions after the warm-up (default 5)");
+    p.option({"-d", "--n-depth"}, "N",
+             "fill the KV cache with N tokens before each test (default 0)");
     p.option({"-c", "--ctx-size"}, "N", "context (default: enough for the tests)");
     p.option({"--kv-type", "-ctk"}, "T", "KV cache type: f16 (default) or q8_0");
     p.option({"-o", "--output"}, "FMT", "md (default), json or csv");
@@ -132,10 +134,10 @@ int cmd_bench(const std::vector<std::string>& args) {
         if (!def) return fail("bench", def.error(), 2);
         model_path = *def;
     }
-    int64_t n_prompt = 512, n_gen = 128, reps = 5, n_ctx = 0;
+    int64_t n_prompt = 512, n_gen = 128, reps = 5, n_ctx = 0, depth = 0;
     if (!p.get_int("-p", 0, 1 << 16, &n_prompt, &err) ||
         !p.get_int("-n", 0, 1 << 16, &n_gen, &err) || !p.get_int("-r", 1, 1000, &reps, &err) ||
-        !p.get_int("-c", 0, 1 << 24, &n_ctx, &err))
+        !p.get_int("-c", 0, 1 << 24, &n_ctx, &err) || !p.get_int("-d", 0, 1 << 20, &depth, &err))
         return fail("bench", err.substr(err.find(": ") + 2), 2);
     std::vector<int> threads;
     if (auto t = p.get("-t")) {
@@ -185,7 +187,7 @@ int cmd_bench(const std::vector<std::string>& args) {
     std::vector<Row> rows;
     for (int nt : threads) {
         ContextParams cp;
-        cp.n_ctx = n_ctx > 0 ? n_ctx : std::max<int64_t>(n_prompt + n_gen, 16);
+        cp.n_ctx = n_ctx > 0 ? n_ctx : std::max<int64_t>(depth + std::max(n_prompt, n_gen), 16);
         cp.n_batch = std::max<int64_t>(n_prompt, 1);
         cp.kv_type = *kv_type;
         cp.n_threads = nt;
@@ -194,12 +196,26 @@ int cmd_bench(const std::vector<std::string>& args) {
         if (!ctx) return fail("bench", ctx.error());
         std::fprintf(stderr, "bench: %s\n", (*ctx)->affinity_report().c_str());
         Context& c = **ctx;
+        // Empty the cache, then (untimed) fill it to the requested depth.
+        std::vector<int32_t> filler((size_t)std::min<int64_t>(depth, cp.n_batch));
+        auto reset = [&]() -> std::string {
+            c.truncate(0);
+            for (int64_t done = 0; done < depth;) {
+                const int64_t k = std::min<int64_t>((int64_t)filler.size(), depth - done);
+                for (int64_t i = 0; i < k; ++i) filler[(size_t)i] = tok(rng);
+                auto r = c.eval(std::span<const int32_t>(filler.data(), (size_t)k), false);
+                if (!r) return r.error();
+                done += k;
+            }
+            return {};
+        };
+        const std::string at = depth > 0 ? " @ d" + std::to_string(depth) : "";
         if (n_prompt > 0) {
-            Row r{"pp" + std::to_string(n_prompt), (int)n_prompt, 0, nt, {}, 0, 0, 0, 0};
+            Row r{"pp" + std::to_string(n_prompt) + at, (int)n_prompt, 0, nt, {}, 0, 0, 0, 0};
             std::vector<int32_t> prompt((size_t)n_prompt);
             for (int rep = -1; rep < reps; ++rep) {  // rep -1 is the warm-up
                 for (auto& x : prompt) x = tok(rng);
-                c.truncate(0);
+                if (auto e = reset(); !e.empty()) return fail("bench", e);
                 const auto t0 = Clock::now();
                 auto res = c.eval(prompt, false);
                 const double s = seconds_since(t0);
@@ -213,9 +229,9 @@ int cmd_bench(const std::vector<std::string>& args) {
             rows.push_back(r);
         }
         if (n_gen > 0) {
-            Row r{"tg" + std::to_string(n_gen), 0, (int)n_gen, nt, {}, 0, 0, 0, 0};
+            Row r{"tg" + std::to_string(n_gen) + at, 0, (int)n_gen, nt, {}, 0, 0, 0, 0};
             for (int rep = -1; rep < reps; ++rep) {
-                c.truncate(0);
+                if (auto e = reset(); !e.empty()) return fail("bench", e);
                 const auto t0 = Clock::now();
                 for (int64_t i = 0; i < n_gen; ++i) {
                     const int32_t t = tok(rng);
@@ -229,7 +245,8 @@ int cmd_bench(const std::vector<std::string>& args) {
                              (double)n_gen / s);
             }
             finish(r);
-            const double bytes = (double)weight_read + kv_per_token * (double)n_gen / 2.0;
+            const double bytes =
+                (double)weight_read + kv_per_token * ((double)depth + (double)n_gen / 2.0);
             r.bw_gbps = bytes * r.avg / 1e9;
             for (auto& [t, bw] : bandwidth)
                 if (t == nt && bw > 0) r.bw_share = r.bw_gbps / bw;

@@ -1,5 +1,6 @@
 #include "compute/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -22,100 +23,160 @@ size_t align64(size_t n) {
     return (n + 63) / 64 * 64;
 }
 
-// Per-thread scratch: the converted query, an accumulator, one dequantized V row, and
-// (f16 cache) the scores of every cell.
-struct Scratch {
-    void* q_conv;
-    float* acc;
-    float* vrow;
-    float* scores;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// The heads one work item handles: query heads [h0, h0 + n) of one token, all reading the
+// same KV head. Each cached K and V row is then read and converted once for all of them.
+struct Item {
+    int64_t t;
+    int hkv, h0, n;
 };
 
-Scratch carve(uint8_t* p, const AttentionShape& s, TensorType kv_type) {
-    Scratch out;
-    out.q_conv = p;
-    p += align64(row_size(query_type(kv_type), s.head_dim));
-    out.acc = (float*)p;
-    p += align64(sizeof(float) * s.head_dim);
-    out.vrow = (float*)p;
-    p += align64(sizeof(float) * s.head_dim);
-    out.scores = (float*)p;
-    return out;
+// Per-thread scratch for a group of up to `group` query heads: converted queries, one
+// accumulator each, one dequantized V row, and (f16 cache) each head's scores.
+struct Scratch {
+    uint8_t* q_conv;  // group x q_row bytes
+    size_t q_row;
+    float* acc;     // group x head_dim
+    float* vrow;    // head_dim
+    float* scores;  // group x n_ctx (f16 cache)
+    float* m;       // group: running maximum (online) / maximum (f16)
+    float* sum;     // group
+};
+
+size_t scratch_size(const AttentionShape& s, TensorType kv_type, int64_t n_ctx) {
+    const size_t group = (size_t)(s.n_head / s.n_head_kv);
+    return align64(row_size(query_type(kv_type), s.head_dim)) * group +
+           align64(sizeof(float) * s.head_dim) * (group + 1) +
+           align64(sizeof(float) * (size_t)n_ctx) * group + align64(sizeof(float) * group) * 2;
 }
 
-// f16 cache: scores, exact softmax, probabilities rounded to f16, weighted sum of V.
-void attend_f16(const AttentionShape& s, const TypeKernels& kk, const KvLayerView& kv,
-                const int32_t* cell_pos, int64_t n_cells, int32_t pos, int hkv, const Scratch& w,
-                float* out) {
+Scratch carve(uint8_t* p, const AttentionShape& s, TensorType kv_type, int64_t n_ctx) {
+    const size_t group = (size_t)(s.n_head / s.n_head_kv);
+    Scratch w;
+    w.q_row = align64(row_size(query_type(kv_type), s.head_dim));
+    w.q_conv = p;
+    p += w.q_row * group;
+    w.acc = (float*)p;
+    p += align64(sizeof(float) * s.head_dim) * group;
+    w.vrow = (float*)p;
+    p += align64(sizeof(float) * s.head_dim);
+    w.scores = (float*)p;
+    p += align64(sizeof(float) * (size_t)n_ctx) * group;
+    w.m = (float*)p;
+    p += align64(sizeof(float) * group);
+    w.sum = (float*)p;
+    return w;
+}
+
+// The inner loops run per cached position and head: compiled for AVX-512 and AVX2 as well,
+// the best chosen at load time from the CPU's (and OS's) features.
+#if defined(__x86_64__) && defined(__GNUC__)
+#define EDGELLM_ATTN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define EDGELLM_ATTN_CLONES
+#endif
+
+// f16 cache (llama.cpp's default path): scores, exact softmax (max, exp, sum in double),
+// probabilities rounded to f16, then the weighted sum of V.
+EDGELLM_ATTN_CLONES void attend_f16(const AttentionShape& s, const TypeKernels& kk,
+                                    const KvLayerView& kv, const int32_t* cell_pos, int64_t n_cells,
+                                    int32_t pos, const Item& it, const Scratch& w, int64_t n_ctx,
+                                    float* out) {
     const int hd = s.head_dim;
     const size_t head_bytes = row_size(kv.type, hd);
-    float mx = -std::numeric_limits<float>::infinity();
+    const size_t k_off = (size_t)it.hkv * head_bytes;
+    for (int g = 0; g < it.n; ++g) w.m[g] = kNegInf;
     for (int64_t c = 0; c < n_cells; ++c) {
-        if (cell_pos[c] < 0 || cell_pos[c] > pos) {
-            w.scores[c] = -std::numeric_limits<float>::infinity();
-            continue;
+        const bool visible = cell_pos[c] >= 0 && cell_pos[c] <= pos;
+        const uint8_t* krow = kv.k + (size_t)c * kv.row_bytes + k_off;
+        for (int g = 0; g < it.n; ++g) {
+            float* sc = w.scores + (size_t)g * n_ctx;
+            if (!visible) {
+                sc[c] = kNegInf;
+                continue;
+            }
+            float score;
+            kk.vec_dot(hd, &score, krow, w.q_conv + w.q_row * (size_t)g);
+            sc[c] = score * s.scale;
+            w.m[g] = std::fmax(w.m[g], sc[c]);
         }
-        float score;
-        kk.vec_dot(hd, &score, kv.k + (size_t)c * kv.row_bytes + hkv * head_bytes, w.q_conv);
-        w.scores[c] = score * s.scale;
-        mx = std::fmax(mx, w.scores[c]);
     }
-    double sum = 0.0;
+    for (int g = 0; g < it.n; ++g) {
+        float* sc = w.scores + (size_t)g * n_ctx;
+        double sum = 0.0;
+        for (int64_t c = 0; c < n_cells; ++c) {
+            const float e = sc[c] == kNegInf ? 0.0f : std::exp(sc[c] - w.m[g]);
+            sc[c] = e;
+            sum += (double)e;
+        }
+        w.sum[g] = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
+        std::memset(w.acc + (size_t)g * hd, 0, sizeof(float) * hd);
+    }
     for (int64_t c = 0; c < n_cells; ++c) {
-        const float e = w.scores[c] == -std::numeric_limits<float>::infinity()
-                            ? 0.0f
-                            : std::exp(w.scores[c] - mx);
-        w.scores[c] = e;
-        sum += (double)e;
+        bool any = false;
+        for (int g = 0; g < it.n && !any; ++g) any = w.scores[(size_t)g * n_ctx + c] != 0.0f;
+        if (!any) continue;
+        kk.to_float(kv.v + (size_t)c * kv.row_bytes + k_off, w.vrow, hd);
+        for (int g = 0; g < it.n; ++g) {
+            const float e = w.scores[(size_t)g * n_ctx + c];
+            if (e == 0.0f) continue;
+            const float p = fp16_to_f32(f32_to_fp16(e * w.sum[g]));
+            float* acc = w.acc + (size_t)g * hd;
+            for (int i = 0; i < hd; ++i) acc[i] += p * w.vrow[i];
+        }
     }
-    const float inv = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
-    std::memset(w.acc, 0, sizeof(float) * hd);
-    for (int64_t c = 0; c < n_cells; ++c) {
-        if (w.scores[c] == 0.0f) continue;
-        const float p = fp16_to_f32(f32_to_fp16(w.scores[c] * inv));
-        kk.to_float(kv.v + (size_t)c * kv.row_bytes + hkv * head_bytes, w.vrow, hd);
-        for (int i = 0; i < hd; ++i) w.acc[i] += p * w.vrow[i];
-    }
-    std::memcpy(out, w.acc, sizeof(float) * hd);
+    for (int g = 0; g < it.n; ++g)
+        std::memcpy(out + (size_t)g * hd, w.acc + (size_t)g * hd, sizeof(float) * hd);
 }
 
-// Quantized cache: one pass with an online softmax (running maximum m, running sum).
-void attend_online(const AttentionShape& s, const TypeKernels& kk, const KvLayerView& kv,
-                   const int32_t* cell_pos, int64_t n_cells, int32_t pos, int hkv, const Scratch& w,
-                   float* out) {
+// Quantized cache (llama.cpp's flash-attention path): one pass with an online softmax,
+// each head keeping a running maximum and sum and rescaling its accumulator when a new
+// maximum appears.
+EDGELLM_ATTN_CLONES void attend_online(const AttentionShape& s, const TypeKernels& kk,
+                                       const KvLayerView& kv, const int32_t* cell_pos,
+                                       int64_t n_cells, int32_t pos, const Item& it,
+                                       const Scratch& w, float* out) {
     const int hd = s.head_dim;
     const size_t head_bytes = row_size(kv.type, hd);
-    float m = -std::numeric_limits<float>::infinity();
-    float sum = 0.0f;
-    std::memset(w.acc, 0, sizeof(float) * hd);
+    const size_t k_off = (size_t)it.hkv * head_bytes;
+    for (int g = 0; g < it.n; ++g) {
+        w.m[g] = kNegInf;
+        w.sum[g] = 0.0f;
+        std::memset(w.acc + (size_t)g * hd, 0, sizeof(float) * hd);
+    }
     for (int64_t c = 0; c < n_cells; ++c) {
         if (cell_pos[c] < 0 || cell_pos[c] > pos) continue;
-        float score;
-        kk.vec_dot(hd, &score, kv.k + (size_t)c * kv.row_bytes + hkv * head_bytes, w.q_conv);
-        score *= s.scale;
-        float weight = 1.0f;
-        if (score > m) {
-            // New maximum: rescale what was accumulated under the old one.
-            const float f = std::exp(m - score);
-            for (int i = 0; i < hd; ++i) w.acc[i] *= f;
-            sum *= f;
-            m = score;
-        } else {
-            weight = std::exp(score - m);
+        const uint8_t* krow = kv.k + (size_t)c * kv.row_bytes + k_off;
+        kk.to_float(kv.v + (size_t)c * kv.row_bytes + k_off, w.vrow, hd);
+        for (int g = 0; g < it.n; ++g) {
+            float score;
+            kk.vec_dot(hd, &score, krow, w.q_conv + w.q_row * (size_t)g);
+            score *= s.scale;
+            float weight = 1.0f;
+            float* acc = w.acc + (size_t)g * hd;
+            if (score > w.m[g]) {
+                const float f = std::exp(w.m[g] - score);
+                for (int i = 0; i < hd; ++i) acc[i] *= f;
+                w.sum[g] *= f;
+                w.m[g] = score;
+            } else {
+                weight = std::exp(score - w.m[g]);
+            }
+            for (int i = 0; i < hd; ++i) acc[i] += weight * w.vrow[i];
+            w.sum[g] += weight;
         }
-        kk.to_float(kv.v + (size_t)c * kv.row_bytes + hkv * head_bytes, w.vrow, hd);
-        for (int i = 0; i < hd; ++i) w.acc[i] += weight * w.vrow[i];
-        sum += weight;
     }
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    for (int i = 0; i < hd; ++i) out[i] = w.acc[i] * inv;
+    for (int g = 0; g < it.n; ++g) {
+        const float inv = w.sum[g] > 0.0f ? 1.0f / w.sum[g] : 0.0f;
+        for (int i = 0; i < hd; ++i) out[(size_t)g * hd + i] = w.acc[(size_t)g * hd + i] * inv;
+    }
 }
 
 }  // namespace
 
 size_t attention_scratch_per_thread(const AttentionShape& s, TensorType kv_type, int64_t n_ctx) {
-    return align64(row_size(query_type(kv_type), s.head_dim)) +
-           align64(sizeof(float) * s.head_dim) * 2 + align64(sizeof(float) * (size_t)n_ctx);
+    return scratch_size(s, kv_type, n_ctx);
 }
 
 void attention(ThreadPool& pool, const AttentionShape& s, const float* q, const int32_t* q_pos,
@@ -126,25 +187,42 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, const 
     EDGELLM_ASSERT(kk.vec_dot && kk.to_float && qk.from_float, "KV type lacks kernels");
     EDGELLM_ASSERT(scratch_per_thread >= attention_scratch_per_thread(s, kv.type, n_cells),
                    "attention scratch too small for the cells");
+    // The largest n_ctx the scratch holds scores for (the scores stride).
+    const size_t group = (size_t)(s.n_head / s.n_head_kv);
+    int64_t n_ctx = n_cells;
+    while (attention_scratch_per_thread(s, kv.type, n_ctx + 64) <= scratch_per_thread) n_ctx += 64;
     const int hd = s.head_dim;
-    const int group = s.n_head / s.n_head_kv;
-    const int64_t n_items = n_tokens * s.n_head;
     const bool f16 = kv.type == TensorType::F16;
 
-    pool.run([&](int ith, int nth) {
-        const Scratch w = carve(scratch + (size_t)ith * scratch_per_thread, s, kv.type);
+    // Work items: (token, KV head), split into sub-groups of query heads when there are
+    // fewer items than threads (decoding one token with few KV heads).
+    const int nth = pool.size();
+    int split = 1;
+    while (split < (int)group && n_tokens * s.n_head_kv * split < nth) ++split;
+    const int per = (int)((group + (size_t)split - 1) / (size_t)split);
+    const int64_t n_items = n_tokens * s.n_head_kv * split;
+
+    pool.run([&](int ith, int nth_run) {
+        const Scratch w = carve(scratch + (size_t)ith * scratch_per_thread, s, kv.type, n_ctx);
         int64_t i0, i1;
-        ThreadPool::split(n_items, ith, nth, &i0, &i1);
+        ThreadPool::split(n_items, ith, nth_run, &i0, &i1);
         for (int64_t item = i0; item < i1; ++item) {
-            const int64_t t = item / s.n_head;
-            const int h = (int)(item % s.n_head);
-            const float* qh = q + t * (int64_t)s.n_head * hd + (int64_t)h * hd;
-            float* o = out + t * (int64_t)s.n_head * hd + (int64_t)h * hd;
-            qk.from_float(qh, w.q_conv, hd);
+            Item it;
+            it.t = item / (s.n_head_kv * split);
+            const int64_t rest = item % (s.n_head_kv * split);
+            it.hkv = (int)(rest / split);
+            const int part = (int)(rest % split);
+            it.h0 = it.hkv * (int)group + part * per;
+            it.n = std::min(per, it.hkv * (int)group + (int)group - it.h0);
+            if (it.n <= 0) continue;
+            const float* qt = q + it.t * (int64_t)s.n_head * hd;
+            for (int g = 0; g < it.n; ++g)
+                qk.from_float(qt + (int64_t)(it.h0 + g) * hd, w.q_conv + w.q_row * (size_t)g, hd);
+            float* o = out + it.t * (int64_t)s.n_head * hd + (int64_t)it.h0 * hd;
             if (f16)
-                attend_f16(s, kk, kv, cell_pos, n_cells, q_pos[t], h / group, w, o);
+                attend_f16(s, kk, kv, cell_pos, n_cells, q_pos[it.t], it, w, n_ctx, o);
             else
-                attend_online(s, kk, kv, cell_pos, n_cells, q_pos[t], h / group, w, o);
+                attend_online(s, kk, kv, cell_pos, n_cells, q_pos[it.t], it, w, o);
         }
     });
 }
