@@ -71,24 +71,25 @@ void ThreadPool::worker(int ith) {
         }
         seen = g;
         if (stop_.load()) return;
-        (*job_)(ith, n_threads_);
+        invoke_(job_, ith, n_threads_);
         pending_.fetch_sub(1, std::memory_order_acq_rel);
     }
 }
 
-void ThreadPool::run(const std::function<void(int, int)>& fn) {
+void ThreadPool::run_erased(void* fn, Invoke invoke) {
     if (n_threads_ == 1) {
-        fn(0, 1);
+        invoke(fn, 0, 1);
         return;
     }
-    job_ = &fn;
+    job_ = fn;
+    invoke_ = invoke;
     pending_.store(n_threads_ - 1, std::memory_order_relaxed);
     {
         std::lock_guard<std::mutex> lock(mu_);
         generation_.fetch_add(1, std::memory_order_release);
     }
     if (sleeping_.load() > 0) cv_.notify_all();
-    fn(0, n_threads_);
+    invoke(fn, 0, n_threads_);
     while (pending_.load(std::memory_order_acquire) != 0) EDGELLM_PAUSE();
 }
 

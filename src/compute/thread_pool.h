@@ -9,6 +9,7 @@
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 namespace edgellm {
@@ -27,8 +28,14 @@ class ThreadPool {
     const std::vector<int>& cpus() const { return cpus_; }
     bool affinity_ok() const { return affinity_ok_.load(); }
 
-    // fn(ith, nth) on every thread; ith in [0, nth). Not reentrant.
-    void run(const std::function<void(int ith, int nth)>& fn);
+    // fn(ith, nth) on every thread; ith in [0, nth). Not reentrant. Takes any callable by
+    // reference without copying it into a std::function, so a run allocates nothing (the
+    // forward pass calls this hundreds of times per token).
+    template <typename F>
+    void run(F&& fn) {
+        using Fn = std::remove_reference_t<F>;
+        run_erased(&fn, [](void* f, int ith, int nth) { (*static_cast<Fn*>(f))(ith, nth); });
+    }
 
     // Split [0, n) into contiguous chunks, one per thread.
     static void split(int64_t n, int ith, int nth, int64_t* begin, int64_t* end) {
@@ -53,7 +60,10 @@ class ThreadPool {
     std::atomic<int> pending_{0};
     std::atomic<int> sleeping_{0};
     std::atomic<bool> stop_{false};
-    const std::function<void(int, int)>* job_ = nullptr;
+    using Invoke = void (*)(void* fn, int ith, int nth);
+    void run_erased(void* fn, Invoke invoke);
+    void* job_ = nullptr;
+    Invoke invoke_ = nullptr;
 };
 
 }  // namespace edgellm
