@@ -14,9 +14,9 @@ std::optional<std::vector<int>> parse_cpu_list(std::string_view s);
 // "0xF0" or "F0" (hex, bit i = CPU i) -> {4,5,6,7}; nullopt on bad syntax or an empty mask.
 std::optional<std::vector<int>> parse_cpu_mask(std::string_view s);
 
-// The CPUs with the highest capacity (sysfs cpu_capacity, else cpuinfo_max_freq) under
-// sysfs_root/devices/system/cpu. Empty when every CPU is the same or nothing is known:
-// then there is nothing to choose.
+// The big cores: CPUs whose capacity (sysfs cpu_capacity, else cpuinfo_max_freq) under
+// sysfs_root/devices/system/cpu is within 20 % of the fastest. Empty when every CPU
+// qualifies or nothing is known: then there is nothing to choose.
 std::vector<int> big_cores(const std::string& sysfs_root = "/sys");
 
 std::string cpu_list_string(const std::vector<int>& cpus);  // {0,1,2,3,6} -> "0-3,6"

@@ -73,7 +73,12 @@ void lay_out(Arena& a, const Model& m, const ContextParams& p, int n_threads, Co
 
 ContextParams resolve(const Model& m, ContextParams p) {
     if (p.n_ctx <= 0) p.n_ctx = std::min<int64_t>(m.hparams().n_ctx_train, 4096);
-    if (p.cpus.empty()) p.cpus = big_cores();
+    if (p.cpus.empty()) {
+        // By default only the big cores of a big.LITTLE SoC, and only when there are enough
+        // of them for the threads asked for (two spinning threads on one core are worse).
+        std::vector<int> big = big_cores();
+        if (p.n_threads <= 0 || p.n_threads <= (int)big.size()) p.cpus = std::move(big);
+    }
     if (p.n_threads <= 0)
         p.n_threads = p.cpus.empty() ? (int)std::max(1u, std::thread::hardware_concurrency())
                                      : (int)p.cpus.size();

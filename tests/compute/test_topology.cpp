@@ -53,10 +53,11 @@ TEST(BigCores, FromCapacityOrMaxFrequency) {
     auto root = fake_sysfs({446, 446, 446, 446, 1024, 1024, 1024, 1024}, "cpu_capacity");
     EXPECT_EQ(big_cores(root.string()), (std::vector<int>{4, 5, 6, 7}));
     fs::remove_all(root);
-    // RK3588-like through frequencies: 4 x A55 1.8 GHz, 2 + 2 A76 at 2.4 / 2.256 GHz.
+    // RK3588-like through frequencies: 4 x A55 1.8 GHz, 2 + 2 A76 at 2.4 / 2.256 GHz: all
+    // four A76 are big.
     root = fake_sysfs({1800000, 1800000, 1800000, 1800000, 2400000, 2400000, 2256000, 2256000},
                       "cpufreq/cpuinfo_max_freq");
-    EXPECT_EQ(big_cores(root.string()), (std::vector<int>{4, 5}));
+    EXPECT_EQ(big_cores(root.string()), (std::vector<int>{4, 5, 6, 7}));
     fs::remove_all(root);
     // All alike: nothing to choose.
     root = fake_sysfs({1024, 1024}, "cpu_capacity");
