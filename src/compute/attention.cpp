@@ -87,9 +87,13 @@ EDGELLM_ATTN_CLONES void attend_f16(const AttentionShape& s, const TypeKernels& 
     const size_t head_bytes = row_size(kv.type, hd);
     const size_t k_off = (size_t)it.hkv * head_bytes;
     for (int g = 0; g < it.n; ++g) w.m[g] = kNegInf;
+    float dots[64];
+    const bool batched = kk.vec_dot_n && it.n <= 64;
     for (int64_t c = 0; c < n_cells; ++c) {
         const bool visible = cell_pos[c] >= 0 && cell_pos[c] <= pos;
         const uint8_t* krow = kv.k + (size_t)c * kv.row_bytes + k_off;
+        // The key row against every query head of the group at once (read and widened once).
+        if (visible && batched) kk.vec_dot_n(hd, dots, krow, w.q_conv, w.q_row, it.n);
         for (int g = 0; g < it.n; ++g) {
             float* sc = w.scores + (size_t)g * n_ctx;
             if (!visible) {
@@ -97,7 +101,10 @@ EDGELLM_ATTN_CLONES void attend_f16(const AttentionShape& s, const TypeKernels& 
                 continue;
             }
             float score;
-            kk.vec_dot(hd, &score, krow, w.q_conv + w.q_row * (size_t)g);
+            if (batched)
+                score = dots[g];
+            else
+                kk.vec_dot(hd, &score, krow, w.q_conv + w.q_row * (size_t)g);
             sc[c] = score * s.scale;
             w.m[g] = std::fmax(w.m[g], sc[c]);
         }
@@ -110,7 +117,9 @@ EDGELLM_ATTN_CLONES void attend_f16(const AttentionShape& s, const TypeKernels& 
             sc[c] = e;
             sum += (double)e;
         }
-        w.sum[g] = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
+        // Probabilities, rounded to f16 as llama.cpp's f16 matrix product rounds them.
+        const float inv = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
+        for (int64_t c = 0; c < n_cells; ++c) sc[c] = round_to_f16_unit(sc[c] * inv);
         std::memset(w.acc + (size_t)g * hd, 0, sizeof(float) * hd);
     }
     for (int64_t c = 0; c < n_cells; ++c) {
@@ -119,9 +128,8 @@ EDGELLM_ATTN_CLONES void attend_f16(const AttentionShape& s, const TypeKernels& 
         if (!any) continue;
         kk.to_float(kv.v + (size_t)c * kv.row_bytes + k_off, w.vrow, hd);
         for (int g = 0; g < it.n; ++g) {
-            const float e = w.scores[(size_t)g * n_ctx + c];
-            if (e == 0.0f) continue;
-            const float p = fp16_to_f32(f32_to_fp16(e * w.sum[g]));
+            const float p = w.scores[(size_t)g * n_ctx + c];
+            if (p == 0.0f) continue;
             float* acc = w.acc + (size_t)g * hd;
             for (int i = 0; i < hd; ++i) acc[i] += p * w.vrow[i];
         }

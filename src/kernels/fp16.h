@@ -62,6 +62,17 @@ static inline fp16_t f32_to_fp16(float f) {
     return (fp16_t)(sign | h);
 }
 
+// fp16_to_f32(f32_to_fp16(x)) for 0 <= x <= 1, without branches so a loop over many values
+// vectorizes: below 2^-14 (the f16 subnormals, a grid of 2^-24) the float addition of 0.5
+// does the rounding (ties to even); above, rounding away the low 13 mantissa bits does.
+static inline float round_to_f16_unit(float x) {
+    uint32_t b = f32_bits(x);
+    b = (b + 0xFFFu + ((b >> 13) & 1u)) & ~0x1FFFu;
+    const float normal = f32_from_bits(b);
+    const float sub = (x + 0.5f) - 0.5f;
+    return x < 0x1p-14f ? sub : normal;
+}
+
 static inline float bf16_to_f32(bf16_t h) {
     return f32_from_bits((uint32_t)h << 16);
 }

@@ -176,6 +176,34 @@ std::string check_type_kernels(TensorType t, const TypeKernels& cand, const Type
             }
         }
     }
+    if (cand.vec_dot_n && cand.vec_dot_n != ref.vec_dot_n) {
+        // Seven rows sharing one: compare each result with the reference dot product.
+        const size_t row = row_size(ref.vec_dot_type, n);
+        const int ny = 7;
+        std::vector<uint8_t> ys(row * ny);
+        for (int c = 0; c < ny; ++c) {
+            const auto yc = random_tensor_data(ref.vec_dot_type, n, seed + 20 + (uint64_t)c);
+            std::memcpy(ys.data() + row * (size_t)c, yc.data(), row);
+        }
+        std::vector<float> got((size_t)ny);
+        cand.vec_dot_n(n, got.data(), x.data(), ys.data(), row, ny);
+        ref.to_float(x.data(), xf_ref.data(), n);
+        std::vector<float> yf((size_t)n);
+        for (int c = 0; c < ny; ++c) {
+            const uint8_t* yc = ys.data() + row * (size_t)c;
+            reference_kernels(ref.vec_dot_type).to_float(yc, yf.data(), n);
+            double magnitude = 0.0;
+            for (int64_t i = 0; i < n; ++i) magnitude += std::fabs((double)xf_ref[i] * yf[i]);
+            float want = 0.0f;
+            ref.vec_dot(n, &want, x.data(), yc);
+            if (!(std::fabs((double)got[(size_t)c] - want) <=
+                  vec_dot_error_budget(t) * magnitude + 1e-30)) {
+                std::snprintf(buf, sizeof buf, "%s vec_dot_n[%s] row %d: %.9g, reference %.9g",
+                              tensor_type_name(t), cand.vec_dot_n_isa, c, got[(size_t)c], want);
+                return buf;
+            }
+        }
+    }
     return {};
 }
 

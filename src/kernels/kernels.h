@@ -23,18 +23,24 @@ using VecDotFn = void (*)(int64_t n, float* s, const void* x, const void* y);
 // against four activation rows, so the weight blocks are decoded once for four tokens
 // (prefill). Optional; matmul falls back to vec_dot.
 using VecDot4Fn = void (*)(int64_t n, float* s, const void* x, const void* y, size_t by);
+// s[c] = dot(x, y_c) for c = 0..ny-1 (y_c at y + by * c), each exactly as vec_dot computes
+// it: one row against several others that share it (attention: a cached key against the
+// query heads of its group). Optional.
+using VecDotNFn = void (*)(int64_t n, float* s, const void* x, const void* y, size_t by, int ny);
 
 struct TypeKernels {
     ToFloatFn to_float = nullptr;
     FromFloatFn from_float = nullptr;
     VecDotFn vec_dot = nullptr;
     VecDot4Fn vec_dot_4 = nullptr;
+    VecDotNFn vec_dot_n = nullptr;
     TensorType vec_dot_type = TensorType::F32;
     // Which kernel set each function came from ("ref", "avx2", ...), for reports.
     const char* to_float_isa = "ref";
     const char* from_float_isa = "ref";
     const char* vec_dot_isa = "ref";
     const char* vec_dot_4_isa = "ref";
+    const char* vec_dot_n_isa = "ref";
 };
 
 // A set of ISA kernels overriding some entries of the reference table.

@@ -41,6 +41,16 @@ TEST(Fp16, RoundsToNearestEven) {
     EXPECT_EQ(fp16_to_f32(f32_to_fp16(5.96046448e-08f)), 5.96046448e-08f);  // smallest subnormal
 }
 
+// The branch-free rounding attention uses equals the f16 round trip on every float in [0, 1].
+TEST(Fp16, UnitRoundingMatchesTheRoundTripEverywhere) {
+    long mismatches = 0;
+    for (uint32_t b = 0; b <= 0x3f800000u; ++b) {
+        const float x = f32_from_bits(b);
+        mismatches += f32_bits(round_to_f16_unit(x)) != f32_bits(fp16_to_f32(f32_to_fp16(x)));
+    }
+    EXPECT_EQ(mismatches, 0);
+}
+
 TEST(Bf16, RoundsToNearestEven) {
     EXPECT_EQ(bf16_to_f32(f32_to_bf16(1.0f)), 1.0f);
     EXPECT_EQ(f32_to_bf16(f32_from_bits(0x3f808000)), 0x3f80);  // tie to even (down)
@@ -200,6 +210,42 @@ TEST_P(KernelSetTest, FourColumnDotEqualsOneColumnBitForBit) {
                 }
             }
         }
+    }
+}
+
+// The same for vec_dot_n (one row against several, as attention uses it).
+TEST_P(KernelSetTest, ManyColumnDotEqualsOneColumnBitForBit) {
+    int checked = 0;
+    for (TensorType t : all_types()) {
+        const TypeKernels& k = type_kernels(t);
+        if (!k.vec_dot_n) continue;
+        ++checked;
+        const int64_t bs = tensor_type_info(t).block_size;
+        for (int64_t n :
+             {(int64_t)32, (int64_t)64, (int64_t)72, (int64_t)128, (int64_t)256, (int64_t)2048}) {
+            if (n % bs) continue;
+            const auto x = random_tensor_data(t, n, 300 + (uint64_t)n);
+            const size_t row = row_size(k.vec_dot_type, n), stride = row + 16;
+            const int ny = 7;
+            std::vector<uint8_t> ys(stride * ny);
+            for (int c = 0; c < ny; ++c) {
+                const auto yc = random_tensor_data(k.vec_dot_type, n, 400 + (uint64_t)c);
+                std::memcpy(ys.data() + stride * (size_t)c, yc.data(), row);
+            }
+            std::vector<float> many(ny);
+            k.vec_dot_n(n, many.data(), x.data(), ys.data(), stride, ny);
+            for (int c = 0; c < ny; ++c) {
+                float one;
+                k.vec_dot(n, &one, x.data(), ys.data() + stride * (size_t)c);
+                uint32_t a, b;
+                std::memcpy(&a, &many[(size_t)c], 4);
+                std::memcpy(&b, &one, 4);
+                ASSERT_EQ(a, b) << tensor_type_name(t) << " n=" << n << " column " << c;
+            }
+        }
+    }
+    if (GetParam() != "ref") {
+        EXPECT_GT(checked, 0) << "no vec_dot_n in kernel set " << GetParam();
     }
 }
 

@@ -153,6 +153,39 @@ void vec_dot_f16_avx2(int64_t n, float* s, const void* vx, const void* vy) {
     *s = sum;
 }
 
+// f16 · several f16 rows: x is widened to f32 once (exact), then each y exactly as
+// vec_dot_f16_avx2 does it (same lanes, same FMA order), so every result is bit-identical.
+void vec_dot_n_f16_avx2(int64_t n, float* s, const void* vx, const void* vy, size_t by, int ny) {
+    const fp16_t* x = (const fp16_t*)vx;
+    constexpr int64_t kMax = 1024;
+    if (n > kMax) {
+        for (int c = 0; c < ny; ++c)
+            vec_dot_f16_avx2(n, s + c, vx, (const uint8_t*)vy + by * (size_t)c);
+        return;
+    }
+    alignas(32) float xf[kMax];
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_store_ps(xf + i, _mm256_cvtph_ps(load128(x + i)));
+    for (; i < n; ++i) xf[i] = fp16_to_f32(x[i]);
+    for (int c = 0; c < ny; ++c) {
+        const fp16_t* y = (const fp16_t*)((const uint8_t*)vy + by * (size_t)c);
+        __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                         _mm256_setzero_ps()};
+        i = 0;
+        for (; i + 32 <= n; i += 32)
+            for (int k = 0; k < 4; ++k)
+                acc[k] = _mm256_fmadd_ps(_mm256_load_ps(xf + i + 8 * k),
+                                         _mm256_cvtph_ps(load128(y + i + 8 * k)), acc[k]);
+        for (; i + 8 <= n; i += 8)
+            acc[0] =
+                _mm256_fmadd_ps(_mm256_load_ps(xf + i), _mm256_cvtph_ps(load128(y + i)), acc[0]);
+        float sum =
+            hsum_ps(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+        for (; i < n; ++i) sum += xf[i] * fp16_to_f32(y[i]);
+        s[c] = sum;
+    }
+}
+
 // bf16 -> f32 is a zero-extend and a 16-bit left shift; then as f32.
 inline __m256 load_bf16x8(const bf16_t* p) {
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(load128(p)), 16));
@@ -449,6 +482,7 @@ void fill_avx2_legacy(TypeKernels* table) {
     at(T::Q4_0).to_float = to_float_q4_0_avx2;
     at(T::Q4_1).vec_dot = vec_dot_q4_1_q8_1_avx2;
     at(T::Q4_1).to_float = to_float_q4_1_avx2;
+    at(T::F16).vec_dot_n = vec_dot_n_f16_avx2;
     at(T::Q5_0).vec_dot = vec_dot_q5_0_q8_0_avx2;
     at(T::Q5_0).vec_dot_4 = vec_dot4_q0_q8_0_avx2<block_q5_0, values_q5_0>;
     at(T::Q4_0).vec_dot_4 = vec_dot4_q0_q8_0_avx2<block_q4_0, values_q4_0>;
