@@ -18,7 +18,7 @@ struct Outcome {
 };
 
 // `args` is appended to the binary's path and run by the shell.
-inline Outcome run_edgellm(const std::string& args) {
+inline Outcome run(const std::string& args) {
     const std::string bin = std::string(EDGELLM_BIN_DIR) + "/edgellm";
     const std::filesystem::path err_file =
         std::filesystem::temp_directory_path() / ("edgellm_cli_err_" + std::to_string(getpid()));
@@ -36,7 +36,7 @@ inline Outcome run_edgellm(const std::string& args) {
     return r;
 }
 
-inline int count_lines(const std::string& s) {
+inline int lines(const std::string& s) {
     int n = 0;
     for (char c : s) n += c == '\n';
     return n;

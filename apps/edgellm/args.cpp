@@ -39,12 +39,12 @@ bool ArgParser::parse(const std::vector<std::string>& args, std::string* err) {
         }
         const Spec* s = find(a);
         if (!s) {
-            *err = command_ + ": unknown option " + a + " (see --help)";
+            *err = "unknown option " + a + " (see --help)";
             return false;
         }
         if (!s->has_value) {
             if (inline_value) {
-                *err = command_ + ": option " + a + " takes no value";
+                *err = "option " + a + " takes no value";
                 return false;
             }
             values_[s->names[0]] = "1";
@@ -55,7 +55,7 @@ bool ArgParser::parse(const std::vector<std::string>& args, std::string* err) {
         } else if (i + 1 < args.size()) {
             values_[s->names[0]] = args[++i];
         } else {
-            *err = command_ + ": option " + a + " needs a value (" + s->metavar + ")";
+            *err = "option " + a + " needs a value (" + s->metavar + ")";
             return false;
         }
     }
@@ -87,8 +87,8 @@ bool ArgParser::get_int(const std::string& name, int64_t lo, int64_t hi, int64_t
     char* end = nullptr;
     const long long x = std::strtoll(v->c_str(), &end, 10);
     if (v->empty() || *end != '\0' || errno == ERANGE || x < lo || x > hi) {
-        *err = command_ + ": " + name + " must be an integer in " + std::to_string(lo) + ".." +
-               std::to_string(hi) + ", got \"" + *v + "\"";
+        *err = name + " must be an integer in " + std::to_string(lo) + ".." + std::to_string(hi) +
+               ", got \"" + *v + "\"";
         return false;
     }
     *out = x;

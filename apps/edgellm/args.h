@@ -19,6 +19,7 @@ class ArgParser {
     void option(std::vector<std::string> names, std::string metavar, std::string help);
 
     // False with a one-line reason in *err on an unknown option or a missing value.
+    // Reasons do not repeat the command name: the caller prefixes it.
     bool parse(const std::vector<std::string>& args, std::string* err);
 
     bool has(const std::string& name) const;
@@ -29,6 +30,7 @@ class ArgParser {
                  std::string* err) const;
     const std::vector<std::string>& positional() const { return positional_; }
     bool help_requested() const { return help_; }
+    const std::string& command() const { return command_; }
     std::string help() const;
 
   private:

@@ -120,25 +120,17 @@ int cmd_bench(const std::vector<std::string>& args) {
     p.option({"--kernels"}, "NAME", "kernel set (default: the best available)");
     p.flag({"--no-bandwidth"}, "skip measuring the machine's read bandwidth");
     add_cpu_options(p);
+    if (auto done = parse_command_line(p, args)) return *done;
     std::string err;
-    if (!p.parse(args, &err)) return fail("bench", err.substr(err.find(": ") + 2), 2);
-    if (p.help_requested()) {
-        std::printf("%s", p.help().c_str());
-        return 0;
-    }
     if (!p.positional().empty())
         return fail("bench", "unexpected argument " + p.positional()[0], 2);
-    auto model_path = p.get("-m");
-    if (!model_path) {
-        auto def = default_model_path();
-        if (!def) return fail("bench", def.error(), 2);
-        model_path = *def;
-    }
+    auto model_path = model_path_or_default(p);
+    if (!model_path) return fail("bench", model_path.error(), 2);
     int64_t n_prompt = 512, n_gen = 128, reps = 5, n_ctx = 0, depth = 0;
     if (!p.get_int("-p", 0, 1 << 16, &n_prompt, &err) ||
         !p.get_int("-n", 0, 1 << 16, &n_gen, &err) || !p.get_int("-r", 1, 1000, &reps, &err) ||
         !p.get_int("-c", 0, 1 << 24, &n_ctx, &err) || !p.get_int("-d", 0, 1 << 20, &depth, &err))
-        return fail("bench", err.substr(err.find(": ") + 2), 2);
+        return fail("bench", err, 2);
     std::vector<int> threads;
     if (auto t = p.get("-t")) {
         if (!parse_int_list(*t, &threads)) return fail("bench", "-t must be a list like 1,2", 2);

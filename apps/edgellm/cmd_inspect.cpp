@@ -32,12 +32,8 @@ int cmd_inspect(const std::vector<std::string>& args) {
     p.option({"-t", "--threads"}, "N", "threads, sizes per-thread scratch (default: all cores)");
     p.option({"--kernels"}, "NAME", "kernel set to report (default: the best available)");
     p.flag({"--no-tensors"}, "do not list the tensors");
+    if (auto done = parse_command_line(p, args)) return *done;
     std::string err;
-    if (!p.parse(args, &err)) return fail("inspect", err.substr(err.find(": ") + 2), 2);
-    if (p.help_requested()) {
-        std::printf("%s", p.help().c_str());
-        return 0;
-    }
     std::string path = p.get_or("-m", "");
     if (path.empty() && !p.positional().empty()) path = p.positional()[0];
     if (path.empty()) return fail("inspect", "missing MODEL", 2);
@@ -47,7 +43,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
     if (!p.get_int("-c", 1, (int64_t)1 << 30, &n_ctx, &err) ||
         !p.get_int("-b", 1, (int64_t)1 << 20, &n_batch, &err) ||
         !p.get_int("-t", 1, 1024, &threads, &err))
-        return fail("inspect", err.substr(err.find(": ") + 2), 2);
+        return fail("inspect", err, 2);
     const auto kv_type = parse_kv_type(p.get_or("--kv-type", "f16"));
     if (!kv_type) return fail("inspect", "--kv-type must be f16 or q8_0", 2);
     err = choose_kernels(p.get_or("--kernels", ""));

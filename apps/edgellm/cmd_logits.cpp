@@ -73,12 +73,8 @@ int cmd_logits(const std::vector<std::string>& args) {
     p.option({"--kv-type", "-ctk"}, "T", "KV cache type: f16 (default) or q8_0");
     p.option({"-t", "--threads"}, "N", "threads (default: all cores)");
     p.option({"--kernels"}, "NAME", "kernel set: ref, avx2, ... (default: the best available)");
+    if (auto done = parse_command_line(p, args)) return *done;
     std::string err;
-    if (!p.parse(args, &err)) return fail("logits", err.substr(err.find(": ") + 2), 2);
-    if (p.help_requested()) {
-        std::printf("%s", p.help().c_str());
-        return 0;
-    }
     if (!p.positional().empty())
         return fail("logits", "unexpected argument " + p.positional()[0], 2);
     const auto model_path = p.get("-m");
@@ -90,8 +86,7 @@ int cmd_logits(const std::vector<std::string>& args) {
     const auto kv_type = parse_kv_type(p.get_or("--kv-type", "f16"));
     if (!kv_type) return fail("logits", "--kv-type must be f16 or q8_0", 2);
     int64_t threads = 0;
-    if (!p.get_int("-t", 1, 1024, &threads, &err))
-        return fail("logits", err.substr(err.find(": ") + 2), 2);
+    if (!p.get_int("-t", 1, 1024, &threads, &err)) return fail("logits", err, 2);
     std::vector<int32_t> tokens;
     if (!parse_token_ids(*tokens_arg, &tokens, &err)) return fail("logits", err, 2);
     err = choose_kernels(p.get_or("--kernels", ""));

@@ -384,12 +384,8 @@ int cmd_perplexity(const std::vector<std::string>& args) {
     p.option({"--kl-top-k"}, "K",
              "tokens kept per position by --kl-save (default 32, at most 4096)");
     p.option({"--kernels"}, "NAME", "kernel set (default: the best available)");
+    if (auto done = parse_command_line(p, args)) return *done;
     std::string err;
-    if (!p.parse(args, &err)) return fail(cmd, err.substr(err.find(": ") + 2), 2);
-    if (p.help_requested()) {
-        std::printf("%s", p.help().c_str());
-        return 0;
-    }
     if (!p.positional().empty()) return fail(cmd, "unexpected argument " + p.positional()[0], 2);
     const auto kl_save = p.get("--kl-save");
     const auto kl_base = p.get("--kl-base");
@@ -400,17 +396,13 @@ int cmd_perplexity(const std::vector<std::string>& args) {
         !p.get_int("-b", 1, 1 << 24, &n_batch, &err) || !p.get_int("-t", 1, 1024, &threads, &err) ||
         !p.get_int("--chunks", -1, 1 << 24, &max_chunks, &err) ||
         !p.get_int("--kl-top-k", 1, kMaxTopK, &top_k, &err))
-        return fail(cmd, err.substr(err.find(": ") + 2), 2);
+        return fail(cmd, err, 2);
     if (max_chunks == 0) return fail(cmd, "--chunks must be at least 1 (or -1: all)", 2);
     if (p.has("--kl-top-k") && !kl_save) return fail(cmd, "--kl-top-k goes with --kl-save", 2);
     const auto kv_type = parse_kv_type(p.get_or("--kv-type", "f16"));
     if (!kv_type) return fail(cmd, "--kv-type must be f16 or q8_0", 2);
-    auto model_path = p.get("-m");
-    if (!model_path) {
-        auto def = default_model_path();
-        if (!def) return fail(cmd, def.error(), 2);
-        model_path = *def;
-    }
+    auto model_path = model_path_or_default(p);
+    if (!model_path) return fail(cmd, model_path.error(), 2);
     err = choose_kernels(p.get_or("--kernels", ""));
     if (!err.empty()) return fail(cmd, err, 2);
     std::string text;

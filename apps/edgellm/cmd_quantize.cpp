@@ -21,12 +21,8 @@ int cmd_quantize(const std::vector<std::string>& args) {
     p.option({"--output-type"}, "T", "type of output.weight (e.g. q8_0, q6_K, f16)");
     p.option({"--token-embedding-type"}, "T", "type of token_embd.weight");
     p.flag({"--pure"}, "no mixture: every quantizable tensor gets TYPE's base type");
+    if (auto done = parse_command_line(p, args)) return *done;
     std::string err;
-    if (!p.parse(args, &err)) return fail("quantize", err.substr(err.find(": ") + 2), 2);
-    if (p.help_requested()) {
-        std::printf("%s", p.help().c_str());
-        return 0;
-    }
     const auto& pos = p.positional();
     if (pos.size() < 3 || pos.size() > 4)
         return fail("quantize", "expected IN.gguf OUT.gguf TYPE [THREADS]", 2);

@@ -96,7 +96,6 @@ bool read_sampling_options(const ArgParser& p, SamplerParams* s, std::string* er
     if (!p.get_int("--top-k", -1, 1 << 30, &top_k, err) ||
         !p.get_int("--repeat-last-n", -1, 1 << 30, &last_n, err) ||
         !p.get_int("--seed", -1, INT64_MAX, &seed, err)) {
-        *err = err->substr(err->find(": ") + 2);
         return false;
     }
     s->top_k = (int32_t)top_k;
@@ -125,19 +124,11 @@ int cmd_run(const std::vector<std::string>& args) {
     p.option({"--kernels"}, "NAME", "kernel set (default: the best available)");
     add_sampling_options(p);
     add_cpu_options(p);
+    if (auto done = parse_command_line(p, args)) return *done;
     std::string err;
-    if (!p.parse(args, &err)) return fail("run", err.substr(err.find(": ") + 2), 2);
-    if (p.help_requested()) {
-        std::printf("%s", p.help().c_str());
-        return 0;
-    }
     if (!p.positional().empty()) return fail("run", "unexpected argument " + p.positional()[0], 2);
-    auto model_path = p.get("-m");
-    if (!model_path) {
-        auto def = default_model_path();
-        if (!def) return fail("run", def.error(), 2);
-        model_path = *def;
-    }
+    auto model_path = model_path_or_default(p);
+    if (!model_path) return fail("run", model_path.error(), 2);
     if (p.has("-p") == p.has("-f"))
         return fail("run", "give exactly one of -p PROMPT or -f FILE", 2);
     std::string prompt;
@@ -152,7 +143,7 @@ int cmd_run(const std::vector<std::string>& args) {
     if (!p.get_int("-n", -1, 1 << 30, &n_predict, &err) ||
         !p.get_int("-c", 0, 1 << 24, &n_ctx, &err) || !p.get_int("-t", 1, 1024, &threads, &err) ||
         !p.get_int("-b", 1, 1 << 20, &n_batch, &err))
-        return fail("run", err.substr(err.find(": ") + 2), 2);
+        return fail("run", err, 2);
     GenerateParams gp;
     gp.n_predict = (int32_t)n_predict;
     if (!read_sampling_options(p, &gp.sampling, &err)) return fail("run", err, 2);

@@ -21,12 +21,8 @@ int cmd_synth(const std::vector<std::string>& args) {
     p.option({"--type"}, "T", "file type as for quantize: F16 (default), Q4_K_M, Q8_0, ...");
     p.option({"--seed"}, "S", "random seed (default 1); the same seed writes the same bytes");
     p.option({"-t", "--threads"}, "N", "threads (default: all cores)");
+    if (auto done = parse_command_line(p, args)) return *done;
     std::string err;
-    if (!p.parse(args, &err)) return fail("synth", err.substr(err.find(": ") + 2), 2);
-    if (p.help_requested()) {
-        std::printf("%s", p.help().c_str());
-        return 0;
-    }
     SynthOptions o;
     if (!p.has("--arch") || !p.has("--shape") || !p.has("-o"))
         return fail("synth", "need --arch, --shape and -o", 2);
@@ -42,7 +38,7 @@ int cmd_synth(const std::vector<std::string>& args) {
     int64_t seed = 1, threads = 0;
     if (!p.get_int("--seed", 0, INT64_MAX, &seed, &err) ||
         !p.get_int("-t", 1, 1024, &threads, &err))
-        return fail("synth", err.substr(err.find(": ") + 2), 2);
+        return fail("synth", err, 2);
     o.seed = (uint64_t)seed;
     o.n_threads = (int)threads;
     o.progress = [](size_t i, size_t n, const std::string& name, TensorType t) {

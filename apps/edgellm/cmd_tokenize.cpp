@@ -31,12 +31,8 @@ int cmd_tokenize(const std::vector<std::string>& args) {
     p.option({"-f", "--file"}, "FILE", "read the text from a file");
     p.flag({"--no-bos"}, "do not add BOS/EOS even if the model asks for them");
     p.flag({"--parse-special"}, "turn texts such as <|im_start|> into their control tokens");
+    if (auto done = parse_command_line(p, args)) return *done;
     std::string err;
-    if (!p.parse(args, &err)) return fail("tokenize", err.substr(err.find(": ") + 2), 2);
-    if (p.help_requested()) {
-        std::printf("%s", p.help().c_str());
-        return 0;
-    }
     if (!p.positional().empty())
         return fail("tokenize", "unexpected argument " + p.positional()[0], 2);
     const auto model = p.get("-m");
@@ -66,12 +62,8 @@ int cmd_detokenize(const std::vector<std::string>& args) {
     p.option({"-m", "--model"}, "FILE", "GGUF model (only its vocabulary is read)");
     p.option({"--tokens", "-p"}, "\"ID ...\"", "token ids, space-separated");
     p.flag({"--special"}, "render control tokens as their text");
+    if (auto done = parse_command_line(p, args)) return *done;
     std::string err;
-    if (!p.parse(args, &err)) return fail("detokenize", err.substr(err.find(": ") + 2), 2);
-    if (p.help_requested()) {
-        std::printf("%s", p.help().c_str());
-        return 0;
-    }
     const auto model = p.get("-m");
     if (!model) return fail("detokenize", "missing -m MODEL", 2);
     const auto ids_arg = p.get("--tokens");

@@ -45,6 +45,12 @@ namespace edgellm::cli {
 // The model used when -m is not given: $EDGELLM_MODEL, else the first default model that
 // scripts/fetch-models.sh installed in $EDGELLM_MODELS (default ~/.cache/edgellm/models).
 Result<std::string> default_model_path();
+// -m if given, else default_model_path().
+Result<std::string> model_path_or_default(const ArgParser& p);
+
+// Parse a command's arguments: on a usage error print "edgellm CMD: reason" and give 2;
+// on --help print the help and give 0; nullopt when the command should go on.
+std::optional<int> parse_command_line(ArgParser& p, const std::vector<std::string>& args);
 
 // The sampling options shared by run and serve (llama.cpp's names).
 void add_sampling_options(ArgParser& p);

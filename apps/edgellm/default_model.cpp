@@ -31,4 +31,9 @@ Result<std::string> default_model_path() {
                                      " (run scripts/fetch-models.sh)");
 }
 
+Result<std::string> model_path_or_default(const ArgParser& p) {
+    if (auto m = p.get("-m")) return *m;
+    return default_model_path();
+}
+
 }  // namespace edgellm::cli

@@ -14,6 +14,16 @@ int fail(const std::string& command, const std::string& reason, int code) {
     return code;
 }
 
+std::optional<int> parse_command_line(ArgParser& p, const std::vector<std::string>& args) {
+    std::string err;
+    if (!p.parse(args, &err)) return fail(p.command(), err, 2);
+    if (p.help_requested()) {
+        std::printf("%s", p.help().c_str());
+        return 0;
+    }
+    return std::nullopt;
+}
+
 std::string choose_kernels(const std::string& requested) {
     std::string name = requested;
     if (name.empty()) {

@@ -21,15 +21,9 @@ namespace {
 
 const fs::path kGolden = edgellm::test::golden_dir();
 
+using edgellm::test::lines;
 using edgellm::test::Outcome;
-
-Outcome run(const std::string& args) {
-    return edgellm::test::run_edgellm(args);
-}
-
-int lines(const std::string& s) {
-    return edgellm::test::count_lines(s);
-}
+using edgellm::test::run;
 
 const char* kTokens = "1936 2094 3090 3890 142 590 3368 3882";
 

@@ -23,15 +23,9 @@ namespace {
 
 const fs::path kGolden = edgellm::test::golden_dir();
 
+using edgellm::test::lines;
 using edgellm::test::Outcome;
-
-Outcome run(const std::string& args) {
-    return edgellm::test::run_edgellm(args);
-}
-
-int lines(const std::string& s) {
-    return edgellm::test::count_lines(s);
-}
+using edgellm::test::run;
 
 // The number after "<key>" at the start of a line of out; NaN when there is no such line.
 double value(const std::string& out, const std::string& key) {
