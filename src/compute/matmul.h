@@ -10,10 +10,17 @@
 
 namespace edgellm {
 
-// Bytes needed to hold n_rows activation rows of n elements quantized for weights of `type`.
-size_t activation_buffer_size(TensorType weight_type, int64_t n, int64_t n_rows);
+// Bytes of scratch for matmul over n_rows activation rows of n elements with weights of
+// `type` on n_threads threads: the rows quantized to the weights' vec_dot_type and, for
+// batches that take the panel GEMM (kernels/panel.h), the same rows as panel blocks and
+// each thread's weight panel.
+size_t activation_buffer_size(TensorType weight_type, int64_t n, int64_t n_rows, int n_threads);
 
-// xq[t] = quantize(x[t * x_stride .. + n]) in the vec_dot_type of `weight_type`.
+// Batches of at least this many tokens take the panel GEMM when the kernel set has one.
+inline constexpr int64_t kPanelMinTokens = 8;
+
+// xq[t] = quantize(x[t * x_stride .. + n]) in the vec_dot_type of `weight_type` (and the
+// panel blocks after them, when the batch takes the panel GEMM).
 void quantize_activations(ThreadPool& pool, TensorType weight_type, const float* x,
                           int64_t x_stride, int64_t n, int64_t n_rows, void* xq);
 

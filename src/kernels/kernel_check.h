@@ -23,4 +23,8 @@ std::vector<uint8_t> random_tensor_data(TensorType t, int64_t n, uint64_t seed);
 std::string check_type_kernels(TensorType t, const TypeKernels& cand, const TypeKernels& ref,
                                int64_t n_elements, uint64_t seed);
 
+// Empty when the panel kernel gives the same bits as panel_gemm_ref on random panels of
+// every group shape, row count and column count; otherwise what differed.
+std::string check_panel_kernel(const PanelKernel& k, uint64_t seed);
+
 }  // namespace edgellm

@@ -30,7 +30,7 @@ const std::vector<KernelSet>& all_sets() {
              const CpuFeatures& f = cpu_features();
              return f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni;
          },
-         fill_avx512},
+         fill_avx512, fill_panel_avx512},
 #endif
 #if defined(__aarch64__)
         {"neon", [] { return cpu_features().neon; }, fill_neon},
@@ -56,6 +56,7 @@ struct State {
     std::mutex mu;
     bool ready = false;
     Table active{};
+    PanelKernel panel{};
     std::string active_name = "ref";
     std::vector<std::string> failures;
 };
@@ -80,6 +81,7 @@ void stamp(Table& t, const Table& before, const char* isa) {
 // Functions that fail the self-test are dropped, with a message.
 void build(State& s, const std::string& last) {
     Table t = reference_table();
+    PanelKernel panel{};
     std::string name = "ref";
     s.failures.clear();
     for (const KernelSet& set : all_sets()) {
@@ -101,9 +103,22 @@ void build(State& s, const std::string& last) {
         }
         t = cand;
         name = set.name;
+        if (set.fill_panel) {
+            PanelKernel p{};
+            set.fill_panel(&p);
+            const std::string err = check_panel_kernel(p, 99);
+            if (err.empty()) {
+                panel = p;
+            } else {
+                s.failures.push_back(err);
+                std::fprintf(stderr, "edgellm: kernel self-test failed, not using it: %s\n",
+                             err.c_str());
+            }
+        }
         if (set.name == last) break;
     }
     s.active = t;
+    s.panel = panel;
     s.active_name = name;
     s.ready = true;
 }
@@ -142,6 +157,7 @@ bool select_kernel_set(const std::string& name) {
     std::lock_guard<std::mutex> lock(s.mu);
     if (name == "ref") {
         s.active = reference_table();
+        s.panel = PanelKernel{};
         s.active_name = "ref";
         s.failures.clear();
         s.ready = true;
@@ -149,6 +165,10 @@ bool select_kernel_set(const std::string& name) {
         build(s, name);
     }
     return true;
+}
+
+const PanelKernel& panel_kernel() {
+    return ready_state().panel;
 }
 
 std::string active_kernel_set() {
@@ -173,6 +193,9 @@ std::string kernel_report() {
         add("from_float", (const void*)k.from_float, k.from_float_isa);
         if (!line.empty()) out += std::string(info->name) + ":" + line + "\n";
     }
+    if (s.panel.gemm)
+        out += "panel gemm (prefill): " + std::string(s.panel.isa) + ", " +
+               std::to_string(s.panel.rows) + " rows per panel\n";
     return out;
 }
 

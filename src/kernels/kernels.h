@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "edgellm/tensor_type.h"
+#include "kernels/panel.h"
 
 namespace edgellm {
 
@@ -35,6 +36,10 @@ struct TypeKernels {
     VecDot4Fn vec_dot_4 = nullptr;
     VecDotNFn vec_dot_n = nullptr;
     TensorType vec_dot_type = TensorType::F32;
+    // Decoding to int8 groups for the panel GEMM (kernels/panel.h); reference only.
+    UnpackI8Fn unpack_i8 = nullptr;
+    int i8_group = 0;     // G: 16 or 32
+    bool i8_min = false;  // has offsets
     // Which kernel set each function came from ("ref", "avx2", ...), for reports.
     const char* to_float_isa = "ref";
     const char* from_float_isa = "ref";
@@ -48,6 +53,7 @@ struct KernelSet {
     const char* name;                  // "avx2"
     bool (*supported)();               // CPU and OS support it
     void (*fill)(TypeKernels* table);  // writes the functions it has (table[type id])
+    void (*fill_panel)(PanelKernel* panel) = nullptr;  // its panel GEMM, if it has one
 };
 
 // The table in use. Chooses kernels on first call (thread-safe).

@@ -41,12 +41,13 @@ struct Arena {
     }
 };
 
-size_t largest_activation_buffer(const Model& m, int64_t n_batch, int64_t n_outputs) {
+size_t largest_activation_buffer(const Model& m, int64_t n_batch, int64_t n_outputs,
+                                 int n_threads) {
     const Model::Impl& w = m.impl();
-    size_t most = activation_buffer_size(w.output.type, w.output.ne[0], n_outputs);
+    size_t most = activation_buffer_size(w.output.type, w.output.ne[0], n_outputs, n_threads);
     for (const LayerWeights& l : w.layers)
         for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-            most = std::max(most, activation_buffer_size(t->type, t->ne[0], n_batch));
+            most = std::max(most, activation_buffer_size(t->type, t->ne[0], n_batch, n_threads));
     return most;
 }
 
@@ -63,7 +64,7 @@ void lay_out(Arena& a, const Model& m, const ContextParams& p, int n_threads, Co
     d.attn = a.take<float>(nb * h.n_embd_q());
     d.gate = a.take<float>(nb * h.n_ff);
     d.up = a.take<float>(nb * h.n_ff);
-    d.act_q = a.take<uint8_t>(largest_activation_buffer(m, p.n_batch, p.n_outputs));
+    d.act_q = a.take<uint8_t>(largest_activation_buffer(m, p.n_batch, p.n_outputs, n_threads));
     d.logits = a.take<float>((size_t)p.n_outputs * h.n_vocab);
     d.pos = a.take<int32_t>(nb);
     AttentionShape s{(int)h.n_head, (int)h.n_head_kv, (int)h.head_dim, 1.0f};

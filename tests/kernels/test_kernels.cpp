@@ -256,3 +256,65 @@ TEST(CpuFeatures, ReportsSomething) {
     std::printf("cpu features: %s\n", cpu_features_string().c_str());
     EXPECT_FALSE(available_kernel_sets().empty());
 }
+
+// ------------------------------------------------------------------------ panel GEMM
+
+// Every quantized weight type decodes, through its panel, to exactly the weights its
+// reference to_float gives: scale * q + offset per group, in the panel's byte order.
+TEST(Panel, PackedWeightsDecodeLikeToFloat) {
+    const int P = 16;
+    const int64_t n = 512;
+    const int rows = 11;  // a partial panel: rows 11..15 must be zero
+    for (TensorType t : all_types()) {
+        const TypeKernels& k = reference_kernels(t);
+        if (!k.unpack_i8) continue;
+        const int G = k.i8_group;
+        const size_t rb = row_size(t, n);
+        const std::vector<uint8_t> w = random_tensor_data(t, n * rows, 77 + (uint64_t)t);
+        std::vector<uint8_t> panel(panel_bytes(P, G, k.i8_min, n)), tmp(n + 2 * 4 * (n / 16) + 16);
+        pack_panel(t, w.data(), rb, rows, P, n, panel.data(), tmp.data());
+        const size_t gb = panel_group_bytes(P, G, k.i8_min);
+        std::vector<float> want((size_t)n);
+        for (int r = 0; r < P; ++r) {
+            if (r < rows) k.to_float(w.data() + rb * (size_t)r, want.data(), n);
+            for (int64_t i = 0; i < n; ++i) {
+                const uint8_t* pg = panel.data() + gb * (size_t)(i / G);
+                const int j = (int)(i % G);
+                const int8_t q = (int8_t)pg[4 * ((size_t)(j / 4) * P + r) + j % 4];
+                const float* fs = (const float*)(pg + (size_t)P * G);
+                const float got = fs[r] * (float)q + (k.i8_min ? fs[P + r] : 0.0f);
+                const float expect = r < rows ? want[(size_t)i] : 0.0f;
+                ASSERT_NEAR(got, expect, 1e-6f * (std::fabs(expect) + 1e-3f))
+                    << tensor_type_name(t) << " row " << r << " element " << i;
+            }
+        }
+    }
+}
+
+// The active set's panel GEMM gives the reference's bits (what the start-up self-test
+// checks, here with more seeds).
+TEST(Panel, KernelEqualsReferenceBitForBit) {
+    const PanelKernel& k = panel_kernel();
+    if (!k.gemm) GTEST_SKIP() << "kernel set " << active_kernel_set() << " has no panel GEMM";
+    for (uint64_t seed = 1; seed <= 20; ++seed) EXPECT_EQ(check_panel_kernel(k, seed), "");
+}
+
+// A corrupted kernel is caught: the check is not vacuous.
+TEST(Panel, CheckCatchesAWrongKernel) {
+    PanelKernel wrong;
+    wrong.rows = 4;
+    wrong.isa = "wrong";
+    wrong.gemm = [](const uint8_t* panel, int64_t n_groups, int G, bool has_min,
+                    const PanelActBlock* act, size_t act_stride, int64_t n_cols, float* y,
+                    size_t y_stride, int rows) {
+        panel_gemm_ref(4, panel, n_groups, G, has_min, act, act_stride, n_cols, y, y_stride, rows);
+        y[0] += 1e-3f;
+    };
+    EXPECT_NE(check_panel_kernel(wrong, 1), "");
+    wrong.gemm = [](const uint8_t* panel, int64_t n_groups, int G, bool has_min,
+                    const PanelActBlock* act, size_t act_stride, int64_t n_cols, float* y,
+                    size_t y_stride, int rows) {
+        panel_gemm_ref(4, panel, n_groups, G, has_min, act, act_stride, n_cols, y, y_stride, rows);
+    };
+    EXPECT_EQ(check_panel_kernel(wrong, 1), "");
+}

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "edgellm/model.h"
+#include "compute/matmul.h"
 #include "kernels/kernels.h"
 
 using namespace edgellm;
@@ -109,7 +110,11 @@ INSTANTIATE_TEST_SUITE_P(KernelSets, GoldenTest, ::testing::ValuesIn(available_k
                          [](const auto& info) { return info.param; });
 
 // Evaluating the sequence in pieces (prefill, then one token at a time through the KV
-// cache) gives the same logits as one batch: the cache and positions are right.
+// cache) gives the same logits as one batch: the cache and positions are right. Batches
+// of kPanelMinTokens and more take the panel GEMM, whose float sums run in another order
+// than the per-row dot products; in these random-weight models that shows as ~1e-2, so
+// the big batch is held to the golden bound, and a batch that stays on the per-row path
+// (the pieces' path) to 2e-3.
 TEST(Context, IncrementalEvalMatchesOneBatch) {
     const Cases c = load_cases();
     if (c.cases.empty()) GTEST_SKIP() << "no golden cases at " << kGolden;
@@ -125,7 +130,17 @@ TEST(Context, IncrementalEvalMatchesOneBatch) {
     ASSERT_TRUE(whole.ok());
     auto all = (*whole)->eval(c.tokens, true);
     ASSERT_TRUE(all.ok());
-    std::vector<float> expected(all->begin(), all->end());
+    const std::vector<float> big_batch(all->begin(), all->end());
+
+    p.n_batch = kPanelMinTokens - 1;
+    auto small = Context::create(**model, p);
+    ASSERT_TRUE(small.ok());
+    auto all_small = (*small)->eval(c.tokens, true);
+    ASSERT_TRUE(all_small.ok());
+    std::vector<float> expected(all_small->begin(), all_small->end());
+    const Distance between = distance(expected, big_batch, n_vocab);
+    EXPECT_LE(between.nrmse, 3e-2);
+    EXPECT_GE(between.top1, 0.85);
 
     p.n_batch = 5;  // forces several forward steps inside one eval
     auto pieces = Context::create(**model, p);

@@ -470,6 +470,7 @@ void fill_reference(TypeKernels* table) {
         T::Q8_K);
     set(table, T::Q6_K, to_float_q6_K, nullptr, vec_dot_q6_K_q8_K, T::Q8_K);
     set(table, T::Q8_K, to_float_q8_K, from_float_q8_K, nullptr, T::Q8_K);
+    fill_reference_unpack(table);
 }
 
 }  // namespace edgellm::ref

@@ -22,5 +22,7 @@ int nearest_int(float v);
 
 // Fill table[id] for every type with the reference kernels.
 void fill_reference(TypeKernels* table);
+// The int8 decoders of the panel GEMM (ref/panel_ref.cpp); part of fill_reference.
+void fill_reference_unpack(TypeKernels* table);
 
 }  // namespace edgellm::ref

@@ -15,5 +15,7 @@ void fill_avx2_kquants(TypeKernels* table);  // q2_K .. q6_K, q8_K
 // AVX-512 F/BW/VL + VNNI, on top of AVX2: the q4_0, q5_0, q8_0 and q2_K .. q6_K dot
 // products (vec_dot and vec_dot_4) and the q8_0 / q8_K activation quantizers.
 void fill_avx512(TypeKernels* table);
+// Its panel GEMM (x86/avx512_panel.cpp).
+void fill_panel_avx512(PanelKernel* panel);
 
 }  // namespace edgellm

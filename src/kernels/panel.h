@@ -1,0 +1,102 @@
+// The panel GEMM: prefill's matrix multiplication for quantized weights.
+//
+// A dot product per (weight row, token) pays for unpacking the weight block, for the
+// horizontal sum of its SIMD lanes and for the block's scale, once per 32 multiply-adds.
+// For a batch of tokens we instead unpack P weight rows at a time ("a panel") to plain
+// int8 values with one float scale (and offset) per group of G elements, and interleave
+// the rows four bytes at a time, so one SIMD register holds four consecutive elements of
+// each of P rows. Multiplying that register with four bytes of one token, broadcast,
+// accumulates P dot products in P int32 lanes (vpdpbusd, sdot): no horizontal sums, and
+// each register of weights serves a whole tile of tokens. The unpacking costs one pass
+// over the weights per batch, and the int8 panel of one thread lives in its L2 cache.
+//
+// Weights of every quantized type reduce to w = scale * q + offset per group, with q an
+// int8 (q4_0: nibble - 8; q6_K: 6 bits - 32; q4_K: nibble, scale = d * sc, offset =
+// -dmin * m; ...). Activations arrive quantized as the reference quantizes them for the
+// weight type (q8_0 / q8_1 blocks of 32, or q8_K blocks of 256 with one scale), so the
+// integer sums are exactly the reference's; only the order of the float sums differs.
+//
+// Panel layout, for P rows and groups of G (16 or 32) elements, group after group:
+//
+//   [ q: G/4 steps x P rows x 4 bytes ][ scale: P floats ][ offset: P floats, if any ]
+//
+// byte 4 * (step * P + r) + j of a group = element 4 * step + j of the group in row r.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "edgellm/tensor_type.h"
+
+namespace edgellm {
+
+// One block of 32 activations as the panel kernels read them: the int8 values, their
+// scale, and their sums (whole block and the two halves of 16) in the two forms used:
+// -128 * sum (the correction for kernels that add 128 to the weights to make them
+// unsigned, vpdpbusd) and d * sum (meets the weights' offsets).
+struct alignas(64) PanelActBlock {
+    int8_t qs[32];
+    float d;
+    int32_t nsum32;
+    int32_t nsum16[2];
+    float dsum32;
+    float dsum16[2];
+    float unused;
+};
+static_assert(sizeof(PanelActBlock) == 64, "panel activation block is one cache line");
+
+// Bytes of one group of a panel of P rows.
+inline size_t panel_group_bytes(int P, int G, bool has_min) {
+    return (size_t)P * (size_t)G + (size_t)P * sizeof(float) * (has_min ? 2 : 1);
+}
+// Bytes of a panel of P rows of n elements (n a multiple of the group).
+inline size_t panel_bytes(int P, int G, bool has_min, int64_t n) {
+    return panel_group_bytes(P, G, has_min) * (size_t)(n / G);
+}
+// The largest panel any type needs for P rows of n elements.
+inline size_t panel_bytes_max(int P, int64_t n) {
+    return panel_bytes(P, 16, true, n);
+}
+
+// y[c * y_stride + r] = sum over the panel's groups g of
+//     scale[g][r] * act[c][g].d * sum_j q[g][r][j] * act[c][g].qs[j]  (+ offset[g][r] * dsum)
+// for rows r < rows (<= P) and columns c < n_cols; act[c] = act + c * act_stride blocks.
+// Group g reads activation block g (G = 32) or half g % 2 of block g / 2 (G = 16).
+// Implementations keep the order of the float operations of panel_gemm_ref per (r, c):
+//     acc = fma(float(isum), scale * d, acc);  acc = fma(offset, dsum, acc)
+// so every implementation gives the same bits.
+using PanelGemmFn = void (*)(const uint8_t* panel, int64_t n_groups, int G, bool has_min,
+                             const PanelActBlock* act, size_t act_stride, int64_t n_cols,
+                             float* y, size_t y_stride, int rows);
+
+// The panel kernel of a kernel set: P rows per panel and the GEMM.
+struct PanelKernel {
+    int rows = 0;
+    PanelGemmFn gemm = nullptr;
+    const char* isa = "none";
+};
+
+// Decode n elements (whole blocks) of one weight row: q[n], scale[n / G] and, for types
+// with an offset, offset[n / G]. Per type in TypeKernels (unpack_i8, i8_group, i8_min).
+using UnpackI8Fn = void (*)(const void* src, int64_t n, int8_t* q, float* scale, float* offset);
+
+// Unpack rows r < rows of a weight matrix (row r at w + r * row_bytes, n elements) into
+// a panel of P rows; rows past `rows` are zero. `tmp` holds n + 2 * (n / 16) * 4 bytes.
+void pack_panel(TensorType t, const uint8_t* w, size_t row_bytes, int rows, int P, int64_t n,
+                uint8_t* panel, uint8_t* tmp);
+
+// One activation row (n elements, quantized as `act_type`: q8_0, q8_1 or q8_K) as panel
+// blocks. False for other activation types.
+bool panel_act_supported(TensorType act_type);
+void to_panel_act(TensorType act_type, const void* src, int64_t n, PanelActBlock* dst);
+
+// The scalar definition, for any P.
+void panel_gemm_ref(int P, const uint8_t* panel, int64_t n_groups, int G, bool has_min,
+                    const PanelActBlock* act, size_t act_stride, int64_t n_cols, float* y,
+                    size_t y_stride, int rows);
+
+// The panel kernel of the active kernel set; rows == 0 when it has none (the matmul
+// then keeps to the per-row dot products).
+const PanelKernel& panel_kernel();
+
+}  // namespace edgellm
