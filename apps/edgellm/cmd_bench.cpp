@@ -180,7 +180,7 @@ int cmd_bench(const std::vector<std::string>& args) {
     for (int nt : threads) {
         ContextParams cp;
         cp.n_ctx = n_ctx > 0 ? n_ctx : std::max<int64_t>(depth + std::max(n_prompt, n_gen), 16);
-        cp.n_batch = std::max<int64_t>(n_prompt, 1);
+        cp.n_batch = n_prompt > 0 ? n_prompt : 512;  // (the depth fill goes in batches too)
         cp.kv_type = *kv_type;
         cp.n_threads = nt;
         cp.cpus = placement.cpus;

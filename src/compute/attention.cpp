@@ -1,6 +1,7 @@
 #include "compute/attention.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -24,6 +25,25 @@ size_t align64(size_t n) {
 }
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// e^x for x <= 0 (a score minus the maximum), within 2 ulp of std::exp, in plain
+// arithmetic so that loops over it vectorize: x = n ln2 + r with |r| <= ln2 / 2 (ln2 in
+// two parts), e^r by a degree-6 Taylor polynomial, 2^n put into the exponent bits.
+inline float exp_nonpositive(float x) {
+    x = x > -87.0f ? x : -87.0f;  // e^-87 ~ 1.6e-38, the smallest normal range
+    const float shifter = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+    const float t = x * 1.44269504f + shifter;
+    const float n = t - shifter;
+    const float r = (x - n * 0.693145752f) - n * 1.42860677e-6f;
+    float p = 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    return p * std::bit_cast<float>(((int32_t)n + 127) << 23);
+}
 
 // The heads one work item handles: query heads [h0, h0 + n) of one token, all reading the
 // same KV head. Each cached K and V row is then read and converted once for all of them.
@@ -87,51 +107,102 @@ EDGELLM_ATTN_CLONES void attend_f16(const AttentionShape& s, const TypeKernels& 
     const size_t head_bytes = row_size(kv.type, hd);
     const size_t k_off = (size_t)it.hkv * head_bytes;
     for (int g = 0; g < it.n; ++g) w.m[g] = kNegInf;
-    float dots[64];
-    const bool batched = kk.vec_dot_n && it.n <= 64;
-    for (int64_t c = 0; c < n_cells; ++c) {
-        const bool visible = cell_pos[c] >= 0 && cell_pos[c] <= pos;
-        const uint8_t* krow = kv.k + (size_t)c * kv.row_bytes + k_off;
-        // The key row against every query head of the group at once (read and widened once).
-        if (visible && batched) kk.vec_dot_n(hd, dots, krow, w.q_conv, w.q_row, it.n);
+    int64_t first_seen = n_cells, last_seen = -1;
+    if (kk.dot_rows) {
+        // All keys of the visible span at once (16 per SIMD step) against the queries,
+        // widened into the accumulator space (unused until the V sum); then the mask.
+        for (int64_t c = 0; c < n_cells; ++c)
+            if (cell_pos[c] >= 0 && cell_pos[c] <= pos) {
+                first_seen = std::min(first_seen, c);
+                last_seen = c;
+            }
+        float* qf = w.acc;
+        for (int g = 0; g < it.n; ++g)
+            type_kernels(TensorType::F16)
+                .to_float(w.q_conv + w.q_row * (size_t)g, qf + (size_t)g * hd, hd);
+        if (first_seen <= last_seen)
+            kk.dot_rows(hd, last_seen + 1 - first_seen,
+                        kv.k + (size_t)first_seen * kv.row_bytes + k_off, kv.row_bytes, qf, it.n,
+                        w.scores + first_seen, (size_t)n_ctx);
         for (int g = 0; g < it.n; ++g) {
             float* sc = w.scores + (size_t)g * n_ctx;
-            if (!visible) {
-                sc[c] = kNegInf;
-                continue;
+            float m = kNegInf;
+            for (int64_t c = 0; c < n_cells; ++c) {
+                const bool visible = c >= first_seen && c <= last_seen && cell_pos[c] >= 0 &&
+                                     cell_pos[c] <= pos;
+                const float v = visible ? sc[c] * s.scale : kNegInf;
+                sc[c] = v;
+                m = v > m ? v : m;
             }
-            float score;
-            if (batched)
-                score = dots[g];
-            else
-                kk.vec_dot(hd, &score, krow, w.q_conv + w.q_row * (size_t)g);
-            sc[c] = score * s.scale;
-            w.m[g] = std::fmax(w.m[g], sc[c]);
+            w.m[g] = m;
+        }
+    } else {
+        float dots[64];
+        const bool batched = kk.vec_dot_n && it.n <= 64;
+        for (int64_t c = 0; c < n_cells; ++c) {
+            const bool visible = cell_pos[c] >= 0 && cell_pos[c] <= pos;
+            if (visible) {
+                first_seen = std::min(first_seen, c);
+                last_seen = c;
+            }
+            const uint8_t* krow = kv.k + (size_t)c * kv.row_bytes + k_off;
+            // The key row against every query head of the group at once.
+            if (visible && batched) kk.vec_dot_n(hd, dots, krow, w.q_conv, w.q_row, it.n);
+            for (int g = 0; g < it.n; ++g) {
+                float* sc = w.scores + (size_t)g * n_ctx;
+                if (!visible) {
+                    sc[c] = kNegInf;
+                    continue;
+                }
+                float score;
+                if (batched)
+                    score = dots[g];
+                else
+                    kk.vec_dot(hd, &score, krow, w.q_conv + w.q_row * (size_t)g);
+                sc[c] = score * s.scale;
+                w.m[g] = std::fmax(w.m[g], sc[c]);
+            }
         }
     }
     for (int g = 0; g < it.n; ++g) {
         float* sc = w.scores + (size_t)g * n_ctx;
-        double sum = 0.0;
+        // exp (a vectorized map), then the sum in 16 independent lanes, added in double
+        const float m = w.m[g];
         for (int64_t c = 0; c < n_cells; ++c) {
-            const float e = sc[c] == kNegInf ? 0.0f : std::exp(sc[c] - w.m[g]);
-            sc[c] = e;
-            sum += (double)e;
+            const float v = sc[c];
+            const float e = exp_nonpositive(v - m);
+            sc[c] = v != kNegInf ? e : 0.0f;
         }
+        float part[16] = {};
+        int64_t c = 0;
+        for (; c + 16 <= n_cells; c += 16)
+            for (int l = 0; l < 16; ++l) part[l] += sc[c + l];
+        for (; c < n_cells; ++c) part[0] += sc[c];
+        double sum = 0.0;
+        for (int l = 0; l < 16; ++l) sum += (double)part[l];
         // Probabilities, rounded to f16 as llama.cpp's f16 matrix product rounds them.
         const float inv = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
-        for (int64_t c = 0; c < n_cells; ++c) sc[c] = round_to_f16_unit(sc[c] * inv);
+        for (c = 0; c < n_cells; ++c) sc[c] = round_to_f16_unit(sc[c] * inv);
         std::memset(w.acc + (size_t)g * hd, 0, sizeof(float) * hd);
     }
-    for (int64_t c = 0; c < n_cells; ++c) {
-        bool any = false;
-        for (int g = 0; g < it.n && !any; ++g) any = w.scores[(size_t)g * n_ctx + c] != 0.0f;
-        if (!any) continue;
-        kk.to_float(kv.v + (size_t)c * kv.row_bytes + k_off, w.vrow, hd);
-        for (int g = 0; g < it.n; ++g) {
-            const float p = w.scores[(size_t)g * n_ctx + c];
-            if (p == 0.0f) continue;
-            float* acc = w.acc + (size_t)g * hd;
-            for (int i = 0; i < hd; ++i) acc[i] += p * w.vrow[i];
+    if (kk.vec_mad_n) {
+        // Only the span of cells some head sees (masked cells inside it weigh 0).
+        if (first_seen < last_seen + 1)
+            kk.vec_mad_n(hd, last_seen + 1 - first_seen,
+                         kv.v + (size_t)first_seen * kv.row_bytes + k_off, kv.row_bytes,
+                         w.scores + first_seen, (size_t)n_ctx, it.n, w.acc);
+    } else {
+        for (int64_t c = 0; c < n_cells; ++c) {
+            bool any = false;
+            for (int g = 0; g < it.n && !any; ++g) any = w.scores[(size_t)g * n_ctx + c] != 0.0f;
+            if (!any) continue;
+            kk.to_float(kv.v + (size_t)c * kv.row_bytes + k_off, w.vrow, hd);
+            for (int g = 0; g < it.n; ++g) {
+                const float p = w.scores[(size_t)g * n_ctx + c];
+                if (p == 0.0f) continue;
+                float* acc = w.acc + (size_t)g * hd;
+                for (int i = 0; i < hd; ++i) acc[i] += p * w.vrow[i];
+            }
         }
     }
     for (int g = 0; g < it.n; ++g)

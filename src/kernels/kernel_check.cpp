@@ -205,6 +205,55 @@ std::string check_type_kernels(TensorType t, const TypeKernels& cand, const Type
             }
         }
     }
+    if (cand.vec_mad_n && cand.vec_mad_n != ref.vec_mad_n && ref.vec_mad_n) {
+        // Seven heads over eleven rows, against the reference bit for bit.
+        const int64_t hd = n < 128 ? n : 128;
+        const int ng = 7, rows = 11;
+        const size_t row = row_size(t, hd) + 6;  // rows a little apart
+        std::vector<uint8_t> xs(row * rows);
+        for (int c = 0; c < rows; ++c) {
+            const auto xc = random_tensor_data(t, hd, seed + 40 + (uint64_t)c);
+            std::memcpy(xs.data() + row * (size_t)c, xc.data(), xc.size());
+        }
+        std::mt19937 rng((uint32_t)seed);
+        std::uniform_real_distribution<float> u(0.0f, 1.0f);
+        std::vector<float> p((size_t)ng * (rows + 3));
+        for (float& v : p) v = u(rng);
+        std::vector<float> want((size_t)(ng * hd)), got;
+        for (float& v : want) v = u(rng) - 0.5f;
+        got = want;
+        ref.vec_mad_n(hd, rows, xs.data(), row, p.data(), rows + 3, ng, want.data());
+        cand.vec_mad_n(hd, rows, xs.data(), row, p.data(), rows + 3, ng, got.data());
+        if (std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) != 0) {
+            std::snprintf(buf, sizeof buf, "%s vec_mad_n[%s] differs from the reference",
+                          tensor_type_name(t), cand.vec_mad_n_isa);
+            return buf;
+        }
+    }
+    if (cand.dot_rows && cand.dot_rows != ref.dot_rows && ref.dot_rows) {
+        // Seven queries against 16 + 16 + 5 rows (full blocks and a tail), bit for bit.
+        const int64_t hd = n < 128 ? n : 128;
+        const int ng = 7, rows = 37;
+        const size_t row = row_size(t, hd) + 10;
+        std::vector<uint8_t> xs(row * rows);
+        for (int c = 0; c < rows; ++c) {
+            const auto xc = random_tensor_data(t, hd, seed + 60 + (uint64_t)c);
+            std::memcpy(xs.data() + row * (size_t)c, xc.data(), xc.size());
+        }
+        std::mt19937 rng((uint32_t)seed + 1);
+        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+        std::vector<float> q((size_t)(ng * hd));
+        for (float& v : q) v = u(rng);
+        const size_t ss = rows + 2;
+        std::vector<float> want(ss * ng, 3.0f), got = want;
+        ref.dot_rows(hd, rows, xs.data(), row, q.data(), ng, want.data(), ss);
+        cand.dot_rows(hd, rows, xs.data(), row, q.data(), ng, got.data(), ss);
+        if (std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) != 0) {
+            std::snprintf(buf, sizeof buf, "%s dot_rows[%s] differs from the reference",
+                          tensor_type_name(t), cand.dot_rows_isa);
+            return buf;
+        }
+    }
     return {};
 }
 

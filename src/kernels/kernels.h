@@ -29,12 +29,30 @@ using VecDot4Fn = void (*)(int64_t n, float* s, const void* x, const void* y, si
 // query heads of its group). Optional.
 using VecDotNFn = void (*)(int64_t n, float* s, const void* x, const void* y, size_t by, int ny);
 
+// acc[g * hd + i] += sum over rows c < n_rows of p[g * p_stride + c] * x_c[i], for heads
+// g < ng and i < hd, where x_c (a row of this type, hd elements) starts at x + bx * c:
+// attention's weighted sum of cached V rows for the query heads that share them. Per
+// (g, i) the rows are added in order, each with one fused multiply-add, so every
+// implementation gives the reference's bits. Optional.
+using VecMadNFn = void (*)(int64_t hd, int64_t n_rows, const void* x, size_t bx, const float* p,
+                           size_t p_stride, int ng, float* acc);
+
+// s[g * s_stride + c] = sum over i < hd of q_g[i] * x_c[i] for heads g < ng and rows
+// c < n_rows: x_c a row of this type at x + bx * c (a cached key), q_g = q + hd * g f32
+// (a query). Per (g, c) the sum runs i = 0, 1, ... with one fused multiply-add each, so
+// every implementation gives the reference's bits; SIMD versions put rows in lanes.
+// Optional.
+using DotRowsFn = void (*)(int64_t hd, int64_t n_rows, const void* x, size_t bx, const float* q,
+                           int ng, float* s, size_t s_stride);
+
 struct TypeKernels {
     ToFloatFn to_float = nullptr;
     FromFloatFn from_float = nullptr;
     VecDotFn vec_dot = nullptr;
     VecDot4Fn vec_dot_4 = nullptr;
     VecDotNFn vec_dot_n = nullptr;
+    VecMadNFn vec_mad_n = nullptr;
+    DotRowsFn dot_rows = nullptr;
     TensorType vec_dot_type = TensorType::F32;
     // Decoding to int8 groups for the panel GEMM (kernels/panel.h); reference only.
     UnpackI8Fn unpack_i8 = nullptr;
@@ -46,6 +64,8 @@ struct TypeKernels {
     const char* vec_dot_isa = "ref";
     const char* vec_dot_4_isa = "ref";
     const char* vec_dot_n_isa = "ref";
+    const char* vec_mad_n_isa = "ref";
+    const char* dot_rows_isa = "ref";
 };
 
 // A set of ISA kernels overriding some entries of the reference table.

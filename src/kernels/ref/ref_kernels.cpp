@@ -440,6 +440,34 @@ void vec_dot_q6_K_q8_K(int64_t n, float* s, const void* vx, const void* vy) {
     *s = sum;
 }
 
+// The weighted sum of rows, one fma per (row, head, element) in row order.
+template <typename Row, float (*Widen)(Row)>
+void vec_mad_n_rows(int64_t hd, int64_t n_rows, const void* x, size_t bx, const float* p,
+                    size_t p_stride, int ng, float* acc) {
+    for (int g = 0; g < ng; ++g) {
+        float* a = acc + (size_t)g * (size_t)hd;
+        for (int64_t c = 0; c < n_rows; ++c) {
+            const Row* row = (const Row*)((const uint8_t*)x + bx * (size_t)c);
+            const float pc = p[(size_t)g * p_stride + (size_t)c];
+            for (int64_t i = 0; i < hd; ++i) a[i] = std::fma(pc, Widen(row[i]), a[i]);
+        }
+    }
+}
+inline float widen_f16(fp16_t h) {
+    return fp16_to_f32(h);
+}
+template <typename Row, float (*Widen)(Row)>
+void dot_rows_f32q(int64_t hd, int64_t n_rows, const void* x, size_t bx, const float* q, int ng,
+                   float* s, size_t s_stride) {
+    for (int g = 0; g < ng; ++g)
+        for (int64_t c = 0; c < n_rows; ++c) {
+            const Row* row = (const Row*)((const uint8_t*)x + bx * (size_t)c);
+            float acc = 0.0f;
+            for (int64_t i = 0; i < hd; ++i) acc = std::fma(q[hd * g + i], Widen(row[i]), acc);
+            s[s_stride * (size_t)g + (size_t)c] = acc;
+        }
+}
+
 void set(TypeKernels* table, TensorType t, ToFloatFn to, FromFloatFn from, VecDotFn dot,
          TensorType dot_type) {
     TypeKernels& k = table[(uint32_t)t];
@@ -470,6 +498,8 @@ void fill_reference(TypeKernels* table) {
         T::Q8_K);
     set(table, T::Q6_K, to_float_q6_K, nullptr, vec_dot_q6_K_q8_K, T::Q8_K);
     set(table, T::Q8_K, to_float_q8_K, from_float_q8_K, nullptr, T::Q8_K);
+    table[(uint32_t)T::F16].vec_mad_n = vec_mad_n_rows<fp16_t, widen_f16>;
+    table[(uint32_t)T::F16].dot_rows = dot_rows_f32q<fp16_t, widen_f16>;
     fill_reference_unpack(table);
 }
 

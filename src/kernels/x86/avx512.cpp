@@ -622,10 +622,159 @@ void from_float_q8_K_avx512(const float* src, void* dst, int64_t n) {
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// Attention: weighted sum of f16 V rows for several heads (vec_mad_n). Slices of 64
+// elements (four zmm) for up to four heads stay in registers over all rows; each V slice
+// is widened once per group of four heads. Per (head, element) the rows go in order with
+// one FMA each, as in the reference.
+
+template <int kHeads>
+void mad_f16_slice(int64_t n_rows, const uint8_t* x, size_t bx, const float* p, size_t p_stride,
+                   float* acc, size_t acc_stride) {
+    __m512 a[kHeads][4];
+    for (int g = 0; g < kHeads; ++g)
+        for (int k = 0; k < 4; ++k) a[g][k] = _mm512_loadu_ps(acc + acc_stride * g + 16 * k);
+    for (int64_t c = 0; c < n_rows; ++c) {
+        const uint8_t* row = x + bx * (size_t)c;
+        __m512 v[4];
+        for (int k = 0; k < 4; ++k)
+            v[k] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(row + 32 * k)));
+        for (int g = 0; g < kHeads; ++g) {
+            const __m512 pg = _mm512_set1_ps(p[p_stride * g + (size_t)c]);
+            for (int k = 0; k < 4; ++k) a[g][k] = _mm512_fmadd_ps(pg, v[k], a[g][k]);
+        }
+    }
+    for (int g = 0; g < kHeads; ++g)
+        for (int k = 0; k < 4; ++k) _mm512_storeu_ps(acc + acc_stride * g + 16 * k, a[g][k]);
+}
+
+void vec_mad_n_f16_avx512(int64_t hd, int64_t n_rows, const void* vx, size_t bx, const float* p,
+                          size_t p_stride, int ng, float* acc) {
+    const uint8_t* x = (const uint8_t*)vx;
+    int64_t i = 0;
+    for (; i + 64 <= hd; i += 64) {
+        int g = 0;
+        for (; g + 4 <= ng; g += 4)
+            mad_f16_slice<4>(n_rows, x + 2 * i, bx, p + p_stride * g, p_stride,
+                             acc + hd * g + i, (size_t)hd);
+        const float* pg = p + p_stride * g;
+        float* ag = acc + hd * g + i;
+        switch (ng - g) {
+            case 3: mad_f16_slice<3>(n_rows, x + 2 * i, bx, pg, p_stride, ag, (size_t)hd); break;
+            case 2: mad_f16_slice<2>(n_rows, x + 2 * i, bx, pg, p_stride, ag, (size_t)hd); break;
+            case 1: mad_f16_slice<1>(n_rows, x + 2 * i, bx, pg, p_stride, ag, (size_t)hd); break;
+            default: break;
+        }
+    }
+    if (i < hd) {  // the last elements (head sizes not a multiple of 64), one at a time
+        for (int g = 0; g < ng; ++g)
+            for (int64_t c = 0; c < n_rows; ++c) {
+                const fp16_t* row = (const fp16_t*)(x + bx * (size_t)c);
+                const float pc = p[p_stride * g + (size_t)c];
+                for (int64_t j = i; j < hd; ++j)
+                    acc[hd * g + j] = _mm_cvtss_f32(_mm_fmadd_ss(
+                        _mm_set_ss(pc),
+                        _mm_cvtph_ps(_mm_cvtsi32_si128(row[j])), _mm_set_ss(acc[hd * g + j])));
+            }
+    }
+}
+
+// Attention scores against f16 keys (dot_rows): 16 keys at a time in the 16 lanes. Each
+// 16 x 16 tile (16 keys x 16 elements) is widened and transposed in registers, so one
+// zmm holds element i of all 16 keys; every query then takes one FMA per element with
+// q[i] broadcast, in element order: the reference's order for each (query, key).
+
+// r[c] = row c (16 floats) -> r[j] = column j (element j of rows 0..15, row c in lane c).
+inline void transpose16(__m512 r[16]) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 8; ++i) {  // lane k: (a[4k], b[4k], a[4k+1], b[4k+1]) / (.. 4k+2, 4k+3)
+        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    auto lo = [](__m512 x, __m512 y) {
+        return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(x), _mm512_castps_pd(y)));
+    };
+    auto hi = [](__m512 x, __m512 y) {
+        return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(x), _mm512_castps_pd(y)));
+    };
+    for (int i = 0; i < 4; ++i) {  // u[4i + m] lane k = column 4k + m of rows 4i .. 4i + 3
+        u[4 * i] = lo(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = hi(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = lo(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = hi(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int m = 0; m < 4; ++m) {  // a 4 x 4 transpose of 128-bit lanes
+        const __m512 ab_lo = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x44);
+        const __m512 ab_hi = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xEE);
+        const __m512 cd_lo = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0x44);
+        const __m512 cd_hi = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0xEE);
+        r[m] = _mm512_shuffle_f32x4(ab_lo, cd_lo, 0x88);
+        r[4 + m] = _mm512_shuffle_f32x4(ab_lo, cd_lo, 0xDD);
+        r[8 + m] = _mm512_shuffle_f32x4(ab_hi, cd_hi, 0x88);
+        r[12 + m] = _mm512_shuffle_f32x4(ab_hi, cd_hi, 0xDD);
+    }
+}
+
+template <int kHeads>
+void dot_rows_f16_block(int64_t hd, const uint8_t* x, size_t bx, const float* q, float* s,
+                        size_t s_stride) {
+    __m512 acc[kHeads];
+    for (int g = 0; g < kHeads; ++g) acc[g] = _mm512_setzero_ps();
+    for (int64_t i0 = 0; i0 < hd; i0 += 16) {
+        __m512 r[16];
+#pragma GCC unroll 16
+        for (int c = 0; c < 16; ++c)
+            r[c] = _mm512_cvtph_ps(
+                _mm256_loadu_si256((const __m256i*)(x + bx * (size_t)c + 2 * (size_t)i0)));
+        transpose16(r);
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; ++j)
+#pragma GCC unroll 8
+            for (int g = 0; g < kHeads; ++g)
+                acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(q[hd * g + i0 + j]), r[j], acc[g]);
+    }
+    for (int g = 0; g < kHeads; ++g) _mm512_storeu_ps(s + s_stride * (size_t)g, acc[g]);
+}
+
+void dot_rows_f16_avx512(int64_t hd, int64_t n_rows, const void* vx, size_t bx, const float* q,
+                         int ng, float* s, size_t s_stride) {
+    const uint8_t* x = (const uint8_t*)vx;
+    int64_t c = 0;
+    if (hd % 16 == 0)
+        for (; c + 16 <= n_rows; c += 16)
+            for (int g0 = 0; g0 < ng; g0 += 8) {
+                const uint8_t* xc = x + bx * (size_t)c;
+                const float* qg = q + hd * g0;
+                float* sg = s + s_stride * (size_t)g0 + (size_t)c;
+                switch (ng - g0 < 8 ? ng - g0 : 8) {
+                    case 8: dot_rows_f16_block<8>(hd, xc, bx, qg, sg, s_stride); break;
+                    case 7: dot_rows_f16_block<7>(hd, xc, bx, qg, sg, s_stride); break;
+                    case 6: dot_rows_f16_block<6>(hd, xc, bx, qg, sg, s_stride); break;
+                    case 5: dot_rows_f16_block<5>(hd, xc, bx, qg, sg, s_stride); break;
+                    case 4: dot_rows_f16_block<4>(hd, xc, bx, qg, sg, s_stride); break;
+                    case 3: dot_rows_f16_block<3>(hd, xc, bx, qg, sg, s_stride); break;
+                    case 2: dot_rows_f16_block<2>(hd, xc, bx, qg, sg, s_stride); break;
+                    default: dot_rows_f16_block<1>(hd, xc, bx, qg, sg, s_stride); break;
+                }
+            }
+    for (; c < n_rows; ++c) {  // the last rows one at a time, in the same order
+        const fp16_t* row = (const fp16_t*)(x + bx * (size_t)c);
+        for (int g = 0; g < ng; ++g) {
+            __m128 acc = _mm_setzero_ps();
+            for (int64_t i = 0; i < hd; ++i)
+                acc = _mm_fmadd_ss(_mm_set_ss(q[hd * g + i]),
+                                   _mm_cvtph_ps(_mm_cvtsi32_si128(row[i])), acc);
+            s[s_stride * (size_t)g + (size_t)c] = _mm_cvtss_f32(acc);
+        }
+    }
+}
+
 }  // namespace
 
 void fill_avx512(TypeKernels* table) {
     using T = TensorType;
+    table[(uint32_t)T::F16].vec_mad_n = vec_mad_n_f16_avx512;
+    table[(uint32_t)T::F16].dot_rows = dot_rows_f16_avx512;
     auto set_dots = [table](T t, auto dot1, auto dot4) {
         table[(uint32_t)t].vec_dot = dot1;
         table[(uint32_t)t].vec_dot_4 = dot4;
