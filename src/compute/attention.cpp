@@ -105,7 +105,7 @@ EDGELLM_ATTN_CLONES void attend_f16(const AttentionShape& s, const TypeKernels& 
                                     float* out) {
     const int hd = s.head_dim;
     const size_t head_bytes = row_size(kv.type, hd);
-    const size_t k_off = (size_t)it.hkv * head_bytes;
+    const size_t k_off = (size_t)it.hkv * (kv.head_stride ? kv.head_stride : head_bytes);
     for (int g = 0; g < it.n; ++g) w.m[g] = kNegInf;
     int64_t first_seen = n_cells, last_seen = -1;
     if (kk.dot_rows) {
@@ -218,7 +218,7 @@ EDGELLM_ATTN_CLONES void attend_online(const AttentionShape& s, const TypeKernel
                                        const Scratch& w, float* out) {
     const int hd = s.head_dim;
     const size_t head_bytes = row_size(kv.type, hd);
-    const size_t k_off = (size_t)it.hkv * head_bytes;
+    const size_t k_off = (size_t)it.hkv * (kv.head_stride ? kv.head_stride : head_bytes);
     for (int g = 0; g < it.n; ++g) {
         w.m[g] = kNegInf;
         w.sum[g] = 0.0f;

@@ -23,13 +23,16 @@ struct AttentionShape {
     float scale = 1.0f;  // applied to q.k, usually 1/sqrt(head_dim)
 };
 
-// One layer's cache: row c holds the keys (or values) of all KV heads for cell c, in
-// `type` (F16 or Q8_0), n_head_kv * head_dim elements per row.
+// One layer's cache in `type` (F16 or Q8_0): the keys (values) of KV head h for cell c
+// start at k (v) + h * head_stride + c * row_bytes. head_stride 0 means row_bytes / n_head_kv
+// (cell-major: row c holds every head, as llama.cpp keeps it); the model keeps it
+// head-major (head_stride = n_ctx * row_bytes), so one head's cells are contiguous.
 struct KvLayerView {
     TensorType type;
     const uint8_t* k;
     const uint8_t* v;
     size_t row_bytes;
+    size_t head_stride = 0;
 };
 
 // Scratch each thread needs, in bytes, for caches of up to n_ctx cells.

@@ -216,6 +216,10 @@ void forward_step(Context::Impl& c, const int32_t* tokens, int64_t n, int64_t fi
     const AttentionShape shape{(int)h.n_head, (int)h.n_head_kv, (int)h.head_dim,
                                1.0f / std::sqrt((float)h.head_dim)};
     const TypeKernels& kv_k = type_kernels(kv.type());
+    const size_t kv_head_bytes = row_size(kv.type(), h.head_dim);
+    const size_t kv_head_stride = kv_head_bytes * (size_t)kv.n_ctx();
+    EDGELLM_ASSERT(kv_head_bytes * (size_t)h.n_head_kv == kv.row_bytes(),
+                   "KV rows split into whole blocks per head");
 
     for (int64_t il = 0; il < h.n_layer; ++il) {
         const LayerWeights& l = w.layers[(size_t)il];
@@ -243,14 +247,20 @@ void forward_step(Context::Impl& c, const int32_t* tokens, int64_t n, int64_t fi
             for (int64_t hh = 0; hh < h.n_head; ++hh) rope(qt + hh * h.head_dim, c.pos[t], rope_p);
             for (int64_t hh = 0; hh < h.n_head_kv; ++hh)
                 rope(kt + hh * h.head_dim, c.pos[t], rope_p);
+            // Head-major cache: each KV head's rows are contiguous over the cells, so
+            // attention streams one block of memory per head.
             const size_t cell = (size_t)(first_cell + t);
-            kv_k.from_float(kt, kv.k_rows(il) + cell * kv.row_bytes(), n_kv);
-            kv_k.from_float(vt, kv.v_rows(il) + cell * kv.row_bytes(), n_kv);
+            for (int64_t hh = 0; hh < h.n_head_kv; ++hh) {
+                const size_t at = (size_t)hh * kv_head_stride + cell * kv_head_bytes;
+                kv_k.from_float(kt + hh * h.head_dim, kv.k_rows(il) + at, h.head_dim);
+                kv_k.from_float(vt + hh * h.head_dim, kv.v_rows(il) + at, h.head_dim);
+            }
         });
         trace("q", L, c.q, n, n_q);
         trace("k", L, c.k, n, n_kv);
         trace("v", L, c.v, n, n_kv);
-        const KvLayerView view{kv.type(), kv.k_rows(il), kv.v_rows(il), kv.row_bytes()};
+        const KvLayerView view{kv.type(), kv.k_rows(il), kv.v_rows(il), kv_head_bytes,
+                               kv_head_stride};
         attention(pool, shape, c.q, c.pos, n, view, kv.cell_pos(), kv.n_used(), c.attn,
                   c.attn_scratch, c.attn_scratch_per_thread);
         trace("attn_out", L, c.attn, n, n_q);

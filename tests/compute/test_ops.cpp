@@ -768,6 +768,7 @@ struct AttnCase {
     bool shuffled;         // cell_pos a permutation of 0..n_cells-1 instead of in order
     bool holes;            // some cells empty (cell_pos -1)
     size_t scratch_extra;  // scratch_per_thread passed larger than the minimum
+    bool head_major = false;  // the model's layout: each KV head's cells contiguous
 };
 
 struct AttnError {
@@ -844,9 +845,9 @@ AttnError check_attention(const AttnCase& ac, const std::vector<int32_t>& q_pos,
     char buf[200];
     std::snprintf(buf, sizeof buf,
                   "%s head_dim=%d threads=%d row_pad=%zu shuffled=%d holes=%d scratch_extra=%zu "
-                  "q_std=%g",
+                  "head_major=%d q_std=%g",
                   tensor_type_name(ac.kv_type), hd, ac.n_threads, ac.row_pad, (int)ac.shuffled,
-                  (int)ac.holes, ac.scratch_extra, q_std);
+                  (int)ac.holes, ac.scratch_extra, (int)ac.head_major, q_std);
     const std::string what = buf;
 
     // The cache, filled with the reference quantizer from random floats.
@@ -918,7 +919,20 @@ AttnError check_attention(const AttnCase& ac, const std::vector<int32_t>& q_pos,
     std::vector<uint8_t> scratch(scratch_bytes + kGuard, 0x5A);
     std::vector<float> out((size_t)(n_tokens * n_head * hd),
                            std::numeric_limits<float>::quiet_NaN());
-    const KvLayerView kv{ac.kv_type, kc.data(), vc.data(), row_bytes};
+    KvLayerView kv{ac.kv_type, kc.data(), vc.data(), row_bytes};
+    std::vector<uint8_t> kh, vh;
+    if (ac.head_major) {
+        // The same cells regrouped per KV head, heads a padded block apart.
+        const size_t hb = row_size(ac.kv_type, hd), stride = hb * (size_t)n_cells + 96;
+        kh.assign(stride * n_head_kv, 0xEE);
+        vh.assign(stride * n_head_kv, 0xEE);
+        for (int h = 0; h < n_head_kv; ++h)
+            for (int64_t c = 0; c < n_cells; ++c) {
+                std::memcpy(&kh[stride * h + hb * (size_t)c], &kc[(size_t)c * row_bytes + hb * h], hb);
+                std::memcpy(&vh[stride * h + hb * (size_t)c], &vc[(size_t)c * row_bytes + hb * h], hb);
+            }
+        kv = KvLayerView{ac.kv_type, kh.data(), vh.data(), hb, stride};
+    }
     attention(pool, s, q.data(), q_pos.data(), n_tokens, kv, cell_pos.data(), n_cells, out.data(),
               scratch.data(), per_thread);
     for (size_t i = scratch_bytes; i < scratch.size(); ++i)
@@ -1004,6 +1018,8 @@ TEST(Attention, ThreadCountsPaddedRowsUnorderedAndEmptyCells) {
             check_attention({kvt, hd, 2, 0, false, true, 0}, q_pos, 31, 1.5f, seed += 10);
             check_attention({kvt, hd, 2, 0, true, true, 0}, q_pos, 31, 1.5f, seed += 10);
             check_attention({kvt, hd, 3, 0, false, false, 256}, q_pos, 31, 1.5f, seed += 10);
+            check_attention({kvt, hd, 2, 0, false, false, 0, true}, q_pos, 31, 1.5f, seed += 10);
+            check_attention({kvt, hd, 2, 0, true, true, 0, true}, q_pos, 31, 1.5f, seed += 10);
         }
 }
 

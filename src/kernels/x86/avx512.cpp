@@ -636,6 +636,8 @@ void mad_f16_slice(int64_t n_rows, const uint8_t* x, size_t bx, const float* p, 
         for (int k = 0; k < 4; ++k) a[g][k] = _mm512_loadu_ps(acc + acc_stride * g + 16 * k);
     for (int64_t c = 0; c < n_rows; ++c) {
         const uint8_t* row = x + bx * (size_t)c;
+        _mm_prefetch((const char*)(row + 32 * bx), _MM_HINT_T0);
+        _mm_prefetch((const char*)(row + 32 * bx + 64), _MM_HINT_T0);
         __m512 v[4];
         for (int k = 0; k < 4; ++k)
             v[k] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(row + 32 * k)));
@@ -720,6 +722,11 @@ void dot_rows_f16_block(int64_t hd, const uint8_t* x, size_t bx, const float* q,
                         size_t s_stride) {
     __m512 acc[kHeads];
     for (int g = 0; g < kHeads; ++g) acc[g] = _mm512_setzero_ps();
+    // Keys four blocks ahead are on their way while these are multiplied (the cache streams
+    // from memory at long contexts; its rows are strided, one KV head's slice of each).
+    for (int c = 64; c < 80; ++c)
+        for (int64_t b = 0; b < 2 * hd; b += 64)
+            _mm_prefetch((const char*)(x + bx * (size_t)c + (size_t)b), _MM_HINT_T0);
     for (int64_t i0 = 0; i0 < hd; i0 += 16) {
         __m512 r[16];
 #pragma GCC unroll 16
