@@ -97,9 +97,10 @@ Scratch carve(uint8_t* p, const AttentionShape& s, TensorType kv_type, int64_t n
 #define EDGELLM_ATTN_CLONES
 #endif
 
-// f16 cache (llama.cpp's default path): scores, exact softmax (max, exp, sum in double),
-// probabilities rounded to f16, then the weighted sum of V.
-EDGELLM_ATTN_CLONES void attend_f16(const AttentionShape& s, const TypeKernels& kk,
+// Two passes (f16 cache: llama.cpp's default path; q8_0 cache with kernels): scores,
+// exact softmax (max, exp, sum), probabilities (f16 cache: rounded to f16), then the
+// weighted sum of V.
+EDGELLM_ATTN_CLONES void attend_two_pass(const AttentionShape& s, const TypeKernels& kk,
                                     const KvLayerView& kv, const int32_t* cell_pos, int64_t n_cells,
                                     int32_t pos, const Item& it, const Scratch& w, int64_t n_ctx,
                                     float* out) {
@@ -117,9 +118,9 @@ EDGELLM_ATTN_CLONES void attend_f16(const AttentionShape& s, const TypeKernels& 
                 last_seen = c;
             }
         float* qf = w.acc;
+        const TypeKernels& qk = type_kernels(query_type(kv.type));
         for (int g = 0; g < it.n; ++g)
-            type_kernels(TensorType::F16)
-                .to_float(w.q_conv + w.q_row * (size_t)g, qf + (size_t)g * hd, hd);
+            qk.to_float(w.q_conv + w.q_row * (size_t)g, qf + (size_t)g * hd, hd);
         if (first_seen <= last_seen)
             kk.dot_rows(hd, last_seen + 1 - first_seen,
                         kv.k + (size_t)first_seen * kv.row_bytes + k_off, kv.row_bytes, qf, it.n,
@@ -180,9 +181,13 @@ EDGELLM_ATTN_CLONES void attend_f16(const AttentionShape& s, const TypeKernels& 
         for (; c < n_cells; ++c) part[0] += sc[c];
         double sum = 0.0;
         for (int l = 0; l < 16; ++l) sum += (double)part[l];
-        // Probabilities, rounded to f16 as llama.cpp's f16 matrix product rounds them.
+        // Probabilities (f16 cache: rounded to f16, as llama.cpp's f16 matrix product
+        // rounds them).
         const float inv = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
-        for (c = 0; c < n_cells; ++c) sc[c] = round_to_f16_unit(sc[c] * inv);
+        if (kv.type == TensorType::F16)
+            for (c = 0; c < n_cells; ++c) sc[c] = round_to_f16_unit(sc[c] * inv);
+        else
+            for (c = 0; c < n_cells; ++c) sc[c] *= inv;
         std::memset(w.acc + (size_t)g * hd, 0, sizeof(float) * hd);
     }
     if (kk.vec_mad_n) {
@@ -271,7 +276,9 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, const 
     int64_t n_ctx = n_cells;
     while (attention_scratch_per_thread(s, kv.type, n_ctx + 64) <= scratch_per_thread) n_ctx += 64;
     const int hd = s.head_dim;
-    const bool f16 = kv.type == TensorType::F16;
+    // Exact two-pass softmax where the scores and V sums have kernels (and always for f16,
+    // as llama.cpp's default path); the online one-pass form otherwise.
+    const bool two_pass = kv.type == TensorType::F16 || (kk.dot_rows && kk.vec_mad_n);
 
     // Work items: (token, KV head), split into sub-groups of query heads when there are
     // fewer items than threads (decoding one token with few KV heads).
@@ -298,8 +305,8 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, const 
             for (int g = 0; g < it.n; ++g)
                 qk.from_float(qt + (int64_t)(it.h0 + g) * hd, w.q_conv + w.q_row * (size_t)g, hd);
             float* o = out + it.t * (int64_t)s.n_head * hd + (int64_t)it.h0 * hd;
-            if (f16)
-                attend_f16(s, kk, kv, cell_pos, n_cells, q_pos[it.t], it, w, n_ctx, o);
+            if (two_pass)
+                attend_two_pass(s, kk, kv, cell_pos, n_cells, q_pos[it.t], it, w, n_ctx, o);
             else
                 attend_online(s, kk, kv, cell_pos, n_cells, q_pos[it.t], it, w, o);
         }

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "edgellm/error.h"
+
 namespace edgellm::ref {
 
 int nearest_int(float v) {
@@ -468,6 +470,37 @@ void dot_rows_f32q(int64_t hd, int64_t n_rows, const void* x, size_t bx, const f
         }
 }
 
+// The same for block types: each row dequantized whole (exact values), then as above.
+constexpr int64_t kMaxHead = 1024;
+template <ToFloatFn ToFloat>
+void vec_mad_n_blocks(int64_t hd, int64_t n_rows, const void* x, size_t bx, const float* p,
+                      size_t p_stride, int ng, float* acc) {
+    EDGELLM_ASSERT(hd <= kMaxHead, "head size above 1024");
+    float row[kMaxHead];
+    for (int g = 0; g < ng; ++g) {
+        float* a = acc + (size_t)g * (size_t)hd;
+        for (int64_t c = 0; c < n_rows; ++c) {
+            ToFloat((const uint8_t*)x + bx * (size_t)c, row, hd);
+            const float pc = p[(size_t)g * p_stride + (size_t)c];
+            for (int64_t i = 0; i < hd; ++i) a[i] = std::fma(pc, row[i], a[i]);
+        }
+    }
+}
+template <ToFloatFn ToFloat>
+void dot_rows_blocks(int64_t hd, int64_t n_rows, const void* x, size_t bx, const float* q, int ng,
+                     float* s, size_t s_stride) {
+    EDGELLM_ASSERT(hd <= kMaxHead, "head size above 1024");
+    float row[kMaxHead];
+    for (int64_t c = 0; c < n_rows; ++c) {
+        ToFloat((const uint8_t*)x + bx * (size_t)c, row, hd);
+        for (int g = 0; g < ng; ++g) {
+            float acc = 0.0f;
+            for (int64_t i = 0; i < hd; ++i) acc = std::fma(q[hd * g + i], row[i], acc);
+            s[s_stride * (size_t)g + (size_t)c] = acc;
+        }
+    }
+}
+
 void set(TypeKernels* table, TensorType t, ToFloatFn to, FromFloatFn from, VecDotFn dot,
          TensorType dot_type) {
     TypeKernels& k = table[(uint32_t)t];
@@ -500,6 +533,8 @@ void fill_reference(TypeKernels* table) {
     set(table, T::Q8_K, to_float_q8_K, from_float_q8_K, nullptr, T::Q8_K);
     table[(uint32_t)T::F16].vec_mad_n = vec_mad_n_rows<fp16_t, widen_f16>;
     table[(uint32_t)T::F16].dot_rows = dot_rows_f32q<fp16_t, widen_f16>;
+    table[(uint32_t)T::Q8_0].vec_mad_n = vec_mad_n_blocks<to_float_q8_0>;
+    table[(uint32_t)T::Q8_0].dot_rows = dot_rows_blocks<to_float_q8_0>;
     fill_reference_unpack(table);
 }
 

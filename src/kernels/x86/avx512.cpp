@@ -623,14 +623,33 @@ void from_float_q8_K_avx512(const float* src, void* dst, int64_t n) {
 }
 
 // ---------------------------------------------------------------------------------------
-// Attention: weighted sum of f16 V rows for several heads (vec_mad_n). Slices of 64
-// elements (four zmm) for up to four heads stay in registers over all rows; each V slice
-// is widened once per group of four heads. Per (head, element) the rows go in order with
-// one FMA each, as in the reference.
+// Attention over cached rows of f16 or q8_0 (vec_mad_n, dot_rows). Both widen 16 elements
+// of a row at a time to exact f32 values (f16 -> f32; q8_0: q * d, exact in f32) and then
+// do one FMA per element in element / row order, as the scalar references do.
 
-template <int kHeads>
-void mad_f16_slice(int64_t n_rows, const uint8_t* x, size_t bx, const float* p, size_t p_stride,
-                   float* acc, size_t acc_stride) {
+struct WidenF16 {
+    static constexpr TensorType kType = TensorType::F16;
+    static __m512 at(const uint8_t* row, int64_t i0) {
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(row + 2 * i0)));
+    }
+    static bool fits(int64_t hd) { return hd % 16 == 0; }
+};
+struct WidenQ8_0 {
+    static constexpr TensorType kType = TensorType::Q8_0;
+    static __m512 at(const uint8_t* row, int64_t i0) {
+        const block_q8_0* b = (const block_q8_0*)row + i0 / 32;
+        const __m512 q = _mm512_cvtepi32_ps(
+            _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i*)(b->qs + (i0 % 32)))));
+        return _mm512_mul_ps(q, _mm512_set1_ps(_cvtsh_ss(b->d)));
+    }
+    static bool fits(int64_t hd) { return hd % 32 == 0; }
+};
+
+// Weighted sum of V rows: slices of 64 elements (four zmm) for up to four heads stay in
+// registers over all rows; each V slice is widened once per group of four heads.
+template <typename Widen, int kHeads>
+void mad_slice(int64_t n_rows, const uint8_t* x, size_t bx, int64_t i0, const float* p,
+               size_t p_stride, float* acc, size_t acc_stride) {
     __m512 a[kHeads][4];
     for (int g = 0; g < kHeads; ++g)
         for (int k = 0; k < 4; ++k) a[g][k] = _mm512_loadu_ps(acc + acc_stride * g + 16 * k);
@@ -639,8 +658,7 @@ void mad_f16_slice(int64_t n_rows, const uint8_t* x, size_t bx, const float* p, 
         _mm_prefetch((const char*)(row + 32 * bx), _MM_HINT_T0);
         _mm_prefetch((const char*)(row + 32 * bx + 64), _MM_HINT_T0);
         __m512 v[4];
-        for (int k = 0; k < 4; ++k)
-            v[k] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)(row + 32 * k)));
+        for (int k = 0; k < 4; ++k) v[k] = Widen::at(row, i0 + 16 * k);
         for (int g = 0; g < kHeads; ++g) {
             const __m512 pg = _mm512_set1_ps(p[p_stride * g + (size_t)c]);
             for (int k = 0; k < 4; ++k) a[g][k] = _mm512_fmadd_ps(pg, v[k], a[g][k]);
@@ -650,41 +668,36 @@ void mad_f16_slice(int64_t n_rows, const uint8_t* x, size_t bx, const float* p, 
         for (int k = 0; k < 4; ++k) _mm512_storeu_ps(acc + acc_stride * g + 16 * k, a[g][k]);
 }
 
-void vec_mad_n_f16_avx512(int64_t hd, int64_t n_rows, const void* vx, size_t bx, const float* p,
-                          size_t p_stride, int ng, float* acc) {
+template <typename Widen>
+void vec_mad_n_avx512(int64_t hd, int64_t n_rows, const void* vx, size_t bx, const float* p,
+                      size_t p_stride, int ng, float* acc) {
+    if (!Widen::fits(hd))
+        return reference_kernels(Widen::kType).vec_mad_n(hd, n_rows, vx, bx, p, p_stride, ng, acc);
     const uint8_t* x = (const uint8_t*)vx;
     int64_t i = 0;
     for (; i + 64 <= hd; i += 64) {
         int g = 0;
         for (; g + 4 <= ng; g += 4)
-            mad_f16_slice<4>(n_rows, x + 2 * i, bx, p + p_stride * g, p_stride,
-                             acc + hd * g + i, (size_t)hd);
+            mad_slice<Widen, 4>(n_rows, x, bx, i, p + p_stride * g, p_stride, acc + hd * g + i,
+                                (size_t)hd);
         const float* pg = p + p_stride * g;
         float* ag = acc + hd * g + i;
         switch (ng - g) {
-            case 3: mad_f16_slice<3>(n_rows, x + 2 * i, bx, pg, p_stride, ag, (size_t)hd); break;
-            case 2: mad_f16_slice<2>(n_rows, x + 2 * i, bx, pg, p_stride, ag, (size_t)hd); break;
-            case 1: mad_f16_slice<1>(n_rows, x + 2 * i, bx, pg, p_stride, ag, (size_t)hd); break;
+            case 3: mad_slice<Widen, 3>(n_rows, x, bx, i, pg, p_stride, ag, (size_t)hd); break;
+            case 2: mad_slice<Widen, 2>(n_rows, x, bx, i, pg, p_stride, ag, (size_t)hd); break;
+            case 1: mad_slice<Widen, 1>(n_rows, x, bx, i, pg, p_stride, ag, (size_t)hd); break;
             default: break;
         }
     }
-    if (i < hd) {  // the last elements (head sizes not a multiple of 64), one at a time
-        for (int g = 0; g < ng; ++g)
-            for (int64_t c = 0; c < n_rows; ++c) {
-                const fp16_t* row = (const fp16_t*)(x + bx * (size_t)c);
-                const float pc = p[p_stride * g + (size_t)c];
-                for (int64_t j = i; j < hd; ++j)
-                    acc[hd * g + j] = _mm_cvtss_f32(_mm_fmadd_ss(
-                        _mm_set_ss(pc),
-                        _mm_cvtph_ps(_mm_cvtsi32_si128(row[j])), _mm_set_ss(acc[hd * g + j])));
-            }
-    }
+    for (; i < hd; i += 16)  // a last slice of 16 or 32 elements (hd a multiple of 16 / 32)
+        for (int g = 0; g < ng; ++g) {
+            __m512 a = _mm512_loadu_ps(acc + hd * g + i);
+            for (int64_t c = 0; c < n_rows; ++c)
+                a = _mm512_fmadd_ps(_mm512_set1_ps(p[p_stride * g + (size_t)c]),
+                                    Widen::at(x + bx * (size_t)c, i), a);
+            _mm512_storeu_ps(acc + hd * g + i, a);
+        }
 }
-
-// Attention scores against f16 keys (dot_rows): 16 keys at a time in the 16 lanes. Each
-// 16 x 16 tile (16 keys x 16 elements) is widened and transposed in registers, so one
-// zmm holds element i of all 16 keys; every query then takes one FMA per element with
-// q[i] broadcast, in element order: the reference's order for each (query, key).
 
 // r[c] = row c (16 floats) -> r[j] = column j (element j of rows 0..15, row c in lane c).
 inline void transpose16(__m512 r[16]) {
@@ -717,22 +730,22 @@ inline void transpose16(__m512 r[16]) {
     }
 }
 
-template <int kHeads>
-void dot_rows_f16_block(int64_t hd, const uint8_t* x, size_t bx, const float* q, float* s,
-                        size_t s_stride) {
+// Scores: 16 keys at a time in the 16 lanes. Each 16 x 16 tile (16 keys x 16 elements)
+// is widened and transposed in registers, so one zmm holds element i of all 16 keys;
+// every query then takes one FMA per element with q[i] broadcast, in element order.
+template <typename Widen, int kHeads>
+void dot_rows_block(int64_t hd, const uint8_t* x, size_t bx, const float* q, float* s,
+                    size_t s_stride) {
     __m512 acc[kHeads];
     for (int g = 0; g < kHeads; ++g) acc[g] = _mm512_setzero_ps();
-    // Keys four blocks ahead are on their way while these are multiplied (the cache streams
-    // from memory at long contexts; its rows are strided, one KV head's slice of each).
+    // Keys four blocks ahead are on their way while these are multiplied.
     for (int c = 64; c < 80; ++c)
-        for (int64_t b = 0; b < 2 * hd; b += 64)
-            _mm_prefetch((const char*)(x + bx * (size_t)c + (size_t)b), _MM_HINT_T0);
+        for (size_t b = 0; b < bx; b += 64)
+            _mm_prefetch((const char*)(x + bx * (size_t)c + b), _MM_HINT_T0);
     for (int64_t i0 = 0; i0 < hd; i0 += 16) {
         __m512 r[16];
 #pragma GCC unroll 16
-        for (int c = 0; c < 16; ++c)
-            r[c] = _mm512_cvtph_ps(
-                _mm256_loadu_si256((const __m256i*)(x + bx * (size_t)c + 2 * (size_t)i0)));
+        for (int c = 0; c < 16; ++c) r[c] = Widen::at(x + bx * (size_t)c, i0);
         transpose16(r);
 #pragma GCC unroll 16
         for (int j = 0; j < 16; ++j)
@@ -743,34 +756,39 @@ void dot_rows_f16_block(int64_t hd, const uint8_t* x, size_t bx, const float* q,
     for (int g = 0; g < kHeads; ++g) _mm512_storeu_ps(s + s_stride * (size_t)g, acc[g]);
 }
 
-void dot_rows_f16_avx512(int64_t hd, int64_t n_rows, const void* vx, size_t bx, const float* q,
-                         int ng, float* s, size_t s_stride) {
+template <typename Widen>
+void dot_rows_avx512(int64_t hd, int64_t n_rows, const void* vx, size_t bx, const float* q,
+                     int ng, float* s, size_t s_stride) {
+    if (!Widen::fits(hd))
+        return reference_kernels(Widen::kType).dot_rows(hd, n_rows, vx, bx, q, ng, s, s_stride);
     const uint8_t* x = (const uint8_t*)vx;
     int64_t c = 0;
-    if (hd % 16 == 0)
-        for (; c + 16 <= n_rows; c += 16)
-            for (int g0 = 0; g0 < ng; g0 += 8) {
-                const uint8_t* xc = x + bx * (size_t)c;
-                const float* qg = q + hd * g0;
-                float* sg = s + s_stride * (size_t)g0 + (size_t)c;
-                switch (ng - g0 < 8 ? ng - g0 : 8) {
-                    case 8: dot_rows_f16_block<8>(hd, xc, bx, qg, sg, s_stride); break;
-                    case 7: dot_rows_f16_block<7>(hd, xc, bx, qg, sg, s_stride); break;
-                    case 6: dot_rows_f16_block<6>(hd, xc, bx, qg, sg, s_stride); break;
-                    case 5: dot_rows_f16_block<5>(hd, xc, bx, qg, sg, s_stride); break;
-                    case 4: dot_rows_f16_block<4>(hd, xc, bx, qg, sg, s_stride); break;
-                    case 3: dot_rows_f16_block<3>(hd, xc, bx, qg, sg, s_stride); break;
-                    case 2: dot_rows_f16_block<2>(hd, xc, bx, qg, sg, s_stride); break;
-                    default: dot_rows_f16_block<1>(hd, xc, bx, qg, sg, s_stride); break;
-                }
+    for (; c + 16 <= n_rows; c += 16)
+        for (int g0 = 0; g0 < ng; g0 += 8) {
+            const uint8_t* xc = x + bx * (size_t)c;
+            const float* qg = q + hd * g0;
+            float* sg = s + s_stride * (size_t)g0 + (size_t)c;
+            switch (ng - g0 < 8 ? ng - g0 : 8) {
+                case 8: dot_rows_block<Widen, 8>(hd, xc, bx, qg, sg, s_stride); break;
+                case 7: dot_rows_block<Widen, 7>(hd, xc, bx, qg, sg, s_stride); break;
+                case 6: dot_rows_block<Widen, 6>(hd, xc, bx, qg, sg, s_stride); break;
+                case 5: dot_rows_block<Widen, 5>(hd, xc, bx, qg, sg, s_stride); break;
+                case 4: dot_rows_block<Widen, 4>(hd, xc, bx, qg, sg, s_stride); break;
+                case 3: dot_rows_block<Widen, 3>(hd, xc, bx, qg, sg, s_stride); break;
+                case 2: dot_rows_block<Widen, 2>(hd, xc, bx, qg, sg, s_stride); break;
+                default: dot_rows_block<Widen, 1>(hd, xc, bx, qg, sg, s_stride); break;
             }
+        }
     for (; c < n_rows; ++c) {  // the last rows one at a time, in the same order
-        const fp16_t* row = (const fp16_t*)(x + bx * (size_t)c);
+        const uint8_t* row = x + bx * (size_t)c;
         for (int g = 0; g < ng; ++g) {
             __m128 acc = _mm_setzero_ps();
-            for (int64_t i = 0; i < hd; ++i)
-                acc = _mm_fmadd_ss(_mm_set_ss(q[hd * g + i]),
-                                   _mm_cvtph_ps(_mm_cvtsi32_si128(row[i])), acc);
+            for (int64_t i0 = 0; i0 < hd; i0 += 16) {
+                alignas(64) float w[16];
+                _mm512_store_ps(w, Widen::at(row, i0));
+                for (int j = 0; j < 16; ++j)
+                    acc = _mm_fmadd_ss(_mm_set_ss(q[hd * g + i0 + j]), _mm_set_ss(w[j]), acc);
+            }
             s[s_stride * (size_t)g + (size_t)c] = _mm_cvtss_f32(acc);
         }
     }
@@ -780,8 +798,11 @@ void dot_rows_f16_avx512(int64_t hd, int64_t n_rows, const void* vx, size_t bx, 
 
 void fill_avx512(TypeKernels* table) {
     using T = TensorType;
-    table[(uint32_t)T::F16].vec_mad_n = vec_mad_n_f16_avx512;
-    table[(uint32_t)T::F16].dot_rows = dot_rows_f16_avx512;
+    // (head sizes the 16-element steps cover; others keep the reference)
+    table[(uint32_t)T::F16].vec_mad_n = vec_mad_n_avx512<WidenF16>;
+    table[(uint32_t)T::F16].dot_rows = dot_rows_avx512<WidenF16>;
+    table[(uint32_t)T::Q8_0].vec_mad_n = vec_mad_n_avx512<WidenQ8_0>;
+    table[(uint32_t)T::Q8_0].dot_rows = dot_rows_avx512<WidenQ8_0>;
     auto set_dots = [table](T t, auto dot1, auto dot4) {
         table[(uint32_t)t].vec_dot = dot1;
         table[(uint32_t)t].vec_dot_4 = dot4;
