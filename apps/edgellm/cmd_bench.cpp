@@ -63,7 +63,7 @@ struct Row {
     std::string test;  // "pp512", "tg128"
     int n_prompt = 0, n_gen = 0, n_threads = 0;
     std::vector<double> samples;  // tokens/s
-    double avg = 0, stddev = 0;
+    double avg = 0, stddev = 0, median = 0;
     double bw_gbps = 0, bw_share = 0;  // tg rows only
 };
 
@@ -74,6 +74,10 @@ void finish(Row& r) {
     double v = 0;
     for (double x : r.samples) v += (x - r.avg) * (x - r.avg);
     r.stddev = r.samples.size() > 1 ? std::sqrt(v / (double)(r.samples.size() - 1)) : 0.0;
+    std::vector<double> sorted = r.samples;
+    std::sort(sorted.begin(), sorted.end());
+    const size_t n = sorted.size();
+    r.median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0;
 }
 
 std::string json_escape(const std::string& s) {
@@ -239,7 +243,7 @@ int cmd_bench(const std::vector<std::string>& args) {
             finish(r);
             const double bytes =
                 (double)weight_read + kv_per_token * ((double)depth + (double)n_gen / 2.0);
-            r.bw_gbps = bytes * r.avg / 1e9;
+            r.bw_gbps = bytes * r.median / 1e9;
             for (auto& [t, bw] : bandwidth)
                 if (t == nt && bw > 0) r.bw_share = r.bw_gbps / bw;
             rows.push_back(r);
@@ -257,10 +261,11 @@ int cmd_bench(const std::vector<std::string>& args) {
                 "\"model_n_params\": %lld, "
                 "\"kernels\": \"%s\", \"kv_type\": \"%s\", \"test\": \"%s\", \"n_prompt\": %d, "
                 "\"n_gen\": %d, "
-                "\"n_threads\": %d, \"avg_ts\": %.6f, \"stddev_ts\": %.6f, \"samples_ts\": [",
+                "\"n_threads\": %d, \"avg_ts\": %.6f, \"stddev_ts\": %.6f, \"median_ts\": %.6f, "
+                "\"samples_ts\": [",
                 json_escape(name).c_str(), mtype.c_str(), m.weight_bytes(), (long long)n_params,
                 kernels.c_str(), tensor_type_name(*kv_type), r.test.c_str(), r.n_prompt, r.n_gen,
-                r.n_threads, r.avg, r.stddev);
+                r.n_threads, r.avg, r.stddev, r.median);
             for (size_t k = 0; k < r.samples.size(); ++k)
                 std::printf("%s%.6f", k ? ", " : "", r.samples[k]);
             std::printf("]");
@@ -274,12 +279,12 @@ int cmd_bench(const std::vector<std::string>& args) {
     if (fmt == "csv") {
         std::printf(
             "model,model_type,model_size,n_params,kernels,n_threads,test,n_prompt,n_gen,avg_ts,"
-            "stddev_ts,bw_gbps,bw_share\n");
+            "stddev_ts,median_ts,bw_gbps,bw_share\n");
         for (const Row& r : rows)
-            std::printf("\"%s\",%s,%zu,%lld,%s,%d,%s,%d,%d,%.4f,%.4f,%.4f,%.4f\n", name.c_str(),
-                        mtype.c_str(), m.weight_bytes(), (long long)n_params, kernels.c_str(),
-                        r.n_threads, r.test.c_str(), r.n_prompt, r.n_gen, r.avg, r.stddev,
-                        r.bw_gbps, r.bw_share);
+            std::printf("\"%s\",%s,%zu,%lld,%s,%d,%s,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f\n",
+                        name.c_str(), mtype.c_str(), m.weight_bytes(), (long long)n_params,
+                        kernels.c_str(), r.n_threads, r.test.c_str(), r.n_prompt, r.n_gen, r.avg,
+                        r.stddev, r.median, r.bw_gbps, r.bw_share);
         return 0;
     }
     for (auto& [t, bw] : bandwidth)
@@ -287,13 +292,13 @@ int cmd_bench(const std::vector<std::string>& args) {
     std::printf("kernels: %s; weights read per generated token: %.1f MiB\n\n", kernels.c_str(),
                 (double)weight_read / (1 << 20));
     std::printf(
-        "| model | type | size | params | threads | test | t/s | weight read GB/s | bandwidth "
-        "share |\n");
-    std::printf("|---|---|---:|---:|---:|---|---:|---:|---:|\n");
+        "| model | type | size | params | threads | test | t/s (median) | mean ± sd | weight read "
+        "GB/s | bandwidth share |\n");
+    std::printf("|---|---|---:|---:|---:|---|---:|---:|---:|---:|\n");
     for (const Row& r : rows) {
-        std::printf("| %s | %s | %.1f MiB | %.2f B | %d | %s | %.2f ± %.2f |", name.c_str(),
+        std::printf("| %s | %s | %.1f MiB | %.2f B | %d | %s | %.2f | %.2f ± %.2f |", name.c_str(),
                     mtype.c_str(), size_mib, (double)n_params / 1e9, r.n_threads, r.test.c_str(),
-                    r.avg, r.stddev);
+                    r.median, r.avg, r.stddev);
         if (r.n_gen > 0 && r.bw_share > 0)
             std::printf(" %.1f | %.0f %% |\n", r.bw_gbps, 100.0 * r.bw_share);
         else if (r.n_gen > 0)

@@ -209,10 +209,13 @@ TEST(Cli, SynthThenBenchReportsJsonRows) {
     const auto rows = nlohmann::json::parse(r.out);
     ASSERT_EQ(rows.size(), 4u);  // (pp, tg) x (1, 2 threads)
     for (const auto& row : rows) {
-        for (const char* key : {"model", "n_prompt", "n_gen", "n_threads", "avg_ts", "stddev_ts"})
+        for (const char* key : {"model", "n_prompt", "n_gen", "n_threads", "avg_ts", "stddev_ts",
+                                "median_ts"})
             EXPECT_TRUE(row.contains(key)) << key;
         EXPECT_GT(row["avg_ts"].get<double>(), 0.0);
         EXPECT_EQ(row["samples_ts"].size(), 2u);
+        const double a = row["samples_ts"][0], b = row["samples_ts"][1];
+        EXPECT_NEAR(row["median_ts"].get<double>(), (a + b) / 2, 1e-5);  // printed to 6 places
     }
     EXPECT_EQ(rows[0]["test"], "pp16");
     EXPECT_EQ(rows[1]["test"], "tg8");
