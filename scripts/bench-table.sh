@@ -41,7 +41,7 @@ for shape in qwen2.5-0.5b qwen2.5-1.5b; do
     > "$out/ours-$shape-q4_k_m-q8_0.json"
   if [ -n "$llama" ]; then
     say "llama.cpp $shape q4_k_m, q8_0 KV cache"
-    "$llama" -m "$f" -p 512 -n 128 -t 1,2 -r "$reps" -ctk q8_0 -ctv q8_0 -fa 1 -o json \
+    "$llama" -m "$f" -p 512 -n 128 -t 1,2 -r "$reps" -ctk q8_0 -ctv q8_0 -fa on -o json \
       2>/dev/null > "$out/llama-$shape-q4_k_m-q8_0.json"
   fi
 done
@@ -50,6 +50,11 @@ for kv in f16 q8_0; do
     say "edgellm depth $d, $kv KV cache"
     "$bin" bench -m "$dir/synth-qwen2.5-0.5b-q4_k_m.gguf" -p 0 -n 64 -d "$d" -t 2 -r "$reps" \
       --kv-type "$kv" -o json 2>/dev/null > "$out/depth-$kv-$d.json"
+    if [ -n "$llama" ]; then
+      say "llama.cpp depth $d, $kv KV cache"
+      "$llama" -m "$dir/synth-qwen2.5-0.5b-q4_k_m.gguf" -p 0 -n 64 -d "$d" -t 2 -r "$reps" \
+        -ctk "$kv" -ctv "$kv" -fa on -o json 2>/dev/null > "$out/ldepth-$kv-$d.json"
+    fi
   done
 done
 
@@ -104,10 +109,14 @@ for shape in ["qwen2.5-0.5b", "qwen2.5-1.5b"]:
 print()
 print("| 0.5B Q4_K_M, 2 threads | KV | tg64, empty | tg64 @ d4096 | change |")
 print("|---|---|---:|---:|---:|")
-for kv in ["f16", "q8_0"]:
-    a = json.load(open(f"{out}/depth-{kv}-0.json"))[0]
-    b = json.load(open(f"{out}/depth-{kv}-4096.json"))[0]
-    print("| edgellm | %s | %s | %s | %+.0f %% |" % (kv, cell(a), cell(b), 100 * (med(b) / med(a) - 1)))
+for who, prefix in [("edgellm", "depth"), ("llama.cpp", "ldepth")]:
+    for kv in ["f16", "q8_0"]:
+        pa, pb = f"{out}/{prefix}-{kv}-0.json", f"{out}/{prefix}-{kv}-4096.json"
+        if not (os.path.exists(pa) and os.path.getsize(pa) and os.path.exists(pb) and os.path.getsize(pb)):
+            continue
+        a, b = json.load(open(pa))[0], json.load(open(pb))[0]
+        print("| %s | %s | %s | %s | %+.0f %% |" % (who, kv, cell(a), cell(b),
+                                                    100 * (med(b) / med(a) - 1)))
 print()
 print("(median of %s runs after a warm-up, ± the standard deviation)" % reps)
 EOF

@@ -26,6 +26,13 @@ size_t align64(size_t n) {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
+// The attention kernels' scalar twins (one fma chain per element) define them for the
+// tests; attention only takes the kernel path where a SIMD set replaced them.
+template <typename Fn>
+bool has_simd(Fn active, Fn reference) {
+    return active != nullptr && active != reference;
+}
+
 // e^x for x <= 0 (a score minus the maximum), within 2 ulp of std::exp, in plain
 // arithmetic so that loops over it vectorize: x = n ln2 + r with |r| <= ln2 / 2 (ln2 in
 // two parts), e^r by a degree-6 Taylor polynomial, 2^n put into the exponent bits.
@@ -109,7 +116,7 @@ EDGELLM_ATTN_CLONES void attend_two_pass(const AttentionShape& s, const TypeKern
     const size_t k_off = (size_t)it.hkv * (kv.head_stride ? kv.head_stride : head_bytes);
     for (int g = 0; g < it.n; ++g) w.m[g] = kNegInf;
     int64_t first_seen = n_cells, last_seen = -1;
-    if (kk.dot_rows) {
+    if (has_simd(kk.dot_rows, reference_kernels(kv.type).dot_rows)) {
         // All keys of the visible span at once (16 per SIMD step) against the queries,
         // widened into the accumulator space (unused until the V sum); then the mask.
         for (int64_t c = 0; c < n_cells; ++c)
@@ -190,7 +197,7 @@ EDGELLM_ATTN_CLONES void attend_two_pass(const AttentionShape& s, const TypeKern
             for (c = 0; c < n_cells; ++c) sc[c] *= inv;
         std::memset(w.acc + (size_t)g * hd, 0, sizeof(float) * hd);
     }
-    if (kk.vec_mad_n) {
+    if (has_simd(kk.vec_mad_n, reference_kernels(kv.type).vec_mad_n)) {
         // Only the span of cells some head sees (masked cells inside it weigh 0).
         if (first_seen < last_seen + 1)
             kk.vec_mad_n(hd, last_seen + 1 - first_seen,
@@ -278,7 +285,9 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, const 
     const int hd = s.head_dim;
     // Exact two-pass softmax where the scores and V sums have kernels (and always for f16,
     // as llama.cpp's default path); the online one-pass form otherwise.
-    const bool two_pass = kv.type == TensorType::F16 || (kk.dot_rows && kk.vec_mad_n);
+    const TypeKernels& kr = reference_kernels(kv.type);
+    const bool two_pass = kv.type == TensorType::F16 || (has_simd(kk.dot_rows, kr.dot_rows) &&
+                                                         has_simd(kk.vec_mad_n, kr.vec_mad_n));
 
     // Work items: (token, KV head), split into sub-groups of query heads when there are
     // fewer items than threads (decoding one token with few KV heads).

@@ -4,12 +4,12 @@
 // The arithmetic follows llama.cpp so that our logits match its golden files:
 // - f16 cache: its default path. Scores q.k with q rounded to f16, exact softmax (max,
 //   exp, sum in double), probabilities rounded to f16, then sum_c p_c * V_c.
-// - q8_0 cache: q is quantized to q8_0 as for llama.cpp's q8_0 dot product. With the
-//   kernel set's dot_rows / vec_mad_n (keys 16 at a time in SIMD lanes) the softmax is
-//   exact in two passes like the f16 one (no f16 rounding of the probabilities); without
-//   them an online softmax streams over the cells as llama.cpp's flash-attention path
-//   does, rescaling the accumulator whenever a new maximum appears. The two agree to
-//   float rounding.
+// - q8_0 cache: q is quantized to q8_0 as for llama.cpp's q8_0 dot product. Where the
+//   kernel set has SIMD dot_rows / vec_mad_n (avx512: keys 16 at a time in SIMD lanes)
+//   the softmax is exact in two passes like the f16 one (no f16 rounding of the
+//   probabilities); elsewhere an online softmax streams over the cells as llama.cpp's
+//   flash-attention path does, rescaling the accumulator whenever a new maximum
+//   appears. The two agree to float rounding.
 #pragma once
 
 #include <cstdint>

@@ -99,7 +99,7 @@ void matmul_quantized(ThreadPool& pool, const TensorView& w, const void* xq, int
             for (int64_t p = p0; p < p1; ++p) {
                 const int64_t r0 = p * P;
                 const int rows = (int)std::min<int64_t>(P, n_rows - r0);
-                pack_panel(w.type, (const uint8_t*)w.data + (size_t)r0 * w_row_bytes, w_row_bytes,
+                pack_panel(k, (const uint8_t*)w.data + (size_t)r0 * w_row_bytes, w_row_bytes,
                            rows, P, n, panel, tmp);
                 pk.gemm(panel, n / k.i8_group, k.i8_group, k.i8_min, ps.act, (size_t)(n / 32),
                         n_tokens, y + r0, (size_t)y_stride, rows);

@@ -34,7 +34,7 @@ const std::vector<KernelSet>& all_sets() {
 #endif
 #if defined(__aarch64__)
         {"neon", [] { return cpu_features().neon; }, fill_neon},
-        {"dotprod", [] { return cpu_features().dotprod; }, fill_neon_dotprod},
+        {"dotprod", [] { return cpu_features().dotprod; }, fill_neon_dotprod, fill_panel_dotprod},
         {"i8mm", [] { return cpu_features().i8mm; }, fill_neon_i8mm},
 #endif
     };

@@ -14,7 +14,9 @@
 // int8 (q4_0: nibble - 8; q6_K: 6 bits - 32; q4_K: nibble, scale = d * sc, offset =
 // -dmin * m; ...). Activations arrive quantized as the reference quantizes them for the
 // weight type (q8_0 / q8_1 blocks of 32, or q8_K blocks of 256 with one scale), so the
-// integer sums are exactly the reference's; only the order of the float sums differs.
+// integer sums are exactly the reference's; the float sums run in another order (and
+// q4_1 / q5_1 meet the activation sum d * sum(q) in f32 where the reference rounds it to
+// f16 in the q8_1 block).
 //
 // Panel layout, for P rows and groups of G (16 or 32) elements, group after group:
 //
@@ -29,6 +31,8 @@
 #include "edgellm/tensor_type.h"
 
 namespace edgellm {
+
+struct TypeKernels;
 
 // One block of 32 activations as the panel kernels read them: the int8 values, their
 // scale, and their sums (whole block and the two halves of 16) in the two forms used:
@@ -82,8 +86,9 @@ using UnpackI8Fn = void (*)(const void* src, int64_t n, int8_t* q, float* scale,
 
 // Unpack rows r < rows of a weight matrix (row r at w + r * row_bytes, n elements) into
 // a panel of P rows; rows past `rows` are zero. `tmp` holds n + 2 * (n / 16) * 4 bytes.
-void pack_panel(TensorType t, const uint8_t* w, size_t row_bytes, int rows, int P, int64_t n,
-                uint8_t* panel, uint8_t* tmp);
+// k: the weight type's kernels (its unpack_i8, i8_group, i8_min).
+void pack_panel(const TypeKernels& k, const uint8_t* w, size_t row_bytes, int rows, int P,
+                int64_t n, uint8_t* panel, uint8_t* tmp);
 
 // One activation row (n elements, quantized as `act_type`: q8_0, q8_1 or q8_K) as panel
 // blocks. False for other activation types.

@@ -19,6 +19,7 @@
 #include "compute/matmul.h"
 #include "compute/ops.h"
 #include "kernels/kernels.h"
+#include "kernels/panel.h"
 #include "model/model_impl.h"
 
 namespace edgellm {
@@ -152,6 +153,7 @@ Result<std::unique_ptr<Context>> Context::create(const Model& m, const ContextPa
         return R::fail("out of memory allocating the KV cache for " + std::to_string(p.n_ctx) +
                        " positions");
     }
+    d.panel_rows = panel_kernel().rows;
     d.arena_bytes = scratch_bytes(m, p, p.n_threads);
     void* mem = std::aligned_alloc(kAlign, (d.arena_bytes + kAlign - 1) / kAlign * kAlign);
     if (!mem) return R::fail("out of memory allocating scratch buffers");
@@ -303,6 +305,9 @@ Result<std::span<const float>> Context::eval(std::span<const int32_t> tokens, bo
     const HParams& h = c.model->hparams();
     const int64_t n = (int64_t)tokens.size();
     if (n == 0) return R::fail("no tokens to evaluate");
+    if (panel_kernel().rows != c.panel_rows)
+        return R::fail("the kernel set changed after this context was created (its scratch "
+                       "was sized for the previous one); create a new context");
     for (size_t i = 0; i < tokens.size(); ++i)
         if (tokens[i] < 0 || tokens[i] >= h.n_vocab)
             return R::fail("token " + std::to_string(i) + " has id " + std::to_string(tokens[i]) +

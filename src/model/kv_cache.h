@@ -1,5 +1,7 @@
-// The KV cache of one sequence: per layer, one row of keys and one of values per cell,
-// allocated once. Cell c holds position cell_pos[c]; positions are appended in order and
+// The KV cache of one sequence: per layer, a block of keys and one of values, allocated
+// once. Within a block the model keeps the cache head-major (src/model/forward.cpp):
+// KV head h's row for cell c at h * n_ctx * head_bytes + c * head_bytes, so each head's
+// cells are contiguous for attention; row_bytes() is all heads' bytes for one cell. Cell c holds position cell_pos[c]; positions are appended in order and
 // can be dropped from the end (truncate) for prefix reuse and speculative roll-back.
 #pragma once
 

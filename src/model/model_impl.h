@@ -63,6 +63,9 @@ struct Context::Impl {
     int32_t* pos = nullptr;           // [n_batch]
     uint8_t* attn_scratch = nullptr;  // attn_scratch_per_thread bytes per thread
     size_t attn_scratch_per_thread = 0;
+    // The panel GEMM's rows per panel when the scratch was sized (0: none); the scratch
+    // only fits that kernel set's matmul.
+    int panel_rows = 0;
 };
 
 // Bytes of scratch for these parameters (the same computation that lays out the arena).

@@ -153,6 +153,17 @@ int main(int argc, char** argv) {
                         err.empty() ? "" : ": ", err.c_str());
             result(err.empty());
         }
+        if (panel_kernel().gemm && std::string(panel_kernel().isa) == set) {
+            // The panel GEMM against the scalar panel_gemm_ref, bit for bit, many seeds.
+            std::string err;
+            for (uint64_t seed = 1; seed <= 16 && err.empty(); ++seed)
+                err = check_panel_kernel(panel_kernel(), seed);
+            std::printf("%s %-8s panel gemm, %d rows per panel, 16 seeds%s%s\n",
+                        err.empty() ? "ok  " : "FAIL", set.c_str(), panel_kernel().rows,
+                        err.empty() ? "" : ": ", err.c_str());
+            result(err.empty());
+            ++own;
+        }
         if (set == "ref") {
             std::printf("ok   %-8s (the reference itself)\n", set.c_str());
         } else if (own == 0 && adds_nothing_by_design(set)) {

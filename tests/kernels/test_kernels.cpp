@@ -272,7 +272,7 @@ TEST(Panel, PackedWeightsDecodeLikeToFloat) {
         const size_t rb = row_size(t, n);
         const std::vector<uint8_t> w = random_tensor_data(t, n * rows, 77 + (uint64_t)t);
         std::vector<uint8_t> panel(panel_bytes(P, G, k.i8_min, n)), tmp(n + 2 * 4 * (n / 16) + 16);
-        pack_panel(t, w.data(), rb, rows, P, n, panel.data(), tmp.data());
+        pack_panel(k, w.data(), rb, rows, P, n, panel.data(), tmp.data());
         const size_t gb = panel_group_bytes(P, G, k.i8_min);
         std::vector<float> want((size_t)n);
         for (int r = 0; r < P; ++r) {

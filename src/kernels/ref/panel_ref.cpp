@@ -165,9 +165,8 @@ void fill_reference_unpack(TypeKernels* table) {
 
 }  // namespace ref
 
-void pack_panel(TensorType t, const uint8_t* w, size_t row_bytes, int rows, int P, int64_t n,
-                uint8_t* panel, uint8_t* tmp) {
-    const TypeKernels& k = type_kernels(t);
+void pack_panel(const TypeKernels& k, const uint8_t* w, size_t row_bytes, int rows, int P,
+                int64_t n, uint8_t* panel, uint8_t* tmp) {
     const int G = k.i8_group;
     const bool has_min = k.i8_min;
     const int64_t n_groups = n / G;
