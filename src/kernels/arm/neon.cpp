@@ -279,6 +279,147 @@ void from_float_q8_K_neon(const float* src, void* dst, int64_t n) {
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// Attention over cached rows (dot_rows, vec_mad_n; kernels.h): elements widened four at a
+// time to exact f32 (f16 -> f32; q8_0: q * d), then one FMA per element in element / row
+// order, as the scalar references do, so the results are theirs bit for bit.
+
+struct RowF16 {
+    static constexpr TensorType kType = TensorType::F16;
+    static bool fits(int64_t hd) { return hd % 4 == 0; }
+    static float32x4_t at(const uint8_t* row, int64_t i0) {
+        return vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16((const uint16_t*)(row + 2 * i0))));
+    }
+};
+struct RowQ8_0 {
+    static constexpr TensorType kType = TensorType::Q8_0;
+    static bool fits(int64_t hd) { return hd % 32 == 0; }
+    static float32x4_t at(const uint8_t* row, int64_t i0) {
+        const block_q8_0* b = (const block_q8_0*)row + i0 / 32;
+        int32_t four;
+        std::memcpy(&four, b->qs + i0 % 32, 4);
+        const int16x8_t q16 = vmovl_s8(vreinterpret_s8_s32(vdup_n_s32(four)));
+        const float32x4_t q = vcvtq_f32_s32(vmovl_s16(vget_low_s16(q16)));
+        const float d = vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(b->d))), 0);
+        return vmulq_n_f32(q, d);
+    }
+};
+
+// V sum: slices of 16 elements (four registers) for up to four heads stay in registers
+// over all rows; each slice of a V row is widened once per four heads.
+template <typename Row, int kHeads>
+void mad_slice(int64_t n_rows, const uint8_t* x, size_t bx, int64_t i0, const float* p,
+               size_t p_stride, float* acc, size_t acc_stride) {
+    float32x4_t a[kHeads][4];
+    for (int g = 0; g < kHeads; ++g)
+        for (int k = 0; k < 4; ++k) a[g][k] = vld1q_f32(acc + acc_stride * g + 4 * k);
+    for (int64_t c = 0; c < n_rows; ++c) {
+        const uint8_t* row = x + bx * (size_t)c;
+        float32x4_t v[4];
+        for (int k = 0; k < 4; ++k) v[k] = Row::at(row, i0 + 4 * k);
+        for (int g = 0; g < kHeads; ++g) {
+            const float pg = p[p_stride * g + (size_t)c];
+            for (int k = 0; k < 4; ++k) a[g][k] = vfmaq_n_f32(a[g][k], v[k], pg);
+        }
+    }
+    for (int g = 0; g < kHeads; ++g)
+        for (int k = 0; k < 4; ++k) vst1q_f32(acc + acc_stride * g + 4 * k, a[g][k]);
+}
+
+template <typename Row>
+void vec_mad_n_neon(int64_t hd, int64_t n_rows, const void* vx, size_t bx, const float* p,
+                    size_t p_stride, int ng, float* acc) {
+    if (!Row::fits(hd))
+        return reference_kernels(Row::kType).vec_mad_n(hd, n_rows, vx, bx, p, p_stride, ng, acc);
+    const uint8_t* x = (const uint8_t*)vx;
+    int64_t i = 0;
+    for (; i + 16 <= hd; i += 16) {
+        int g = 0;
+        for (; g + 4 <= ng; g += 4)
+            mad_slice<Row, 4>(n_rows, x, bx, i, p + p_stride * g, p_stride, acc + hd * g + i,
+                              (size_t)hd);
+        const float* pg = p + p_stride * g;
+        float* ag = acc + hd * g + i;
+        switch (ng - g) {
+            case 3: mad_slice<Row, 3>(n_rows, x, bx, i, pg, p_stride, ag, (size_t)hd); break;
+            case 2: mad_slice<Row, 2>(n_rows, x, bx, i, pg, p_stride, ag, (size_t)hd); break;
+            case 1: mad_slice<Row, 1>(n_rows, x, bx, i, pg, p_stride, ag, (size_t)hd); break;
+            default: break;
+        }
+    }
+    for (; i < hd; i += 4)  // the last 4, 8 or 12 elements
+        for (int g = 0; g < ng; ++g) {
+            float32x4_t a = vld1q_f32(acc + hd * g + i);
+            for (int64_t c = 0; c < n_rows; ++c)
+                a = vfmaq_n_f32(a, Row::at(x + bx * (size_t)c, i), p[p_stride * g + (size_t)c]);
+            vst1q_f32(acc + hd * g + i, a);
+        }
+}
+
+// Scores: four keys at a time in the four lanes; each 4 x 4 tile (four keys x four
+// elements) is widened and transposed, then every query takes one FMA per element.
+template <typename Row, int kHeads>
+void dot_rows_block(int64_t hd, const uint8_t* x, size_t bx, const float* q, float* s,
+                    size_t s_stride) {
+    float32x4_t acc[kHeads];
+    for (int g = 0; g < kHeads; ++g) acc[g] = vdupq_n_f32(0.0f);
+    for (int64_t i0 = 0; i0 < hd; i0 += 4) {
+        const float32x4_t r0 = Row::at(x, i0), r1 = Row::at(x + bx, i0),
+                          r2 = Row::at(x + 2 * bx, i0), r3 = Row::at(x + 3 * bx, i0);
+        const float32x4_t t0 = vtrn1q_f32(r0, r1), t1 = vtrn2q_f32(r0, r1);
+        const float32x4_t t2 = vtrn1q_f32(r2, r3), t3 = vtrn2q_f32(r2, r3);
+        float32x4_t col[4];
+        col[0] = vreinterpretq_f32_f64(
+            vtrn1q_f64(vreinterpretq_f64_f32(t0), vreinterpretq_f64_f32(t2)));
+        col[1] = vreinterpretq_f32_f64(
+            vtrn1q_f64(vreinterpretq_f64_f32(t1), vreinterpretq_f64_f32(t3)));
+        col[2] = vreinterpretq_f32_f64(
+            vtrn2q_f64(vreinterpretq_f64_f32(t0), vreinterpretq_f64_f32(t2)));
+        col[3] = vreinterpretq_f32_f64(
+            vtrn2q_f64(vreinterpretq_f64_f32(t1), vreinterpretq_f64_f32(t3)));
+        for (int j = 0; j < 4; ++j)
+            for (int g = 0; g < kHeads; ++g) acc[g] = vfmaq_n_f32(acc[g], col[j], q[hd * g + i0 + j]);
+    }
+    for (int g = 0; g < kHeads; ++g) vst1q_f32(s + s_stride * (size_t)g, acc[g]);
+}
+
+template <typename Row>
+void dot_rows_neon(int64_t hd, int64_t n_rows, const void* vx, size_t bx, const float* q, int ng,
+                   float* s, size_t s_stride) {
+    if (!Row::fits(hd))
+        return reference_kernels(Row::kType).dot_rows(hd, n_rows, vx, bx, q, ng, s, s_stride);
+    const uint8_t* x = (const uint8_t*)vx;
+    int64_t c = 0;
+    for (; c + 4 <= n_rows; c += 4)
+        for (int g0 = 0; g0 < ng; g0 += 8) {
+            const uint8_t* xc = x + bx * (size_t)c;
+            const float* qg = q + hd * g0;
+            float* sg = s + s_stride * (size_t)g0 + (size_t)c;
+            switch (ng - g0 < 8 ? ng - g0 : 8) {
+                case 8: dot_rows_block<Row, 8>(hd, xc, bx, qg, sg, s_stride); break;
+                case 7: dot_rows_block<Row, 7>(hd, xc, bx, qg, sg, s_stride); break;
+                case 6: dot_rows_block<Row, 6>(hd, xc, bx, qg, sg, s_stride); break;
+                case 5: dot_rows_block<Row, 5>(hd, xc, bx, qg, sg, s_stride); break;
+                case 4: dot_rows_block<Row, 4>(hd, xc, bx, qg, sg, s_stride); break;
+                case 3: dot_rows_block<Row, 3>(hd, xc, bx, qg, sg, s_stride); break;
+                case 2: dot_rows_block<Row, 2>(hd, xc, bx, qg, sg, s_stride); break;
+                default: dot_rows_block<Row, 1>(hd, xc, bx, qg, sg, s_stride); break;
+            }
+        }
+    for (; c < n_rows; ++c) {  // the last rows one at a time, in the same order
+        const uint8_t* row = x + bx * (size_t)c;
+        for (int g = 0; g < ng; ++g) {
+            float acc = 0.0f;
+            for (int64_t i0 = 0; i0 < hd; i0 += 4) {
+                float w[4];
+                vst1q_f32(w, Row::at(row, i0));
+                for (int j = 0; j < 4; ++j) acc = std::fma(q[hd * g + i0 + j], w[j], acc);
+            }
+            s[s_stride * (size_t)g + (size_t)c] = acc;
+        }
+    }
+}
+
 }  // namespace
 }  // namespace neon
 
@@ -301,6 +442,11 @@ void fill_neon(TypeKernels* table) {
     at(T::Q8_0).from_float = from_float_q8_0_neon;
     at(T::Q8_1).from_float = from_float_q8_1_neon;
     at(T::Q8_K).from_float = from_float_q8_K_neon;
+
+    at(T::F16).vec_mad_n = vec_mad_n_neon<RowF16>;
+    at(T::F16).dot_rows = dot_rows_neon<RowF16>;
+    at(T::Q8_0).vec_mad_n = vec_mad_n_neon<RowQ8_0>;
+    at(T::Q8_0).dot_rows = dot_rows_neon<RowQ8_0>;
 
     fill_int_dots(table, DotWiden{});
 }
