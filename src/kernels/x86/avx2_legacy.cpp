@@ -462,6 +462,145 @@ void from_float_bf16_avx2(const float* src, void* dst, int64_t n) {
     for (; i < n; ++i) y[i] = f32_to_bf16(src[i]);
 }
 
+// ---------------------------------------------------------------------------------------
+// Attention over cached rows (dot_rows, vec_mad_n; kernels.h): eight elements widened at a
+// time to exact f32 (f16 -> f32; q8_0: q * d), one FMA per element in element / row
+// order, as the scalar references do, so the results are theirs bit for bit.
+
+struct RowF16 {
+    static constexpr TensorType kType = TensorType::F16;
+    static bool fits(int64_t hd) { return hd % 8 == 0; }
+    static __m256 at(const uint8_t* row, int64_t i0) {
+        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(row + 2 * i0)));
+    }
+};
+struct RowQ8_0 {
+    static constexpr TensorType kType = TensorType::Q8_0;
+    static bool fits(int64_t hd) { return hd % 32 == 0; }
+    static __m256 at(const uint8_t* row, int64_t i0) {
+        const block_q8_0* b = (const block_q8_0*)row + i0 / 32;
+        const __m256 q = _mm256_cvtepi32_ps(
+            _mm256_cvtepi8_epi32(_mm_loadl_epi64((const __m128i*)(b->qs + i0 % 32))));
+        return _mm256_mul_ps(q, _mm256_set1_ps(_cvtsh_ss(b->d)));
+    }
+};
+
+// V sum: slices of 32 elements (four ymm) for up to two heads stay in registers.
+template <typename Row, int kHeads>
+void mad_slice(int64_t n_rows, const uint8_t* x, size_t bx, int64_t i0, const float* p,
+               size_t p_stride, float* acc, size_t acc_stride) {
+    __m256 a[kHeads][4];
+    for (int g = 0; g < kHeads; ++g)
+        for (int k = 0; k < 4; ++k) a[g][k] = _mm256_loadu_ps(acc + acc_stride * g + 8 * k);
+    for (int64_t c = 0; c < n_rows; ++c) {
+        const uint8_t* row = x + bx * (size_t)c;
+        __m256 v[4];
+        for (int k = 0; k < 4; ++k) v[k] = Row::at(row, i0 + 8 * k);
+        for (int g = 0; g < kHeads; ++g) {
+            const __m256 pg = _mm256_set1_ps(p[p_stride * g + (size_t)c]);
+            for (int k = 0; k < 4; ++k) a[g][k] = _mm256_fmadd_ps(pg, v[k], a[g][k]);
+        }
+    }
+    for (int g = 0; g < kHeads; ++g)
+        for (int k = 0; k < 4; ++k) _mm256_storeu_ps(acc + acc_stride * g + 8 * k, a[g][k]);
+}
+
+template <typename Row>
+void vec_mad_n_avx2(int64_t hd, int64_t n_rows, const void* vx, size_t bx, const float* p,
+                    size_t p_stride, int ng, float* acc) {
+    if (!Row::fits(hd))
+        return reference_kernels(Row::kType).vec_mad_n(hd, n_rows, vx, bx, p, p_stride, ng, acc);
+    const uint8_t* x = (const uint8_t*)vx;
+    int64_t i = 0;
+    for (; i + 32 <= hd; i += 32) {
+        int g = 0;
+        for (; g + 2 <= ng; g += 2)
+            mad_slice<Row, 2>(n_rows, x, bx, i, p + p_stride * g, p_stride, acc + hd * g + i,
+                              (size_t)hd);
+        if (g < ng)
+            mad_slice<Row, 1>(n_rows, x, bx, i, p + p_stride * g, p_stride, acc + hd * g + i,
+                              (size_t)hd);
+    }
+    for (; i < hd; i += 8)  // the last 8, 16 or 24 elements
+        for (int g = 0; g < ng; ++g) {
+            __m256 a = _mm256_loadu_ps(acc + hd * g + i);
+            for (int64_t c = 0; c < n_rows; ++c)
+                a = _mm256_fmadd_ps(_mm256_set1_ps(p[p_stride * g + (size_t)c]),
+                                    Row::at(x + bx * (size_t)c, i), a);
+            _mm256_storeu_ps(acc + hd * g + i, a);
+        }
+}
+
+// r[c] = row c (8 floats) -> r[j] = column j (element j of rows 0..7, row c in lane c).
+inline void transpose8(__m256 r[8]) {
+    __m256 t[8], u[8];
+    for (int i = 0; i < 4; ++i) {
+        t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+        t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int h = 0; h < 2; ++h) {  // rows 4h .. 4h + 3: u[4h + m] = columns m | m + 4
+        u[4 * h] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
+        u[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xEE);
+        u[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
+        u[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xEE);
+    }
+    for (int m = 0; m < 4; ++m) {
+        r[m] = _mm256_permute2f128_ps(u[m], u[4 + m], 0x20);
+        r[4 + m] = _mm256_permute2f128_ps(u[m], u[4 + m], 0x31);
+    }
+}
+
+// Scores: eight keys at a time in the eight lanes.
+template <typename Row, int kHeads>
+void dot_rows_block(int64_t hd, const uint8_t* x, size_t bx, const float* q, float* s,
+                    size_t s_stride) {
+    __m256 acc[kHeads];
+    for (int g = 0; g < kHeads; ++g) acc[g] = _mm256_setzero_ps();
+    for (int64_t i0 = 0; i0 < hd; i0 += 8) {
+        __m256 r[8];
+        for (int c = 0; c < 8; ++c) r[c] = Row::at(x + bx * (size_t)c, i0);
+        transpose8(r);
+        for (int j = 0; j < 8; ++j)
+            for (int g = 0; g < kHeads; ++g)
+                acc[g] = _mm256_fmadd_ps(_mm256_set1_ps(q[hd * g + i0 + j]), r[j], acc[g]);
+    }
+    for (int g = 0; g < kHeads; ++g) _mm256_storeu_ps(s + s_stride * (size_t)g, acc[g]);
+}
+
+template <typename Row>
+void dot_rows_avx2(int64_t hd, int64_t n_rows, const void* vx, size_t bx, const float* q, int ng,
+                   float* s, size_t s_stride) {
+    if (!Row::fits(hd))
+        return reference_kernels(Row::kType).dot_rows(hd, n_rows, vx, bx, q, ng, s, s_stride);
+    const uint8_t* x = (const uint8_t*)vx;
+    int64_t c = 0;
+    for (; c + 8 <= n_rows; c += 8)
+        for (int g0 = 0; g0 < ng; g0 += 4) {
+            const uint8_t* xc = x + bx * (size_t)c;
+            const float* qg = q + hd * g0;
+            float* sg = s + s_stride * (size_t)g0 + (size_t)c;
+            switch (ng - g0 < 4 ? ng - g0 : 4) {
+                case 4: dot_rows_block<Row, 4>(hd, xc, bx, qg, sg, s_stride); break;
+                case 3: dot_rows_block<Row, 3>(hd, xc, bx, qg, sg, s_stride); break;
+                case 2: dot_rows_block<Row, 2>(hd, xc, bx, qg, sg, s_stride); break;
+                default: dot_rows_block<Row, 1>(hd, xc, bx, qg, sg, s_stride); break;
+            }
+        }
+    for (; c < n_rows; ++c) {  // the last rows one at a time, in the same order
+        const uint8_t* row = x + bx * (size_t)c;
+        for (int g = 0; g < ng; ++g) {
+            __m128 acc = _mm_setzero_ps();
+            for (int64_t i0 = 0; i0 < hd; i0 += 8) {
+                alignas(32) float w[8];
+                _mm256_store_ps(w, Row::at(row, i0));
+                for (int j = 0; j < 8; ++j)
+                    acc = _mm_fmadd_ss(_mm_set_ss(q[hd * g + i0 + j]), _mm_set_ss(w[j]), acc);
+            }
+            s[s_stride * (size_t)g + (size_t)c] = _mm_cvtss_f32(acc);
+        }
+    }
+}
+
 }  // namespace
 
 void fill_avx2_legacy(TypeKernels* table) {
@@ -483,6 +622,10 @@ void fill_avx2_legacy(TypeKernels* table) {
     at(T::Q4_1).vec_dot = vec_dot_q4_1_q8_1_avx2;
     at(T::Q4_1).to_float = to_float_q4_1_avx2;
     at(T::F16).vec_dot_n = vec_dot_n_f16_avx2;
+    at(T::F16).vec_mad_n = vec_mad_n_avx2<RowF16>;
+    at(T::F16).dot_rows = dot_rows_avx2<RowF16>;
+    at(T::Q8_0).vec_mad_n = vec_mad_n_avx2<RowQ8_0>;
+    at(T::Q8_0).dot_rows = dot_rows_avx2<RowQ8_0>;
     at(T::Q5_0).vec_dot = vec_dot_q5_0_q8_0_avx2;
     at(T::Q5_0).vec_dot_4 = vec_dot4_q0_q8_0_avx2<block_q5_0, values_q5_0>;
     at(T::Q4_0).vec_dot_4 = vec_dot4_q0_q8_0_avx2<block_q4_0, values_q4_0>;
