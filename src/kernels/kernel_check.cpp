@@ -261,6 +261,7 @@ std::string check_panel_kernel(const PanelKernel& k, uint64_t seed) {
     if (!k.gemm || k.rows <= 0) return "panel kernel without a function";
     std::mt19937_64 rng(seed);
     std::uniform_int_distribution<int> byte(-128, 127);
+    std::uniform_int_distribution<int> act_byte(-127, 127);  // what the quantizers produce
     std::uniform_real_distribution<float> real(-1.0f, 1.0f);
     const int P = k.rows;
     const int64_t n = 96;  // three blocks of 32, six groups of 16
@@ -269,7 +270,7 @@ std::string check_panel_kernel(const PanelKernel& k, uint64_t seed) {
     for (PanelActBlock& b : act) {
         int s0 = 0, s1 = 0;
         for (int j = 0; j < 32; ++j) {
-            b.qs[j] = (int8_t)byte(rng);
+            b.qs[j] = (int8_t)act_byte(rng);
             (j < 16 ? s0 : s1) += b.qs[j];
         }
         b.d = real(rng) * 0.01f;

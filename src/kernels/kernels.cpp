@@ -24,7 +24,7 @@ using Table = std::array<TypeKernels, kTensorTypeCount>;
 const std::vector<KernelSet>& all_sets() {
     static const std::vector<KernelSet> sets = {
 #if defined(__x86_64__)
-        {"avx2", [] { return cpu_features().avx2; }, fill_avx2},
+        {"avx2", [] { return cpu_features().avx2; }, fill_avx2, fill_panel_avx2},
         {"avx512",
          [] {
              const CpuFeatures& f = cpu_features();

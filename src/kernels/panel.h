@@ -34,7 +34,8 @@ namespace edgellm {
 
 struct TypeKernels;
 
-// One block of 32 activations as the panel kernels read them: the int8 values, their
+// One block of 32 activations as the panel kernels read them: the int8 values (-127..127,
+// as every activation quantizer here writes them; -128 never occurs), their
 // scale, and their sums (whole block and the two halves of 16) in the two forms used:
 // -128 * sum (the correction for kernels that add 128 to the weights to make them
 // unsigned, vpdpbusd) and d * sum (meets the weights' offsets).
