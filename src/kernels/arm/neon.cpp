@@ -17,6 +17,7 @@
 #include "kernels/arm/neon_common.h"
 #include "kernels/arm/neon_int_dots.h"
 #include "kernels/block_formats.h"
+#include "kernels/count_dispatch.h"
 
 #if defined(__ARM_FEATURE_DOTPROD) || defined(__ARM_FEATURE_MATMUL_INT8)
 #error "neon.cpp is the ARMv8.0 baseline: compile it with -march=armv8-a"
@@ -334,18 +335,10 @@ void vec_mad_n_neon(int64_t hd, int64_t n_rows, const void* vx, size_t bx, const
     const uint8_t* x = (const uint8_t*)vx;
     int64_t i = 0;
     for (; i + 16 <= hd; i += 16) {
-        int g = 0;
-        for (; g + 4 <= ng; g += 4)
-            mad_slice<Row, 4>(n_rows, x, bx, i, p + p_stride * g, p_stride, acc + hd * g + i,
-                              (size_t)hd);
-        const float* pg = p + p_stride * g;
-        float* ag = acc + hd * g + i;
-        switch (ng - g) {
-            case 3: mad_slice<Row, 3>(n_rows, x, bx, i, pg, p_stride, ag, (size_t)hd); break;
-            case 2: mad_slice<Row, 2>(n_rows, x, bx, i, pg, p_stride, ag, (size_t)hd); break;
-            case 1: mad_slice<Row, 1>(n_rows, x, bx, i, pg, p_stride, ag, (size_t)hd); break;
-            default: break;
-        }
+        over_tiles<4>(ng, [&]<int kN>(int64_t g) {  // heads four at a time, then the rest
+            mad_slice<Row, kN>(n_rows, x, bx, i, p + p_stride * g, p_stride, acc + hd * g + i,
+                               (size_t)hd);
+        });
     }
     for (; i < hd; i += 4)  // the last 4, 8 or 12 elements
         for (int g = 0; g < ng; ++g) {
@@ -369,16 +362,17 @@ void dot_rows_block(int64_t hd, const uint8_t* x, size_t bx, const float* q, flo
         const float32x4_t t0 = vtrn1q_f32(r0, r1), t1 = vtrn2q_f32(r0, r1);
         const float32x4_t t2 = vtrn1q_f32(r2, r3), t3 = vtrn2q_f32(r2, r3);
         float32x4_t col[4];
-        col[0] = vreinterpretq_f32_f64(
-            vtrn1q_f64(vreinterpretq_f64_f32(t0), vreinterpretq_f64_f32(t2)));
-        col[1] = vreinterpretq_f32_f64(
-            vtrn1q_f64(vreinterpretq_f64_f32(t1), vreinterpretq_f64_f32(t3)));
-        col[2] = vreinterpretq_f32_f64(
-            vtrn2q_f64(vreinterpretq_f64_f32(t0), vreinterpretq_f64_f32(t2)));
-        col[3] = vreinterpretq_f32_f64(
-            vtrn2q_f64(vreinterpretq_f64_f32(t1), vreinterpretq_f64_f32(t3)));
+        col[0] =
+            vreinterpretq_f32_f64(vtrn1q_f64(vreinterpretq_f64_f32(t0), vreinterpretq_f64_f32(t2)));
+        col[1] =
+            vreinterpretq_f32_f64(vtrn1q_f64(vreinterpretq_f64_f32(t1), vreinterpretq_f64_f32(t3)));
+        col[2] =
+            vreinterpretq_f32_f64(vtrn2q_f64(vreinterpretq_f64_f32(t0), vreinterpretq_f64_f32(t2)));
+        col[3] =
+            vreinterpretq_f32_f64(vtrn2q_f64(vreinterpretq_f64_f32(t1), vreinterpretq_f64_f32(t3)));
         for (int j = 0; j < 4; ++j)
-            for (int g = 0; g < kHeads; ++g) acc[g] = vfmaq_n_f32(acc[g], col[j], q[hd * g + i0 + j]);
+            for (int g = 0; g < kHeads; ++g)
+                acc[g] = vfmaq_n_f32(acc[g], col[j], q[hd * g + i0 + j]);
     }
     for (int g = 0; g < kHeads; ++g) vst1q_f32(s + s_stride * (size_t)g, acc[g]);
 }
@@ -391,21 +385,10 @@ void dot_rows_neon(int64_t hd, int64_t n_rows, const void* vx, size_t bx, const 
     const uint8_t* x = (const uint8_t*)vx;
     int64_t c = 0;
     for (; c + 4 <= n_rows; c += 4)
-        for (int g0 = 0; g0 < ng; g0 += 8) {
-            const uint8_t* xc = x + bx * (size_t)c;
-            const float* qg = q + hd * g0;
-            float* sg = s + s_stride * (size_t)g0 + (size_t)c;
-            switch (ng - g0 < 8 ? ng - g0 : 8) {
-                case 8: dot_rows_block<Row, 8>(hd, xc, bx, qg, sg, s_stride); break;
-                case 7: dot_rows_block<Row, 7>(hd, xc, bx, qg, sg, s_stride); break;
-                case 6: dot_rows_block<Row, 6>(hd, xc, bx, qg, sg, s_stride); break;
-                case 5: dot_rows_block<Row, 5>(hd, xc, bx, qg, sg, s_stride); break;
-                case 4: dot_rows_block<Row, 4>(hd, xc, bx, qg, sg, s_stride); break;
-                case 3: dot_rows_block<Row, 3>(hd, xc, bx, qg, sg, s_stride); break;
-                case 2: dot_rows_block<Row, 2>(hd, xc, bx, qg, sg, s_stride); break;
-                default: dot_rows_block<Row, 1>(hd, xc, bx, qg, sg, s_stride); break;
-            }
-        }
+        over_tiles<8>(ng, [&]<int kN>(int64_t g0) {  // queries eight at a time, then the rest
+            dot_rows_block<Row, kN>(hd, x + bx * (size_t)c, bx, q + hd * g0,
+                                    s + s_stride * (size_t)g0 + (size_t)c, s_stride);
+        });
     for (; c < n_rows; ++c) {  // the last rows one at a time, in the same order
         const uint8_t* row = x + bx * (size_t)c;
         for (int g = 0; g < ng; ++g) {

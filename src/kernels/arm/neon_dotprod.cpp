@@ -9,6 +9,7 @@
 
 #include "kernels/arm/arm_kernels.h"
 #include "kernels/arm/neon_int_dots.h"
+#include "kernels/count_dispatch.h"
 #include "kernels/panel.h"
 
 #if !defined(__ARM_FEATURE_DOTPROD)
@@ -36,8 +37,8 @@ struct DotSdot {
 constexpr int kPanelRows = 8;
 
 template <int G, bool kMin, int kCols>
-void panel_tile(const uint8_t* panel, int64_t n_groups, const PanelActBlock* act,
-                size_t act_stride, float* y, size_t y_stride, int rows) {
+void panel_tile(const uint8_t* panel, int64_t n_groups, const PanelActBlock* act, size_t act_stride,
+                float* y, size_t y_stride, int rows) {
     constexpr size_t kQBytes = (size_t)G * kPanelRows;
     constexpr size_t kGroupBytes = kQBytes + sizeof(float) * kPanelRows * (kMin ? 2 : 1);
     const PanelActBlock* a[kCols];
@@ -97,34 +98,15 @@ void panel_tile(const uint8_t* panel, int64_t n_groups, const PanelActBlock* act
 
 constexpr int kPanelTile = 4;
 
-template <int G, bool kMin>
-void panel_gemm_g(const uint8_t* panel, int64_t n_groups, const PanelActBlock* act,
-                  size_t act_stride, int64_t n_cols, float* y, size_t y_stride, int rows) {
-    int64_t c = 0;
-    for (; c + kPanelTile <= n_cols; c += kPanelTile)
-        panel_tile<G, kMin, kPanelTile>(panel, n_groups, act + act_stride * (size_t)c, act_stride,
-                                        y + y_stride * (size_t)c, y_stride, rows);
-    const PanelActBlock* ac = act + act_stride * (size_t)c;
-    float* yc = y + y_stride * (size_t)c;
-    switch (n_cols - c) {
-        case 3: panel_tile<G, kMin, 3>(panel, n_groups, ac, act_stride, yc, y_stride, rows); break;
-        case 2: panel_tile<G, kMin, 2>(panel, n_groups, ac, act_stride, yc, y_stride, rows); break;
-        case 1: panel_tile<G, kMin, 1>(panel, n_groups, ac, act_stride, yc, y_stride, rows); break;
-        default: break;
-    }
-}
-
 void panel_gemm_dotprod(const uint8_t* panel, int64_t n_groups, int G, bool has_min,
                         const PanelActBlock* act, size_t act_stride, int64_t n_cols, float* y,
                         size_t y_stride, int rows) {
-    if (G == 32)
-        (has_min ? panel_gemm_g<32, true> : panel_gemm_g<32, false>)(panel, n_groups, act,
-                                                                    act_stride, n_cols, y,
-                                                                    y_stride, rows);
-    else
-        (has_min ? panel_gemm_g<16, true> : panel_gemm_g<16, false>)(panel, n_groups, act,
-                                                                    act_stride, n_cols, y,
-                                                                    y_stride, rows);
+    with_panel_group(G, has_min, [&]<int kG, bool kMin>() {
+        over_tiles<kPanelTile>(n_cols, [&]<int kN>(int64_t c) {
+            panel_tile<kG, kMin, kN>(panel, n_groups, act + act_stride * (size_t)c, act_stride,
+                                     y + y_stride * (size_t)c, y_stride, rows);
+        });
+    });
 }
 
 }  // namespace

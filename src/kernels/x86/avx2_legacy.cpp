@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "kernels/block_formats.h"
+#include "kernels/count_dispatch.h"
 #include "kernels/x86/avx2_common.h"
 #include "kernels/x86/x86_kernels.h"
 
@@ -513,13 +514,10 @@ void vec_mad_n_avx2(int64_t hd, int64_t n_rows, const void* vx, size_t bx, const
     const uint8_t* x = (const uint8_t*)vx;
     int64_t i = 0;
     for (; i + 32 <= hd; i += 32) {
-        int g = 0;
-        for (; g + 2 <= ng; g += 2)
-            mad_slice<Row, 2>(n_rows, x, bx, i, p + p_stride * g, p_stride, acc + hd * g + i,
-                              (size_t)hd);
-        if (g < ng)
-            mad_slice<Row, 1>(n_rows, x, bx, i, p + p_stride * g, p_stride, acc + hd * g + i,
-                              (size_t)hd);
+        over_tiles<2>(ng, [&]<int kN>(int64_t g) {  // heads two at a time, then the rest
+            mad_slice<Row, kN>(n_rows, x, bx, i, p + p_stride * g, p_stride, acc + hd * g + i,
+                               (size_t)hd);
+        });
     }
     for (; i < hd; i += 8)  // the last 8, 16 or 24 elements
         for (int g = 0; g < ng; ++g) {
@@ -575,17 +573,10 @@ void dot_rows_avx2(int64_t hd, int64_t n_rows, const void* vx, size_t bx, const 
     const uint8_t* x = (const uint8_t*)vx;
     int64_t c = 0;
     for (; c + 8 <= n_rows; c += 8)
-        for (int g0 = 0; g0 < ng; g0 += 4) {
-            const uint8_t* xc = x + bx * (size_t)c;
-            const float* qg = q + hd * g0;
-            float* sg = s + s_stride * (size_t)g0 + (size_t)c;
-            switch (ng - g0 < 4 ? ng - g0 : 4) {
-                case 4: dot_rows_block<Row, 4>(hd, xc, bx, qg, sg, s_stride); break;
-                case 3: dot_rows_block<Row, 3>(hd, xc, bx, qg, sg, s_stride); break;
-                case 2: dot_rows_block<Row, 2>(hd, xc, bx, qg, sg, s_stride); break;
-                default: dot_rows_block<Row, 1>(hd, xc, bx, qg, sg, s_stride); break;
-            }
-        }
+        over_tiles<4>(ng, [&]<int kN>(int64_t g0) {  // queries four at a time, then the rest
+            dot_rows_block<Row, kN>(hd, x + bx * (size_t)c, bx, q + hd * g0,
+                                    s + s_stride * (size_t)g0 + (size_t)c, s_stride);
+        });
     for (; c < n_rows; ++c) {  // the last rows one at a time, in the same order
         const uint8_t* row = x + bx * (size_t)c;
         for (int g = 0; g < ng; ++g) {

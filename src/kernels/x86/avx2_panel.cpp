@@ -9,6 +9,7 @@
 
 #include <cstring>
 
+#include "kernels/count_dispatch.h"
 #include "kernels/panel.h"
 #include "kernels/x86/x86_kernels.h"
 
@@ -76,32 +77,15 @@ void tile(const uint8_t* panel, int64_t n_groups, const PanelActBlock* act, size
 
 constexpr int kTile = 4;
 
-template <int G, bool kMin>
-void gemm_g(const uint8_t* panel, int64_t n_groups, const PanelActBlock* act,
-            size_t act_stride, int64_t n_cols, float* y, size_t y_stride, int rows) {
-    int64_t c = 0;
-    for (; c + kTile <= n_cols; c += kTile)
-        tile<G, kMin, kTile>(panel, n_groups, act + act_stride * (size_t)c, act_stride,
-                             y + y_stride * (size_t)c, y_stride, rows);
-    const PanelActBlock* ac = act + act_stride * (size_t)c;
-    float* yc = y + y_stride * (size_t)c;
-    switch (n_cols - c) {
-        case 3: tile<G, kMin, 3>(panel, n_groups, ac, act_stride, yc, y_stride, rows); break;
-        case 2: tile<G, kMin, 2>(panel, n_groups, ac, act_stride, yc, y_stride, rows); break;
-        case 1: tile<G, kMin, 1>(panel, n_groups, ac, act_stride, yc, y_stride, rows); break;
-        default: break;
-    }
-}
-
 void panel_gemm_avx2(const uint8_t* panel, int64_t n_groups, int G, bool has_min,
                      const PanelActBlock* act, size_t act_stride, int64_t n_cols, float* y,
                      size_t y_stride, int rows) {
-    if (G == 32)
-        (has_min ? gemm_g<32, true> : gemm_g<32, false>)(panel, n_groups, act, act_stride,
-                                                          n_cols, y, y_stride, rows);
-    else
-        (has_min ? gemm_g<16, true> : gemm_g<16, false>)(panel, n_groups, act, act_stride,
-                                                          n_cols, y, y_stride, rows);
+    with_panel_group(G, has_min, [&]<int kG, bool kMin>() {
+        over_tiles<kTile>(n_cols, [&]<int kN>(int64_t c) {
+            tile<kG, kMin, kN>(panel, n_groups, act + act_stride * (size_t)c, act_stride,
+                               y + y_stride * (size_t)c, y_stride, rows);
+        });
+    });
 }
 
 }  // namespace

@@ -36,6 +36,7 @@
 #include <type_traits>
 
 #include "kernels/block_formats.h"
+#include "kernels/count_dispatch.h"
 #include "kernels/x86/x86_kernels.h"
 
 namespace edgellm {
@@ -339,6 +340,19 @@ inline void k4_scales(__m128i scale_min, __m512i (&scale)[4]) {
                                                    0x8000 | (2 * c + 1), 0x8000 | (2 * c + 1)));
 }
 
+// One block of a type with mins (q2_K, q4_K, q5_K) against one column: d * dy *
+// sum(scale * q * y) into acc, dmin * dy * sum(mins * bsums) into accm (subtracted at the
+// end). dm points at the block's d, dmin halves.
+inline void add_block_with_mins(const __m512i (&q)[4], const __m512i (&scale)[4], __m256i mins16,
+                                const void* dm, const block_q8_K* yc, __m512& acc, __m256& accm) {
+    const __m512i sumi = dot_block_q8_K(q, scale, yc);
+    const __m256i mins = _mm256_madd_epi16(q8_K_bsums(yc), mins16);
+    const __m128 d = k_scales(dm, yc->d);
+    acc = _mm512_fmadd_ps(_mm512_broadcastss_ps(d), _mm512_cvtepi32_ps(sumi), acc);
+    accm =
+        _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(d)), _mm256_cvtepi32_ps(mins), accm);
+}
+
 // q4_K / q5_K · q8_K: d * sum(sc * q * y) - dmin * sum(m * bsums) per block.
 template <typename Block, int kCols>
 void dot_q45_K_q8_K(int64_t n, float* s, const void* vx, const void* vy, size_t by) {
@@ -369,15 +383,8 @@ void dot_q45_K_q8_K(int64_t n, float* s, const void* vx, const void* vy, size_t 
         k4_scales(scm, scale);
         const __m256i mins16 = k4_mins16(scm);
         const void* dm = (const uint8_t*)&x[i] + offsetof(Block, d);
-        for (int c = 0; c < kCols; ++c) {
-            const block_q8_K* yc = &y[c][i];
-            const __m512i sumi = dot_block_q8_K(q, scale, yc);
-            const __m256i mins = _mm256_madd_epi16(q8_K_bsums(yc), mins16);
-            const __m128 d = k_scales(dm, yc->d);
-            acc[c] = _mm512_fmadd_ps(_mm512_broadcastss_ps(d), _mm512_cvtepi32_ps(sumi), acc[c]);
-            accm[c] = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(d)),
-                                      _mm256_cvtepi32_ps(mins), accm[c]);
-        }
+        for (int c = 0; c < kCols; ++c)
+            add_block_with_mins(q, scale, mins16, dm, &y[c][i], acc[c], accm[c]);
     }
     for (int c = 0; c < kCols; ++c) s[c] = hsum_ps(acc[c]) - hsum_ps(accm[c]);
 }
@@ -460,15 +467,8 @@ void dot_q2_K_q8_K(int64_t n, float* s, const void* vx, const void* vy, size_t b
             scale[m] = _mm512_shuffle_epi8(sc, lanes16(0x8000 | (4 * m), 0x8000 | (4 * m + 1),
                                                        0x8000 | (4 * m + 2), 0x8000 | (4 * m + 3)));
         const void* dm = (const uint8_t*)&x[i] + offsetof(block_q2_K, d);
-        for (int c = 0; c < kCols; ++c) {
-            const block_q8_K* yc = &y[c][i];
-            const __m512i sumi = dot_block_q8_K(q, scale, yc);
-            const __m256i mins = _mm256_madd_epi16(q8_K_bsums(yc), mins16);
-            const __m128 d = k_scales(dm, yc->d);
-            acc[c] = _mm512_fmadd_ps(_mm512_broadcastss_ps(d), _mm512_cvtepi32_ps(sumi), acc[c]);
-            accm[c] = _mm256_fmadd_ps(_mm256_broadcastss_ps(_mm_movehdup_ps(d)),
-                                      _mm256_cvtepi32_ps(mins), accm[c]);
-        }
+        for (int c = 0; c < kCols; ++c)
+            add_block_with_mins(q, scale, mins16, dm, &y[c][i], acc[c], accm[c]);
     }
     for (int c = 0; c < kCols; ++c) s[c] = hsum_ps(acc[c]) - hsum_ps(accm[c]);
 }
@@ -676,18 +676,10 @@ void vec_mad_n_avx512(int64_t hd, int64_t n_rows, const void* vx, size_t bx, con
     const uint8_t* x = (const uint8_t*)vx;
     int64_t i = 0;
     for (; i + 64 <= hd; i += 64) {
-        int g = 0;
-        for (; g + 4 <= ng; g += 4)
-            mad_slice<Widen, 4>(n_rows, x, bx, i, p + p_stride * g, p_stride, acc + hd * g + i,
-                                (size_t)hd);
-        const float* pg = p + p_stride * g;
-        float* ag = acc + hd * g + i;
-        switch (ng - g) {
-            case 3: mad_slice<Widen, 3>(n_rows, x, bx, i, pg, p_stride, ag, (size_t)hd); break;
-            case 2: mad_slice<Widen, 2>(n_rows, x, bx, i, pg, p_stride, ag, (size_t)hd); break;
-            case 1: mad_slice<Widen, 1>(n_rows, x, bx, i, pg, p_stride, ag, (size_t)hd); break;
-            default: break;
-        }
+        over_tiles<4>(ng, [&]<int kN>(int64_t g) {  // heads four at a time, then the rest
+            mad_slice<Widen, kN>(n_rows, x, bx, i, p + p_stride * g, p_stride, acc + hd * g + i,
+                                 (size_t)hd);
+        });
     }
     for (; i < hd; i += 16)  // a last slice of 16 or 32 elements (hd a multiple of 16 / 32)
         for (int g = 0; g < ng; ++g) {
@@ -757,28 +749,17 @@ void dot_rows_block(int64_t hd, const uint8_t* x, size_t bx, const float* q, flo
 }
 
 template <typename Widen>
-void dot_rows_avx512(int64_t hd, int64_t n_rows, const void* vx, size_t bx, const float* q,
-                     int ng, float* s, size_t s_stride) {
+void dot_rows_avx512(int64_t hd, int64_t n_rows, const void* vx, size_t bx, const float* q, int ng,
+                     float* s, size_t s_stride) {
     if (!Widen::fits(hd))
         return reference_kernels(Widen::kType).dot_rows(hd, n_rows, vx, bx, q, ng, s, s_stride);
     const uint8_t* x = (const uint8_t*)vx;
     int64_t c = 0;
     for (; c + 16 <= n_rows; c += 16)
-        for (int g0 = 0; g0 < ng; g0 += 8) {
-            const uint8_t* xc = x + bx * (size_t)c;
-            const float* qg = q + hd * g0;
-            float* sg = s + s_stride * (size_t)g0 + (size_t)c;
-            switch (ng - g0 < 8 ? ng - g0 : 8) {
-                case 8: dot_rows_block<Widen, 8>(hd, xc, bx, qg, sg, s_stride); break;
-                case 7: dot_rows_block<Widen, 7>(hd, xc, bx, qg, sg, s_stride); break;
-                case 6: dot_rows_block<Widen, 6>(hd, xc, bx, qg, sg, s_stride); break;
-                case 5: dot_rows_block<Widen, 5>(hd, xc, bx, qg, sg, s_stride); break;
-                case 4: dot_rows_block<Widen, 4>(hd, xc, bx, qg, sg, s_stride); break;
-                case 3: dot_rows_block<Widen, 3>(hd, xc, bx, qg, sg, s_stride); break;
-                case 2: dot_rows_block<Widen, 2>(hd, xc, bx, qg, sg, s_stride); break;
-                default: dot_rows_block<Widen, 1>(hd, xc, bx, qg, sg, s_stride); break;
-            }
-        }
+        over_tiles<8>(ng, [&]<int kN>(int64_t g0) {  // queries eight at a time, then the rest
+            dot_rows_block<Widen, kN>(hd, x + bx * (size_t)c, bx, q + hd * g0,
+                                      s + s_stride * (size_t)g0 + (size_t)c, s_stride);
+        });
     for (; c < n_rows; ++c) {  // the last rows one at a time, in the same order
         const uint8_t* row = x + bx * (size_t)c;
         for (int g = 0; g < ng; ++g) {

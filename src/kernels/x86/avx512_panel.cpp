@@ -12,6 +12,7 @@
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 
+#include "kernels/count_dispatch.h"
 #include "kernels/panel.h"
 #include "kernels/x86/x86_kernels.h"
 
@@ -67,37 +68,16 @@ void tile(const uint8_t* panel, int64_t n_groups, const PanelActBlock* act, size
 
 constexpr int kTile = 8;
 
-template <int G, bool kMin>
-void gemm_g(const uint8_t* panel, int64_t n_groups, const PanelActBlock* act,
-            size_t act_stride, int64_t n_cols, float* y, size_t y_stride, int rows) {
-    const __mmask16 m = (__mmask16)((1u << rows) - 1u);
-    int64_t c = 0;
-    for (; c + kTile <= n_cols; c += kTile)
-        tile<G, kMin, kTile>(panel, n_groups, act + act_stride * (size_t)c, act_stride,
-                             y + y_stride * (size_t)c, y_stride, m);
-    const PanelActBlock* ac = act + act_stride * (size_t)c;
-    float* yc = y + y_stride * (size_t)c;
-    switch (n_cols - c) {
-        case 7: tile<G, kMin, 7>(panel, n_groups, ac, act_stride, yc, y_stride, m); break;
-        case 6: tile<G, kMin, 6>(panel, n_groups, ac, act_stride, yc, y_stride, m); break;
-        case 5: tile<G, kMin, 5>(panel, n_groups, ac, act_stride, yc, y_stride, m); break;
-        case 4: tile<G, kMin, 4>(panel, n_groups, ac, act_stride, yc, y_stride, m); break;
-        case 3: tile<G, kMin, 3>(panel, n_groups, ac, act_stride, yc, y_stride, m); break;
-        case 2: tile<G, kMin, 2>(panel, n_groups, ac, act_stride, yc, y_stride, m); break;
-        case 1: tile<G, kMin, 1>(panel, n_groups, ac, act_stride, yc, y_stride, m); break;
-        default: break;
-    }
-}
-
 void panel_gemm_avx512(const uint8_t* panel, int64_t n_groups, int G, bool has_min,
                        const PanelActBlock* act, size_t act_stride, int64_t n_cols, float* y,
                        size_t y_stride, int rows) {
-    if (G == 32)
-        (has_min ? gemm_g<32, true> : gemm_g<32, false>)(panel, n_groups, act, act_stride,
-                                                          n_cols, y, y_stride, rows);
-    else
-        (has_min ? gemm_g<16, true> : gemm_g<16, false>)(panel, n_groups, act, act_stride,
-                                                          n_cols, y, y_stride, rows);
+    const __mmask16 m = (__mmask16)((1u << rows) - 1u);
+    with_panel_group(G, has_min, [&]<int kG, bool kMin>() {
+        over_tiles<kTile>(n_cols, [&]<int kN>(int64_t c) {
+            tile<kG, kMin, kN>(panel, n_groups, act + act_stride * (size_t)c, act_stride,
+                               y + y_stride * (size_t)c, y_stride, m);
+        });
+    });
 }
 
 }  // namespace
