@@ -1,5 +1,6 @@
 #include "kernels/kernel_check.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -205,53 +206,58 @@ std::string check_type_kernels(TensorType t, const TypeKernels& cand, const Type
             }
         }
     }
-    if (cand.vec_mad_n && cand.vec_mad_n != ref.vec_mad_n && ref.vec_mad_n) {
-        // Seven heads over eleven rows, against the reference bit for bit.
-        const int64_t hd = n < 128 ? n : 128;
-        const int ng = 7, rows = 11;
-        const size_t row = row_size(t, hd) + 6;  // rows a little apart
-        std::vector<uint8_t> xs(row * rows);
-        for (int c = 0; c < rows; ++c) {
-            const auto xc = random_tensor_data(t, hd, seed + 40 + (uint64_t)c);
-            std::memcpy(xs.data() + row * (size_t)c, xc.data(), xc.size());
-        }
-        std::mt19937 rng((uint32_t)seed);
-        std::uniform_real_distribution<float> u(0.0f, 1.0f);
-        std::vector<float> p((size_t)ng * (rows + 3));
-        for (float& v : p) v = u(rng);
-        std::vector<float> want((size_t)(ng * hd)), got;
-        for (float& v : want) v = u(rng) - 0.5f;
-        got = want;
-        ref.vec_mad_n(hd, rows, xs.data(), row, p.data(), rows + 3, ng, want.data());
-        cand.vec_mad_n(hd, rows, xs.data(), row, p.data(), rows + 3, ng, got.data());
-        if (std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) != 0) {
-            std::snprintf(buf, sizeof buf, "%s vec_mad_n[%s] differs from the reference",
-                          tensor_type_name(t), cand.vec_mad_n_isa);
-            return buf;
-        }
-    }
-    if (cand.dot_rows && cand.dot_rows != ref.dot_rows && ref.dot_rows) {
-        // Seven queries against 16 + 16 + 5 rows (full blocks and a tail), bit for bit.
-        const int64_t hd = n < 128 ? n : 128;
-        const int ng = 7, rows = 37;
-        const size_t row = row_size(t, hd) + 10;
-        std::vector<uint8_t> xs(row * rows);
-        for (int c = 0; c < rows; ++c) {
-            const auto xc = random_tensor_data(t, hd, seed + 60 + (uint64_t)c);
-            std::memcpy(xs.data() + row * (size_t)c, xc.data(), xc.size());
-        }
-        std::mt19937 rng((uint32_t)seed + 1);
-        std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-        std::vector<float> q((size_t)(ng * hd));
-        for (float& v : q) v = u(rng);
-        const size_t ss = rows + 2;
-        std::vector<float> want(ss * ng, 3.0f), got = want;
-        ref.dot_rows(hd, rows, xs.data(), row, q.data(), ng, want.data(), ss);
-        cand.dot_rows(hd, rows, xs.data(), row, q.data(), ng, got.data(), ss);
-        if (std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) != 0) {
-            std::snprintf(buf, sizeof buf, "%s dot_rows[%s] differs from the reference",
-                          tensor_type_name(t), cand.dot_rows_isa);
-            return buf;
+    // Attention kernels: several head sizes (the SIMD slices and their tails; sizes a set
+    // does not take go to the reference) and query counts (one, a group, more than one
+    // register tile of queries), each against the reference bit for bit.
+    const bool mad = cand.vec_mad_n && cand.vec_mad_n != ref.vec_mad_n && ref.vec_mad_n;
+    const bool dots = cand.dot_rows && cand.dot_rows != ref.dot_rows && ref.dot_rows;
+    const int64_t bs = tensor_type_info(t).block_size;
+    for (const int64_t hd :
+         {std::min<int64_t>(n, 128), (int64_t)96, (int64_t)80, (int64_t)48, (int64_t)20}) {
+        if (!(mad || dots) || hd > n || hd % bs != 0) continue;
+        for (const int ng : {1, 7, 12}) {
+            // 16 + 16 + 5 rows: full SIMD blocks of keys and a tail; rows a little apart
+            const int rows = 37;
+            const size_t row = row_size(t, hd) + 10;
+            std::vector<uint8_t> xs(row * rows);
+            for (int c = 0; c < rows; ++c) {
+                const auto xc = random_tensor_data(t, hd, seed + 40 + (uint64_t)c);
+                std::memcpy(xs.data() + row * (size_t)c, xc.data(), xc.size());
+            }
+            std::mt19937 rng((uint32_t)seed + (uint32_t)hd);
+            std::uniform_real_distribution<float> u(0.0f, 1.0f);
+            const size_t ps = rows + 3;
+            std::vector<float> p(ps * (size_t)ng), q((size_t)(ng * hd));
+            for (float& v : p) v = u(rng);
+            for (float& v : q) v = 2.0f * u(rng) - 1.0f;
+            std::vector<float> want, got;
+            if (mad) {
+                want.assign((size_t)(ng * hd), 0.0f);
+                for (float& v : want) v = u(rng) - 0.5f;
+                got = want;
+                ref.vec_mad_n(hd, rows, xs.data(), row, p.data(), ps, ng, want.data());
+                cand.vec_mad_n(hd, rows, xs.data(), row, p.data(), ps, ng, got.data());
+                if (std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) != 0) {
+                    std::snprintf(buf, sizeof buf,
+                                  "%s vec_mad_n[%s] differs from the reference (head size %lld, "
+                                  "%d heads)",
+                                  tensor_type_name(t), cand.vec_mad_n_isa, (long long)hd, ng);
+                    return buf;
+                }
+            }
+            if (dots) {
+                want.assign(ps * (size_t)ng, 3.0f);
+                got = want;
+                ref.dot_rows(hd, rows, xs.data(), row, q.data(), ng, want.data(), ps);
+                cand.dot_rows(hd, rows, xs.data(), row, q.data(), ng, got.data(), ps);
+                if (std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) != 0) {
+                    std::snprintf(buf, sizeof buf,
+                                  "%s dot_rows[%s] differs from the reference (head size %lld, "
+                                  "%d queries)",
+                                  tensor_type_name(t), cand.dot_rows_isa, (long long)hd, ng);
+                    return buf;
+                }
+            }
         }
     }
     return {};
@@ -297,10 +303,10 @@ std::string check_panel_kernel(const PanelKernel& k, uint64_t seed) {
                 for (int cols = 1; cols <= max_cols; ++cols) {
                     const size_t ys = (size_t)P + 3;
                     std::vector<float> want(ys * (size_t)cols, -7.0f), got = want;
-                    panel_gemm_ref(P, panel.data(), n_groups, G, has_min, act.data(), n / 32,
-                                   cols, want.data(), ys, rows);
-                    k.gemm(panel.data(), n_groups, G, has_min, act.data(), n / 32, cols,
-                           got.data(), ys, rows);
+                    panel_gemm_ref(P, panel.data(), n_groups, G, has_min, act.data(), n / 32, cols,
+                                   want.data(), ys, rows);
+                    k.gemm(panel.data(), n_groups, G, has_min, act.data(), n / 32, cols, got.data(),
+                           ys, rows);
                     if (std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) != 0) {
                         char msg[200];
                         std::snprintf(msg, sizeof msg,

@@ -323,3 +323,30 @@ TEST(Panel, CheckCatchesAWrongKernel) {
     };
     EXPECT_EQ(check_panel_kernel(wrong, 1), "");
 }
+
+// The attention-kernel check covers head sizes with SIMD tails and more queries than one
+// register tile: kernels wrong only there are caught.
+TEST(AttentionKernels, CheckCatchesWrongTailsAndLargeGroups) {
+    TypeKernels k = reference_kernels(TensorType::F16);
+    const TypeKernels& r = reference_kernels(TensorType::F16);
+    k.dot_rows = [](int64_t hd, int64_t n_rows, const void* x, size_t bx, const float* q, int ng,
+                    float* s, size_t ss) {
+        reference_kernels(TensorType::F16).dot_rows(hd, n_rows, x, bx, q, ng, s, ss);
+        if (hd == 20) s[0] += 1.0f;  // wrong only for a head size of 20
+    };
+    EXPECT_NE(check_type_kernels(TensorType::F16, k, r, 512, 5).find("dot_rows"),
+              std::string::npos);
+    k.dot_rows = r.dot_rows;
+    k.vec_mad_n = [](int64_t hd, int64_t n_rows, const void* x, size_t bx, const float* p,
+                     size_t ps, int ng, float* acc) {
+        reference_kernels(TensorType::F16).vec_mad_n(hd, n_rows, x, bx, p, ps, ng, acc);
+        if (ng > 8) acc[8 * hd] += 1.0f;  // wrong only past eight heads
+    };
+    EXPECT_NE(check_type_kernels(TensorType::F16, k, r, 512, 5).find("vec_mad_n"),
+              std::string::npos);
+    k.vec_mad_n = [](int64_t hd, int64_t n_rows, const void* x, size_t bx, const float* p,
+                     size_t ps, int ng, float* acc) {
+        reference_kernels(TensorType::F16).vec_mad_n(hd, n_rows, x, bx, p, ps, ng, acc);
+    };
+    EXPECT_EQ(check_type_kernels(TensorType::F16, k, r, 512, 5), "");
+}

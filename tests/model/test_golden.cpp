@@ -9,9 +9,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "edgellm/model.h"
 #include "compute/matmul.h"
+#include "edgellm/model.h"
 #include "kernels/kernels.h"
+#include "kernels/panel.h"
 
 using namespace edgellm;
 namespace fs = std::filesystem;
@@ -188,6 +189,32 @@ TEST(Context, RefusesBadInput) {
     EXPECT_FALSE(r.ok());
     p.kv_type = TensorType::Q4_K;
     EXPECT_FALSE(Context::create(**model, p).ok());
+}
+
+// A context's scratch fits the kernel set it was made under (the panel GEMM's buffers): if
+// the set changes afterwards, evaluation is refused with a message instead of overrunning
+// the scratch, and works again once the set is back.
+TEST(Context, RefusesToRunAfterTheKernelSetChanged) {
+    auto model = Model::load((kGolden / "tiny-qwen2-q4_k_m.gguf").string());
+    if (!model.ok()) GTEST_SKIP() << model.error();
+    const std::string best = available_kernel_sets().back();
+    ASSERT_TRUE(select_kernel_set(best));
+    if (panel_kernel().rows == 0)
+        GTEST_SKIP() << "kernel set " << best << " has no panel GEMM: its scratch is the ref set's";
+    ContextParams p;
+    p.n_ctx = 32;
+    p.n_batch = 16;
+    p.n_threads = 2;
+    auto ctx = Context::create(**model, p);
+    ASSERT_TRUE(ctx.ok());
+    const std::vector<int32_t> tokens(12, 3);  // a batch that takes the panel GEMM
+    ASSERT_TRUE(select_kernel_set("ref"));
+    auto r = (*ctx)->eval(tokens, false);
+    ASSERT_TRUE(select_kernel_set(best));
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().find("kernel set changed"), std::string::npos) << r.error();
+    EXPECT_EQ((*ctx)->n_past(), 0);
+    EXPECT_TRUE((*ctx)->eval(tokens, false).ok());
 }
 
 // The memory bill adds up: weights are the file's tensor bytes, the KV cache is
