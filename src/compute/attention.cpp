@@ -26,18 +26,11 @@ size_t align64(size_t n) {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
-// The attention kernels' scalar twins (one fma chain per element) define them for the
-// tests; attention only takes the kernel path where a SIMD set replaced them.
-template <typename Fn>
-bool has_simd(Fn active, Fn reference) {
-    return active != nullptr && active != reference;
-}
-
 // e^x for x <= 0 (a score minus the maximum), within 2 ulp of std::exp, in plain
 // arithmetic so that loops over it vectorize: x = n ln2 + r with |r| <= ln2 / 2 (ln2 in
 // two parts), e^r by a degree-6 Taylor polynomial, 2^n put into the exponent bits.
 inline float exp_nonpositive(float x) {
-    x = x > -87.0f ? x : -87.0f;  // e^-87 ~ 1.6e-38, the smallest normal range
+    x = x > -87.0f ? x : -87.0f;        // e^-87 ~ 1.6e-38, the smallest normal range
     const float shifter = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
     const float t = x * 1.44269504f + shifter;
     const float n = t - shifter;
@@ -60,22 +53,20 @@ struct Item {
 };
 
 // Per-thread scratch for a group of up to `group` query heads: converted queries, one
-// accumulator each, one dequantized V row, and (f16 cache) each head's scores.
+// accumulator each (first the widened queries), each head's scores and their maximum.
 struct Scratch {
     uint8_t* q_conv;  // group x q_row bytes
     size_t q_row;
     float* acc;     // group x head_dim
-    float* vrow;    // head_dim
-    float* scores;  // group x n_ctx (f16 cache)
-    float* m;       // group: running maximum (online) / maximum (f16)
-    float* sum;     // group
+    float* scores;  // group x n_ctx
+    float* m;       // group
 };
 
 size_t scratch_size(const AttentionShape& s, TensorType kv_type, int64_t n_ctx) {
     const size_t group = (size_t)(s.n_head / s.n_head_kv);
     return align64(row_size(query_type(kv_type), s.head_dim)) * group +
-           align64(sizeof(float) * s.head_dim) * (group + 1) +
-           align64(sizeof(float) * (size_t)n_ctx) * group + align64(sizeof(float) * group) * 2;
+           align64(sizeof(float) * s.head_dim) * group +
+           align64(sizeof(float) * (size_t)n_ctx) * group + align64(sizeof(float) * group);
 }
 
 Scratch carve(uint8_t* p, const AttentionShape& s, TensorType kv_type, int64_t n_ctx) {
@@ -86,13 +77,9 @@ Scratch carve(uint8_t* p, const AttentionShape& s, TensorType kv_type, int64_t n
     p += w.q_row * group;
     w.acc = (float*)p;
     p += align64(sizeof(float) * s.head_dim) * group;
-    w.vrow = (float*)p;
-    p += align64(sizeof(float) * s.head_dim);
     w.scores = (float*)p;
     p += align64(sizeof(float) * (size_t)n_ctx) * group;
     w.m = (float*)p;
-    p += align64(sizeof(float) * group);
-    w.sum = (float*)p;
     return w;
 }
 
@@ -104,73 +91,46 @@ Scratch carve(uint8_t* p, const AttentionShape& s, TensorType kv_type, int64_t n
 #define EDGELLM_ATTN_CLONES
 #endif
 
-// Two passes (f16 cache: llama.cpp's default path; q8_0 cache with kernels): scores,
-// exact softmax (max, exp, sum), probabilities (f16 cache: rounded to f16), then the
-// weighted sum of V.
-EDGELLM_ATTN_CLONES void attend_two_pass(const AttentionShape& s, const TypeKernels& kk,
-                                    const KvLayerView& kv, const int32_t* cell_pos, int64_t n_cells,
-                                    int32_t pos, const Item& it, const Scratch& w, int64_t n_ctx,
-                                    float* out) {
+// Two passes, as llama.cpp's default (non-flash) path: the scores of every visible cell
+// (dot_rows), an exact softmax (max, exp, sum), the probabilities (f16 cache: rounded to
+// f16 as llama.cpp's f16 matrix product rounds them), then their weighted sum of the V
+// rows (vec_mad_n). The kernels are the set's SIMD ones or, in the ref set, their scalar
+// twins.
+EDGELLM_ATTN_CLONES void attend(const AttentionShape& s, const TypeKernels& kk,
+                                const KvLayerView& kv, const int32_t* cell_pos, int64_t n_cells,
+                                int32_t pos, const Item& it, const Scratch& w, int64_t n_ctx,
+                                float* out) {
     const int hd = s.head_dim;
     const size_t head_bytes = row_size(kv.type, hd);
     const size_t k_off = (size_t)it.hkv * (kv.head_stride ? kv.head_stride : head_bytes);
     for (int g = 0; g < it.n; ++g) w.m[g] = kNegInf;
     int64_t first_seen = n_cells, last_seen = -1;
-    if (has_simd(kk.dot_rows, reference_kernels(kv.type).dot_rows)) {
-        // All keys of the visible span at once (16 per SIMD step) against the queries,
-        // widened into the accumulator space (unused until the V sum); then the mask.
-        for (int64_t c = 0; c < n_cells; ++c)
-            if (cell_pos[c] >= 0 && cell_pos[c] <= pos) {
-                first_seen = std::min(first_seen, c);
-                last_seen = c;
-            }
-        float* qf = w.acc;
-        const TypeKernels& qk = type_kernels(query_type(kv.type));
-        for (int g = 0; g < it.n; ++g)
-            qk.to_float(w.q_conv + w.q_row * (size_t)g, qf + (size_t)g * hd, hd);
-        if (first_seen <= last_seen)
-            kk.dot_rows(hd, last_seen + 1 - first_seen,
-                        kv.k + (size_t)first_seen * kv.row_bytes + k_off, kv.row_bytes, qf, it.n,
-                        w.scores + first_seen, (size_t)n_ctx);
-        for (int g = 0; g < it.n; ++g) {
-            float* sc = w.scores + (size_t)g * n_ctx;
-            float m = kNegInf;
-            for (int64_t c = 0; c < n_cells; ++c) {
-                const bool visible = c >= first_seen && c <= last_seen && cell_pos[c] >= 0 &&
-                                     cell_pos[c] <= pos;
-                const float v = visible ? sc[c] * s.scale : kNegInf;
-                sc[c] = v;
-                m = v > m ? v : m;
-            }
-            w.m[g] = m;
+    // All keys of the visible span at once (16 per AVX-512 step) against the queries,
+    // widened into the accumulator space (unused until the V sum); then the mask.
+    for (int64_t c = 0; c < n_cells; ++c)
+        if (cell_pos[c] >= 0 && cell_pos[c] <= pos) {
+            first_seen = std::min(first_seen, c);
+            last_seen = c;
         }
-    } else {
-        float dots[64];
-        const bool batched = kk.vec_dot_n && it.n <= 64;
+    float* qf = w.acc;
+    const TypeKernels& qk = type_kernels(query_type(kv.type));
+    for (int g = 0; g < it.n; ++g)
+        qk.to_float(w.q_conv + w.q_row * (size_t)g, qf + (size_t)g * hd, hd);
+    if (first_seen <= last_seen)
+        kk.dot_rows(hd, last_seen + 1 - first_seen,
+                    kv.k + (size_t)first_seen * kv.row_bytes + k_off, kv.row_bytes, qf, it.n,
+                    w.scores + first_seen, (size_t)n_ctx);
+    for (int g = 0; g < it.n; ++g) {
+        float* sc = w.scores + (size_t)g * n_ctx;
+        float m = kNegInf;
         for (int64_t c = 0; c < n_cells; ++c) {
-            const bool visible = cell_pos[c] >= 0 && cell_pos[c] <= pos;
-            if (visible) {
-                first_seen = std::min(first_seen, c);
-                last_seen = c;
-            }
-            const uint8_t* krow = kv.k + (size_t)c * kv.row_bytes + k_off;
-            // The key row against every query head of the group at once.
-            if (visible && batched) kk.vec_dot_n(hd, dots, krow, w.q_conv, w.q_row, it.n);
-            for (int g = 0; g < it.n; ++g) {
-                float* sc = w.scores + (size_t)g * n_ctx;
-                if (!visible) {
-                    sc[c] = kNegInf;
-                    continue;
-                }
-                float score;
-                if (batched)
-                    score = dots[g];
-                else
-                    kk.vec_dot(hd, &score, krow, w.q_conv + w.q_row * (size_t)g);
-                sc[c] = score * s.scale;
-                w.m[g] = std::fmax(w.m[g], sc[c]);
-            }
+            const bool visible =
+                c >= first_seen && c <= last_seen && cell_pos[c] >= 0 && cell_pos[c] <= pos;
+            const float v = visible ? sc[c] * s.scale : kNegInf;
+            sc[c] = v;
+            m = v > m ? v : m;
         }
+        w.m[g] = m;
     }
     for (int g = 0; g < it.n; ++g) {
         float* sc = w.scores + (size_t)g * n_ctx;
@@ -197,71 +157,13 @@ EDGELLM_ATTN_CLONES void attend_two_pass(const AttentionShape& s, const TypeKern
             for (c = 0; c < n_cells; ++c) sc[c] *= inv;
         std::memset(w.acc + (size_t)g * hd, 0, sizeof(float) * hd);
     }
-    if (has_simd(kk.vec_mad_n, reference_kernels(kv.type).vec_mad_n)) {
-        // Only the span of cells some head sees (masked cells inside it weigh 0).
-        if (first_seen < last_seen + 1)
-            kk.vec_mad_n(hd, last_seen + 1 - first_seen,
-                         kv.v + (size_t)first_seen * kv.row_bytes + k_off, kv.row_bytes,
-                         w.scores + first_seen, (size_t)n_ctx, it.n, w.acc);
-    } else {
-        for (int64_t c = 0; c < n_cells; ++c) {
-            bool any = false;
-            for (int g = 0; g < it.n && !any; ++g) any = w.scores[(size_t)g * n_ctx + c] != 0.0f;
-            if (!any) continue;
-            kk.to_float(kv.v + (size_t)c * kv.row_bytes + k_off, w.vrow, hd);
-            for (int g = 0; g < it.n; ++g) {
-                const float p = w.scores[(size_t)g * n_ctx + c];
-                if (p == 0.0f) continue;
-                float* acc = w.acc + (size_t)g * hd;
-                for (int i = 0; i < hd; ++i) acc[i] += p * w.vrow[i];
-            }
-        }
-    }
+    // Only the span of cells some head sees (masked cells inside it weigh 0).
+    if (first_seen <= last_seen)
+        kk.vec_mad_n(hd, last_seen + 1 - first_seen,
+                     kv.v + (size_t)first_seen * kv.row_bytes + k_off, kv.row_bytes,
+                     w.scores + first_seen, (size_t)n_ctx, it.n, w.acc);
     for (int g = 0; g < it.n; ++g)
         std::memcpy(out + (size_t)g * hd, w.acc + (size_t)g * hd, sizeof(float) * hd);
-}
-
-// Quantized cache (llama.cpp's flash-attention path): one pass with an online softmax,
-// each head keeping a running maximum and sum and rescaling its accumulator when a new
-// maximum appears.
-EDGELLM_ATTN_CLONES void attend_online(const AttentionShape& s, const TypeKernels& kk,
-                                       const KvLayerView& kv, const int32_t* cell_pos,
-                                       int64_t n_cells, int32_t pos, const Item& it,
-                                       const Scratch& w, float* out) {
-    const int hd = s.head_dim;
-    const size_t head_bytes = row_size(kv.type, hd);
-    const size_t k_off = (size_t)it.hkv * (kv.head_stride ? kv.head_stride : head_bytes);
-    for (int g = 0; g < it.n; ++g) {
-        w.m[g] = kNegInf;
-        w.sum[g] = 0.0f;
-        std::memset(w.acc + (size_t)g * hd, 0, sizeof(float) * hd);
-    }
-    for (int64_t c = 0; c < n_cells; ++c) {
-        if (cell_pos[c] < 0 || cell_pos[c] > pos) continue;
-        const uint8_t* krow = kv.k + (size_t)c * kv.row_bytes + k_off;
-        kk.to_float(kv.v + (size_t)c * kv.row_bytes + k_off, w.vrow, hd);
-        for (int g = 0; g < it.n; ++g) {
-            float score;
-            kk.vec_dot(hd, &score, krow, w.q_conv + w.q_row * (size_t)g);
-            score *= s.scale;
-            float weight = 1.0f;
-            float* acc = w.acc + (size_t)g * hd;
-            if (score > w.m[g]) {
-                const float f = std::exp(w.m[g] - score);
-                for (int i = 0; i < hd; ++i) acc[i] *= f;
-                w.sum[g] *= f;
-                w.m[g] = score;
-            } else {
-                weight = std::exp(score - w.m[g]);
-            }
-            for (int i = 0; i < hd; ++i) acc[i] += weight * w.vrow[i];
-            w.sum[g] += weight;
-        }
-    }
-    for (int g = 0; g < it.n; ++g) {
-        const float inv = w.sum[g] > 0.0f ? 1.0f / w.sum[g] : 0.0f;
-        for (int i = 0; i < hd; ++i) out[(size_t)g * hd + i] = w.acc[(size_t)g * hd + i] * inv;
-    }
 }
 
 }  // namespace
@@ -275,7 +177,8 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, const 
                float* out, uint8_t* scratch, size_t scratch_per_thread) {
     const TypeKernels& kk = type_kernels(kv.type);
     const TypeKernels& qk = type_kernels(query_type(kv.type));
-    EDGELLM_ASSERT(kk.vec_dot && kk.to_float && qk.from_float, "KV type lacks kernels");
+    EDGELLM_ASSERT(kk.dot_rows && kk.vec_mad_n && qk.from_float && qk.to_float,
+                   "KV type lacks attention kernels");
     EDGELLM_ASSERT(scratch_per_thread >= attention_scratch_per_thread(s, kv.type, n_cells),
                    "attention scratch too small for the cells");
     // The largest n_ctx the scratch holds scores for (the scores stride).
@@ -283,11 +186,6 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, const 
     int64_t n_ctx = n_cells;
     while (attention_scratch_per_thread(s, kv.type, n_ctx + 64) <= scratch_per_thread) n_ctx += 64;
     const int hd = s.head_dim;
-    // Exact two-pass softmax where the scores and V sums have kernels (and always for f16,
-    // as llama.cpp's default path); the online one-pass form otherwise.
-    const TypeKernels& kr = reference_kernels(kv.type);
-    const bool two_pass = kv.type == TensorType::F16 || (has_simd(kk.dot_rows, kr.dot_rows) &&
-                                                         has_simd(kk.vec_mad_n, kr.vec_mad_n));
 
     // Work items: (token, KV head), split into sub-groups of query heads when there are
     // fewer items than threads (decoding one token with few KV heads).
@@ -314,10 +212,7 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, const 
             for (int g = 0; g < it.n; ++g)
                 qk.from_float(qt + (int64_t)(it.h0 + g) * hd, w.q_conv + w.q_row * (size_t)g, hd);
             float* o = out + it.t * (int64_t)s.n_head * hd + (int64_t)it.h0 * hd;
-            if (two_pass)
-                attend_two_pass(s, kk, kv, cell_pos, n_cells, q_pos[it.t], it, w, n_ctx, o);
-            else
-                attend_online(s, kk, kv, cell_pos, n_cells, q_pos[it.t], it, w, o);
+            attend(s, kk, kv, cell_pos, n_cells, q_pos[it.t], it, w, n_ctx, o);
         }
     });
 }

@@ -1,15 +1,14 @@
 // Causal self-attention over a KV cache, one (token, head) at a time: no n_tokens x n_kv
 // score matrix. Grouped-query: query head h reads KV head h / (n_head / n_head_kv).
 //
-// The arithmetic follows llama.cpp so that our logits match its golden files:
-// - f16 cache: its default path. Scores q.k with q rounded to f16, exact softmax (max,
-//   exp, sum in double), probabilities rounded to f16, then sum_c p_c * V_c.
-// - q8_0 cache: q is quantized to q8_0 as for llama.cpp's q8_0 dot product. Where the
-//   kernel set has SIMD dot_rows / vec_mad_n (avx512: keys 16 at a time in SIMD lanes)
-//   the softmax is exact in two passes like the f16 one (no f16 rounding of the
-//   probabilities); elsewhere an online softmax streams over the cells as llama.cpp's
-//   flash-attention path does, rescaling the accumulator whenever a new maximum
-//   appears. The two agree to float rounding.
+// The arithmetic follows llama.cpp's default (non-flash) path, so that our logits match
+// its golden files: the query is rounded to the key's dot-product type (f16 for an f16
+// cache, q8_0 for a q8_0 cache), the scores of all visible cells come first, then an exact
+// softmax (max, exp, sum) and, for an f16 cache, probabilities rounded to f16, then the
+// weighted sum of V. The scores and the V sum are the kernel set's dot_rows and vec_mad_n
+// (keys in SIMD lanes), each giving its scalar twin's bits. For a q8_0 cache llama.cpp
+// itself only has its flash-attention path (an online softmax); the two agree to float
+// rounding.
 #pragma once
 
 #include <cstdint>
