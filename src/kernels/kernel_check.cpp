@@ -206,6 +206,36 @@ std::string check_type_kernels(TensorType t, const TypeKernels& cand, const Type
             }
         }
     }
+    if (cand.gemv_x16 && cand.gemv_x16 != ref.gemv_x16 && ref.gemv_x16 &&
+        panel_act_supported(ref.vec_dot_type)) {
+        // 16 rows repacked, three activation columns a little apart: one column (decode)
+        // and several, each bit for bit against the scalar definition.
+        const size_t row = row_size(t, n);
+        std::vector<uint8_t> rows(row * kX16Rows), group(row * kX16Rows);
+        for (int r = 0; r < kX16Rows; ++r) {
+            const auto xr = random_tensor_data(t, n, seed + 60 + (uint64_t)r);
+            std::memcpy(rows.data() + row * (size_t)r, xr.data(), row);
+        }
+        x16_pack(t, rows.data(), row, n, group.data());
+        const size_t stride = (size_t)(n / 32) + 1;
+        std::vector<PanelActBlock> act(stride * 3);
+        for (int c = 0; c < 3; ++c) {
+            const auto yc = random_tensor_data(ref.vec_dot_type, n, seed + 70 + (uint64_t)c);
+            to_panel_act(ref.vec_dot_type, yc.data(), n, act.data() + stride * (size_t)c);
+        }
+        for (int cols : {1, 3}) {
+            const size_t ys = kX16Rows + 5;
+            std::vector<float> want(ys * (size_t)cols, -7.0f), got = want;
+            ref.gemv_x16(n, group.data(), act.data(), stride, cols, want.data(), ys);
+            cand.gemv_x16(n, group.data(), act.data(), stride, cols, got.data(), ys);
+            if (std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) != 0) {
+                std::snprintf(buf, sizeof buf,
+                              "%s gemv_x16[%s] differs from the reference (%d columns)",
+                              tensor_type_name(t), cand.gemv_x16_isa, cols);
+                return buf;
+            }
+        }
+    }
     // Attention kernels: several head sizes (the SIMD slices and their tails; sizes a set
     // does not take go to the reference) and query counts (one, a group, more than one
     // register tile of queries), each against the reference bit for bit.

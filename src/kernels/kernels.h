@@ -11,6 +11,7 @@
 
 #include "edgellm/tensor_type.h"
 #include "kernels/panel.h"
+#include "kernels/x16.h"
 
 namespace edgellm {
 
@@ -58,6 +59,10 @@ struct TypeKernels {
     UnpackI8Fn unpack_i8 = nullptr;
     int i8_group = 0;     // G: 16 or 32
     bool i8_min = false;  // has offsets
+    // GEMV over row-interleaved weights (kernels/x16.h), for types with that layout. The
+    // reference has the scalar definition; weights are repacked at load only when the
+    // kernel set has a SIMD one (gemv_x16_isa is not "ref").
+    GemvX16Fn gemv_x16 = nullptr;
     // Which kernel set each function came from ("ref", "avx2", ...), for reports.
     const char* to_float_isa = "ref";
     const char* from_float_isa = "ref";
@@ -66,6 +71,7 @@ struct TypeKernels {
     const char* vec_dot_n_isa = "ref";
     const char* vec_mad_n_isa = "ref";
     const char* dot_rows_isa = "ref";
+    const char* gemv_x16_isa = "ref";
 };
 
 // A set of ISA kernels overriding some entries of the reference table.

@@ -160,7 +160,8 @@ TEST_P(KernelSetTest, MatchesReferenceOnRandomBlocks) {
         const TypeKernels& k = type_kernels(t);
         const TypeKernels& r = reference_kernels(t);
         const bool differs =
-            k.to_float != r.to_float || k.from_float != r.from_float || k.vec_dot != r.vec_dot;
+            k.to_float != r.to_float || k.from_float != r.from_float || k.vec_dot != r.vec_dot ||
+            k.gemv_x16 != r.gemv_x16;
         if (!differs) continue;
         ++checked;
         const int64_t bs = tensor_type_info(t).block_size;
@@ -349,4 +350,112 @@ TEST(AttentionKernels, CheckCatchesWrongTailsAndLargeGroups) {
         reference_kernels(TensorType::F16).vec_mad_n(hd, n_rows, x, bx, p, ps, ng, acc);
     };
     EXPECT_EQ(check_type_kernels(TensorType::F16, k, r, 512, 5), "");
+}
+
+// ---------------------------------------------------------------------------------------
+// Row-interleaved weights (kernels/x16.h)
+
+namespace {
+
+std::vector<TensorType> x16_types() {
+    std::vector<TensorType> out;
+    for (TensorType t : all_types())
+        if (x16_layout(t)) out.push_back(t);
+    return out;
+}
+
+// 16 random rows of n elements, one after another.
+std::vector<uint8_t> random_rows(TensorType t, int64_t n, uint64_t seed) {
+    const size_t row = row_size(t, n);
+    std::vector<uint8_t> rows(row * kX16Rows);
+    for (int r = 0; r < kX16Rows; ++r) {
+        const auto x = random_tensor_data(t, n, seed + (uint64_t)r);
+        std::memcpy(rows.data() + row * (size_t)r, x.data(), row);
+    }
+    return rows;
+}
+
+}  // namespace
+
+TEST(X16, LayoutCoversTheDecodeTypes) {
+    for (TensorType t : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0, TensorType::Q4_K,
+                         TensorType::Q6_K})
+        EXPECT_TRUE(x16_layout(t)) << tensor_type_name(t);
+    EXPECT_FALSE(x16_layout(TensorType::F16));
+    EXPECT_EQ(gemv_x16_ref(TensorType::F16), nullptr);
+}
+
+// Repacking moves bytes: every row comes back exactly, whole or block by block, and the
+// group is as large as the rows were.
+TEST(X16, PackThenUnpackGivesBackEveryRow) {
+    for (TensorType t : x16_types()) {
+        const int64_t bs = tensor_type_info(t).block_size;
+        const int64_t n = bs * 5;
+        const size_t row = row_size(t, n);
+        const auto rows = random_rows(t, n, 7);
+        std::vector<uint8_t> group(row * kX16Rows + 64, 0xEE);
+        x16_pack(t, rows.data(), row, n, group.data());
+        for (size_t i = row * kX16Rows; i < group.size(); ++i)
+            ASSERT_EQ(group[i], 0xEE) << tensor_type_name(t) << ": wrote past the group";
+        std::vector<uint8_t> back(row);
+        for (int r = 0; r < kX16Rows; ++r) {
+            x16_unpack_row(t, group.data(), r, n, back.data());
+            ASSERT_EQ(std::memcmp(back.data(), rows.data() + row * (size_t)r, row), 0)
+                << tensor_type_name(t) << " row " << r;
+            std::vector<uint8_t> block(tensor_type_info(t).type_size);
+            x16_unpack_block(t, group.data(), r, 3, block.data());
+            ASSERT_EQ(std::memcmp(block.data(), back.data() + 3 * block.size(), block.size()), 0);
+        }
+    }
+}
+
+// The scalar definition computes each row's dot product with the activations: it agrees
+// with the reference dot product of the unpacked row (within the integer kernels' budget).
+TEST(X16, ReferenceGemvIsTheRowDotProduct) {
+    for (TensorType t : x16_types()) {
+        const TypeKernels& k = reference_kernels(t);
+        const int64_t n = 1024;
+        const size_t row = row_size(t, n);
+        const auto rows = random_rows(t, n, 11);
+        std::vector<uint8_t> group(row * kX16Rows);
+        x16_pack(t, rows.data(), row, n, group.data());
+        const size_t stride = (size_t)(n / 32);
+        std::vector<std::vector<uint8_t>> ys;
+        std::vector<PanelActBlock> act(stride * 2);
+        for (int c = 0; c < 2; ++c) {
+            ys.push_back(random_tensor_data(k.vec_dot_type, n, 40 + (uint64_t)c));
+            to_panel_act(k.vec_dot_type, ys.back().data(), n, act.data() + stride * (size_t)c);
+        }
+        float y[2 * kX16Rows];
+        gemv_x16_ref(t)(n, group.data(), act.data(), stride, 2, y, kX16Rows);
+        std::vector<float> xf((size_t)n), yf((size_t)n);
+        for (int c = 0; c < 2; ++c) {
+            reference_kernels(k.vec_dot_type).to_float(ys[(size_t)c].data(), yf.data(), n);
+            for (int r = 0; r < kX16Rows; ++r) {
+                const uint8_t* xr = rows.data() + row * (size_t)r;
+                float want = 0.0f;
+                k.vec_dot(n, &want, xr, ys[(size_t)c].data());
+                k.to_float(xr, xf.data(), n);
+                double magnitude = 0.0;
+                for (int64_t i = 0; i < n; ++i) magnitude += std::fabs((double)xf[i] * yf[i]);
+                EXPECT_NEAR(y[c * kX16Rows + r], want, vec_dot_error_budget(t) * magnitude)
+                    << tensor_type_name(t) << " row " << r << " column " << c;
+            }
+        }
+    }
+}
+
+TEST(X16, CheckCatchesAWrongKernel) {
+    TypeKernels k = reference_kernels(TensorType::Q4_K);
+    const TypeKernels& r = reference_kernels(TensorType::Q4_K);
+    k.gemv_x16 = [](int64_t n, const uint8_t* g, const PanelActBlock* act, size_t as, int64_t nc,
+                    float* y, size_t ys) {
+        gemv_x16_ref(TensorType::Q4_K)(n, g, act, as, nc, y, ys);
+        if (nc > 1) y[ys + 15] *= 1.0001f;  // wrong only in the last row of a second column
+    };
+    EXPECT_NE(check_type_kernels(TensorType::Q4_K, k, r, 512, 3).find("gemv_x16"),
+              std::string::npos);
+    k.gemv_x16 = [](int64_t n, const uint8_t* g, const PanelActBlock* act, size_t as, int64_t nc,
+                    float* y, size_t ys) { gemv_x16_ref(TensorType::Q4_K)(n, g, act, as, nc, y, ys); };
+    EXPECT_EQ(check_type_kernels(TensorType::Q4_K, k, r, 512, 3), "");
 }

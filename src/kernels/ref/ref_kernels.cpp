@@ -536,6 +536,8 @@ void fill_reference(TypeKernels* table) {
     table[(uint32_t)T::Q8_0].vec_mad_n = vec_mad_n_blocks<to_float_q8_0>;
     table[(uint32_t)T::Q8_0].dot_rows = dot_rows_blocks<to_float_q8_0>;
     fill_reference_unpack(table);
+    for (uint32_t id = 0; id < kTensorTypeCount; ++id)
+        table[id].gemv_x16 = gemv_x16_ref((TensorType)id);
 }
 
 }  // namespace edgellm::ref

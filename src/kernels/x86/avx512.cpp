@@ -801,6 +801,7 @@ void fill_avx512(TypeKernels* table) {
     set_dots(T::Q6_K, vec_dot_1<dot_q6_K_q8_K<1>>, dot_q6_K_q8_K<4>);
     table[(uint32_t)T::Q8_0].from_float = from_float_q8_0_avx512;
     table[(uint32_t)T::Q8_K].from_float = from_float_q8_K_avx512;
+    fill_x16_avx512(table);
 }
 
 }  // namespace edgellm

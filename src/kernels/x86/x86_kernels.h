@@ -16,6 +16,8 @@ void fill_panel_avx2(PanelKernel* panel);     // the panel GEMM without VNNI (av
 // AVX-512 F/BW/VL + VNNI, on top of AVX2: the q4_0, q5_0, q8_0 and q2_K .. q6_K dot
 // products (vec_dot and vec_dot_4) and the q8_0 / q8_K activation quantizers.
 void fill_avx512(TypeKernels* table);
+// Its GEMV over row-interleaved weights (x86/avx512_x16.cpp), part of fill_avx512.
+void fill_x16_avx512(TypeKernels* table);
 // Its panel GEMM (x86/avx512_panel.cpp).
 void fill_panel_avx512(PanelKernel* panel);
 

@@ -1,0 +1,288 @@
+// Row-interleaved weights (src/kernels/x16.h): the layout, described once as a list of
+// segments per type, the packing both ways, and the scalar GEMV that defines the result.
+#include <cmath>
+#include <cstring>
+
+#include "kernels/block_formats.h"
+#include "kernels/fp16.h"
+#include "kernels/ref/ref_kernels.h"
+#include "kernels/x16.h"
+
+// The SIMD kernels do (d_r * d_act) and the fma as separate steps; so does this file.
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
+namespace edgellm {
+
+namespace {
+
+// One segment of an x16 block:
+//   Half:  32 bytes, row r's two bytes at src + 0, 1 -> 2r, 2r + 1
+//   Chunk: 64 bytes, row r's four bytes at src + j -> 4r + j, each XOR `flip`
+//   QhMask: 16 bytes, two 64-bit masks: bit 4r + j = bit (src + j) of row r's 32-bit qh
+//          (the first mask), bit (src + 16 + j) (the second); the qh field is at byte 2
+enum class Seg : uint8_t { Half, Chunk, QhMask };
+struct Segment {
+    Seg kind;
+    uint16_t src;
+    uint8_t flip = 0;
+};
+
+constexpr int kMaxSegments = 64;
+struct Layout {
+    int n = 0;
+    Segment seg[kMaxSegments];
+    void add(Seg k, int src, uint8_t flip = 0) { seg[n++] = {k, (uint16_t)src, flip}; }
+};
+
+Layout make_layout(TensorType t) {
+    Layout l;
+    switch (t) {
+        case TensorType::Q4_0:
+            l.add(Seg::Half, 0);
+            for (int k = 0; k < 4; ++k) l.add(Seg::Chunk, 2 + 4 * k);
+            break;
+        case TensorType::Q5_0:
+            l.add(Seg::Half, 0);
+            for (int k = 0; k < 4; ++k) l.add(Seg::QhMask, 4 * k);
+            for (int k = 0; k < 4; ++k) l.add(Seg::Chunk, 6 + 4 * k);
+            break;
+        case TensorType::Q8_0:
+            l.add(Seg::Half, 0);
+            for (int k = 0; k < 8; ++k) l.add(Seg::Chunk, 2 + 4 * k, 0x80);
+            break;
+        case TensorType::Q4_K:
+            l.add(Seg::Half, 0);
+            l.add(Seg::Half, 2);
+            for (int p = 0; p < 3; ++p) l.add(Seg::Chunk, 4 + 4 * p);
+            for (int c = 0; c < 32; ++c) l.add(Seg::Chunk, 16 + 4 * c);
+            break;
+        case TensorType::Q6_K:
+            l.add(Seg::Half, 208);
+            for (int p = 0; p < 4; ++p) l.add(Seg::Chunk, 192 + 4 * p);
+            for (int h = 0; h < 2; ++h)
+                for (int k = 0; k < 8; ++k) {
+                    l.add(Seg::Chunk, 64 * h + 4 * k);
+                    l.add(Seg::Chunk, 64 * h + 32 + 4 * k);
+                    l.add(Seg::Chunk, 128 + 32 * h + 4 * k);
+                }
+            break;
+        default:
+            break;
+    }
+    return l;
+}
+
+const Layout& layout(TensorType t) {
+    static const Layout q4_0 = make_layout(TensorType::Q4_0);
+    static const Layout q5_0 = make_layout(TensorType::Q5_0);
+    static const Layout q8_0 = make_layout(TensorType::Q8_0);
+    static const Layout q4_K = make_layout(TensorType::Q4_K);
+    static const Layout q6_K = make_layout(TensorType::Q6_K);
+    static const Layout none{};
+    switch (t) {
+        case TensorType::Q4_0: return q4_0;
+        case TensorType::Q5_0: return q5_0;
+        case TensorType::Q8_0: return q8_0;
+        case TensorType::Q4_K: return q4_K;
+        case TensorType::Q6_K: return q6_K;
+        default: return none;
+    }
+}
+
+size_t seg_bytes(Seg k) {
+    return k == Seg::Half ? 32 : k == Seg::Chunk ? 64 : 16;
+}
+
+uint32_t qh_bits(const uint8_t* block) {
+    uint32_t h;
+    std::memcpy(&h, block + 2, 4);
+    return h;
+}
+
+// One x16 block from the 16 rows' blocks (blocks[r]).
+void pack_block(const Layout& l, const uint8_t* const blocks[16], uint8_t* dst) {
+    for (int s = 0; s < l.n; ++s) {
+        const Segment& g = l.seg[s];
+        switch (g.kind) {
+            case Seg::Half:
+                for (int r = 0; r < 16; ++r) std::memcpy(dst + 2 * r, blocks[r] + g.src, 2);
+                break;
+            case Seg::Chunk:
+                for (int r = 0; r < 16; ++r)
+                    for (int j = 0; j < 4; ++j) dst[4 * r + j] = blocks[r][g.src + j] ^ g.flip;
+                break;
+            case Seg::QhMask: {
+                uint64_t lo = 0, hi = 0;
+                for (int r = 0; r < 16; ++r) {
+                    const uint32_t h = qh_bits(blocks[r]);
+                    for (int j = 0; j < 4; ++j) {
+                        lo |= (uint64_t)((h >> (g.src + j)) & 1) << (4 * r + j);
+                        hi |= (uint64_t)((h >> (g.src + 16 + j)) & 1) << (4 * r + j);
+                    }
+                }
+                std::memcpy(dst, &lo, 8);
+                std::memcpy(dst + 8, &hi, 8);
+                break;
+            }
+        }
+        dst += seg_bytes(g.kind);
+    }
+}
+
+// Row r's block back from one x16 block.
+void unpack_block(const Layout& l, const uint8_t* src, int r, uint8_t* block) {
+    uint32_t qh = 0;
+    bool has_qh = false;
+    for (int s = 0; s < l.n; ++s) {
+        const Segment& g = l.seg[s];
+        switch (g.kind) {
+            case Seg::Half:
+                std::memcpy(block + g.src, src + 2 * r, 2);
+                break;
+            case Seg::Chunk:
+                for (int j = 0; j < 4; ++j) block[g.src + j] = src[4 * r + j] ^ g.flip;
+                break;
+            case Seg::QhMask: {
+                uint64_t lo, hi;
+                std::memcpy(&lo, src, 8);
+                std::memcpy(&hi, src + 8, 8);
+                for (int j = 0; j < 4; ++j) {
+                    qh |= (uint32_t)((lo >> (4 * r + j)) & 1) << (g.src + j);
+                    qh |= (uint32_t)((hi >> (4 * r + j)) & 1) << (g.src + 16 + j);
+                }
+                has_qh = true;
+                break;
+            }
+        }
+        src += seg_bytes(g.kind);
+    }
+    if (has_qh) std::memcpy(block + 2, &qh, 4);
+}
+
+// ---------------------------------------------------------------------------------------
+// The scalar GEMV: each row's block unpacked back to the file's format, its integer sums
+// exactly, then the float steps of x16.h in order.
+
+float half_at(const uint8_t* p) {
+    fp16_t h;
+    std::memcpy(&h, p, 2);
+    return fp16_to_f32(h);
+}
+
+// Legacy 32-element blocks: isum = sum of q * a with q the signed value.
+template <TensorType T>
+float row_dot_legacy(const uint8_t* group, int r, int64_t nb, const PanelActBlock* a) {
+    const TypeKernels& k = reference_kernels(T);
+    uint8_t block[64];
+    int8_t q[32];
+    float scale, offset;
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; ++b) {
+        x16_unpack_block(T, group, r, b, block);
+        k.unpack_i8(block, 32, q, &scale, &offset);
+        int32_t isum = 0;
+        for (int j = 0; j < 32; ++j) isum += (int32_t)q[j] * a[b].qs[j];
+        const float s = half_at(block) * a[b].d;
+        acc = std::fma(s, (float)isum, acc);
+    }
+    return acc;
+}
+
+float row_dot_q4_K(const uint8_t* group, int r, int64_t nb, const PanelActBlock* a) {
+    block_q4_K blk;
+    uint8_t q[QK_K], sc[8], m[8];
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; ++b) {
+        x16_unpack_block(TensorType::Q4_K, group, r, b, (uint8_t*)&blk);
+        ref::unpack_q4_K(blk, q, sc, m);
+        const PanelActBlock* ab = a + 8 * b;
+        int32_t isum = 0, msum = 0;
+        for (int s = 0; s < 8; ++s) {
+            int32_t d = 0, t = 0;
+            for (int j = 0; j < 32; ++j) {
+                d += (int32_t)q[32 * s + j] * ab[s].qs[j];
+                t += ab[s].qs[j];
+            }
+            isum += (int32_t)sc[s] * d;
+            msum += (int32_t)m[s] * t;
+        }
+        const float da = ab[0].d;
+        acc = std::fma(fp16_to_f32(blk.d) * da, (float)isum, acc);
+        acc = std::fma(fp16_to_f32(blk.dmin) * da, (float)(-msum), acc);
+    }
+    return acc;
+}
+
+float row_dot_q6_K(const uint8_t* group, int r, int64_t nb, const PanelActBlock* a) {
+    block_q6_K blk;
+    int8_t q[QK_K];
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; ++b) {
+        x16_unpack_block(TensorType::Q6_K, group, r, b, (uint8_t*)&blk);
+        ref::unpack_q6_K(blk, q);
+        const PanelActBlock* ab = a + 8 * b;
+        int32_t isum = 0;
+        for (int s = 0; s < 16; ++s) {
+            int32_t d = 0;
+            for (int j = 0; j < 16; ++j) d += (int32_t)q[16 * s + j] * ab[s / 2].qs[16 * (s % 2) + j];
+            isum += (int32_t)blk.scales[s] * d;
+        }
+        acc = std::fma(fp16_to_f32(blk.d) * ab[0].d, (float)isum, acc);
+    }
+    return acc;
+}
+
+template <float (*RowDot)(const uint8_t*, int, int64_t, const PanelActBlock*), int kBlock>
+void gemv_ref(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
+              int64_t n_cols, float* y, size_t y_stride) {
+    for (int64_t c = 0; c < n_cols; ++c)
+        for (int r = 0; r < kX16Rows; ++r)
+            y[(size_t)c * y_stride + r] =
+                RowDot(group, r, n / kBlock, act + (size_t)c * act_stride);
+}
+
+}  // namespace
+
+bool x16_layout(TensorType t) {
+    return layout(t).n > 0;
+}
+
+void x16_pack(TensorType t, const uint8_t* rows, size_t row_bytes, int64_t n, uint8_t* group) {
+    const Layout& l = layout(t);
+    const auto& info = tensor_type_info(t);
+    const int64_t nb = n / info.block_size;
+    const size_t bs = info.type_size;
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* blocks[16];
+        for (int r = 0; r < 16; ++r) blocks[r] = rows + (size_t)r * row_bytes + (size_t)b * bs;
+        pack_block(l, blocks, group + (size_t)b * 16 * bs);
+    }
+}
+
+void x16_unpack_block(TensorType t, const uint8_t* group, int r, int64_t b, uint8_t* block) {
+    const size_t bs = tensor_type_info(t).type_size;
+    unpack_block(layout(t), group + (size_t)b * 16 * bs, r, block);
+}
+
+void x16_unpack_row(TensorType t, const uint8_t* group, int r, int64_t n, uint8_t* row) {
+    const auto& info = tensor_type_info(t);
+    for (int64_t b = 0; b < n / info.block_size; ++b)
+        x16_unpack_block(t, group, r, b, row + (size_t)b * info.type_size);
+}
+
+GemvX16Fn gemv_x16_ref(TensorType t) {
+    switch (t) {
+        case TensorType::Q4_0: return gemv_ref<row_dot_legacy<TensorType::Q4_0>, 32>;
+        case TensorType::Q5_0: return gemv_ref<row_dot_legacy<TensorType::Q5_0>, 32>;
+        case TensorType::Q8_0: return gemv_ref<row_dot_legacy<TensorType::Q8_0>, 32>;
+        case TensorType::Q4_K: return gemv_ref<row_dot_q4_K, QK_K>;
+        case TensorType::Q6_K: return gemv_ref<row_dot_q6_K, QK_K>;
+        default: return nullptr;
+    }
+}
+
+}  // namespace edgellm

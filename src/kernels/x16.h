@@ -1,0 +1,66 @@
+// Row-interleaved weights for decode ("x16"): the layout weights are repacked into at load.
+//
+// Decode multiplies every weight row with one token. A dot product per row pays, per
+// block of 32, for unpacking the block, a horizontal sum and the block's scale, and with
+// one thread that work — not memory — limits the speed. Repacked, 16 rows go through the
+// SIMD lanes together: one 64-byte load holds four consecutive bytes of each of 16 rows,
+// a multiply-add against four activation bytes broadcast (vpdpbusd) adds to 16 int32
+// row sums at once, the 16 rows' scales are one vector, and nothing is summed across
+// lanes. The bytes are the file's, only moved (q8_0 also has 128 added to make them
+// unsigned), so the repacked tensor is exactly as large as the file's and replaces it.
+//
+// A tensor of R rows (R a multiple of 16) becomes R / 16 groups; a group holds, block
+// column after block column, one "x16 block": the 16 rows' blocks of that column, as
+//
+//   q4_0 (288 B): d[16] f16 | 4 chunks: chunk k, bytes 4r..4r+3 = row r's qs[4k..4k+3]
+//   q5_0 (352 B): d[16] f16 | 4 masks of 16 B: mask k = two 64-bit masks, bit 4r+j of the
+//                 first = qh bit 4k+j of row r, of the second = qh bit 16+4k+j
+//                 | 4 chunks of qs as q4_0
+//   q8_0 (544 B): d[16] f16 | 8 chunks: chunk k, bytes 4r+j = row r's qs[4k+j] + 128
+//   q4_K (2304 B): d[16] f16 | dmin[16] f16 | 3 chunks of the 12 scale bytes (chunk p =
+//                 bytes 4p..4p+3 of each row) | 32 chunks of qs (chunk c = qs[4c..4c+3])
+//   q6_K (3360 B): d[16] f16 | 4 chunks of the 16 scale bytes | for h = 0, 1 and
+//                 k = 0..7: three chunks, ql[64h+4k..], ql[64h+32+4k..], qh[32h+4k..]
+//
+// where a chunk is 64 bytes: 4 bytes of each of the 16 rows, row 0 first.
+//
+// The GEMV reads activations as panel blocks (PanelActBlock: int8 values, their scale,
+// and their sums for the weights' offsets). Per row r and column, every implementation
+// computes, block by block in order,
+//     acc = fma(d_r * d_act, float(isum), acc)           isum: the exact integer sum
+//     acc = fma(dmin_r * d_act, float(-msum), acc)       q4_K only: msum = sum m * sum(act)
+// so every implementation gives the bits of gemv_x16_ref.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "edgellm/tensor_type.h"
+#include "kernels/panel.h"
+
+namespace edgellm {
+
+inline constexpr int kX16Rows = 16;
+
+// y[c * y_stride + r] = row r of the group · activation column c, for r < 16 and
+// c < n_cols; column c's panel blocks start at act + c * act_stride; n elements per row.
+using GemvX16Fn = void (*)(int64_t n, const uint8_t* group, const PanelActBlock* act,
+                           size_t act_stride, int64_t n_cols, float* y, size_t y_stride);
+
+// Whether the layout is defined for this type.
+bool x16_layout(TensorType t);
+
+// Repack 16 rows (row r at rows + r * row_bytes, n elements each) into one group
+// (16 * row_bytes bytes).
+void x16_pack(TensorType t, const uint8_t* rows, size_t row_bytes, int64_t n, uint8_t* group);
+
+// Row r (< 16) of a group, back in the file's block format (row_size(t, n) bytes).
+void x16_unpack_row(TensorType t, const uint8_t* group, int r, int64_t n, uint8_t* row);
+
+// Block column b of row r of a group, in the file's block format (one block).
+void x16_unpack_block(TensorType t, const uint8_t* group, int r, int64_t b, uint8_t* block);
+
+// The scalar definition of the GEMV for type t (nullptr when x16_layout(t) is false).
+GemvX16Fn gemv_x16_ref(TensorType t);
+
+}  // namespace edgellm
