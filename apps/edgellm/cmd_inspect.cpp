@@ -109,6 +109,10 @@ int cmd_inspect(const std::vector<std::string>& args) {
     std::printf("\nmemory bill (context %lld, KV %s, batch %lld):\n", (long long)ctx_used,
                 tensor_type_name(*kv_type), (long long)std::min(n_batch, ctx_used));
     std::printf("  weights   %s  (mapped from the file)\n", mib(bill->weights).c_str());
+    if (bill->weights_repacked)
+        std::printf("    of which %s repacked at load for decode (row-interleaved, in memory of "
+                    "their own in place of the file's pages)\n",
+                    mib(bill->weights_repacked).c_str());
     std::printf("  kv cache  %s  (2 x %lld layers x %lld cells x %zu bytes)\n",
                 mib(bill->kv_cache).c_str(), (long long)h.n_layer, (long long)ctx_used,
                 row_size(*kv_type, h.n_embd_kv()));

@@ -51,6 +51,10 @@ class Model {
     // The most common weight type, e.g. "q4_K" for a Q4_K_M file.
     std::string main_weight_type() const;
 
+    // Bytes of weights repacked at load into the row-interleaved decode layout (in memory
+    // of their own, in place of the file's pages; EDGELLM_REPACK=0 turns it off).
+    size_t repacked_bytes() const;
+
     // Read every page of the weights once, so the first request does not wait on the disk.
     void warm_up() const;
     // Pin the weights in RAM (mlock) so they are never paged out; fails with the reason
@@ -80,7 +84,8 @@ struct ContextParams {
 
 // Bytes a context will allocate, before allocating it.
 struct MemoryBill {
-    size_t weights = 0;   // tensor bytes, mapped from the file
+    size_t weights = 0;   // tensor bytes, mapped from the file (or repacked at load)
+    size_t weights_repacked = 0;  // of those, repacked into memory of their own
     size_t kv_cache = 0;  // 2 x n_layer x n_ctx x row_size(kv_type, n_embd_kv)
     size_t scratch = 0;   // activations, logits, per-thread buffers
     size_t total() const { return weights + kv_cache + scratch; }

@@ -1,10 +1,12 @@
 #include "compute/matmul.h"
 
 #include <algorithm>
+#include <string>
 
 #include "edgellm/error.h"
 #include "kernels/kernels.h"
 #include "kernels/panel.h"
+#include "kernels/x16.h"
 
 namespace edgellm {
 
@@ -16,15 +18,31 @@ size_t round_up(size_t v) {
     return (v + kLine - 1) / kLine * kLine;
 }
 
-// Whether a batch of n_rows activation rows for weights of this vec_dot_type gets panel
-// blocks (the decision quantize_activations and matmul_quantized both make).
+// Whether a batch of n_rows activation rows for weights of this vec_dot_type takes the
+// panel GEMM.
 bool panel_batch(TensorType act_type, int64_t n, int64_t n_rows) {
     return n_rows >= kPanelMinTokens && panel_kernel().gemm != nullptr && n % 32 == 0 &&
            panel_act_supported(act_type);
 }
 
+// Whether the activation rows for w get panel blocks (the decision quantize_activations
+// and matmul_quantized both make): for the panel GEMM, and always for x16 weights.
+bool act_blocks(const TensorView& w, int64_t n_rows) {
+    const TensorType vdt = type_kernels(w.type).vec_dot_type;
+    return w.x16 || panel_batch(vdt, w.ne[0], n_rows);
+}
+
 size_t pack_tmp_bytes(int64_t n) {
     return round_up((size_t)n + 2 * sizeof(float) * (size_t)(n / 16) + 16);
+}
+
+// Per-thread bytes for the panel GEMM: the panel, the unpacking scratch and, for x16
+// weights, the panel's rows back in the file's layout.
+size_t panel_thread_bytes(const TensorView& w) {
+    const int P = panel_kernel().rows;
+    const int64_t n = w.ne[0];
+    return round_up(panel_bytes_max(P, n)) + pack_tmp_bytes(n) +
+           (w.x16 ? round_up((size_t)kX16Rows * w.row_bytes()) : 0);
 }
 
 // Where the panel blocks and the per-thread panels start in the scratch.
@@ -33,34 +51,37 @@ struct PanelScratch {
     uint8_t* threads;
     size_t per_thread;
 };
-PanelScratch panel_scratch(void* xq, TensorType act_type, int64_t n, int64_t n_rows) {
+PanelScratch panel_scratch(void* xq, const TensorView& w, int64_t n_rows) {
+    const int64_t n = w.ne[0];
+    const TensorType act_type = type_kernels(w.type).vec_dot_type;
     const size_t q_bytes = round_up(row_size(act_type, n) * (size_t)n_rows);
     const size_t act_bytes = sizeof(PanelActBlock) * (size_t)(n / 32) * (size_t)n_rows;
     uint8_t* base = (uint8_t*)(((uintptr_t)xq + kLine - 1) / kLine * kLine);
-    return {(PanelActBlock*)(base + q_bytes), base + q_bytes + act_bytes,
-            round_up(panel_bytes_max(panel_kernel().rows, n)) + pack_tmp_bytes(n)};
+    return {(PanelActBlock*)(base + q_bytes), base + q_bytes + act_bytes, panel_thread_bytes(w)};
 }
 
 }  // namespace
 
-size_t activation_buffer_size(TensorType weight_type, int64_t n, int64_t n_rows, int n_threads) {
-    const TensorType vdt = type_kernels(weight_type).vec_dot_type;
+size_t activation_buffer_size(const TensorView& w, int64_t n_rows, int n_threads) {
+    const int64_t n = w.ne[0];
+    const TensorType vdt = type_kernels(w.type).vec_dot_type;
     const size_t q_bytes = row_size(vdt, n) * (size_t)n_rows;
-    if (!panel_batch(vdt, n, n_rows)) return q_bytes;
-    const size_t per_thread =
-        round_up(panel_bytes_max(panel_kernel().rows, n)) + pack_tmp_bytes(n);
-    return kLine + round_up(q_bytes) + sizeof(PanelActBlock) * (size_t)(n / 32) * (size_t)n_rows +
-           per_thread * (size_t)std::max(1, n_threads);
+    if (!act_blocks(w, n_rows)) return q_bytes;
+    const size_t act = sizeof(PanelActBlock) * (size_t)(n / 32) * (size_t)n_rows;
+    const size_t threads = panel_batch(vdt, n, n_rows)
+                               ? panel_thread_bytes(w) * (size_t)std::max(1, n_threads)
+                               : 0;
+    return kLine + round_up(q_bytes) + act + threads;
 }
 
-void quantize_activations(ThreadPool& pool, TensorType weight_type, const float* x,
-                          int64_t x_stride, int64_t n, int64_t n_rows, void* xq) {
-    const TypeKernels& vk = type_kernels(type_kernels(weight_type).vec_dot_type);
+void quantize_activations(ThreadPool& pool, const TensorView& w, const float* x,
+                          int64_t x_stride, int64_t n_rows, void* xq) {
+    const int64_t n = w.ne[0];
+    const TensorType vdt = type_kernels(w.type).vec_dot_type;
+    const TypeKernels& vk = type_kernels(vdt);
     EDGELLM_ASSERT(vk.from_float != nullptr, "activation type has no quantizer");
-    const size_t row_bytes = row_size(type_kernels(weight_type).vec_dot_type, n);
-    const TensorType vdt = type_kernels(weight_type).vec_dot_type;
-    PanelActBlock* act = panel_batch(vdt, n, n_rows) ? panel_scratch(xq, vdt, n, n_rows).act
-                                                     : nullptr;
+    const size_t row_bytes = row_size(vdt, n);
+    PanelActBlock* act = act_blocks(w, n_rows) ? panel_scratch(xq, w, n_rows).act : nullptr;
     auto body = [&](int ith, int nth) {
         int64_t r0, r1;
         ThreadPool::split(n_rows, ith, nth, &r0, &r1);
@@ -86,9 +107,10 @@ void matmul_quantized(ThreadPool& pool, const TensorView& w, const void* xq, int
     const size_t w_row_bytes = w.row_bytes();
     if (k.unpack_i8 && n % k.i8_group == 0 && panel_batch(k.vec_dot_type, n, n_tokens)) {
         // Panel GEMM: each thread unpacks P weight rows at a time into its own panel and
-        // multiplies it with every token.
+        // multiplies it with every token (x16 weights: the rows first back in the file's
+        // layout).
         const PanelKernel& pk = panel_kernel();
-        const PanelScratch ps = panel_scratch(const_cast<void*>(xq), k.vec_dot_type, n, n_tokens);
+        const PanelScratch ps = panel_scratch(const_cast<void*>(xq), w, n_tokens);
         const int P = pk.rows;
         const int64_t n_panels = (n_rows + P - 1) / P;
         pool.run([&](int ith, int nth) {
@@ -96,14 +118,44 @@ void matmul_quantized(ThreadPool& pool, const TensorView& w, const void* xq, int
             ThreadPool::split(n_panels, ith, nth, &p0, &p1);
             uint8_t* panel = ps.threads + ps.per_thread * (size_t)ith;
             uint8_t* tmp = panel + round_up(panel_bytes_max(P, n));
+            uint8_t* rows_tmp = tmp + pack_tmp_bytes(n);
+            int64_t group_in_tmp = -1;
             for (int64_t p = p0; p < p1; ++p) {
                 const int64_t r0 = p * P;
                 const int rows = (int)std::min<int64_t>(P, n_rows - r0);
-                pack_panel(k, (const uint8_t*)w.data + (size_t)r0 * w_row_bytes, w_row_bytes,
-                           rows, P, n, panel, tmp);
+                const uint8_t* src = (const uint8_t*)w.data + (size_t)r0 * w_row_bytes;
+                if (w.x16) {
+                    // the panel's group back in the file's layout (P divides 16 or is 16)
+                    const int64_t group = r0 / kX16Rows;
+                    EDGELLM_ASSERT((r0 + rows - 1) / kX16Rows == group, "panel across groups");
+                    if (group != group_in_tmp) {
+                        x16_unpack_group(w.type,
+                                         (const uint8_t*)w.data +
+                                             (size_t)group * kX16Rows * w_row_bytes,
+                                         n, rows_tmp, w_row_bytes);
+                        group_in_tmp = group;
+                    }
+                    src = rows_tmp + (size_t)(r0 % kX16Rows) * w_row_bytes;
+                }
+                pack_panel(k, src, w_row_bytes, rows, P, n, panel, tmp);
                 pk.gemm(panel, n / k.i8_group, k.i8_group, k.i8_min, ps.act, (size_t)(n / 32),
                         n_tokens, y + r0, (size_t)y_stride, rows);
             }
+        });
+        return;
+    }
+    if (w.x16) {
+        // GEMV over groups of 16 interleaved rows; each thread takes whole groups.
+        EDGELLM_ASSERT(k.gemv_x16 != nullptr, "x16 weights without a GEMV");
+        const PanelScratch ps = panel_scratch(const_cast<void*>(xq), w, n_tokens);
+        const int64_t n_groups = n_rows / kX16Rows;
+        const size_t group_bytes = kX16Rows * w_row_bytes;
+        pool.run([&](int ith, int nth) {
+            int64_t g0, g1;
+            ThreadPool::split(n_groups, ith, nth, &g0, &g1);
+            for (int64_t g = g0; g < g1; ++g)
+                k.gemv_x16(n, (const uint8_t*)w.data + (size_t)g * group_bytes, ps.act,
+                           (size_t)(n / 32), n_tokens, y + g * kX16Rows, (size_t)y_stride);
         });
         return;
     }
@@ -140,8 +192,52 @@ void matmul_quantized(ThreadPool& pool, const TensorView& w, const void* xq, int
 
 void matmul(ThreadPool& pool, const TensorView& w, const float* x, int64_t x_stride,
             int64_t n_tokens, void* xq, float* y, int64_t y_stride) {
-    quantize_activations(pool, w.type, x, x_stride, w.ne[0], n_tokens, xq);
+    quantize_activations(pool, w, x, x_stride, n_tokens, xq);
     matmul_quantized(pool, w, xq, n_tokens, y, y_stride);
+}
+
+void row_to_float(const TensorView& w, int64_t r, float* dst) {
+    const TypeKernels& k = type_kernels(w.type);
+    if (!w.x16) {
+        k.to_float(w.row(r), dst, w.ne[0]);
+        return;
+    }
+    // Block by block back into the file's format, then dequantized.
+    const auto& info = tensor_type_info(w.type);
+    const uint8_t* group = (const uint8_t*)w.data + (size_t)(r / kX16Rows) * kX16Rows * w.row_bytes();
+    alignas(64) uint8_t block[512];
+    EDGELLM_ASSERT(info.type_size <= sizeof block, "block larger than expected");
+    for (int64_t b = 0; b < w.ne[0] / info.block_size; ++b) {
+        x16_unpack_block(w.type, group, (int)(r % kX16Rows), b, block);
+        k.to_float(block, dst + b * info.block_size, info.block_size);
+    }
+}
+
+bool x16_pays(const TensorView& w) {
+    const TypeKernels& k = type_kernels(w.type);
+    return x16_layout(w.type) && k.gemv_x16 && std::string(k.gemv_x16_isa) != "ref" &&
+           w.n_rows() % kX16Rows == 0 && w.ne[0] % tensor_type_info(w.type).block_size == 0 &&
+           w.ne[0] % 32 == 0 && panel_act_supported(k.vec_dot_type);
+}
+
+TensorView repack_x16(ThreadPool* pool, const TensorView& w, uint8_t* dst) {
+    const int64_t n_groups = w.n_rows() / kX16Rows;
+    const size_t group_bytes = kX16Rows * w.row_bytes();
+    auto body = [&](int ith, int nth) {
+        int64_t g0, g1;
+        ThreadPool::split(n_groups, ith, nth, &g0, &g1);
+        for (int64_t g = g0; g < g1; ++g)
+            x16_pack(w.type, (const uint8_t*)w.data + (size_t)g * group_bytes, w.row_bytes(),
+                     w.ne[0], dst + (size_t)g * group_bytes);
+    };
+    if (pool)
+        pool->run(body);
+    else
+        body(0, 1);
+    TensorView v = w;
+    v.data = dst;
+    v.x16 = true;
+    return v;
 }
 
 }  // namespace edgellm

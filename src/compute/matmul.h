@@ -10,27 +10,38 @@
 
 namespace edgellm {
 
-// Bytes of scratch for matmul over n_rows activation rows of n elements with weights of
-// `type` on n_threads threads: the rows quantized to the weights' vec_dot_type and, for
-// batches that take the panel GEMM (kernels/panel.h), the same rows as panel blocks and
-// each thread's weight panel.
-size_t activation_buffer_size(TensorType weight_type, int64_t n, int64_t n_rows, int n_threads);
+// Bytes of scratch for matmul over n_rows activation rows of w.ne[0] elements with weights
+// w on n_threads threads: the rows quantized to the weights' vec_dot_type and, for
+// batches that take the panel GEMM (kernels/panel.h) or weights in the row-interleaved
+// layout (kernels/x16.h), the same rows as panel blocks; for the panel GEMM also each
+// thread's weight panel.
+size_t activation_buffer_size(const TensorView& w, int64_t n_rows, int n_threads);
 
 // Batches of at least this many tokens take the panel GEMM when the kernel set has one.
 inline constexpr int64_t kPanelMinTokens = 8;
 
-// xq[t] = quantize(x[t * x_stride .. + n]) in the vec_dot_type of `weight_type` (and the
-// panel blocks after them, when the batch takes the panel GEMM).
-void quantize_activations(ThreadPool& pool, TensorType weight_type, const float* x,
-                          int64_t x_stride, int64_t n, int64_t n_rows, void* xq);
+// xq[t] = quantize(x[t * x_stride .. + w.ne[0]]) in the vec_dot_type of w (and the panel
+// blocks after them, when the batch or the weights' layout takes them).
+void quantize_activations(ThreadPool& pool, const TensorView& w, const float* x,
+                          int64_t x_stride, int64_t n_rows, void* xq);
 
 // y[t * y_stride + r] = dot(w row r, xq[t]) for every weight row r and token t.
 // xq rows as written by quantize_activations for w.ne[0] elements.
 void matmul_quantized(ThreadPool& pool, const TensorView& w, const void* xq, int64_t n_tokens,
                       float* y, int64_t y_stride);
 
-// Both steps: y = x W^T. xq is scratch of activation_buffer_size(w.type, w.ne[0], n_tokens).
+// Both steps: y = x W^T. xq is scratch of activation_buffer_size(w, n_tokens).
 void matmul(ThreadPool& pool, const TensorView& w, const float* x, int64_t x_stride,
             int64_t n_tokens, void* xq, float* y, int64_t y_stride);
+
+// Row r of w as floats (w.ne[0] of them), whatever its layout (the embedding lookup).
+void row_to_float(const TensorView& w, int64_t r, float* dst);
+
+// Repack w (rows a multiple of 16, a type with the layout) into the row-interleaved
+// layout at dst (w.n_rows() * w.row_bytes() bytes), n_threads threads; the view of it.
+TensorView repack_x16(ThreadPool* pool, const TensorView& w, uint8_t* dst);
+
+// Whether w can be repacked and the kernels in use have a SIMD GEMV for it.
+bool x16_pays(const TensorView& w);
 
 }  // namespace edgellm

@@ -54,6 +54,10 @@ bool x16_layout(TensorType t);
 // (16 * row_bytes bytes).
 void x16_pack(TensorType t, const uint8_t* rows, size_t row_bytes, int64_t n, uint8_t* group);
 
+// All 16 rows of a group back in the file's block format (the inverse of x16_pack).
+void x16_unpack_group(TensorType t, const uint8_t* group, int64_t n, uint8_t* rows,
+                      size_t row_bytes);
+
 // Row r (< 16) of a group, back in the file's block format (row_size(t, n) bytes).
 void x16_unpack_row(TensorType t, const uint8_t* group, int r, int64_t n, uint8_t* row);
 

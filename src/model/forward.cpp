@@ -42,13 +42,20 @@ struct Arena {
     }
 };
 
+// Whether b's matmul can read the activations quantized for a (one vec_dot_type and
+// layout), so they are quantized once for both.
+bool same_activations(const TensorView& b, const TensorView& a) {
+    return type_kernels(b.type).vec_dot_type == type_kernels(a.type).vec_dot_type &&
+           b.x16 == a.x16;
+}
+
 size_t largest_activation_buffer(const Model& m, int64_t n_batch, int64_t n_outputs,
                                  int n_threads) {
     const Model::Impl& w = m.impl();
-    size_t most = activation_buffer_size(w.output.type, w.output.ne[0], n_outputs, n_threads);
+    size_t most = activation_buffer_size(w.output, n_outputs, n_threads);
     for (const LayerWeights& l : w.layers)
         for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-            most = std::max(most, activation_buffer_size(t->type, t->ne[0], n_batch, n_threads));
+            most = std::max(most, activation_buffer_size(*t, n_batch, n_threads));
     return most;
 }
 
@@ -128,6 +135,7 @@ Result<MemoryBill> Context::memory_bill(const Model& m, const ContextParams& par
     if (!err.empty()) return Result<MemoryBill>::fail(err);
     MemoryBill b;
     b.weights = m.weight_bytes();
+    b.weights_repacked = m.repacked_bytes();
     b.kv_cache =
         KvCache::bytes_needed(m.hparams().n_layer, p.n_ctx, m.hparams().n_embd_kv(), p.kv_type);
     b.scratch = scratch_bytes(m, p, p.n_threads);
@@ -203,10 +211,8 @@ void forward_step(Context::Impl& c, const int32_t* tokens, int64_t n, int64_t fi
     };
 
     for (int64_t t = 0; t < n; ++t) c.pos[t] = (int32_t)(first_cell + t);
-    const TypeKernels& embd_k = type_kernels(w.tok_embd.type);
-    for_each_row(pool, n, [&](int64_t t) {
-        embd_k.to_float(w.tok_embd.row(tokens[t]), c.x + t * n_embd, n_embd);
-    });
+    for_each_row(pool, n,
+                 [&](int64_t t) { row_to_float(w.tok_embd, tokens[t], c.x + t * n_embd); });
     trace("inp_embd", -1, c.x, n, n_embd);
 
     RopeParams rope_p;
@@ -233,11 +239,11 @@ void forward_step(Context::Impl& c, const int32_t* tokens, int64_t n, int64_t fi
         });
         trace("attn_norm", L, c.xn, n, n_embd);
         matmul(pool, l.wq, c.xn, n_embd, n, c.act_q, c.q, n_q);
-        if (type_kernels(l.wk.type).vec_dot_type != type_kernels(l.wq.type).vec_dot_type)
-            quantize_activations(pool, l.wk.type, c.xn, n_embd, n_embd, n, c.act_q);
+        if (!same_activations(l.wk, l.wq))
+            quantize_activations(pool, l.wk, c.xn, n_embd, n, c.act_q);
         matmul_quantized(pool, l.wk, c.act_q, n, c.k, n_kv);
-        if (type_kernels(l.wv.type).vec_dot_type != type_kernels(l.wk.type).vec_dot_type)
-            quantize_activations(pool, l.wv.type, c.xn, n_embd, n_embd, n, c.act_q);
+        if (!same_activations(l.wv, l.wk))
+            quantize_activations(pool, l.wv, c.xn, n_embd, n, c.act_q);
         matmul_quantized(pool, l.wv, c.act_q, n, c.v, n_kv);
         for_each_row(pool, n, [&](int64_t t) {
             float* qt = c.q + t * n_q;
@@ -275,8 +281,8 @@ void forward_step(Context::Impl& c, const int32_t* tokens, int64_t n, int64_t fi
             rms_norm(c.x + t * n_embd, l.ffn_norm, c.xn + t * n_embd, n_embd, h.rms_eps);
         });
         matmul(pool, l.w_gate, c.xn, n_embd, n, c.act_q, c.gate, h.n_ff);
-        if (type_kernels(l.w_up.type).vec_dot_type != type_kernels(l.w_gate.type).vec_dot_type)
-            quantize_activations(pool, l.w_up.type, c.xn, n_embd, n_embd, n, c.act_q);
+        if (!same_activations(l.w_up, l.w_gate))
+            quantize_activations(pool, l.w_up, c.xn, n_embd, n, c.act_q);
         matmul_quantized(pool, l.w_up, c.act_q, n, c.up, h.n_ff);
         for_each_row(pool, n,
                      [&](int64_t t) { swiglu(c.gate + t * h.n_ff, c.up + t * h.n_ff, h.n_ff); });

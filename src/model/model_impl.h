@@ -1,7 +1,9 @@
 // Internals of Model and Context shared by the model layer's translation units.
 #pragma once
 
+#include <cstdlib>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "compute/attention.h"
@@ -39,6 +41,24 @@ struct Model::Impl {
     const float* rope_freqs = nullptr;   // [n_rot / 2] or null
     std::vector<LayerWeights> layers;
     std::vector<std::unique_ptr<float[]>> owned;  // vectors converted to f32 at load
+    // Matrices repacked at load into the row-interleaved layout (kernels/x16.h): their
+    // buffers, and the file's byte ranges they replace (released from the mapping).
+    struct Buffer {  // anonymous memory (mmap), huge pages where the kernel gives them
+        uint8_t* data = nullptr;
+        size_t bytes = 0;
+        size_t mapped = 0;
+        ~Buffer();
+        Buffer(uint8_t* d, size_t b, size_t m) : data(d), bytes(b), mapped(m) {}
+        Buffer(const Buffer&) = delete;
+        Buffer& operator=(const Buffer&) = delete;
+    };
+    std::unique_ptr<Buffer> repacked;
+    std::vector<std::pair<const uint8_t*, size_t>> released;
+    size_t repacked_bytes() const {
+        size_t n = 0;
+        for (const auto& r : released) n += r.second;
+        return n;
+    }
 };
 
 struct Context::Impl {

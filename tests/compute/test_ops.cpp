@@ -575,7 +575,7 @@ struct MatmulError {
 // the activation buffer has guard bytes after activation_buffer_size().
 MatmulError check_matmul(ThreadPool& pool, TensorType type, int64_t n, int64_t n_rows,
                          int64_t n_tokens, uint64_t seed, const std::string& what,
-                         bool check_float) {
+                         bool check_float, bool x16 = false) {
     MatmulError res;
     const std::vector<uint8_t> wdata = random_tensor_data(type, n * n_rows, seed);
     EXPECT_EQ(wdata.size(), row_size(type, n) * (size_t)n_rows);
@@ -587,13 +587,18 @@ MatmulError check_matmul(ThreadPool& pool, TensorType type, int64_t n, int64_t n
     w.ne[0] = n;
     w.ne[1] = n_rows;
     w.data = wdata.data();
+    std::vector<uint8_t> packed;
+    if (x16) {  // the same weights in the row-interleaved layout
+        packed.resize(wdata.size());
+        w = repack_x16(&pool, w, packed.data());
+    }
 
     const int64_t x_stride = n + 24;
     const int64_t y_stride = n_rows + 5;
     const std::vector<float> x = random_floats((size_t)(x_stride * n_tokens), seed + 1);
 
     const TensorType act = type_kernels(type).vec_dot_type;
-    const size_t xq_bytes = activation_buffer_size(type, n, n_tokens, pool.size());
+    const size_t xq_bytes = activation_buffer_size(w, n_tokens, pool.size());
     EXPECT_GE(xq_bytes, row_size(act, n) * (size_t)n_tokens) << what;
     constexpr size_t kGuard = 256;
     std::vector<uint8_t> xq(xq_bytes + kGuard, 0xA5);
@@ -743,16 +748,53 @@ TEST(Matmul, QuantizedStepsEqualTheCombinedCall) {
     w.ne[1] = rows;
     w.data = wd.data();
     const std::vector<float> x = random_floats((size_t)(n * tokens), 32);
-    std::vector<uint8_t> xq1(activation_buffer_size(w.type, n, tokens, pool.size()));
+    std::vector<uint8_t> xq1(activation_buffer_size(w, tokens, pool.size()));
     std::vector<uint8_t> xq2(xq1.size());
     std::vector<float> y1((size_t)(rows * tokens)), y2((size_t)(rows * tokens));
     matmul(pool, w, x.data(), n, tokens, xq1.data(), y1.data(), rows);
-    quantize_activations(pool, w.type, x.data(), n, n, tokens, xq2.data());
+    quantize_activations(pool, w, x.data(), n, tokens, xq2.data());
     // (the quantized rows; past them the panel GEMM keeps its per-thread weight panels)
     const size_t q_bytes = row_size(type_kernels(w.type).vec_dot_type, n) * (size_t)tokens;
     EXPECT_EQ(0, std::memcmp(xq1.data(), xq2.data(), q_bytes));
     matmul_quantized(pool, w, xq2.data(), tokens, y2.data(), rows);
     EXPECT_EQ(y1, y2) << tokens << " tokens";
+    }
+}
+
+// Weights repacked into the row-interleaved layout (kernels/x16.h) give the reference's
+// products within the same budget, for one token (the GEMV), a few, and a batch (the panel
+// GEMM reading the rows back), with one and two threads; and a row reads back as floats.
+TEST(Matmul, RowInterleavedWeightsGiveTheReferenceProducts) {
+    int64_t seed = 900;
+    for (const int n_threads : {1, 2}) {
+        ThreadPool pool(n_threads);
+        for (TensorType t : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0,
+                             TensorType::Q4_K, TensorType::Q6_K}) {
+            const int64_t n = 512;
+            for (const int64_t rows : {16, 48})
+                for (const int64_t tokens : {1, 3, 8, 13}) {
+                    const std::string what = std::string("x16 ") + tensor_type_name(t) +
+                                             " rows=" + std::to_string(rows) +
+                                             " tokens=" + std::to_string(tokens) +
+                                             " threads=" + std::to_string(n_threads);
+                    check_matmul(pool, t, n, rows, tokens, ++seed, what, false, true);
+                }
+            const std::vector<uint8_t> wd = random_tensor_data(t, n * 32, 77);
+            TensorView w;
+            w.type = t;
+            w.ne[0] = n;
+            w.ne[1] = 32;
+            w.data = wd.data();
+            std::vector<uint8_t> packed(wd.size());
+            const TensorView p = repack_x16(&pool, w, packed.data());
+            EXPECT_TRUE(p.x16);
+            std::vector<float> a((size_t)n), b((size_t)n);
+            for (const int64_t r : {0, 5, 16, 31}) {
+                row_to_float(w, r, a.data());
+                row_to_float(p, r, b.data());
+                EXPECT_EQ(a, b) << tensor_type_name(t) << " row " << r;
+            }
+        }
     }
 }
 

@@ -397,6 +397,9 @@ TEST(X16, PackThenUnpackGivesBackEveryRow) {
         x16_pack(t, rows.data(), row, n, group.data());
         for (size_t i = row * kX16Rows; i < group.size(); ++i)
             ASSERT_EQ(group[i], 0xEE) << tensor_type_name(t) << ": wrote past the group";
+        std::vector<uint8_t> all(rows.size(), 0x5A);
+        x16_unpack_group(t, group.data(), n, all.data(), row);
+        ASSERT_EQ(all, rows) << tensor_type_name(t) << ": the whole group back";
         std::vector<uint8_t> back(row);
         for (int r = 0; r < kX16Rows; ++r) {
             x16_unpack_row(t, group.data(), r, n, back.data());

@@ -4,7 +4,9 @@
 
 #include "test_paths.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -234,6 +236,80 @@ TEST(Context, MemoryBillAddsUp) {
         EXPECT_EQ(bill->kv_cache, 2u * h.n_layer * 1024 * row_size(kv, h.n_embd_kv()));
         EXPECT_EQ(bill->total(), bill->weights + bill->kv_cache + bill->scratch);
         EXPECT_GT(bill->scratch, 0u);
+    }
+}
+
+// Weights repacked at load for decode (kernels/x16.h): a batch (the panel GEMM reading the
+// rows back) gives the file layout's logits bit for bit; one token at a time (the GEMV)
+// gives the batch's logits bit for bit where every matrix is of a 32-element type (the
+// GEMV and the panel GEMM add the same terms in the same order), to float rounding where
+// only the output matrix is a K-quant, and within the golden bound where every matrix is
+// (these tiny random models turn a last-bit difference into another rounding of an 8-bit
+// activation, layer after layer, as the file layout's per-row dot products do too). The
+// memory bill says how much was repacked, and warming up still works.
+TEST(Model, RepackedWeightsGiveTheFileLayoutsLogits) {
+    const Cases c = load_cases();
+    if (c.cases.empty()) GTEST_SKIP() << "no golden cases at " << kGolden;
+    int repacked_models = 0;
+    enum Match { kExact, kRounding, kGoldenBound };
+    for (const auto& [name, match] :
+         std::vector<std::pair<const char*, Match>>{{"tiny-llama-q8_0.gguf", kExact},
+                                                    {"tiny-qwen2-q4_0.gguf", kRounding},
+                                                    {"tiny-qwen2-q5_0.gguf", kRounding},
+                                                    {"tiny-qwen2-q4_k_m.gguf", kGoldenBound},
+                                                    {"tiny-llama-q6_k.gguf", kGoldenBound}}) {
+        const std::string path = (kGolden / name).string();
+        ::setenv("EDGELLM_REPACK", "0", 1);
+        auto plain = Model::load(path);
+        ::unsetenv("EDGELLM_REPACK");
+        auto packed = Model::load(path);
+        ASSERT_TRUE(plain.ok() && packed.ok()) << name;
+        EXPECT_EQ((*plain)->repacked_bytes(), 0u);
+        if ((*packed)->repacked_bytes() == 0) {
+            std::printf("%s: nothing repacked (no SIMD GEMV for its types in kernel set %s)\n",
+                        name, active_kernel_set().c_str());
+            continue;
+        }
+        ++repacked_models;
+        (*packed)->warm_up();
+        ContextParams p;
+        p.n_ctx = 64;
+        p.n_batch = 32;
+        p.n_outputs = 32;
+        p.n_threads = 2;
+        auto bill = Context::memory_bill(**packed, p);
+        ASSERT_TRUE(bill.ok());
+        EXPECT_EQ(bill->weights_repacked, (*packed)->repacked_bytes());
+        EXPECT_LE(bill->weights_repacked, bill->weights);
+        auto a = Context::create(**plain, p);
+        auto b = Context::create(**packed, p);
+        auto steps = Context::create(**packed, p);
+        ASSERT_TRUE(a.ok() && b.ok() && steps.ok());
+        auto ra = (*a)->eval(c.tokens, true);
+        auto rb = (*b)->eval(c.tokens, true);
+        ASSERT_TRUE(ra.ok() && rb.ok());
+        EXPECT_TRUE(std::equal(ra->begin(), ra->end(), rb->begin(), rb->end()))
+            << name << ": a batch differs from the file layout's";
+        const std::vector<float> batch(rb->begin(), rb->end());
+        std::vector<float> one;
+        for (const int32_t t : c.tokens) {
+            auto s = (*steps)->eval(std::span<const int32_t>(&t, 1), false);
+            ASSERT_TRUE(s.ok());
+            one.insert(one.end(), s->begin(), s->end());
+        }
+        const Distance d = distance(one, batch, (*packed)->hparams().n_vocab);
+        if (match == kExact) {
+            EXPECT_EQ(one, batch) << name << ": one token at a time differs from the batch";
+        } else if (match == kRounding) {
+            EXPECT_LE(d.nrmse, 1e-5) << name;
+            EXPECT_EQ(d.top1, 1.0) << name;
+        } else {
+            EXPECT_LE(d.nrmse, 3e-2) << name;
+            EXPECT_GE(d.top1, 0.8) << name;
+        }
+    }
+    if (available_kernel_sets().back() == "avx512") {
+        EXPECT_GT(repacked_models, 0);
     }
 }
 

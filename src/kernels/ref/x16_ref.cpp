@@ -103,7 +103,8 @@ uint32_t qh_bits(const uint8_t* block) {
     return h;
 }
 
-// One x16 block from the 16 rows' blocks (blocks[r]).
+// One x16 block from the 16 rows' blocks (blocks[r]). (Runs over every weight at load:
+// whole 2- and 4-byte moves, not bytes.)
 void pack_block(const Layout& l, const uint8_t* const blocks[16], uint8_t* dst) {
     for (int s = 0; s < l.n; ++s) {
         const Segment& g = l.seg[s];
@@ -111,18 +112,22 @@ void pack_block(const Layout& l, const uint8_t* const blocks[16], uint8_t* dst) 
             case Seg::Half:
                 for (int r = 0; r < 16; ++r) std::memcpy(dst + 2 * r, blocks[r] + g.src, 2);
                 break;
-            case Seg::Chunk:
-                for (int r = 0; r < 16; ++r)
-                    for (int j = 0; j < 4; ++j) dst[4 * r + j] = blocks[r][g.src + j] ^ g.flip;
+            case Seg::Chunk: {
+                const uint32_t flip = 0x01010101u * g.flip;
+                for (int r = 0; r < 16; ++r) {
+                    uint32_t v;
+                    std::memcpy(&v, blocks[r] + g.src, 4);
+                    v ^= flip;
+                    std::memcpy(dst + 4 * r, &v, 4);
+                }
                 break;
+            }
             case Seg::QhMask: {
                 uint64_t lo = 0, hi = 0;
                 for (int r = 0; r < 16; ++r) {
                     const uint32_t h = qh_bits(blocks[r]);
-                    for (int j = 0; j < 4; ++j) {
-                        lo |= (uint64_t)((h >> (g.src + j)) & 1) << (4 * r + j);
-                        hi |= (uint64_t)((h >> (g.src + 16 + j)) & 1) << (4 * r + j);
-                    }
+                    lo |= (uint64_t)((h >> g.src) & 0xF) << (4 * r);
+                    hi |= (uint64_t)((h >> (g.src + 16)) & 0xF) << (4 * r);
                 }
                 std::memcpy(dst, &lo, 8);
                 std::memcpy(dst + 8, &hi, 8);
@@ -130,6 +135,41 @@ void pack_block(const Layout& l, const uint8_t* const blocks[16], uint8_t* dst) 
             }
         }
         dst += seg_bytes(g.kind);
+    }
+}
+
+// The 16 rows' blocks back from one x16 block (the inverse of pack_block, as fast).
+void unpack_block_all(const Layout& l, const uint8_t* src, uint8_t* const blocks[16]) {
+    for (int s = 0; s < l.n; ++s) {
+        const Segment& g = l.seg[s];
+        switch (g.kind) {
+            case Seg::Half:
+                for (int r = 0; r < 16; ++r) std::memcpy(blocks[r] + g.src, src + 2 * r, 2);
+                break;
+            case Seg::Chunk: {
+                const uint32_t flip = 0x01010101u * g.flip;
+                for (int r = 0; r < 16; ++r) {
+                    uint32_t v;
+                    std::memcpy(&v, src + 4 * r, 4);
+                    v ^= flip;
+                    std::memcpy(blocks[r] + g.src, &v, 4);
+                }
+                break;
+            }
+            case Seg::QhMask: {
+                uint64_t lo, hi;
+                std::memcpy(&lo, src, 8);
+                std::memcpy(&hi, src + 8, 8);
+                for (int r = 0; r < 16; ++r) {
+                    uint32_t h = s == 1 ? 0 : qh_bits(blocks[r]);  // first mask: fresh qh
+                    h |= (uint32_t)((lo >> (4 * r)) & 0xF) << g.src;
+                    h |= (uint32_t)((hi >> (4 * r)) & 0xF) << (g.src + 16);
+                    std::memcpy(blocks[r] + 2, &h, 4);
+                }
+                break;
+            }
+        }
+        src += seg_bytes(g.kind);
     }
 }
 
@@ -266,6 +306,18 @@ void x16_pack(TensorType t, const uint8_t* rows, size_t row_bytes, int64_t n, ui
 void x16_unpack_block(TensorType t, const uint8_t* group, int r, int64_t b, uint8_t* block) {
     const size_t bs = tensor_type_info(t).type_size;
     unpack_block(layout(t), group + (size_t)b * 16 * bs, r, block);
+}
+
+void x16_unpack_group(TensorType t, const uint8_t* group, int64_t n, uint8_t* rows,
+                      size_t row_bytes) {
+    const Layout& l = layout(t);
+    const auto& info = tensor_type_info(t);
+    const size_t bs = info.type_size;
+    for (int64_t b = 0; b < n / info.block_size; ++b) {
+        uint8_t* blocks[16];
+        for (int r = 0; r < 16; ++r) blocks[r] = rows + (size_t)r * row_bytes + (size_t)b * bs;
+        unpack_block_all(l, group + (size_t)b * 16 * bs, blocks);
+    }
 }
 
 void x16_unpack_row(TensorType t, const uint8_t* group, int r, int64_t n, uint8_t* row) {
