@@ -17,6 +17,8 @@
 //                 first = qh bit 4k+j of row r, of the second = qh bit 16+4k+j
 //                 | 4 chunks of qs as q4_0
 //   q8_0 (544 B): d[16] f16 | 8 chunks: chunk k, bytes 4r+j = row r's qs[4k+j] + 128
+//   q2_K (1344 B): d[16] f16 | dmin[16] f16 | 4 chunks of the 16 scale bytes | 16 chunks
+//                 of qs (chunk c = qs[4c..4c+3])
 //   q4_K (2304 B): d[16] f16 | dmin[16] f16 | 3 chunks of the 12 scale bytes (chunk p =
 //                 bytes 4p..4p+3 of each row) | 32 chunks of qs (chunk c = qs[4c..4c+3])
 //   q6_K (3360 B): d[16] f16 | 4 chunks of the 16 scale bytes | for h = 0, 1 and
@@ -28,7 +30,7 @@
 // and their sums for the weights' offsets). Per row r and column, every implementation
 // computes, block by block in order,
 //     acc = fma(d_r * d_act, float(isum), acc)           isum: the exact integer sum
-//     acc = fma(dmin_r * d_act, float(-msum), acc)       q4_K only: msum = sum m * sum(act)
+//     acc = fma(dmin_r * d_act, float(-msum), acc)       q2_K, q4_K: msum = sum m * sum(act)
 // so every implementation gives the bits of gemv_x16_ref.
 #pragma once
 

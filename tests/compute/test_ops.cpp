@@ -769,7 +769,7 @@ TEST(Matmul, RowInterleavedWeightsGiveTheReferenceProducts) {
     for (const int n_threads : {1, 2}) {
         ThreadPool pool(n_threads);
         for (TensorType t : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0,
-                             TensorType::Q4_K, TensorType::Q6_K}) {
+                             TensorType::Q2_K, TensorType::Q4_K, TensorType::Q6_K}) {
             const int64_t n = 512;
             for (const int64_t rows : {16, 48})
                 for (const int64_t tokens : {1, 3, 8, 13}) {

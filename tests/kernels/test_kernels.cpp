@@ -378,8 +378,8 @@ std::vector<uint8_t> random_rows(TensorType t, int64_t n, uint64_t seed) {
 }  // namespace
 
 TEST(X16, LayoutCoversTheDecodeTypes) {
-    for (TensorType t : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0, TensorType::Q4_K,
-                         TensorType::Q6_K})
+    for (TensorType t : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0, TensorType::Q2_K,
+                         TensorType::Q4_K, TensorType::Q6_K})
         EXPECT_TRUE(x16_layout(t)) << tensor_type_name(t);
     EXPECT_FALSE(x16_layout(TensorType::F16));
     EXPECT_EQ(gemv_x16_ref(TensorType::F16), nullptr);

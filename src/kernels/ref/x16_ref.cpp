@@ -54,6 +54,12 @@ Layout make_layout(TensorType t) {
             l.add(Seg::Half, 0);
             for (int k = 0; k < 8; ++k) l.add(Seg::Chunk, 2 + 4 * k, 0x80);
             break;
+        case TensorType::Q2_K:
+            l.add(Seg::Half, 80);
+            l.add(Seg::Half, 82);
+            for (int p = 0; p < 4; ++p) l.add(Seg::Chunk, 4 * p);
+            for (int c = 0; c < 16; ++c) l.add(Seg::Chunk, 16 + 4 * c);
+            break;
         case TensorType::Q4_K:
             l.add(Seg::Half, 0);
             l.add(Seg::Half, 2);
@@ -80,6 +86,7 @@ const Layout& layout(TensorType t) {
     static const Layout q4_0 = make_layout(TensorType::Q4_0);
     static const Layout q5_0 = make_layout(TensorType::Q5_0);
     static const Layout q8_0 = make_layout(TensorType::Q8_0);
+    static const Layout q2_K = make_layout(TensorType::Q2_K);
     static const Layout q4_K = make_layout(TensorType::Q4_K);
     static const Layout q6_K = make_layout(TensorType::Q6_K);
     static const Layout none{};
@@ -87,6 +94,7 @@ const Layout& layout(TensorType t) {
         case TensorType::Q4_0: return q4_0;
         case TensorType::Q5_0: return q5_0;
         case TensorType::Q8_0: return q8_0;
+        case TensorType::Q2_K: return q2_K;
         case TensorType::Q4_K: return q4_K;
         case TensorType::Q6_K: return q6_K;
         default: return none;
@@ -257,6 +265,32 @@ float row_dot_q4_K(const uint8_t* group, int r, int64_t nb, const PanelActBlock*
     return acc;
 }
 
+float row_dot_q2_K(const uint8_t* group, int r, int64_t nb, const PanelActBlock* a) {
+    block_q2_K blk;
+    uint8_t q[QK_K], sc[16], m[16];
+    float acc = 0.0f;
+    for (int64_t b = 0; b < nb; ++b) {
+        x16_unpack_block(TensorType::Q2_K, group, r, b, (uint8_t*)&blk);
+        ref::unpack_q2_K(blk, q, sc, m);
+        const PanelActBlock* ab = a + 8 * b;
+        int32_t isum = 0, msum = 0;
+        for (int s = 0; s < 16; ++s) {
+            int32_t d = 0, t = 0;
+            for (int j = 0; j < 16; ++j) {
+                const int8_t av = ab[s / 2].qs[16 * (s % 2) + j];
+                d += (int32_t)q[16 * s + j] * av;
+                t += av;
+            }
+            isum += (int32_t)sc[s] * d;
+            msum += (int32_t)m[s] * t;
+        }
+        const float da = ab[0].d;
+        acc = std::fma(fp16_to_f32(blk.d) * da, (float)isum, acc);
+        acc = std::fma(fp16_to_f32(blk.dmin) * da, (float)(-msum), acc);
+    }
+    return acc;
+}
+
 float row_dot_q6_K(const uint8_t* group, int r, int64_t nb, const PanelActBlock* a) {
     block_q6_K blk;
     int8_t q[QK_K];
@@ -331,6 +365,7 @@ GemvX16Fn gemv_x16_ref(TensorType t) {
         case TensorType::Q4_0: return gemv_ref<row_dot_legacy<TensorType::Q4_0>, 32>;
         case TensorType::Q5_0: return gemv_ref<row_dot_legacy<TensorType::Q5_0>, 32>;
         case TensorType::Q8_0: return gemv_ref<row_dot_legacy<TensorType::Q8_0>, 32>;
+        case TensorType::Q2_K: return gemv_ref<row_dot_q2_K, QK_K>;
         case TensorType::Q4_K: return gemv_ref<row_dot_q4_K, QK_K>;
         case TensorType::Q6_K: return gemv_ref<row_dot_q6_K, QK_K>;
         default: return nullptr;

@@ -181,6 +181,72 @@ void gemv_q4_K(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t
 }
 
 // ---------------------------------------------------------------------------------------
+// q2_K: 16 sub-blocks of 16, 4-bit scales and mins (one byte per sub-block: 4 chunks, lane
+// r = row r's 16 bytes). Chunk (h, k) holds bytes qs[32h + 4k..]: element 128h + 32s + 4k + i
+// in bits 2s, 2s + 1, sub-block 8h + 2s + k / 4, activation block 4h + s.
+
+template <int h, int qd>
+inline void q2_K_quad(const uint8_t* g, const PanelActBlock* ab, const __m512i* sc,
+                      __m512i& isum, __m512i& mneg) {
+    const __m512i m3 = _mm512_set1_epi8(3);
+    __m512i s[4];
+    for (int j = 0; j < 4; ++j) s[j] = _mm512_setzero_si512();
+    for (int kk = 0; kk < 4; ++kk) {
+        const int k = 4 * qd + kk;
+        const __m512i v = load512(g + 320 + 64 * (size_t)(8 * h + k));
+        s[0] = _mm512_dpbusd_epi32(s[0], _mm512_and_si512(v, m3), bcast4(ab[4 * h].qs + 4 * k));
+        s[1] = _mm512_dpbusd_epi32(s[1], _mm512_and_si512(_mm512_srli_epi16(v, 2), m3),
+                                   bcast4(ab[4 * h + 1].qs + 4 * k));
+        s[2] = _mm512_dpbusd_epi32(s[2], _mm512_and_si512(_mm512_srli_epi16(v, 4), m3),
+                                   bcast4(ab[4 * h + 2].qs + 4 * k));
+        s[3] = _mm512_dpbusd_epi32(s[3], _mm512_and_si512(_mm512_srli_epi16(v, 6), m3),
+                                   bcast4(ab[4 * h + 3].qs + 4 * k));
+    }
+    for (int j = 0; j < 4; ++j) {
+        const int sb = 8 * h + 2 * j + qd;  // plane sb / 4, byte sb % 4
+        __m512i byte;
+        switch (sb % 4) {
+            case 0: byte = lane_byte<0>(sc[sb / 4]); break;
+            case 1: byte = lane_byte<1>(sc[sb / 4]); break;
+            case 2: byte = lane_byte<2>(sc[sb / 4]); break;
+            default: byte = lane_byte<3>(sc[sb / 4]); break;
+        }
+        const __m512i scale = _mm512_and_si512(byte, _mm512_set1_epi32(0xF));
+        const __m512i min = _mm512_srli_epi32(byte, 4);
+        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(scale, s[j]));
+        mneg = _mm512_add_epi32(
+            mneg, _mm512_mullo_epi32(min, _mm512_set1_epi32(ab[4 * h + j].nsum16[qd])));
+    }
+}
+
+void gemv_q2_K(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
+               int64_t n_cols, float* y, size_t y_stride) {
+    constexpr size_t kBytes = 1344;
+    const int64_t nb = n / 256;
+    for (int64_t c = 0; c < n_cols; ++c) {
+        const PanelActBlock* a = act + act_stride * (size_t)c;
+        __m512 acc = _mm512_setzero_ps();
+        for (int64_t b = 0; b < nb; ++b) {
+            const uint8_t* g = group + kBytes * (size_t)b;
+            const PanelActBlock* ab = a + 8 * b;
+            const __m512i sc[4] = {load512(g + 64), load512(g + 128), load512(g + 192),
+                                   load512(g + 256)};
+            __m512i isum = _mm512_setzero_si512(), mneg = _mm512_setzero_si512();
+            q2_K_quad<0, 0>(g, ab, sc, isum, mneg);
+            q2_K_quad<0, 1>(g, ab, sc, isum, mneg);
+            q2_K_quad<1, 0>(g, ab, sc, isum, mneg);
+            q2_K_quad<1, 1>(g, ab, sc, isum, mneg);
+            mneg = _mm512_srai_epi32(mneg, 7);  // sum m * (-128 * sum a) / 128 = -msum
+            const __m512 da = _mm512_set1_ps(ab[0].d);
+            acc = _mm512_fmadd_ps(_mm512_mul_ps(halves16(g), da), _mm512_cvtepi32_ps(isum), acc);
+            acc = _mm512_fmadd_ps(_mm512_mul_ps(halves16(g + 32), da), _mm512_cvtepi32_ps(mneg),
+                                  acc);
+        }
+        _mm512_storeu_ps(y + y_stride * (size_t)c, acc);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
 // q6_K: 16 sub-blocks of 16 with signed 8-bit scales. For half h and chunk k the three
 // chunks A (ql), B (ql + 32) and H (qh) give the 6-bit values of elements 128h + 4k + i
 // (A low, H bits 0-1), + 32 (B low, bits 2-3), + 64 (A high, bits 4-5), + 96 (B high,
@@ -252,6 +318,7 @@ void fill_x16_avx512(TypeKernels* table) {
     table[(uint32_t)T::Q4_0].gemv_x16 = gemv_legacy<X16Q4_0>;
     table[(uint32_t)T::Q5_0].gemv_x16 = gemv_legacy<X16Q5_0>;
     table[(uint32_t)T::Q8_0].gemv_x16 = gemv_legacy<X16Q8_0>;
+    table[(uint32_t)T::Q2_K].gemv_x16 = gemv_q2_K;
     table[(uint32_t)T::Q4_K].gemv_x16 = gemv_q4_K;
     table[(uint32_t)T::Q6_K].gemv_x16 = gemv_q6_K;
 }
