@@ -104,64 +104,76 @@ EDGELLM_ATTN_CLONES void attend(const AttentionShape& s, const TypeKernels& kk,
     const size_t head_bytes = row_size(kv.type, hd);
     const size_t k_off = (size_t)it.hkv * (kv.head_stride ? kv.head_stride : head_bytes);
     for (int g = 0; g < it.n; ++g) w.m[g] = kNegInf;
-    int64_t first_seen = n_cells, last_seen = -1;
+    int64_t first_seen = n_cells, last_seen = -1, n_visible = 0;
     // All keys of the visible span at once (16 per AVX-512 step) against the queries,
-    // widened into the accumulator space (unused until the V sum); then the mask.
+    // widened into the accumulator space (unused until the V sum); then the mask. Every
+    // later pass runs over that span only (cells outside it weigh 0 and are never read).
     for (int64_t c = 0; c < n_cells; ++c)
         if (cell_pos[c] >= 0 && cell_pos[c] <= pos) {
             first_seen = std::min(first_seen, c);
             last_seen = c;
+            ++n_visible;
         }
+    const int64_t lo = first_seen, hi = last_seen + 1;
+    // The usual case: every cell of the span visible, no mask to apply per cell.
+    const bool whole_span = n_visible == hi - lo;
     float* qf = w.acc;
     const TypeKernels& qk = type_kernels(query_type(kv.type));
     for (int g = 0; g < it.n; ++g)
         qk.to_float(w.q_conv + w.q_row * (size_t)g, qf + (size_t)g * hd, hd);
-    if (first_seen <= last_seen)
-        kk.dot_rows(hd, last_seen + 1 - first_seen,
-                    kv.k + (size_t)first_seen * kv.row_bytes + k_off, kv.row_bytes, qf, it.n,
-                    w.scores + first_seen, (size_t)n_ctx);
+    if (lo < hi)
+        kk.dot_rows(hd, hi - lo, kv.k + (size_t)lo * kv.row_bytes + k_off, kv.row_bytes, qf, it.n,
+                    w.scores + lo, (size_t)n_ctx);
     for (int g = 0; g < it.n; ++g) {
         float* sc = w.scores + (size_t)g * n_ctx;
-        float m = kNegInf;
-        for (int64_t c = 0; c < n_cells; ++c) {
-            const bool visible =
-                c >= first_seen && c <= last_seen && cell_pos[c] >= 0 && cell_pos[c] <= pos;
-            const float v = visible ? sc[c] * s.scale : kNegInf;
-            sc[c] = v;
-            m = v > m ? v : m;
+        // scaled scores (masked cells -inf) and their maximum, in 16 independent lanes
+        float mx[16];
+        for (float& v : mx) v = kNegInf;
+        if (whole_span) {
+            for (int64_t c = lo; c < hi; ++c) sc[c] *= s.scale;
+        } else {
+            for (int64_t c = lo; c < hi; ++c) {
+                const bool visible = cell_pos[c] >= 0 && cell_pos[c] <= pos;
+                sc[c] = visible ? sc[c] * s.scale : kNegInf;
+            }
         }
+        int64_t c = lo;
+        for (; c + 16 <= hi; c += 16)
+            for (int l = 0; l < 16; ++l) mx[l] = std::max(mx[l], sc[c + l]);
+        float m = kNegInf;
+        for (; c < hi; ++c) m = std::max(m, sc[c]);
+        for (float v : mx) m = std::max(m, v);
         w.m[g] = m;
     }
     for (int g = 0; g < it.n; ++g) {
         float* sc = w.scores + (size_t)g * n_ctx;
         // exp (a vectorized map), then the sum in 16 independent lanes, added in double
         const float m = w.m[g];
-        for (int64_t c = 0; c < n_cells; ++c) {
+        for (int64_t c = lo; c < hi; ++c) {
             const float v = sc[c];
             const float e = exp_nonpositive(v - m);
             sc[c] = v != kNegInf ? e : 0.0f;
         }
         float part[16] = {};
-        int64_t c = 0;
-        for (; c + 16 <= n_cells; c += 16)
+        int64_t c = lo;
+        for (; c + 16 <= hi; c += 16)
             for (int l = 0; l < 16; ++l) part[l] += sc[c + l];
-        for (; c < n_cells; ++c) part[0] += sc[c];
+        for (; c < hi; ++c) part[0] += sc[c];
         double sum = 0.0;
         for (int l = 0; l < 16; ++l) sum += (double)part[l];
         // Probabilities (f16 cache: rounded to f16, as llama.cpp's f16 matrix product
         // rounds them).
         const float inv = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
         if (kv.type == TensorType::F16)
-            for (c = 0; c < n_cells; ++c) sc[c] = round_to_f16_unit(sc[c] * inv);
+            for (c = lo; c < hi; ++c) sc[c] = round_to_f16_unit(sc[c] * inv);
         else
-            for (c = 0; c < n_cells; ++c) sc[c] *= inv;
+            for (c = lo; c < hi; ++c) sc[c] *= inv;
         std::memset(w.acc + (size_t)g * hd, 0, sizeof(float) * hd);
     }
     // Only the span of cells some head sees (masked cells inside it weigh 0).
-    if (first_seen <= last_seen)
-        kk.vec_mad_n(hd, last_seen + 1 - first_seen,
-                     kv.v + (size_t)first_seen * kv.row_bytes + k_off, kv.row_bytes,
-                     w.scores + first_seen, (size_t)n_ctx, it.n, w.acc);
+    if (lo < hi)
+        kk.vec_mad_n(hd, hi - lo, kv.v + (size_t)lo * kv.row_bytes + k_off, kv.row_bytes,
+                     w.scores + lo, (size_t)n_ctx, it.n, w.acc);
     for (int g = 0; g < it.n; ++g)
         std::memcpy(out + (size_t)g * hd, w.acc + (size_t)g * hd, sizeof(float) * hd);
 }
