@@ -149,7 +149,7 @@ int cmd_bench(const std::vector<std::string>& args) {
     err = choose_kernels(p.get_or("--kernels", ""));
     if (!err.empty()) return fail("bench", err, 2);
 
-    auto model = Model::load(*model_path);
+    auto model = Model::load(*model_path, load_options(p));
     if (!model) return fail("bench", model.error());
     const Model& m = **model;
     ContextParams placement;
@@ -289,8 +289,10 @@ int cmd_bench(const std::vector<std::string>& args) {
     }
     for (auto& [t, bw] : bandwidth)
         std::printf("memory read bandwidth, %d thread%s: %.1f GB/s\n", t, t > 1 ? "s" : "", bw);
-    std::printf("kernels: %s; weights read per generated token: %.1f MiB\n\n", kernels.c_str(),
-                (double)weight_read / (1 << 20));
+    std::printf("kernels: %s; weights read per generated token: %.1f MiB (%.1f MiB of them "
+                "repacked for decode)\n\n",
+                kernels.c_str(), (double)weight_read / (1 << 20),
+                (double)m.repacked_bytes() / (1 << 20));
     std::printf(
         "| model | type | size | params | threads | test | t/s (median) | mean ± sd | weight read "
         "GB/s | bandwidth share |\n");

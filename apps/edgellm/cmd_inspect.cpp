@@ -32,6 +32,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
     p.option({"-t", "--threads"}, "N", "threads, sizes per-thread scratch (default: all cores)");
     p.option({"--kernels"}, "NAME", "kernel set to report (default: the best available)");
     p.flag({"--no-tensors"}, "do not list the tensors");
+    p.flag({"-nr", "--no-repack"}, "bill the weights in the file's layout (no repacking)");
     if (auto done = parse_command_line(p, args)) return *done;
     std::string err;
     std::string path = p.get_or("-m", "");
@@ -49,7 +50,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
     err = choose_kernels(p.get_or("--kernels", ""));
     if (!err.empty()) return fail("inspect", err, 2);
 
-    auto model = Model::load(path);
+    auto model = Model::load(path, load_options(p));
     if (!model) return fail("inspect", model.error());
     const Model& m = **model;
     const GgufFile& f = m.file();

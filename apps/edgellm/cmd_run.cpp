@@ -34,6 +34,14 @@ void add_cpu_options(ArgParser& p) {
              "pin threads to these CPUs (e.g. 4-7 or 0,2)");
     p.flag({"--mlock"}, "keep the weights in RAM (mlock)");
     p.flag({"--no-warmup"}, "do not read every weight page before the first request");
+    p.flag({"-nr", "--no-repack"},
+           "keep the weights in the file's layout (no repacking for decode at load)");
+}
+
+LoadOptions load_options(const ArgParser& p) {
+    LoadOptions o;
+    o.repack = !p.has("--no-repack");
+    return o;
 }
 
 bool read_cpu_options(const ArgParser& p, ContextParams* cp, std::string* err) {
@@ -155,7 +163,7 @@ int cmd_run(const std::vector<std::string>& args) {
     if (!err.empty()) return fail("run", err, 2);
 
     const auto t_load = std::chrono::steady_clock::now();
-    auto model = Model::load(*model_path);
+    auto model = Model::load(*model_path, load_options(p));
     if (!model) return fail("run", model.error());
     auto tok = Tokenizer::load((*model)->file());
     if (!tok) return fail("run", tok.error());

@@ -57,8 +57,10 @@ void add_sampling_options(ArgParser& p);
 bool read_sampling_options(const ArgParser& p, SamplerParams* s, std::string* err);
 
 // Thread placement and memory options shared by run, bench and serve: --cpu-mask, --cpus,
-// --mlock, --no-warmup.
+// --mlock, --no-warmup, --no-repack.
 void add_cpu_options(ArgParser& p);
+// How to load the model (--no-repack).
+LoadOptions load_options(const ArgParser& p);
 bool read_cpu_options(const ArgParser& p, ContextParams* cp, std::string* err);
 // --mlock and the warm-up read of every weight page.
 bool prepare_model(const ArgParser& p, const Model& m, std::string* err);

@@ -39,10 +39,19 @@ struct HParams {
     int64_t n_embd_q() const { return n_head * head_dim; }
 };
 
+struct LoadOptions {
+    // Repack weight matrices into the row-interleaved decode layout when the kernels have
+    // a SIMD GEMV for their type (kernels/x16.h; llama.cpp's --no-repack turns its own
+    // repacking off the same way). The environment variable EDGELLM_REPACK=0 also turns
+    // it off.
+    bool repack = true;
+};
+
 class Model {
   public:
     // Map the file, read the hyper-parameters and check every tensor's shape and type.
-    static Result<std::unique_ptr<Model>> load(const std::string& path);
+    static Result<std::unique_ptr<Model>> load(const std::string& path,
+                                              const LoadOptions& opts = {});
     ~Model();
 
     const HParams& hparams() const { return hp_; }

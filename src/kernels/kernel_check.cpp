@@ -219,9 +219,16 @@ std::string check_type_kernels(TensorType t, const TypeKernels& cand, const Type
         x16_pack(t, rows.data(), row, n, group.data());
         const size_t stride = (size_t)(n / 32) + 1;
         std::vector<PanelActBlock> act(stride * 3);
+        // activations as the quantizers write them (-127..127: the AVX2 GEMV's sign trick
+        // needs that, as the panel GEMM's does)
+        std::mt19937_64 rng(seed ^ 0xa11ce);
+        std::normal_distribution<float> normal(0.0f, 1.0f);
+        std::vector<float> yf((size_t)n);
+        std::vector<uint8_t> yq(row_size(ref.vec_dot_type, n));
         for (int c = 0; c < 3; ++c) {
-            const auto yc = random_tensor_data(ref.vec_dot_type, n, seed + 70 + (uint64_t)c);
-            to_panel_act(ref.vec_dot_type, yc.data(), n, act.data() + stride * (size_t)c);
+            for (float& v : yf) v = normal(rng);
+            reference_kernels(ref.vec_dot_type).from_float(yf.data(), yq.data(), n);
+            to_panel_act(ref.vec_dot_type, yq.data(), n, act.data() + stride * (size_t)c);
         }
         for (int cols : {1, 3}) {
             const size_t ys = kX16Rows + 5;

@@ -133,7 +133,7 @@ Model::Impl::Buffer::~Buffer() {
 
 Model::~Model() = default;
 
-Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
+Result<std::unique_ptr<Model>> Model::load(const std::string& path, const LoadOptions& opts) {
     using R = Result<std::unique_ptr<Model>>;
     auto file = GgufFile::open(path);
     if (!file) return R::fail(file.error());
@@ -172,8 +172,8 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path) {
     } catch (const Error& e) {
         return R::fail(e.what());
     }
-    if (const char* env = std::getenv("EDGELLM_REPACK"); !(env && std::string(env) == "0"))
-        repack_for_decode(w, h.tied_output);
+    const char* env = std::getenv("EDGELLM_REPACK");
+    if (opts.repack && !(env && std::string(env) == "0")) repack_for_decode(w, h.tied_output);
     return m;
 }
 

@@ -56,6 +56,7 @@ std::string replaced(const TypeKernels& k, const TypeKernels& r, const std::stri
     add("dot_rows", k.dot_rows != r.dot_rows, k.dot_rows_isa);
     add("to_float", k.to_float != r.to_float, k.to_float_isa);
     add("from_float", k.from_float != r.from_float, k.from_float_isa);
+    add("gemv_x16", k.gemv_x16 != r.gemv_x16, k.gemv_x16_isa);
     return out;
 }
 

@@ -6,7 +6,8 @@
 //            quantizers, and the integer dot products by widening multiplies (smull).
 //   dotprod  ARMv8.2 DotProd (Cortex-A55/A76 and later, Raspberry Pi 5): the same
 //            integer dot products with sdot, 4 products per int32 lane per instruction,
-//            and the panel GEMM for prefill (kernels/panel.h).
+//            the panel GEMM for prefill (kernels/panel.h) and the GEMV over
+//            row-interleaved weights for decode (kernels/x16.h).
 //   i8mm     ARMv8.6 I8MM (smmla, usdot): adds no kernel; see neon_i8mm.cpp.
 #pragma once
 
@@ -17,6 +18,7 @@ namespace edgellm {
 void fill_neon(TypeKernels* table);
 void fill_neon_dotprod(TypeKernels* table);
 void fill_panel_dotprod(PanelKernel* panel);  // the panel GEMM (prefill) with sdot
+void fill_x16_dotprod(TypeKernels* table);    // GEMV over row-interleaved weights (decode)
 void fill_neon_i8mm(TypeKernels* table);
 
 }  // namespace edgellm

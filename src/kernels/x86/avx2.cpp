@@ -5,6 +5,7 @@ namespace edgellm {
 void fill_avx2(TypeKernels* table) {
     fill_avx2_legacy(table);
     fill_avx2_kquants(table);
+    fill_x16_avx2(table);
 }
 
 }  // namespace edgellm

@@ -12,6 +12,7 @@ void fill_avx2(TypeKernels* table);
 void fill_avx2_legacy(TypeKernels* table);   // f32, f16, bf16, q4_0, q4_1, q5_0, q5_1, q8_0
 void fill_avx2_kquants(TypeKernels* table);  // q2_K .. q6_K, q8_K
 void fill_panel_avx2(PanelKernel* panel);     // the panel GEMM without VNNI (avx2_panel.cpp)
+void fill_x16_avx2(TypeKernels* table);       // GEMV over row-interleaved weights (avx2_x16.cpp)
 
 // AVX-512 F/BW/VL + VNNI, on top of AVX2: the q4_0, q5_0, q8_0 and q2_K .. q6_K dot
 // products (vec_dot and vec_dot_4) and the q8_0 / q8_K activation quantizers.

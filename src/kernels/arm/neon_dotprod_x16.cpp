@@ -1,0 +1,376 @@
+// GEMV over row-interleaved weights (kernels/x16.h) with sdot, for the "dotprod" set.
+// A 64-byte chunk of a group is four registers, each four bytes of four rows; sdot by
+// lane (vdotq_laneq_s32) multiplies each row's four bytes with four activation bytes
+// taken from one lane of a 16-byte activation load, so the 16 rows' int32 sums sit in
+// four registers and nothing is summed across lanes. sdot is signed x signed: nibbles and
+// 6-bit values are small positive int8, q8_0's stored +128 is flipped back; the nibble
+// types' offsets (-8, -16, -32) meet the activation sums of the panel blocks exactly. The
+// float steps are those of x16.h, so the results are gemv_x16_ref's bits.
+#include <arm_neon.h>
+
+#include <cstring>
+
+#include "kernels/arm/arm_kernels.h"
+#include "kernels/x16.h"
+
+#if !defined(__ARM_FEATURE_DOTPROD)
+#error "neon_dotprod_x16.cpp needs -march=armv8.2-a+dotprod"
+#endif
+
+namespace edgellm {
+
+namespace {
+
+// The four registers of one 64-byte chunk (rows 0-3, 4-7, 8-11, 12-15).
+struct Chunk {
+    uint8x16_t v[4];
+};
+inline Chunk load_chunk(const uint8_t* p) {
+    return {{vld1q_u8(p), vld1q_u8(p + 16), vld1q_u8(p + 32), vld1q_u8(p + 48)}};
+}
+
+// s[q] += rows 4q..4q+3 of w . the four activation bytes in lane L of a.
+template <int L>
+inline void sdot4(int32x4_t* s, const Chunk& w, int8x16_t a) {
+    for (int q = 0; q < 4; ++q) s[q] = vdotq_laneq_s32(s[q], vreinterpretq_s8_u8(w.v[q]), a, L);
+}
+// The same with the lane chosen at run time among four (k is a loop counter).
+inline void sdot4_lane(int32x4_t* s, const Chunk& w, int8x16_t a, int lane) {
+    switch (lane) {
+        case 0: sdot4<0>(s, w, a); break;
+        case 1: sdot4<1>(s, w, a); break;
+        case 2: sdot4<2>(s, w, a); break;
+        default: sdot4<3>(s, w, a); break;
+    }
+}
+
+inline Chunk low_nibbles(const Chunk& c) {
+    const uint8x16_t m = vdupq_n_u8(0x0F);
+    return {{vandq_u8(c.v[0], m), vandq_u8(c.v[1], m), vandq_u8(c.v[2], m), vandq_u8(c.v[3], m)}};
+}
+inline Chunk high_nibbles(const Chunk& c) {
+    return {{vshrq_n_u8(c.v[0], 4), vshrq_n_u8(c.v[1], 4), vshrq_n_u8(c.v[2], 4),
+             vshrq_n_u8(c.v[3], 4)}};
+}
+
+inline void zero4(int32x4_t* s) {
+    for (int q = 0; q < 4; ++q) s[q] = vdupq_n_s32(0);
+}
+
+// The 16 rows' f16 scales at p as four float registers.
+inline void halves16(const uint8_t* p, float32x4_t* d) {
+    for (int q = 0; q < 4; ++q) {
+        uint16_t h[4];
+        std::memcpy(h, p + 8 * q, 8);
+        d[q] = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(h)));
+    }
+}
+
+// acc[q] = fma(d[q] * da, float(isum[q]), acc[q]), x16.h's float step.
+inline void fma_step(float32x4_t* acc, const float32x4_t* d, float da, const int32x4_t* isum) {
+    for (int q = 0; q < 4; ++q)
+        acc[q] = vfmaq_f32(acc[q], vmulq_n_f32(d[q], da), vcvtq_f32_s32(isum[q]));
+}
+
+inline void store16(float* y, const float32x4_t* acc) {
+    for (int q = 0; q < 4; ++q) vst1q_f32(y + 4 * q, acc[q]);
+}
+
+// ---------------------------------------------------------------------------------------
+// Legacy blocks of 32: q4_0, q5_0, q8_0.
+
+// Bits 16q..16q+15 of the 64-bit mask at p, one per byte, as 16 in the selected bytes.
+inline uint8x16_t mask_to_16(const uint8_t* p, int q) {
+    static const uint8_t kBits[16] = {1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128};
+    const uint8x16_t bits = vcombine_u8(vdup_n_u8(p[2 * q]), vdup_n_u8(p[2 * q + 1]));
+    return vandq_u8(vtstq_u8(bits, vld1q_u8(kBits)), vdupq_n_u8(16));
+}
+
+struct X16Q4_0 {
+    static constexpr size_t kBytes = 288;
+    static constexpr int kShift = 4;
+    static void dot(const uint8_t* g, int8x16_t a0, int8x16_t a1, int32x4_t* s) {
+        for (int k = 0; k < 4; ++k) {
+            const Chunk c = load_chunk(g + 32 + 64 * k);
+            sdot4_lane(s, low_nibbles(c), a0, k);
+            sdot4_lane(s, high_nibbles(c), a1, k);
+        }
+    }
+};
+
+struct X16Q5_0 {
+    static constexpr size_t kBytes = 352;
+    static constexpr int kShift = 3;
+    static void dot(const uint8_t* g, int8x16_t a0, int8x16_t a1, int32x4_t* s) {
+        for (int k = 0; k < 4; ++k) {
+            const Chunk c = load_chunk(g + 96 + 64 * k);
+            Chunk lo = low_nibbles(c), hi = high_nibbles(c);
+            for (int q = 0; q < 4; ++q) {
+                lo.v[q] = vorrq_u8(lo.v[q], mask_to_16(g + 32 + 16 * k, q));
+                hi.v[q] = vorrq_u8(hi.v[q], mask_to_16(g + 40 + 16 * k, q));
+            }
+            sdot4_lane(s, lo, a0, k);
+            sdot4_lane(s, hi, a1, k);
+        }
+    }
+};
+
+struct X16Q8_0 {
+    static constexpr size_t kBytes = 544;
+    static constexpr int kShift = -1;  // signed again after the flip: no correction
+    static void dot(const uint8_t* g, int8x16_t a0, int8x16_t a1, int32x4_t* s) {
+        const uint8x16_t flip = vdupq_n_u8(0x80);
+        for (int k = 0; k < 8; ++k) {
+            Chunk c = load_chunk(g + 32 + 64 * k);
+            for (int q = 0; q < 4; ++q) c.v[q] = veorq_u8(c.v[q], flip);
+            sdot4_lane(s, c, k < 4 ? a0 : a1, k % 4);
+        }
+    }
+};
+
+template <typename X>
+void gemv_legacy(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
+                 int64_t n_cols, float* y, size_t y_stride) {
+    const int64_t nb = n / 32;
+    for (int64_t c = 0; c < n_cols; ++c) {
+        const PanelActBlock* a = act + act_stride * (size_t)c;
+        float32x4_t acc[4];
+        for (int q = 0; q < 4; ++q) acc[q] = vdupq_n_f32(0.0f);
+        for (int64_t b = 0; b < nb; ++b) {
+            const uint8_t* g = group + X::kBytes * (size_t)b;
+            int32x4_t s[4];
+            zero4(s);
+            X::dot(g, vld1q_s8(a[b].qs), vld1q_s8(a[b].qs + 16), s);
+            if (X::kShift >= 0) {
+                const int32x4_t corr = vdupq_n_s32(a[b].nsum32 >> (X::kShift < 0 ? 0 : X::kShift));
+                for (int q = 0; q < 4; ++q) s[q] = vaddq_s32(s[q], corr);
+            }
+            float32x4_t d[4];
+            halves16(g, d);
+            fma_step(acc, d, a[b].d, s);
+        }
+        store16(y + y_stride * (size_t)c, acc);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// K-quants: per-row scales and mins unpacked in the int32 lanes (lane = row).
+
+template <int b>
+inline uint32x4_t lane_byte(uint32x4_t v) {
+    return vandq_u32(vshrq_n_u32(v, 8 * b), vdupq_n_u32(0xFF));
+}
+template <int b>
+inline int32x4_t lane_sbyte(uint32x4_t v) {
+    return vshrq_n_s32(vshlq_n_s32(vreinterpretq_s32_u32(v), 24 - 8 * b), 24);
+}
+inline uint32x4_t lane_byte_rt(uint32x4_t v, int b) {
+    switch (b) {
+        case 0: return lane_byte<0>(v);
+        case 1: return lane_byte<1>(v);
+        case 2: return lane_byte<2>(v);
+        default: return lane_byte<3>(v);
+    }
+}
+inline int32x4_t lane_sbyte_rt(uint32x4_t v, int b) {
+    switch (b) {
+        case 0: return lane_sbyte<0>(v);
+        case 1: return lane_sbyte<1>(v);
+        case 2: return lane_sbyte<2>(v);
+        default: return lane_sbyte<3>(v);
+    }
+}
+// A chunk of per-row 32-bit words as four registers of four rows.
+inline void load_words(const uint8_t* p, uint32x4_t* w) {
+    for (int q = 0; q < 4; ++q) w[q] = vld1q_u32((const uint32_t*)(p + 16 * q));
+}
+
+// q4_K (layout: d, dmin, 3 scale chunks at 64, qs chunks at 256).
+void gemv_q4_K(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
+               int64_t n_cols, float* y, size_t y_stride) {
+    constexpr size_t kBytes = 2304;
+    const int64_t nb = n / 256;
+    const uint32x4_t m6 = vdupq_n_u32(0x3F3F3F3F), m4 = vdupq_n_u32(0x0F0F0F0F),
+                     m2 = vdupq_n_u32(0x30303030);
+    for (int64_t c = 0; c < n_cols; ++c) {
+        const PanelActBlock* a = act + act_stride * (size_t)c;
+        float32x4_t acc[4];
+        for (int q = 0; q < 4; ++q) acc[q] = vdupq_n_f32(0.0f);
+        for (int64_t b = 0; b < nb; ++b) {
+            const uint8_t* g = group + kBytes * (size_t)b;
+            const PanelActBlock* ab = a + 8 * b;
+            uint32x4_t u0[4], u1[4], u2[4], sc[2][4], mn[2][4];
+            load_words(g + 64, u0);
+            load_words(g + 128, u1);
+            load_words(g + 192, u2);
+            for (int q = 0; q < 4; ++q) {
+                sc[0][q] = vandq_u32(u0[q], m6);
+                mn[0][q] = vandq_u32(u1[q], m6);
+                sc[1][q] = vorrq_u32(vandq_u32(u2[q], m4), vandq_u32(vshrq_n_u32(u0[q], 2), m2));
+                mn[1][q] = vorrq_u32(vandq_u32(vshrq_n_u32(u2[q], 4), m4),
+                                     vandq_u32(vshrq_n_u32(u1[q], 2), m2));
+            }
+            int32x4_t isum[4], mneg[4];
+            zero4(isum);
+            zero4(mneg);
+            for (int j = 0; j < 4; ++j) {
+                const PanelActBlock& lo = ab[2 * j];
+                const PanelActBlock& hi = ab[2 * j + 1];
+                const int8x16_t l0 = vld1q_s8(lo.qs), l1 = vld1q_s8(lo.qs + 16);
+                const int8x16_t h0 = vld1q_s8(hi.qs), h1 = vld1q_s8(hi.qs + 16);
+                int32x4_t s0[4], s1[4];
+                zero4(s0);
+                zero4(s1);
+                for (int k = 0; k < 8; ++k) {
+                    const Chunk v = load_chunk(g + 256 + 64 * (8 * j + k));
+                    sdot4_lane(s0, low_nibbles(v), k < 4 ? l0 : l1, k % 4);
+                    sdot4_lane(s1, high_nibbles(v), k < 4 ? h0 : h1, k % 4);
+                }
+                // sub-blocks 2j and 2j + 1: bytes (2j) % 4 and (2j + 1) % 4 of set j / 2
+                const int set = j / 2, b0 = (2 * j) % 4, b1 = (2 * j + 1) % 4;
+                for (int q = 0; q < 4; ++q) {
+                    isum[q] = vmlaq_s32(isum[q], vreinterpretq_s32_u32(lane_byte_rt(sc[set][q], b0)), s0[q]);
+                    isum[q] = vmlaq_s32(isum[q], vreinterpretq_s32_u32(lane_byte_rt(sc[set][q], b1)), s1[q]);
+                    mneg[q] = vmlaq_n_s32(mneg[q], vreinterpretq_s32_u32(lane_byte_rt(mn[set][q], b0)),
+                                          lo.nsum32);
+                    mneg[q] = vmlaq_n_s32(mneg[q], vreinterpretq_s32_u32(lane_byte_rt(mn[set][q], b1)),
+                                          hi.nsum32);
+                }
+            }
+            for (int q = 0; q < 4; ++q) mneg[q] = vshrq_n_s32(mneg[q], 7);  // exactly -msum
+            float32x4_t d[4], dm[4];
+            halves16(g, d);
+            halves16(g + 32, dm);
+            fma_step(acc, d, ab[0].d, isum);
+            fma_step(acc, dm, ab[0].d, mneg);
+        }
+        store16(y + y_stride * (size_t)c, acc);
+    }
+}
+
+// q2_K (layout: d, dmin, 4 scale chunks at 64, 16 qs chunks at 320).
+void gemv_q2_K(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
+               int64_t n_cols, float* y, size_t y_stride) {
+    constexpr size_t kBytes = 1344;
+    const int64_t nb = n / 256;
+    const uint8x16_t m3 = vdupq_n_u8(3);
+    for (int64_t c = 0; c < n_cols; ++c) {
+        const PanelActBlock* a = act + act_stride * (size_t)c;
+        float32x4_t acc[4];
+        for (int q = 0; q < 4; ++q) acc[q] = vdupq_n_f32(0.0f);
+        for (int64_t b = 0; b < nb; ++b) {
+            const uint8_t* g = group + kBytes * (size_t)b;
+            const PanelActBlock* ab = a + 8 * b;
+            uint32x4_t sc[4][4];
+            for (int p = 0; p < 4; ++p) load_words(g + 64 + 64 * p, sc[p]);
+            int32x4_t isum[4], mneg[4];
+            zero4(isum);
+            zero4(mneg);
+            for (int h = 0; h < 2; ++h)
+                for (int qd = 0; qd < 2; ++qd) {
+                    int32x4_t s[4][4];
+                    for (int j = 0; j < 4; ++j) zero4(s[j]);
+                    for (int kk = 0; kk < 4; ++kk) {
+                        const int k = 4 * qd + kk;
+                        const Chunk v = load_chunk(g + 320 + 64 * (8 * h + k));
+                        for (int j = 0; j < 4; ++j) {
+                            Chunk w;
+                            for (int q = 0; q < 4; ++q)
+                                w.v[q] = vandq_u8(
+                                    vshlq_u8(v.v[q], vdupq_n_s8((int8_t)(-2 * j))), m3);
+                            const PanelActBlock& aj = ab[4 * h + j];
+                            sdot4_lane(s[j], w, vld1q_s8(aj.qs + 16 * (k / 4)), k % 4);
+                        }
+                    }
+                    for (int j = 0; j < 4; ++j) {
+                        const int sb = 8 * h + 2 * j + qd;
+                        const int32_t nsum = ab[4 * h + j].nsum16[qd];
+                        for (int q = 0; q < 4; ++q) {
+                            const uint32x4_t byte = lane_byte_rt(sc[sb / 4][q], sb % 4);
+                            const int32x4_t scale = vreinterpretq_s32_u32(vandq_u32(byte, vdupq_n_u32(0xF)));
+                            const int32x4_t min = vreinterpretq_s32_u32(vshrq_n_u32(byte, 4));
+                            isum[q] = vmlaq_s32(isum[q], scale, s[j][q]);
+                            mneg[q] = vmlaq_n_s32(mneg[q], min, nsum);
+                        }
+                    }
+                }
+            for (int q = 0; q < 4; ++q) mneg[q] = vshrq_n_s32(mneg[q], 7);
+            float32x4_t d[4], dm[4];
+            halves16(g, d);
+            halves16(g + 32, dm);
+            fma_step(acc, d, ab[0].d, isum);
+            fma_step(acc, dm, ab[0].d, mneg);
+        }
+        store16(y + y_stride * (size_t)c, acc);
+    }
+}
+
+// q6_K (layout: d, 4 scale chunks at 32, then per (h, k) the chunks A, B, H at 288).
+void gemv_q6_K(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
+               int64_t n_cols, float* y, size_t y_stride) {
+    constexpr size_t kBytes = 3360;
+    const int64_t nb = n / 256;
+    const uint8x16_t m4 = vdupq_n_u8(0x0F), m2 = vdupq_n_u8(0x30);
+    for (int64_t c = 0; c < n_cols; ++c) {
+        const PanelActBlock* a = act + act_stride * (size_t)c;
+        float32x4_t acc[4];
+        for (int q = 0; q < 4; ++q) acc[q] = vdupq_n_f32(0.0f);
+        for (int64_t b = 0; b < nb; ++b) {
+            const uint8_t* g = group + kBytes * (size_t)b;
+            const PanelActBlock* ab = a + 8 * b;
+            uint32x4_t sc[4][4];
+            for (int p = 0; p < 4; ++p) load_words(g + 32 + 64 * p, sc[p]);
+            int32x4_t isum[4];
+            zero4(isum);
+            for (int h = 0; h < 2; ++h)
+                for (int qd = 0; qd < 2; ++qd) {
+                    int32x4_t s[4][4];
+                    for (int m = 0; m < 4; ++m) zero4(s[m]);
+                    for (int kk = 0; kk < 4; ++kk) {
+                        const int k = 4 * qd + kk;
+                        const uint8_t* base = g + 288 + 192 * (size_t)(8 * h + k);
+                        const Chunk A = load_chunk(base), B = load_chunk(base + 64),
+                                    H = load_chunk(base + 128);
+                        Chunk w[4];
+                        for (int q = 0; q < 4; ++q) {
+                            w[0].v[q] = vorrq_u8(vandq_u8(A.v[q], m4),
+                                                 vandq_u8(vshlq_n_u8(H.v[q], 4), m2));
+                            w[1].v[q] = vorrq_u8(vandq_u8(B.v[q], m4),
+                                                 vandq_u8(vshlq_n_u8(H.v[q], 2), m2));
+                            w[2].v[q] = vorrq_u8(vshrq_n_u8(A.v[q], 4), vandq_u8(H.v[q], m2));
+                            w[3].v[q] = vorrq_u8(vshrq_n_u8(B.v[q], 4),
+                                                 vandq_u8(vshrq_n_u8(H.v[q], 2), m2));
+                        }
+                        for (int m = 0; m < 4; ++m)
+                            sdot4_lane(s[m], w[m], vld1q_s8(ab[4 * h + m].qs + 16 * (k / 4)),
+                                       k % 4);
+                    }
+                    for (int m = 0; m < 4; ++m) {
+                        const int sb = 8 * h + 2 * m + qd;
+                        const int32x4_t corr = vdupq_n_s32(ab[4 * h + m].nsum16[qd] >> 2);
+                        for (int q = 0; q < 4; ++q)
+                            isum[q] = vmlaq_s32(isum[q], lane_sbyte_rt(sc[sb / 4][q], sb % 4),
+                                                vaddq_s32(s[m][q], corr));
+                    }
+                }
+            float32x4_t d[4];
+            halves16(g, d);
+            fma_step(acc, d, ab[0].d, isum);
+        }
+        store16(y + y_stride * (size_t)c, acc);
+    }
+}
+
+}  // namespace
+
+void fill_x16_dotprod(TypeKernels* table) {
+    using T = TensorType;
+    table[(uint32_t)T::Q4_0].gemv_x16 = gemv_legacy<X16Q4_0>;
+    table[(uint32_t)T::Q5_0].gemv_x16 = gemv_legacy<X16Q5_0>;
+    table[(uint32_t)T::Q8_0].gemv_x16 = gemv_legacy<X16Q8_0>;
+    table[(uint32_t)T::Q2_K].gemv_x16 = gemv_q2_K;
+    table[(uint32_t)T::Q4_K].gemv_x16 = gemv_q4_K;
+    table[(uint32_t)T::Q6_K].gemv_x16 = gemv_q6_K;
+}
+
+}  // namespace edgellm

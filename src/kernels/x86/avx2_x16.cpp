@@ -1,0 +1,364 @@
+// GEMV over row-interleaved weights (kernels/x16.h) with AVX2, for CPUs without AVX-512.
+// A 64-byte chunk is two ymm (rows 0-7 and 8-15), four bytes of each row per int32 lane.
+// Without VNNI, vpmaddubsw multiplies the unsigned weight bytes with four signed
+// activation bytes broadcast (pairs summed in int16: at most 2 * 63 * 127 for the 6-bit
+// values, no saturation) and vpmaddwd adds the pairs into the row's int32 lane. q8_0's
+// bytes (stored + 128) would saturate that, so they go through the sign trick instead:
+// |w| times the activation with w's sign (vpsignb), as the AVX2 panel GEMM does; this
+// needs activations in -127..127, which every quantizer here writes. The float steps are
+// those of x16.h, so the results are gemv_x16_ref's bits.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/x16.h"
+#include "kernels/x86/x86_kernels.h"
+
+namespace edgellm {
+
+namespace {
+
+inline __m256i bcast4(const int8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+inline __m256i load256(const uint8_t* p) {
+    return _mm256_loadu_si256((const __m256i*)p);
+}
+
+// Rows 0-7 and 8-15 of a chunk.
+struct Chunk {
+    __m256i v[2];
+};
+inline Chunk load_chunk(const uint8_t* p) {
+    return {{load256(p), load256(p + 32)}};
+}
+inline Chunk low_nibbles(const Chunk& c) {
+    const __m256i m = _mm256_set1_epi8(0x0F);
+    return {{_mm256_and_si256(c.v[0], m), _mm256_and_si256(c.v[1], m)}};
+}
+inline Chunk high_nibbles(const Chunk& c) {
+    const __m256i m = _mm256_set1_epi8(0x0F);
+    return {{_mm256_and_si256(_mm256_srli_epi16(c.v[0], 4), m),
+             _mm256_and_si256(_mm256_srli_epi16(c.v[1], 4), m)}};
+}
+
+// s[h] += per row: the four unsigned weight bytes . the four activation bytes a.
+inline void dot4(__m256i* s, const Chunk& w, __m256i a) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int h = 0; h < 2; ++h)
+        s[h] = _mm256_add_epi32(s[h], _mm256_madd_epi16(_mm256_maddubs_epi16(w.v[h], a), ones));
+}
+
+inline void zero2(__m256i* s) {
+    s[0] = s[1] = _mm256_setzero_si256();
+}
+
+// The 16 rows' f16 scales at p.
+inline void halves16(const uint8_t* p, __m256* d) {
+    d[0] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)p));
+    d[1] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)(p + 16)));
+}
+inline void fma_step(__m256* acc, const __m256* d, float da, const __m256i* isum) {
+    for (int h = 0; h < 2; ++h)
+        acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(d[h], _mm256_set1_ps(da)),
+                                 _mm256_cvtepi32_ps(isum[h]), acc[h]);
+}
+inline void store16(float* y, const __m256* acc) {
+    _mm256_storeu_ps(y, acc[0]);
+    _mm256_storeu_ps(y + 8, acc[1]);
+}
+
+// ---------------------------------------------------------------------------------------
+// Legacy blocks of 32.
+
+// Bits 32h..32h+31 of the 64-bit mask at p, one per byte, as 16 in the selected bytes.
+inline __m256i mask_to_16(const uint8_t* p, int h) {
+    uint32_t m;
+    std::memcpy(&m, p + 4 * h, 4);
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32((int)m),
+        _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
+                         3, 3, 3, 3, 3, 3, 3));
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ULL);
+    const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
+    return _mm256_and_si256(set, _mm256_set1_epi8(16));
+}
+
+struct X16Q4_0 {
+    static constexpr size_t kBytes = 288;
+    static constexpr int kShift = 4;
+    static void dot(const uint8_t* g, const int8_t* a, __m256i* s) {
+        for (int k = 0; k < 4; ++k) {
+            const Chunk c = load_chunk(g + 32 + 64 * k);
+            dot4(s, low_nibbles(c), bcast4(a + 4 * k));
+            dot4(s, high_nibbles(c), bcast4(a + 16 + 4 * k));
+        }
+    }
+};
+
+struct X16Q5_0 {
+    static constexpr size_t kBytes = 352;
+    static constexpr int kShift = 3;
+    static void dot(const uint8_t* g, const int8_t* a, __m256i* s) {
+        for (int k = 0; k < 4; ++k) {
+            const Chunk c = load_chunk(g + 96 + 64 * k);
+            Chunk lo = low_nibbles(c), hi = high_nibbles(c);
+            for (int h = 0; h < 2; ++h) {
+                lo.v[h] = _mm256_or_si256(lo.v[h], mask_to_16(g + 32 + 16 * k, h));
+                hi.v[h] = _mm256_or_si256(hi.v[h], mask_to_16(g + 40 + 16 * k, h));
+            }
+            dot4(s, lo, bcast4(a + 4 * k));
+            dot4(s, hi, bcast4(a + 16 + 4 * k));
+        }
+    }
+};
+
+struct X16Q8_0 {
+    static constexpr size_t kBytes = 544;
+    static constexpr int kShift = -1;  // signed again after the flip: no correction
+    static void dot(const uint8_t* g, const int8_t* a, __m256i* s) {
+        const __m256i flip = _mm256_set1_epi8((char)0x80);
+        const __m256i ones = _mm256_set1_epi16(1);
+        for (int k = 0; k < 8; ++k) {
+            const Chunk c = load_chunk(g + 32 + 64 * k);
+            const __m256i av = bcast4(a + 4 * k);
+            for (int h = 0; h < 2; ++h) {
+                const __m256i w = _mm256_xor_si256(c.v[h], flip);
+                const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w),
+                                                       _mm256_sign_epi8(av, w));
+                s[h] = _mm256_add_epi32(s[h], _mm256_madd_epi16(p, ones));
+            }
+        }
+    }
+};
+
+template <typename X>
+void gemv_legacy(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
+                 int64_t n_cols, float* y, size_t y_stride) {
+    const int64_t nb = n / 32;
+    for (int64_t c = 0; c < n_cols; ++c) {
+        const PanelActBlock* a = act + act_stride * (size_t)c;
+        __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (int64_t b = 0; b < nb; ++b) {
+            const uint8_t* g = group + X::kBytes * (size_t)b;
+            __m256i s[2];
+            zero2(s);
+            X::dot(g, a[b].qs, s);
+            if (X::kShift >= 0) {
+                const __m256i corr =
+                    _mm256_set1_epi32(a[b].nsum32 >> (X::kShift < 0 ? 0 : X::kShift));
+                for (int h = 0; h < 2; ++h) s[h] = _mm256_add_epi32(s[h], corr);
+            }
+            __m256 d[2];
+            halves16(g, d);
+            fma_step(acc, d, a[b].d, s);
+        }
+        store16(y + y_stride * (size_t)c, acc);
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// K-quants: per-row scales and mins unpacked in the int32 lanes (lane = row).
+
+inline __m256i lane_byte(__m256i v, int b) {
+    return _mm256_and_si256(_mm256_srlv_epi32(v, _mm256_set1_epi32(8 * b)),
+                            _mm256_set1_epi32(0xFF));
+}
+inline __m256i lane_sbyte(__m256i v, int b) {
+    return _mm256_srai_epi32(_mm256_sllv_epi32(v, _mm256_set1_epi32(24 - 8 * b)), 24);
+}
+inline void load_words(const uint8_t* p, __m256i* w) {
+    w[0] = load256(p);
+    w[1] = load256(p + 32);
+}
+
+void gemv_q4_K(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
+               int64_t n_cols, float* y, size_t y_stride) {
+    constexpr size_t kBytes = 2304;
+    const int64_t nb = n / 256;
+    const __m256i m6 = _mm256_set1_epi8(0x3F), m4 = _mm256_set1_epi8(0x0F),
+                  m2 = _mm256_set1_epi8(0x30);
+    for (int64_t c = 0; c < n_cols; ++c) {
+        const PanelActBlock* a = act + act_stride * (size_t)c;
+        __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (int64_t b = 0; b < nb; ++b) {
+            const uint8_t* g = group + kBytes * (size_t)b;
+            const PanelActBlock* ab = a + 8 * b;
+            __m256i u0[2], u1[2], u2[2], sc[2][2], mn[2][2];
+            load_words(g + 64, u0);
+            load_words(g + 128, u1);
+            load_words(g + 192, u2);
+            for (int h = 0; h < 2; ++h) {
+                sc[0][h] = _mm256_and_si256(u0[h], m6);
+                mn[0][h] = _mm256_and_si256(u1[h], m6);
+                sc[1][h] = _mm256_or_si256(_mm256_and_si256(u2[h], m4),
+                                           _mm256_and_si256(_mm256_srli_epi32(u0[h], 2), m2));
+                mn[1][h] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2[h], 4), m4),
+                                           _mm256_and_si256(_mm256_srli_epi32(u1[h], 2), m2));
+            }
+            __m256i isum[2], mneg[2];
+            zero2(isum);
+            zero2(mneg);
+            for (int j = 0; j < 4; ++j) {
+                const PanelActBlock& lo = ab[2 * j];
+                const PanelActBlock& hi = ab[2 * j + 1];
+                __m256i s0[2], s1[2];
+                zero2(s0);
+                zero2(s1);
+                for (int k = 0; k < 8; ++k) {
+                    const Chunk v = load_chunk(g + 256 + 64 * (8 * j + k));
+                    dot4(s0, low_nibbles(v), bcast4(lo.qs + 4 * k));
+                    dot4(s1, high_nibbles(v), bcast4(hi.qs + 4 * k));
+                }
+                const int set = j / 2, b0 = (2 * j) % 4, b1 = (2 * j + 1) % 4;
+                for (int h = 0; h < 2; ++h) {
+                    isum[h] = _mm256_add_epi32(isum[h],
+                                               _mm256_mullo_epi32(lane_byte(sc[set][h], b0), s0[h]));
+                    isum[h] = _mm256_add_epi32(isum[h],
+                                               _mm256_mullo_epi32(lane_byte(sc[set][h], b1), s1[h]));
+                    mneg[h] = _mm256_add_epi32(
+                        mneg[h], _mm256_mullo_epi32(lane_byte(mn[set][h], b0),
+                                                    _mm256_set1_epi32(lo.nsum32)));
+                    mneg[h] = _mm256_add_epi32(
+                        mneg[h], _mm256_mullo_epi32(lane_byte(mn[set][h], b1),
+                                                    _mm256_set1_epi32(hi.nsum32)));
+                }
+            }
+            for (int h = 0; h < 2; ++h) mneg[h] = _mm256_srai_epi32(mneg[h], 7);
+            __m256 d[2], dm[2];
+            halves16(g, d);
+            halves16(g + 32, dm);
+            fma_step(acc, d, ab[0].d, isum);
+            fma_step(acc, dm, ab[0].d, mneg);
+        }
+        store16(y + y_stride * (size_t)c, acc);
+    }
+}
+
+void gemv_q2_K(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
+               int64_t n_cols, float* y, size_t y_stride) {
+    constexpr size_t kBytes = 1344;
+    const int64_t nb = n / 256;
+    const __m256i m3 = _mm256_set1_epi8(3);
+    for (int64_t c = 0; c < n_cols; ++c) {
+        const PanelActBlock* a = act + act_stride * (size_t)c;
+        __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (int64_t b = 0; b < nb; ++b) {
+            const uint8_t* g = group + kBytes * (size_t)b;
+            const PanelActBlock* ab = a + 8 * b;
+            __m256i sc[4][2];
+            for (int p = 0; p < 4; ++p) load_words(g + 64 + 64 * p, sc[p]);
+            __m256i isum[2], mneg[2];
+            zero2(isum);
+            zero2(mneg);
+            for (int hh = 0; hh < 2; ++hh)
+                for (int qd = 0; qd < 2; ++qd) {
+                    __m256i s[4][2];
+                    for (int j = 0; j < 4; ++j) zero2(s[j]);
+                    for (int kk = 0; kk < 4; ++kk) {
+                        const int k = 4 * qd + kk;
+                        const Chunk v = load_chunk(g + 320 + 64 * (8 * hh + k));
+                        for (int j = 0; j < 4; ++j) {
+                            const __m128i shift = _mm_cvtsi32_si128(2 * j);
+                            const Chunk w = {{_mm256_and_si256(_mm256_srl_epi16(v.v[0], shift), m3),
+                                              _mm256_and_si256(_mm256_srl_epi16(v.v[1], shift), m3)}};
+                            dot4(s[j], w, bcast4(ab[4 * hh + j].qs + 4 * k));
+                        }
+                    }
+                    for (int j = 0; j < 4; ++j) {
+                        const int sb = 8 * hh + 2 * j + qd;
+                        const __m256i nsum = _mm256_set1_epi32(ab[4 * hh + j].nsum16[qd]);
+                        for (int h = 0; h < 2; ++h) {
+                            const __m256i byte = lane_byte(sc[sb / 4][h], sb % 4);
+                            const __m256i scale = _mm256_and_si256(byte, _mm256_set1_epi32(0xF));
+                            const __m256i min = _mm256_srli_epi32(byte, 4);
+                            isum[h] = _mm256_add_epi32(isum[h], _mm256_mullo_epi32(scale, s[j][h]));
+                            mneg[h] = _mm256_add_epi32(mneg[h], _mm256_mullo_epi32(min, nsum));
+                        }
+                    }
+                }
+            for (int h = 0; h < 2; ++h) mneg[h] = _mm256_srai_epi32(mneg[h], 7);
+            __m256 d[2], dm[2];
+            halves16(g, d);
+            halves16(g + 32, dm);
+            fma_step(acc, d, ab[0].d, isum);
+            fma_step(acc, dm, ab[0].d, mneg);
+        }
+        store16(y + y_stride * (size_t)c, acc);
+    }
+}
+
+void gemv_q6_K(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
+               int64_t n_cols, float* y, size_t y_stride) {
+    constexpr size_t kBytes = 3360;
+    const int64_t nb = n / 256;
+    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
+    for (int64_t c = 0; c < n_cols; ++c) {
+        const PanelActBlock* a = act + act_stride * (size_t)c;
+        __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        for (int64_t b = 0; b < nb; ++b) {
+            const uint8_t* g = group + kBytes * (size_t)b;
+            const PanelActBlock* ab = a + 8 * b;
+            __m256i sc[4][2];
+            for (int p = 0; p < 4; ++p) load_words(g + 32 + 64 * p, sc[p]);
+            __m256i isum[2];
+            zero2(isum);
+            for (int hh = 0; hh < 2; ++hh)
+                for (int qd = 0; qd < 2; ++qd) {
+                    __m256i s[4][2];
+                    for (int m = 0; m < 4; ++m) zero2(s[m]);
+                    for (int kk = 0; kk < 4; ++kk) {
+                        const int k = 4 * qd + kk;
+                        const uint8_t* base = g + 288 + 192 * (size_t)(8 * hh + k);
+                        const Chunk A = load_chunk(base), B = load_chunk(base + 64),
+                                    H = load_chunk(base + 128);
+                        Chunk w[4];
+                        for (int h = 0; h < 2; ++h) {
+                            w[0].v[h] = _mm256_or_si256(
+                                _mm256_and_si256(A.v[h], m4),
+                                _mm256_and_si256(_mm256_slli_epi16(H.v[h], 4), m2));
+                            w[1].v[h] = _mm256_or_si256(
+                                _mm256_and_si256(B.v[h], m4),
+                                _mm256_and_si256(_mm256_slli_epi16(H.v[h], 2), m2));
+                            w[2].v[h] = _mm256_or_si256(
+                                _mm256_and_si256(_mm256_srli_epi16(A.v[h], 4), m4),
+                                _mm256_and_si256(H.v[h], m2));
+                            w[3].v[h] = _mm256_or_si256(
+                                _mm256_and_si256(_mm256_srli_epi16(B.v[h], 4), m4),
+                                _mm256_and_si256(_mm256_srli_epi16(H.v[h], 2), m2));
+                        }
+                        for (int m = 0; m < 4; ++m)
+                            dot4(s[m], w[m], bcast4(ab[4 * hh + m].qs + 4 * k));
+                    }
+                    for (int m = 0; m < 4; ++m) {
+                        const int sb = 8 * hh + 2 * m + qd;
+                        const __m256i corr = _mm256_set1_epi32(ab[4 * hh + m].nsum16[qd] >> 2);
+                        for (int h = 0; h < 2; ++h)
+                            isum[h] = _mm256_add_epi32(
+                                isum[h], _mm256_mullo_epi32(lane_sbyte(sc[sb / 4][h], sb % 4),
+                                                            _mm256_add_epi32(s[m][h], corr)));
+                    }
+                }
+            __m256 d[2];
+            halves16(g, d);
+            fma_step(acc, d, ab[0].d, isum);
+        }
+        store16(y + y_stride * (size_t)c, acc);
+    }
+}
+
+}  // namespace
+
+void fill_x16_avx2(TypeKernels* table) {
+    using T = TensorType;
+    table[(uint32_t)T::Q4_0].gemv_x16 = gemv_legacy<X16Q4_0>;
+    table[(uint32_t)T::Q5_0].gemv_x16 = gemv_legacy<X16Q5_0>;
+    table[(uint32_t)T::Q8_0].gemv_x16 = gemv_legacy<X16Q8_0>;
+    table[(uint32_t)T::Q2_K].gemv_x16 = gemv_q2_K;
+    table[(uint32_t)T::Q4_K].gemv_x16 = gemv_q4_K;
+    table[(uint32_t)T::Q6_K].gemv_x16 = gemv_q6_K;
+}
+
+}  // namespace edgellm
