@@ -148,6 +148,7 @@ void pack_block(const Layout& l, const uint8_t* const blocks[16], uint8_t* dst) 
 
 // The 16 rows' blocks back from one x16 block (the inverse of pack_block, as fast).
 void unpack_block_all(const Layout& l, const uint8_t* src, uint8_t* const blocks[16]) {
+    bool qh_started = false;  // the masks OR their bits into a qh field cleared first
     for (int s = 0; s < l.n; ++s) {
         const Segment& g = l.seg[s];
         switch (g.kind) {
@@ -169,11 +170,12 @@ void unpack_block_all(const Layout& l, const uint8_t* src, uint8_t* const blocks
                 std::memcpy(&lo, src, 8);
                 std::memcpy(&hi, src + 8, 8);
                 for (int r = 0; r < 16; ++r) {
-                    uint32_t h = s == 1 ? 0 : qh_bits(blocks[r]);  // first mask: fresh qh
+                    uint32_t h = qh_started ? qh_bits(blocks[r]) : 0;
                     h |= (uint32_t)((lo >> (4 * r)) & 0xF) << g.src;
                     h |= (uint32_t)((hi >> (4 * r)) & 0xF) << (g.src + 16);
                     std::memcpy(blocks[r] + 2, &h, 4);
                 }
+                qh_started = true;
                 break;
             }
         }
