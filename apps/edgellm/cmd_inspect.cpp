@@ -74,6 +74,19 @@ int cmd_inspect(const std::vector<std::string>& args) {
                 h.rope_neox ? "neox" : "normal", (long long)h.n_rot, h.rope_freq_base,
                 h.rope_freq_scale, h.tied_output ? "tied to token_embd" : "separate",
                 h.qkv_bias ? "yes" : "no");
+    if (h.qk_norm || h.post_norms || h.gelu_ffn)
+        std::printf("  q/k norms %s, post-norms %s, ffn %s, embeddings x %g%s\n",
+                    h.qk_norm ? "yes" : "no", h.post_norms ? "yes" : "no",
+                    h.gelu_ffn ? "gelu-tanh gated" : "silu gated", h.embd_scale,
+                    h.final_softcap > 0 ? (", logit soft-cap " + std::to_string(h.final_softcap)).c_str()
+                                        : "");
+    if (h.n_swa > 0) {
+        std::string global;
+        for (int64_t il = 0; il < h.n_layer; ++il)
+            if (!h.is_swa(il)) global += (global.empty() ? "" : ",") + std::to_string(il);
+        std::printf("  sliding window %lld (rope base %g) except global layers %s\n",
+                    (long long)h.n_swa, h.rope_freq_base_swa, global.c_str());
+    }
 
     std::map<std::string, std::pair<size_t, size_t>> by_type;  // count, bytes
     if (!p.has("--no-tensors")) std::printf("\ntensors:\n");

@@ -1,4 +1,4 @@
-// edgellm synth --arch llama|qwen2 --shape NAME -o OUT.gguf [--type T] [--seed S] [-t N]
+// edgellm synth --arch llama|qwen2|qwen3|gemma3 --shape NAME -o OUT.gguf [--type T] [--seed S] [-t N]
 #include <cstdio>
 #include <cstdlib>
 
@@ -12,10 +12,12 @@ int cmd_synth(const std::vector<std::string>& args) {
     std::string shapes;
     for (const auto& s : model_shapes()) shapes += std::string(shapes.empty() ? "" : ", ") + s.name;
     ArgParser p("synth",
-                "edgellm synth --arch llama|qwen2 --shape NAME -o OUT.gguf [--type T] [--seed "
+                "edgellm synth --arch llama|qwen2|qwen3|gemma3 --shape NAME -o OUT.gguf [--type T] [--seed "
                 "S]\n\nshapes: " +
                     shapes);
-    p.option({"--arch"}, "A", "architecture: qwen2 (q/k/v biases) or llama");
+    p.option({"--arch"}, "A",
+             "architecture: qwen2 (q/k/v biases), llama, qwen3 (q/k norms) or gemma3 (q/k "
+             "norms, post-norms, GELU, sliding windows)");
     p.option({"--shape"}, "NAME", "tensor shapes of this model");
     p.option({"-o", "--out"}, "FILE", "output GGUF");
     p.option({"--type"}, "T", "file type as for quantize: F16 (default), Q4_K_M, Q8_0, ...");
@@ -28,8 +30,8 @@ int cmd_synth(const std::vector<std::string>& args) {
         return fail("synth", "need --arch, --shape and -o", 2);
     o.arch = *p.get("--arch");
     o.shape = *p.get("--shape");
-    if (o.arch != "llama" && o.arch != "qwen2")
-        return fail("synth", "--arch must be llama or qwen2", 2);
+    if (o.arch != "llama" && o.arch != "qwen2" && o.arch != "qwen3" && o.arch != "gemma3")
+        return fail("synth", "--arch must be llama, qwen2, qwen3 or gemma3", 2);
     if (!find_model_shape(o.shape))
         return fail("synth", "unknown --shape \"" + o.shape + "\" (one of: " + shapes + ")", 2);
     const auto ft = file_type_from_name(p.get_or("--type", "F16"));

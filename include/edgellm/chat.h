@@ -1,4 +1,4 @@
-// Built-in chat formats (ChatML, Llama 3). The model's own Jinja template arrives with a
+// Built-in chat formats (ChatML, Llama 3, Gemma). The model's own Jinja template arrives with a
 // later issue; until then the format is chosen from the vocabulary and the template text.
 #pragma once
 
@@ -15,7 +15,7 @@ struct ChatMessage {
     std::string content;
 };
 
-enum class ChatFormat { ChatML, Llama3 };
+enum class ChatFormat { ChatML, Llama3, Gemma };
 
 // The format the model was trained with, from its special tokens and template.
 ChatFormat detect_chat_format(const GgufFile& f, const Tokenizer& t);

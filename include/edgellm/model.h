@@ -34,6 +34,21 @@ struct HParams {
     bool rope_neox = false;        // NEOX pairs (i, i + n_rot/2) vs NORMAL pairs (2i, 2i+1)
     bool tied_output = false;      // no output.weight: the output projection is token_embd
     bool qkv_bias = false;
+    // Qwen3 / Gemma 3
+    bool qk_norm = false;     // RMSNorm of each q and k head (attn_q_norm, attn_k_norm)
+    bool post_norms = false;  // RMSNorm of the attention and FFN outputs before the residual
+    bool gelu_ffn = false;    // FFN gate GELU (tanh) instead of SiLU
+    float embd_scale = 1.0f;  // token embeddings multiplied by this (Gemma: sqrt(n_embd))
+    float q_scale = 0.0f;     // queries multiplied by this before attention; 0: 1/sqrt(head_dim)
+    float final_softcap = 0.0f;  // logits = cap * tanh(logits / cap) when > 0
+    // Sliding-window attention (Gemma 3): layers with il % swa_period < swa_period - 1
+    // see only the last n_swa positions and rotate with rope_freq_base_swa.
+    int64_t n_swa = 0;
+    int64_t swa_period = 0;
+    float rope_freq_base_swa = 10000.0f;
+    bool is_swa(int64_t il) const {
+        return n_swa > 0 && swa_period > 0 && il % swa_period < swa_period - 1;
+    }
 
     int64_t n_embd_kv() const { return n_head_kv * head_dim; }
     int64_t n_embd_q() const { return n_head * head_dim; }

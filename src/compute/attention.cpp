@@ -108,8 +108,10 @@ EDGELLM_ATTN_CLONES void attend(const AttentionShape& s, const TypeKernels& kk,
     // All keys of the visible span at once (16 per AVX-512 step) against the queries,
     // widened into the accumulator space (unused until the V sum); then the mask. Every
     // later pass runs over that span only (cells outside it weigh 0 and are never read).
+    // (sliding window: keys older than the window are masked too)
+    const int32_t oldest = s.window > 0 ? (int32_t)std::max<int64_t>(0, pos - s.window + 1) : 0;
     for (int64_t c = 0; c < n_cells; ++c)
-        if (cell_pos[c] >= 0 && cell_pos[c] <= pos) {
+        if (cell_pos[c] >= oldest && cell_pos[c] <= pos) {
             first_seen = std::min(first_seen, c);
             last_seen = c;
             ++n_visible;
@@ -133,7 +135,7 @@ EDGELLM_ATTN_CLONES void attend(const AttentionShape& s, const TypeKernels& kk,
             for (int64_t c = lo; c < hi; ++c) sc[c] *= s.scale;
         } else {
             for (int64_t c = lo; c < hi; ++c) {
-                const bool visible = cell_pos[c] >= 0 && cell_pos[c] <= pos;
+                const bool visible = cell_pos[c] >= oldest && cell_pos[c] <= pos;
                 sc[c] = visible ? sc[c] * s.scale : kNegInf;
             }
         }

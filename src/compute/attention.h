@@ -23,6 +23,7 @@ struct AttentionShape {
     int n_head_kv = 0;
     int head_dim = 0;
     float scale = 1.0f;  // applied to q.k, usually 1/sqrt(head_dim)
+    int64_t window = 0;  // > 0: a query at position p sees keys at positions > p - window
 };
 
 // One layer's cache in `type` (F16 or Q8_0): the keys (values) of KV head h for cell c

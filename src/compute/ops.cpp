@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "kernels/fp16.h"
+
 namespace edgellm {
 
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
@@ -16,6 +18,37 @@ void swiglu(float* gate, const float* up, int64_t n) {
         const float g = gate[i];
         gate[i] = g / (1.0f + std::exp(-g)) * up[i];
     }
+}
+
+namespace {
+
+float gelu_tanh(float x) {
+    const float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+    return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x)));
+}
+
+}  // namespace
+
+void geglu(float* gate, const float* up, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float x = gate[i];
+        float g;
+        if (x <= -10.0f)
+            g = 0.0f;
+        else if (x >= 10.0f)
+            g = x;
+        else
+            g = fp16_to_f32(f32_to_fp16(gelu_tanh(fp16_to_f32(f32_to_fp16(x)))));
+        gate[i] = g * up[i];
+    }
+}
+
+void softcap(float* x, int64_t n, float cap) {
+    for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
+}
+
+void scale(float* x, int64_t n, float s) {
+    for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }
 
 void add(float* x, const float* b, int64_t n) {

@@ -11,6 +11,18 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 // y = silu(gate) * up, in place over gate.  silu(x) = x / (1 + exp(-x))
 void swiglu(float* gate, const float* up, int64_t n);
 
+// y = gelu(gate) * up, in place over gate, with the tanh approximation
+// gelu(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) as ggml evaluates it: for
+// |x| < 10 on x rounded to f16 and the result rounded to f16 (its lookup table), 0 below
+// -10 and x above 10.
+void geglu(float* gate, const float* up, int64_t n);
+
+// x = cap * tanh(x / cap)  (logit soft-capping)
+void softcap(float* x, int64_t n, float cap);
+
+// x *= s
+void scale(float* x, int64_t n, float s);
+
 // x += b
 void add(float* x, const float* b, int64_t n);
 

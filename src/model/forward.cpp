@@ -211,8 +211,10 @@ void forward_step(Context::Impl& c, const int32_t* tokens, int64_t n, int64_t fi
     };
 
     for (int64_t t = 0; t < n; ++t) c.pos[t] = (int32_t)(first_cell + t);
-    for_each_row(pool, n,
-                 [&](int64_t t) { row_to_float(w.tok_embd, tokens[t], c.x + t * n_embd); });
+    for_each_row(pool, n, [&](int64_t t) {
+        row_to_float(w.tok_embd, tokens[t], c.x + t * n_embd);
+        if (h.embd_scale != 1.0f) scale(c.x + t * n_embd, n_embd, h.embd_scale);
+    });
     trace("inp_embd", -1, c.x, n, n_embd);
 
     RopeParams rope_p;
@@ -221,8 +223,10 @@ void forward_step(Context::Impl& c, const int32_t* tokens, int64_t n, int64_t fi
     rope_p.freq_scale = h.rope_freq_scale;
     rope_p.neox = h.rope_neox;
     rope_p.freq_factors = w.rope_freqs;
+    // Queries scaled before attention (Gemma's query_pre_attn_scalar, as llama.cpp does it)
+    // or the scores scaled inside it.
     const AttentionShape shape{(int)h.n_head, (int)h.n_head_kv, (int)h.head_dim,
-                               1.0f / std::sqrt((float)h.head_dim)};
+                               h.q_scale > 0.0f ? 1.0f : 1.0f / std::sqrt((float)h.head_dim)};
     const TypeKernels& kv_k = type_kernels(kv.type());
     const size_t kv_head_bytes = row_size(kv.type(), h.head_dim);
     const size_t kv_head_stride = kv_head_bytes * (size_t)kv.n_ctx();
@@ -232,6 +236,10 @@ void forward_step(Context::Impl& c, const int32_t* tokens, int64_t n, int64_t fi
     for (int64_t il = 0; il < h.n_layer; ++il) {
         const LayerWeights& l = w.layers[(size_t)il];
         const int L = (int)il;
+        const bool swa = h.is_swa(il);
+        rope_p.freq_base = swa ? h.rope_freq_base_swa : h.rope_freq_base;
+        AttentionShape layer_shape = shape;
+        layer_shape.window = swa ? h.n_swa : 0;
 
         // Attention block.
         for_each_row(pool, n, [&](int64_t t) {
@@ -252,9 +260,17 @@ void forward_step(Context::Impl& c, const int32_t* tokens, int64_t n, int64_t fi
             if (l.bq) add(qt, l.bq, n_q);
             if (l.bk) add(kt, l.bk, n_kv);
             if (l.bv) add(vt, l.bv, n_kv);
-            for (int64_t hh = 0; hh < h.n_head; ++hh) rope(qt + hh * h.head_dim, c.pos[t], rope_p);
-            for (int64_t hh = 0; hh < h.n_head_kv; ++hh)
-                rope(kt + hh * h.head_dim, c.pos[t], rope_p);
+            for (int64_t hh = 0; hh < h.n_head; ++hh) {
+                float* qh = qt + hh * h.head_dim;
+                if (l.q_norm) rms_norm(qh, l.q_norm, qh, h.head_dim, h.rms_eps);
+                rope(qh, c.pos[t], rope_p);
+                if (h.q_scale > 0.0f) scale(qh, h.head_dim, h.q_scale);
+            }
+            for (int64_t hh = 0; hh < h.n_head_kv; ++hh) {
+                float* kh = kt + hh * h.head_dim;
+                if (l.k_norm) rms_norm(kh, l.k_norm, kh, h.head_dim, h.rms_eps);
+                rope(kh, c.pos[t], rope_p);
+            }
             // Head-major cache: each KV head's rows are contiguous over the cells, so
             // attention streams one block of memory per head.
             const size_t cell = (size_t)(first_cell + t);
@@ -269,14 +285,18 @@ void forward_step(Context::Impl& c, const int32_t* tokens, int64_t n, int64_t fi
         trace("v", L, c.v, n, n_kv);
         const KvLayerView view{kv.type(), kv.k_rows(il), kv.v_rows(il), kv_head_bytes,
                                kv_head_stride};
-        attention(pool, shape, c.q, c.pos, n, view, kv.cell_pos(), kv.n_used(), c.attn,
+        attention(pool, layer_shape, c.q, c.pos, n, view, kv.cell_pos(), kv.n_used(), c.attn,
                   c.attn_scratch, c.attn_scratch_per_thread);
         trace("attn_out", L, c.attn, n, n_q);
         matmul(pool, l.wo, c.attn, n_q, n, c.act_q, c.xn, n_embd);
-        for_each_row(pool, n, [&](int64_t t) { add(c.x + t * n_embd, c.xn + t * n_embd, n_embd); });
+        for_each_row(pool, n, [&](int64_t t) {
+            float* o = c.xn + t * n_embd;
+            if (l.post_attn_norm) rms_norm(o, l.post_attn_norm, o, n_embd, h.rms_eps);
+            add(c.x + t * n_embd, o, n_embd);
+        });
         trace("ffn_inp", L, c.x, n, n_embd);
 
-        // Feed-forward block (SwiGLU).
+        // Feed-forward block (SwiGLU, or GELU-gated for Gemma).
         for_each_row(pool, n, [&](int64_t t) {
             rms_norm(c.x + t * n_embd, l.ffn_norm, c.xn + t * n_embd, n_embd, h.rms_eps);
         });
@@ -284,10 +304,18 @@ void forward_step(Context::Impl& c, const int32_t* tokens, int64_t n, int64_t fi
         if (!same_activations(l.w_up, l.w_gate))
             quantize_activations(pool, l.w_up, c.xn, n_embd, n, c.act_q);
         matmul_quantized(pool, l.w_up, c.act_q, n, c.up, h.n_ff);
-        for_each_row(pool, n,
-                     [&](int64_t t) { swiglu(c.gate + t * h.n_ff, c.up + t * h.n_ff, h.n_ff); });
+        for_each_row(pool, n, [&](int64_t t) {
+            if (h.gelu_ffn)
+                geglu(c.gate + t * h.n_ff, c.up + t * h.n_ff, h.n_ff);
+            else
+                swiglu(c.gate + t * h.n_ff, c.up + t * h.n_ff, h.n_ff);
+        });
         matmul(pool, l.w_down, c.gate, h.n_ff, n, c.act_q, c.xn, n_embd);
-        for_each_row(pool, n, [&](int64_t t) { add(c.x + t * n_embd, c.xn + t * n_embd, n_embd); });
+        for_each_row(pool, n, [&](int64_t t) {
+            float* o = c.xn + t * n_embd;
+            if (l.post_ffn_norm) rms_norm(o, l.post_ffn_norm, o, n_embd, h.rms_eps);
+            add(c.x + t * n_embd, o, n_embd);
+        });
         trace("l_out", L, c.x, n, n_embd);
     }
 
@@ -300,6 +328,10 @@ void forward_step(Context::Impl& c, const int32_t* tokens, int64_t n, int64_t fi
     });
     trace("result_norm", -1, c.xn, n_out, n_embd);
     matmul(pool, w.output, c.xn, n_embd, n_out, c.act_q, logits, h.n_vocab);
+    if (h.final_softcap > 0.0f)
+        for_each_row(pool, n_out, [&](int64_t r) {
+            softcap(logits + r * h.n_vocab, h.n_vocab, h.final_softcap);
+        });
     trace("result_output", -1, logits, n_out, h.n_vocab);
 }
 

@@ -10,13 +10,17 @@ namespace {
 // What differs between architectures served by the same forward pass.
 struct ArchTraits {
     const char* name;
-    bool rope_neox;  // Qwen2 uses NEOX pairing; LLaMA the original adjacent pairs
-    bool qkv_bias;   // Qwen2 has q/k/v biases
+    bool rope_neox;   // Qwen2 uses NEOX pairing; LLaMA the original adjacent pairs
+    bool qkv_bias;    // Qwen2 has q/k/v biases
+    bool qk_norm;     // Qwen3, Gemma 3: RMSNorm per q and k head
+    bool gemma;       // Gemma 3: post-norms, GELU, scaled embeddings, sliding windows
 };
 
 constexpr ArchTraits kArchs[] = {
-    {"llama", false, false},
-    {"qwen2", true, true},
+    {"llama", false, false, false, false},
+    {"qwen2", true, true, false, false},
+    {"qwen3", true, false, true, false},
+    {"gemma3", true, false, true, true},
 };
 
 }  // namespace
@@ -31,7 +35,7 @@ Result<HParams> read_hparams(const GgufFile& f) {
         if (*arch == a.name) traits = &a;
     if (!traits)
         return R::fail(f.path() + ": architecture \"" + *arch +
-                       "\" is not supported (supported: llama, qwen2)");
+                       "\" is not supported (supported: llama, qwen2, qwen3, gemma3)");
     hp.arch = *arch;
     const std::string p = hp.arch + ".";
 
@@ -86,6 +90,22 @@ Result<HParams> read_hparams(const GgufFile& f) {
     }
     hp.rope_neox = traits->rope_neox;
     hp.qkv_bias = traits->qkv_bias;
+    hp.qk_norm = traits->qk_norm;
+    if (traits->gemma) {
+        // As llama.cpp's gemma3: every sixth layer global, the others a sliding window
+        // with their own RoPE base (10000 unless the file says), queries scaled by
+        // 1/sqrt(head_dim) (query_pre_attn_scalar), embeddings by sqrt(n_embd).
+        hp.post_norms = true;
+        hp.gelu_ffn = true;
+        hp.embd_scale = std::sqrt((float)hp.n_embd);
+        hp.q_scale = 1.0f / std::sqrt((float)hp.head_dim);
+        hp.n_swa = f.get_int(p + "attention.sliding_window").value_or(0);
+        hp.swa_period = f.get_int(p + "attention.sliding_window_pattern").value_or(6);
+        hp.rope_freq_base_swa = (float)f.get_float(p + "rope.freq_base_swa").value_or(10000.0);
+        hp.final_softcap = (float)f.get_float(p + "final_logit_softcapping").value_or(0.0);
+        if (hp.n_swa < 0 || hp.swa_period < 0)
+            return R::fail(f.path() + ": negative sliding window or pattern");
+    }
 
     const GgufTensorInfo* embd = f.tensor("token_embd.weight");
     if (!embd) return R::fail(f.path() + ": missing tensor token_embd.weight");

@@ -168,6 +168,14 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const LoadOp
             l.w_gate = b.matrix(p + "ffn_gate.weight", h.n_embd, h.n_ff);
             l.w_up = b.matrix(p + "ffn_up.weight", h.n_embd, h.n_ff);
             l.w_down = b.matrix(p + "ffn_down.weight", h.n_ff, h.n_embd);
+            if (h.qk_norm) {
+                l.q_norm = b.vector(p + "attn_q_norm.weight", h.head_dim);
+                l.k_norm = b.vector(p + "attn_k_norm.weight", h.head_dim);
+            }
+            if (h.post_norms) {
+                l.post_attn_norm = b.vector(p + "post_attention_norm.weight", h.n_embd);
+                l.post_ffn_norm = b.vector(p + "post_ffw_norm.weight", h.n_embd);
+            }
         }
     } catch (const Error& e) {
         return R::fail(e.what());

@@ -32,6 +32,10 @@ struct LayerWeights {
     TensorView w_gate;                 // [n_embd, n_ff]
     TensorView w_up;                   // [n_embd, n_ff]
     TensorView w_down;                 // [n_ff, n_embd]
+    const float* q_norm = nullptr;     // [head_dim]   (qwen3, gemma3)
+    const float* k_norm = nullptr;     // [head_dim]   (qwen3, gemma3)
+    const float* post_attn_norm = nullptr;  // [n_embd] (gemma3)
+    const float* post_ffn_norm = nullptr;   // [n_embd] (gemma3)
 };
 
 struct Model::Impl {

@@ -6,6 +6,8 @@ ChatFormat detect_chat_format(const GgufFile& f, const Tokenizer& t) {
     const std::string tmpl = f.get_string("tokenizer.chat_template").value_or("");
     if (tmpl.find("<|start_header_id|>") != std::string::npos || t.find("<|start_header_id|>"))
         return ChatFormat::Llama3;
+    if (tmpl.find("<start_of_turn>") != std::string::npos || t.find("<start_of_turn>"))
+        return ChatFormat::Gemma;
     return ChatFormat::ChatML;
 }
 
@@ -15,6 +17,8 @@ const char* chat_format_name(ChatFormat f) {
             return "llama3";
         case ChatFormat::ChatML:
             return "chatml";
+        case ChatFormat::Gemma:
+            return "gemma";
     }
     return "?";
 }
@@ -40,6 +44,21 @@ std::string render_chat(ChatFormat f, const std::vector<ChatMessage>& messages,
         for (const auto& m : messages)
             out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
         if (add_generation_prompt) out += "<|im_start|>assistant\n";
+    } else if (f == ChatFormat::Gemma) {
+        // <start_of_turn>user\ncontent<end_of_turn>\n ... <start_of_turn>model\n; Gemma has
+        // no system role: its template puts the system text before the first user message.
+        std::string system = has_system ? messages[0].content : default_system;
+        for (size_t i = has_system ? 1 : 0; i < messages.size(); ++i) {
+            const ChatMessage& m = messages[i];
+            std::string content = m.content;
+            if (!system.empty() && m.role == "user") {
+                content = system + "\n\n" + content;
+                system.clear();
+            }
+            const std::string role = m.role == "assistant" ? "model" : m.role;
+            out += "<start_of_turn>" + role + "\n" + content + "<end_of_turn>\n";
+        }
+        if (add_generation_prompt) out += "<start_of_turn>model\n";
     } else {
         // BOS comes from the tokenizer; then headers, a blank line, content and <|eot_id|>.
         if (!has_system && !default_system.empty())

@@ -18,6 +18,8 @@ const std::vector<ModelShape> kShapes = {
     {"qwen2.5-1.5b", 1536, 8960, 28, 12, 2, 151936, 32768, 0, true, 1e6f, 1e-6f},
     {"qwen2.5-7b", 3584, 18944, 28, 28, 4, 152064, 32768, 0, false, 1e6f, 1e-6f},
     {"llama-3.2-1b", 2048, 8192, 16, 32, 8, 128256, 131072, 64, true, 5e5f, 1e-5f},
+    {"qwen3-0.6b", 1024, 3072, 28, 16, 8, 151936, 40960, 128, true, 1e6f, 1e-6f},
+    {"gemma3-270m", 640, 2048, 18, 4, 1, 262144, 32768, 256, true, 1e6f, 1e-6f},
 };
 
 uint64_t splitmix64(uint64_t* s) {
@@ -76,9 +78,13 @@ Result<SynthStats> synth_write(const std::string* path, const SynthOptions& o) {
         for (const auto& s : kShapes) names += std::string(names.empty() ? "" : ", ") + s.name;
         return R::fail("unknown shape \"" + o.shape + "\" (known: " + names + ")");
     }
-    if (o.arch != "llama" && o.arch != "qwen2")
-        return R::fail("unknown architecture \"" + o.arch + "\" (synth writes llama or qwen2)");
-    const bool qwen = o.arch == "qwen2";
+    if (o.arch != "llama" && o.arch != "qwen2" && o.arch != "qwen3" && o.arch != "gemma3")
+        return R::fail("unknown architecture \"" + o.arch +
+                       "\" (synth writes llama, qwen2, qwen3 or gemma3)");
+    const bool qwen = o.arch == "qwen2" || o.arch == "qwen3";
+    const bool bias = o.arch == "qwen2";
+    const bool qk_norm = o.arch == "qwen3" || o.arch == "gemma3";
+    const bool gemma = o.arch == "gemma3";
     const int64_t hd = sh->head_dim ? sh->head_dim : sh->n_embd / sh->n_head;
     const int64_t nq = sh->n_head * hd, nkv = sh->n_head_kv * hd;
 
@@ -97,16 +103,22 @@ Result<SynthStats> synth_write(const std::string* path, const SynthOptions& o) {
         w(p + "attn_q.weight", sh->n_embd, nq);
         w(p + "attn_k.weight", sh->n_embd, nkv);
         w(p + "attn_v.weight", sh->n_embd, nkv);
-        if (qwen) {
+        if (qk_norm) {
+            v(p + "attn_q_norm.weight", hd, 0.05f, 1.0f);
+            v(p + "attn_k_norm.weight", hd, 0.05f, 1.0f);
+        }
+        if (bias) {
             v(p + "attn_q.bias", nq, 0.02f, 0.0f);
             v(p + "attn_k.bias", nkv, 0.02f, 0.0f);
             v(p + "attn_v.bias", nkv, 0.02f, 0.0f);
         }
         w(p + "attn_output.weight", nq, sh->n_embd);
+        if (gemma) v(p + "post_attention_norm.weight", sh->n_embd, 0.05f, 1.0f);
         v(p + "ffn_norm.weight", sh->n_embd, 0.05f, 1.0f);
         w(p + "ffn_gate.weight", sh->n_embd, sh->n_ff);
         w(p + "ffn_up.weight", sh->n_embd, sh->n_ff);
         w(p + "ffn_down.weight", sh->n_ff, sh->n_embd);
+        if (gemma) v(p + "post_ffw_norm.weight", sh->n_embd, 0.05f, 1.0f);
     }
     v("output_norm.weight", sh->n_embd, 0.05f, 1.0f);
     if (!sh->tied_output) w("output.weight", sh->n_embd, sh->n_vocab);
@@ -145,13 +157,19 @@ Result<SynthStats> synth_write(const std::string* path, const SynthOptions& o) {
     }
     gw.set(a + "rope.freq_base", gguf_value(sh->rope_base));
     gw.set(a + "attention.layer_norm_rms_epsilon", gguf_value(sh->rms_eps));
+    // (the tiny shape's window is short, so a few dozen tokens already cross it)
+    if (gemma)
+        gw.set(a + "attention.sliding_window",
+               gguf_value((uint32_t)(std::string(sh->name) == "tiny" ? 8 : 512)));
 
     // A byte-level vocabulary of the right size: the 256 byte characters, then distinct
     // two- or three-character strings, then the chat format's control tokens.
     const std::vector<std::string> specials =
-        qwen ? std::vector<std::string>{"<|endoftext|>", "<|im_start|>", "<|im_end|>"}
-             : std::vector<std::string>{"<|begin_of_text|>", "<|end_of_text|>",
-                                        "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"};
+        qwen    ? std::vector<std::string>{"<|endoftext|>", "<|im_start|>", "<|im_end|>"}
+        : gemma ? std::vector<std::string>{"<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>"}
+                : std::vector<std::string>{"<|begin_of_text|>", "<|end_of_text|>",
+                                           "<|start_header_id|>", "<|end_header_id|>",
+                                           "<|eot_id|>"};
     std::vector<std::string> tokens;
     std::vector<int32_t> types;
     tokens.reserve((size_t)sh->n_vocab);

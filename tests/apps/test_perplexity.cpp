@@ -310,3 +310,25 @@ TEST_F(Perplexity, MismatchedOrDamagedKlFileIsRefused) {
     fs::remove(bad);
     fs::remove(kl);
 }
+
+// Gemma 3 270M, the real model a package ships, against llama.cpp's perplexity of the same
+// file on the same text: chunks of 1024 tokens cross its 512-position sliding window, so
+// this checks the local/global layer pattern, both RoPE bases, the q/k norms, post-norms,
+// GELU, scaled embeddings and its SentencePiece vocabulary together.
+// Reference: llama.cpp mainline (the source of PyPI's llama-cpp-python 0.3.36, built here
+// with GGML_NATIVE=ON), `llama-perplexity -m gemma-3-270m-q4_k_m.gguf -f
+// Mark.Twain-Tom.Sawyer.txt -c 1024 --chunks 2 -t 2`: PPL = 33.3829 +/- 3.31096.
+TEST(PerplexityRealModel, Gemma3MatchesLlamaCpp) {
+    const fs::path model = edgellm::test::real_model({"gemma-3-270m-q4_k_m.gguf"});
+    const fs::path text =
+        "/usr/share/gocode/src/github.com/pierrec/lz4/testdata/Mark.Twain-Tom.Sawyer.txt";
+    if (model.empty())
+        GTEST_SKIP() << "no Gemma 3 270M in " << edgellm::test::models_dir()
+                     << " (scripts/fetch-models.sh gemma3-270m)";
+    if (!fs::exists(text)) GTEST_SKIP() << "no " << text << " (scripts/setup.sh installs it)";
+    const Outcome r = run("perplexity -m " + model.string() + " -f " + text.string() +
+                          " -c 1024 --chunks 2 -t 2");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const double ppl = value(r.out, "PPL = ");
+    EXPECT_NEAR(ppl, 33.3829, 33.3829 * 0.01) << r.out;
+}

@@ -10,6 +10,7 @@
 #include "edgellm/model.h"
 #include "edgellm/quantize.h"
 #include "edgellm/synth.h"
+#include "kernels/kernels.h"
 #include "test_paths.h"
 
 using namespace edgellm;
@@ -132,6 +133,57 @@ TEST(Synth, TinyModelLoadsRunsAndIsReproducible) {
     for (float x : l) ASSERT_TRUE(std::isfinite(x));
     fs::remove(a);
     fs::remove(b);
+}
+
+// The newer families, synthetic: Qwen3 (q/k norms, no biases) and Gemma 3 (q/k norms,
+// post-norms, GELU, scaled embeddings, sliding windows of 8 positions in the tiny shape,
+// crossed by these 40 tokens) load and give the reference kernels' logits with every
+// kernel set, in a batch and token by token, within the golden bounds.
+TEST(Synth, Qwen3AndGemma3RunThroughEveryKernelSet) {
+    std::vector<int32_t> tokens;
+    for (int i = 0; i < 40; ++i) tokens.push_back((i * 131 + 7) % 4000);
+    for (const char* arch : {"qwen3", "gemma3"}) {
+        const fs::path f = fs::temp_directory_path() / (std::string("edgellm_synth_") + arch + ".gguf");
+        SynthOptions o;
+        o.arch = arch;
+        o.shape = "tiny";
+        o.type = FileType::Q4_K_M;
+        ASSERT_TRUE(synth_model(f.string(), o).ok()) << arch;
+        std::vector<float> want;
+        for (const std::string& set : available_kernel_sets()) {
+            ASSERT_TRUE(select_kernel_set(set));
+            auto m = Model::load(f.string());
+            ASSERT_TRUE(m.ok()) << m.error();
+            EXPECT_EQ((*m)->hparams().arch, arch);
+            EXPECT_TRUE((*m)->hparams().qk_norm);
+            EXPECT_EQ((*m)->hparams().post_norms, std::string(arch) == "gemma3");
+            ContextParams p;
+            p.n_ctx = 64;
+            p.n_batch = 64;
+            p.n_outputs = 64;
+            p.n_threads = 2;
+            auto batch = Context::create(**m, p);
+            auto steps = Context::create(**m, p);
+            ASSERT_TRUE(batch.ok() && steps.ok());
+            auto l = (*batch)->eval(tokens, true);
+            ASSERT_TRUE(l.ok()) << l.error();
+            const std::vector<float> got(l->begin(), l->end());
+            for (float x : got) ASSERT_TRUE(std::isfinite(x)) << arch << " " << set;
+            std::vector<float> one;
+            for (int32_t t : tokens) {
+                auto s = (*steps)->eval(std::span<const int32_t>(&t, 1), false);
+                ASSERT_TRUE(s.ok());
+                one.insert(one.end(), s->begin(), s->end());
+            }
+            EXPECT_LE(nrmse(one, got), 3e-2) << arch << " " << set << ": token by token";
+            if (want.empty())
+                want = got;  // "ref" comes first
+            else
+                EXPECT_LE(nrmse(got, want), 3e-2) << arch << " " << set << " against ref";
+        }
+        select_kernel_set(available_kernel_sets().back());
+        fs::remove(f);
+    }
 }
 
 // Quantizing the f32 golden model with our quantizer lands as far from the f32 logits as
