@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "edgellm/chat.h"
 #include "edgellm/tokenizer.h"
 #include "test_paths.h"
 
@@ -201,4 +202,43 @@ TEST(Tokenizer, InvalidUtf8DoesNotCrash) {
     const auto ids = (*t)->tokenize(bad, false, false);
     EXPECT_FALSE(ids.empty());
     EXPECT_NE((*t)->detokenize(ids, false).find("\xEF\xBF\xBD"), std::string::npos);
+}
+
+// The built-in chat formats, as each family's published template renders a conversation.
+// Gemma has no system role (the system text opens the first user turn) and calls the
+// assistant "model".
+TEST(ChatFormat, RendersEachFamilysTurns) {
+    const std::vector<ChatMessage> msgs = {{"system", "Be brief."},
+                                           {"user", "Hi"},
+                                           {"assistant", "Hello!"},
+                                           {"user", "Capital of France?"}};
+    EXPECT_EQ(render_chat(ChatFormat::Gemma, msgs, true),
+              "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n"
+              "<start_of_turn>model\nHello!<end_of_turn>\n"
+              "<start_of_turn>user\nCapital of France?<end_of_turn>\n"
+              "<start_of_turn>model\n");
+    EXPECT_EQ(render_chat(ChatFormat::ChatML, {{"user", "Hi"}}, true, "You are helpful."),
+              "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
+              "<|im_start|>assistant\n");
+    EXPECT_EQ(render_chat(ChatFormat::Llama3, {{"user", "Hi"}}, false),
+              "<|start_header_id|>user<|end_header_id|>\n\nHi<|eot_id|>");
+}
+
+// The format comes from the vocabulary: Gemma 3's <start_of_turn>, and its end-of-turn
+// token ends a reply.
+TEST(ChatFormat, DetectsGemmaAndEndsTurnsAtEndOfTurn) {
+    const auto path = test::real_model({"gemma-3-270m-q4_k_m.gguf"});
+    if (path.empty()) GTEST_SKIP() << "no Gemma 3 270M in " << test::models_dir();
+    auto f = GgufFile::open(path.string());
+    ASSERT_TRUE(f.ok());
+    auto t = Tokenizer::load(**f);
+    ASSERT_TRUE(t.ok());
+    EXPECT_EQ(detect_chat_format(**f, **t), ChatFormat::Gemma);
+    const auto eot = (*t)->find("<end_of_turn>");
+    ASSERT_TRUE(eot.has_value());
+    EXPECT_TRUE((*t)->is_eog(*eot));
+    const auto ids = (*t)->tokenize("<start_of_turn>user\nHi<end_of_turn>\n", true, true);
+    ASSERT_GE(ids.size(), 3u);
+    EXPECT_EQ(ids[0], 2);    // <bos>
+    EXPECT_EQ(ids[1], 105);  // <start_of_turn>
 }
