@@ -127,9 +127,16 @@ int cmd_inspect(const std::vector<std::string>& args) {
         std::printf("    of which %s repacked at load for decode (row-interleaved, in memory of "
                     "their own in place of the file's pages)\n",
                     mib(bill->weights_repacked).c_str());
-    std::printf("  kv cache  %s  (2 x %lld layers x %lld cells x %zu bytes)\n",
-                mib(bill->kv_cache).c_str(), (long long)h.n_layer, (long long)ctx_used,
-                row_size(*kv_type, h.n_embd_kv()));
+    if (bill->kv_ring_layers > 0)
+        std::printf("  kv cache  %s  (2 x (%lld layers x %lld cells + %lld sliding-window layers "
+                    "x %lld cells) x %zu bytes)\n",
+                    mib(bill->kv_cache).c_str(), (long long)(h.n_layer - bill->kv_ring_layers),
+                    (long long)ctx_used, (long long)bill->kv_ring_layers,
+                    (long long)bill->kv_ring_cells, row_size(*kv_type, h.n_embd_kv()));
+    else
+        std::printf("  kv cache  %s  (2 x %lld layers x %lld cells x %zu bytes)\n",
+                    mib(bill->kv_cache).c_str(), (long long)h.n_layer, (long long)ctx_used,
+                    row_size(*kv_type, h.n_embd_kv()));
     std::printf("  scratch   %s\n", mib(bill->scratch).c_str());
     std::printf("  total     %s\n", mib(bill->total()).c_str());
     return 0;

@@ -36,6 +36,8 @@ void add_cpu_options(ArgParser& p) {
     p.flag({"--no-warmup"}, "do not read every weight page before the first request");
     p.flag({"-nr", "--no-repack"},
            "keep the weights in the file's layout (no repacking for decode at load)");
+    p.flag({"--swa-full"},
+           "sliding-window layers keep the whole context, not a ring of window + batch cells");
 }
 
 LoadOptions load_options(const ArgParser& p) {
@@ -45,6 +47,7 @@ LoadOptions load_options(const ArgParser& p) {
 }
 
 bool read_cpu_options(const ArgParser& p, ContextParams* cp, std::string* err) {
+    cp->swa_full = p.has("--swa-full");
     if (auto m = p.get("--cpu-mask")) {
         auto cpus = parse_cpu_mask(*m);
         if (!cpus) {

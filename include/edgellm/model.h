@@ -100,6 +100,9 @@ struct ContextParams {
     int64_t n_batch = 512;                 // most tokens evaluated in one forward step
     int64_t n_outputs = 1;                 // most positions whose logits one eval() returns
     TensorType kv_type = TensorType::F16;  // F16 or Q8_0
+    // Sliding-window layers keep the whole context instead of a ring of window + batch
+    // cells (llama.cpp's --swa-full): more memory, but any prefix can be reused.
+    bool swa_full = false;
     int n_threads = 0;                     // 0: all cores (or all CPUs in `cpus`)
     // CPUs to pin the threads to. Empty: the big cores of a big.LITTLE SoC when the CPUs
     // differ (sysfs cpu_capacity / max frequency), otherwise no pinning.
@@ -110,7 +113,10 @@ struct ContextParams {
 struct MemoryBill {
     size_t weights = 0;   // tensor bytes, mapped from the file (or repacked at load)
     size_t weights_repacked = 0;  // of those, repacked into memory of their own
-    size_t kv_cache = 0;  // 2 x n_layer x n_ctx x row_size(kv_type, n_embd_kv)
+    size_t kv_cache = 0;  // 2 x n_ctx x row_size(kv_type, n_embd_kv) per global layer
+                          // (sliding-window layers: their ring's cells instead of n_ctx)
+    int64_t kv_ring_layers = 0;  // layers with a ring
+    int64_t kv_ring_cells = 0;   // cells of each ring
     size_t scratch = 0;   // activations, logits, per-thread buffers
     size_t total() const { return weights + kv_cache + scratch; }
 };
@@ -132,8 +138,10 @@ class Context {
     // the vocabulary, or a context that would overflow.
     Result<std::span<const float>> eval(std::span<const int32_t> tokens, bool all_logits);
 
-    // Forget every position >= n_keep.
-    void truncate(int64_t n_keep);
+    // Forget every position >= n_keep. Returns the positions kept: n_keep, or 0 when a
+    // sliding-window layer's ring no longer holds the window before n_keep (then the
+    // caller evaluates from the start).
+    int64_t truncate(int64_t n_keep);
 
     // Called after each step with (name, layer, data, n_tokens x width) for debugging.
     using TraceFn = std::function<void(const char* name, int layer, const float* data,

@@ -123,6 +123,22 @@ void for_each_row(ThreadPool& pool, int64_t n, F&& fn) {
 
 }  // namespace
 
+// The cache's shape: sliding-window layers keep a ring of window + batch cells.
+KvLayout kv_layout(const Model& m, const ContextParams& p) {
+    const HParams& h = m.hparams();
+    KvLayout l;
+    l.n_layer = h.n_layer;
+    l.n_ctx = p.n_ctx;
+    l.n_embd_kv = h.n_embd_kv();
+    l.type = p.kv_type;
+    if (h.n_swa > 0 && !p.swa_full) {
+        for (int64_t il = 0; il < h.n_layer; ++il) l.ring.push_back(h.is_swa(il));
+        l.window = h.n_swa;
+        l.ring_cells = h.n_swa + p.n_batch;
+    }
+    return l;
+}
+
 size_t scratch_bytes(const Model& m, const ContextParams& p, int n_threads) {
     Arena a;
     lay_out(a, m, p, n_threads, nullptr);
@@ -136,8 +152,13 @@ Result<MemoryBill> Context::memory_bill(const Model& m, const ContextParams& par
     MemoryBill b;
     b.weights = m.weight_bytes();
     b.weights_repacked = m.repacked_bytes();
-    b.kv_cache =
-        KvCache::bytes_needed(m.hparams().n_layer, p.n_ctx, m.hparams().n_embd_kv(), p.kv_type);
+    const KvLayout kl = kv_layout(m, p);
+    b.kv_cache = KvCache::bytes_needed(kl);
+    for (int64_t il = 0; il < kl.n_layer; ++il)
+        if (kl.cells(il) < kl.n_ctx) {
+            ++b.kv_ring_layers;
+            b.kv_ring_cells = kl.cells(il);
+        }
     b.scratch = scratch_bytes(m, p, p.n_threads);
     return b;
 }
@@ -155,8 +176,7 @@ Result<std::unique_ptr<Context>> Context::create(const Model& m, const ContextPa
     Impl& d = *c->impl_;
     d.model = &m;
     try {
-        d.kv = std::make_unique<KvCache>(m.hparams().n_layer, p.n_ctx, m.hparams().n_embd_kv(),
-                                         p.kv_type);
+        d.kv = std::make_unique<KvCache>(kv_layout(m, p));
     } catch (const std::bad_alloc&) {
         return R::fail("out of memory allocating the KV cache for " + std::to_string(p.n_ctx) +
                        " positions");
@@ -186,8 +206,8 @@ int64_t Context::n_past() const {
     return impl_->kv->n_used();
 }
 
-void Context::truncate(int64_t n_keep) {
-    impl_->kv->truncate(n_keep);
+int64_t Context::truncate(int64_t n_keep) {
+    return impl_->kv->truncate(n_keep);
 }
 
 void Context::set_trace(TraceFn fn) {
@@ -229,7 +249,6 @@ void forward_step(Context::Impl& c, const int32_t* tokens, int64_t n, int64_t fi
                                h.q_scale > 0.0f ? 1.0f : 1.0f / std::sqrt((float)h.head_dim)};
     const TypeKernels& kv_k = type_kernels(kv.type());
     const size_t kv_head_bytes = row_size(kv.type(), h.head_dim);
-    const size_t kv_head_stride = kv_head_bytes * (size_t)kv.n_ctx();
     EDGELLM_ASSERT(kv_head_bytes * (size_t)h.n_head_kv == kv.row_bytes(),
                    "KV rows split into whole blocks per head");
 
@@ -240,6 +259,8 @@ void forward_step(Context::Impl& c, const int32_t* tokens, int64_t n, int64_t fi
         rope_p.freq_base = swa ? h.rope_freq_base_swa : h.rope_freq_base;
         AttentionShape layer_shape = shape;
         layer_shape.window = swa ? h.n_swa : 0;
+        // (head-major: each KV head's cells of this layer contiguous)
+        const size_t kv_head_stride = kv_head_bytes * (size_t)kv.n_cells(il);
 
         // Attention block.
         for_each_row(pool, n, [&](int64_t t) {
@@ -273,7 +294,7 @@ void forward_step(Context::Impl& c, const int32_t* tokens, int64_t n, int64_t fi
             }
             // Head-major cache: each KV head's rows are contiguous over the cells, so
             // attention streams one block of memory per head.
-            const size_t cell = (size_t)(first_cell + t);
+            const size_t cell = (size_t)kv.cell_of(il, first_cell + t);
             for (int64_t hh = 0; hh < h.n_head_kv; ++hh) {
                 const size_t at = (size_t)hh * kv_head_stride + cell * kv_head_bytes;
                 kv_k.from_float(kt + hh * h.head_dim, kv.k_rows(il) + at, h.head_dim);
@@ -285,7 +306,7 @@ void forward_step(Context::Impl& c, const int32_t* tokens, int64_t n, int64_t fi
         trace("v", L, c.v, n, n_kv);
         const KvLayerView view{kv.type(), kv.k_rows(il), kv.v_rows(il), kv_head_bytes,
                                kv_head_stride};
-        attention(pool, layer_shape, c.q, c.pos, n, view, kv.cell_pos(), kv.n_used(), c.attn,
+        attention(pool, layer_shape, c.q, c.pos, n, view, kv.cell_pos(il), kv.n_cells_used(il), c.attn,
                   c.attn_scratch, c.attn_scratch_per_thread);
         trace("attn_out", L, c.attn, n, n_q);
         matmul(pool, l.wo, c.attn, n_q, n, c.act_q, c.xn, n_embd);

@@ -1,8 +1,14 @@
 // The KV cache of one sequence: per layer, a block of keys and one of values, allocated
 // once. Within a block the model keeps the cache head-major (src/model/forward.cpp):
-// KV head h's row for cell c at h * n_ctx * head_bytes + c * head_bytes, so each head's
-// cells are contiguous for attention; row_bytes() is all heads' bytes for one cell. Cell c holds position cell_pos[c]; positions are appended in order and
-// can be dropped from the end (truncate) for prefix reuse and speculative roll-back.
+// KV head h's row for cell c at h * n_cells(layer) * head_bytes + c * head_bytes, so each
+// head's cells are contiguous for attention; row_bytes() is all heads' bytes for one cell.
+//
+// Global layers have one cell per position (cell = position). Sliding-window layers
+// (Gemma 3) may instead keep a ring of ring_cells cells (cell = position % ring_cells):
+// a window of W positions read by batches of up to B tokens needs W + B cells, whatever
+// the context. Positions are appended in order and can be dropped from the end
+// (truncate) for prefix reuse and speculative roll-back; a ring can only go back as far
+// as it still holds the window before the kept end.
 #pragma once
 
 #include <cstdint>
@@ -13,34 +19,66 @@
 
 namespace edgellm {
 
+struct KvLayout {
+    int64_t n_layer = 0;
+    int64_t n_ctx = 0;
+    int64_t n_embd_kv = 0;
+    TensorType type = TensorType::F16;
+    std::vector<bool> ring;  // per layer: a ring of ring_cells cells (empty: none)
+    int64_t ring_cells = 0;
+    int64_t window = 0;      // positions a ring layer's queries see (<= ring_cells)
+    int64_t cells(int64_t layer) const {
+        return layer < (int64_t)ring.size() && ring[(size_t)layer] && ring_cells < n_ctx
+                   ? ring_cells
+                   : n_ctx;
+    }
+    size_t bytes() const;
+};
+
 class KvCache {
   public:
-    // Rows of n_embd_kv elements of `type` (F16 or Q8_0).
-    KvCache(int64_t n_layer, int64_t n_ctx, int64_t n_embd_kv, TensorType type);
-    static size_t bytes_needed(int64_t n_layer, int64_t n_ctx, int64_t n_embd_kv, TensorType type);
+    explicit KvCache(const KvLayout& layout);
+    static size_t bytes_needed(const KvLayout& layout) { return layout.bytes(); }
 
-    TensorType type() const { return type_; }
-    int64_t n_ctx() const { return n_ctx_; }
+    TensorType type() const { return l_.type; }
+    int64_t n_ctx() const { return l_.n_ctx; }
     int64_t n_used() const { return n_used_; }
     size_t row_bytes() const { return row_bytes_; }
-    size_t total_bytes() const { return bytes_needed(n_layer_, n_ctx_, n_embd_kv_, type_); }
+    size_t total_bytes() const { return l_.bytes(); }
 
-    uint8_t* k_rows(int64_t layer) { return data_.get() + (size_t)(2 * layer) * layer_bytes(); }
-    uint8_t* v_rows(int64_t layer) { return data_.get() + (size_t)(2 * layer + 1) * layer_bytes(); }
-    const int32_t* cell_pos() const { return cell_pos_.data(); }
+    // Cells of a layer, the cell of a position in it, and each cell's position (-1: empty).
+    int64_t n_cells(int64_t layer) const { return l_.cells(layer); }
+    bool is_ring(int64_t layer) const { return n_cells(layer) < l_.n_ctx; }
+    int64_t cell_of(int64_t layer, int64_t pos) const {
+        return is_ring(layer) ? pos % l_.ring_cells : pos;
+    }
+    const int32_t* cell_pos(int64_t layer) const {
+        return is_ring(layer) ? ring_pos_.data() : cell_pos_.data();
+    }
+    // Cells attention looks at in a layer: the used ones (global), the whole ring.
+    int64_t n_cells_used(int64_t layer) const {
+        return is_ring(layer) ? l_.ring_cells : n_used_;
+    }
+
+    uint8_t* k_rows(int64_t layer) { return data_.get() + offset_[(size_t)layer]; }
+    uint8_t* v_rows(int64_t layer) {
+        return data_.get() + offset_[(size_t)layer] + row_bytes_ * (size_t)n_cells(layer);
+    }
 
     // Claim cells for positions n_used() .. n_used()+n-1; false when they do not fit.
     bool append(int64_t n);
-    void truncate(int64_t n_keep);
+    // Keep positions [0, n_keep) and drop the rest. Returns how many are kept: n_keep, or
+    // 0 when a ring no longer holds the window before n_keep (then everything goes).
+    int64_t truncate(int64_t n_keep);
 
   private:
-    size_t layer_bytes() const { return row_bytes_ * (size_t)n_ctx_; }
-    int64_t n_layer_, n_ctx_, n_embd_kv_;
-    TensorType type_;
+    KvLayout l_;
     size_t row_bytes_;
     int64_t n_used_ = 0;
+    std::vector<size_t> offset_;  // per layer: its K block; V follows
     std::unique_ptr<uint8_t[]> data_;
-    std::vector<int32_t> cell_pos_;
+    std::vector<int32_t> cell_pos_;  // global layers
+    std::vector<int32_t> ring_pos_;  // ring layers
 };
 
 }  // namespace edgellm

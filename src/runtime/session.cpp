@@ -80,7 +80,7 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
     while (common < cached_.size() && common < prompt.size() && cached_[common] == prompt[common])
         ++common;
     if (common == prompt.size()) --common;
-    ctx_.truncate((int64_t)common);
+    common = (size_t)ctx_.truncate((int64_t)common);
     cached_.resize(common);
     res.n_cached = (int64_t)common;
 

@@ -11,6 +11,9 @@
 #include "edgellm/quantize.h"
 #include "edgellm/synth.h"
 #include "kernels/kernels.h"
+#include "model/kv_cache.h"
+#include "edgellm/session.h"
+#include "edgellm/tokenizer.h"
 #include "test_paths.h"
 
 using namespace edgellm;
@@ -184,6 +187,101 @@ TEST(Synth, Qwen3AndGemma3RunThroughEveryKernelSet) {
         select_kernel_set(available_kernel_sets().back());
         fs::remove(f);
     }
+}
+
+// A sliding-window layer's ring: positions land in cell pos % ring, truncating keeps the
+// window before the kept end or, when the ring has moved past it, everything goes.
+TEST(KvCache, RingKeepsTheWindowAndRefusesToRewindPastIt) {
+    KvLayout l;
+    l.n_layer = 2;
+    l.n_ctx = 64;
+    l.n_embd_kv = 32;
+    l.ring = {true, false};
+    l.window = 8;
+    l.ring_cells = 12;
+    KvCache kv(l);
+    EXPECT_EQ(kv.total_bytes(), 2 * (12 + 64) * row_size(TensorType::F16, 32));
+    EXPECT_TRUE(kv.is_ring(0));
+    EXPECT_FALSE(kv.is_ring(1));
+    ASSERT_TRUE(kv.append(30));
+    EXPECT_EQ(kv.cell_of(0, 29), 29 % 12);
+    EXPECT_EQ(kv.cell_pos(0)[29 % 12], 29);
+    EXPECT_EQ(kv.n_cells_used(0), 12);
+    EXPECT_EQ(kv.n_cells_used(1), 30);
+    // The ring holds 18..29: keeping 28 needs 20..27, there.
+    EXPECT_EQ(kv.truncate(28), 28);
+    EXPECT_EQ(kv.cell_pos(0)[28 % 12], -1);
+    EXPECT_EQ(kv.cell_pos(0)[27 % 12], 27);
+    // Now 16..27 (16, 17 were overwritten by 28, 29 and are gone): keeping 20 needs 12..19.
+    EXPECT_EQ(kv.truncate(20), 0);
+    EXPECT_EQ(kv.n_used(), 0);
+    for (int c = 0; c < 12; ++c) EXPECT_EQ(kv.cell_pos(0)[c], -1);
+}
+
+// Gemma 3's ring cache gives the logits of the whole-context cache (--swa-full), and a
+// session reuses the previous turn through it.
+TEST(Synth, Gemma3RingCacheMatchesTheFullOneAndReusesPrefixes) {
+    const fs::path f = fs::temp_directory_path() / "edgellm_synth_gemma3_ring.gguf";
+    SynthOptions o;
+    o.arch = "gemma3";
+    o.shape = "tiny";  // window 8
+    o.type = FileType::Q8_0;
+    ASSERT_TRUE(synth_model(f.string(), o).ok());
+    auto m = Model::load(f.string());
+    ASSERT_TRUE(m.ok()) << m.error();
+    std::vector<int32_t> tokens;
+    for (int i = 0; i < 40; ++i) tokens.push_back((i * 97 + 11) % 4000);
+    std::vector<float> logits[2];
+    for (int full = 0; full < 2; ++full) {
+        ContextParams p;
+        p.n_ctx = 64;
+        p.n_batch = 4;  // ring of 12 cells
+        p.n_outputs = 1;
+        p.n_threads = 2;
+        p.swa_full = full == 1;
+        auto bill = Context::memory_bill(**m, p);
+        ASSERT_TRUE(bill.ok());
+        EXPECT_EQ(bill->kv_ring_layers, full ? 0 : 4);
+        auto c = Context::create(**m, p);
+        ASSERT_TRUE(c.ok());
+        for (int32_t t : tokens) {
+            auto s = (*c)->eval(std::span<const int32_t>(&t, 1), false);
+            ASSERT_TRUE(s.ok()) << s.error();
+            logits[full].insert(logits[full].end(), s->begin(), s->end());
+        }
+    }
+    EXPECT_LE(nrmse(logits[0], logits[1]), 1e-3);
+
+    // Prefix reuse: a second turn that extends the first keeps it in the ring.
+    auto tok = Tokenizer::load((*m)->file());
+    ASSERT_TRUE(tok.ok());
+    ContextParams p;
+    p.n_ctx = 64;
+    p.n_batch = 4;
+    p.n_threads = 2;
+    auto c = Context::create(**m, p);
+    ASSERT_TRUE(c.ok());
+    Session s(**m, **tok, **c);
+    GenerateParams g;
+    g.n_predict = 4;
+    g.ignore_eos = true;
+    g.sampling.temperature = 0.0f;
+    std::vector<int32_t> turn(tokens.begin(), tokens.begin() + 20);
+    auto r1 = s.generate(turn, g, nullptr);
+    ASSERT_TRUE(r1.ok()) << r1.error();
+    turn.insert(turn.end(), r1->tokens.begin(), r1->tokens.end());
+    turn.insert(turn.end(), tokens.begin() + 20, tokens.begin() + 26);
+    auto r2 = s.generate(turn, g, nullptr);
+    ASSERT_TRUE(r2.ok()) << r2.error();
+    EXPECT_GE(r2->n_cached, 20) << "the first turn was not reused";
+    // The same turn in a fresh session gives the same tokens.
+    auto c2 = Context::create(**m, p);
+    ASSERT_TRUE(c2.ok());
+    Session fresh(**m, **tok, **c2);
+    auto r3 = fresh.generate(turn, g, nullptr);
+    ASSERT_TRUE(r3.ok());
+    EXPECT_EQ(r2->tokens, r3->tokens);
+    fs::remove(f);
 }
 
 // Quantizing the f32 golden model with our quantizer lands as far from the f32 logits as
