@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "edgellm/chat.h"
 #include "edgellm/tokenizer.h"
 #include "test_paths.h"
@@ -241,4 +243,36 @@ TEST(ChatFormat, DetectsGemmaAndEndsTurnsAtEndOfTurn) {
     ASSERT_GE(ids.size(), 3u);
     EXPECT_EQ(ids[0], 2);    // <bos>
     EXPECT_EQ(ids[1], 105);  // <start_of_turn>
+}
+
+// Gemma 3's SentencePiece vocabulary (262k tokens, byte fallback, user-defined symbols, no
+// space prefix) against llama.cpp's tokenizer on the same file: tricky strings id for id,
+// and the whole of Tom Sawyer by count and checksum (tests/data/tokenizer/, with how it
+// was made).
+TEST(RealVocab, Gemma3ReproducesLlamaCppTokenization) {
+    const auto path = test::real_model({"gemma-3-270m-q4_k_m.gguf"});
+    if (path.empty()) GTEST_SKIP() << "no Gemma 3 270M in " << test::models_dir();
+    const fs::path data =
+        fs::path(__FILE__).parent_path().parent_path() / "data" / "tokenizer" / "gemma3-llama-cpp.json";
+    std::ifstream in(data);
+    ASSERT_TRUE(in) << data;
+    const auto j = nlohmann::json::parse(in);
+    auto f = GgufFile::open(path.string());
+    ASSERT_TRUE(f.ok());
+    auto t = Tokenizer::load(**f);
+    ASSERT_TRUE(t.ok());
+    for (const auto& c : j.at("cases")) {
+        const std::string text = c.at("text");
+        const std::vector<int32_t> want = c.at("ids").get<std::vector<int32_t>>();
+        EXPECT_EQ((*t)->tokenize(text, true, true), want) << text;
+    }
+    const fs::path book = j.at("tom_sawyer").at("file").get<std::string>();
+    if (!fs::exists(book)) GTEST_SKIP() << "no " << book << " (scripts/setup.sh installs it)";
+    std::ifstream b(book, std::ios::binary);
+    const std::string text((std::istreambuf_iterator<char>(b)), {});
+    const auto ids = (*t)->tokenize(text, true, true);
+    uint64_t h = 1469598103934665603ull;
+    for (int32_t id : ids) h = (h ^ (uint32_t)id) * 1099511628211ull;
+    EXPECT_EQ((int64_t)ids.size(), j.at("tom_sawyer").at("n_tokens").get<int64_t>());
+    EXPECT_EQ(std::to_string(h), j.at("tom_sawyer").at("fnv1a64_of_ids").get<std::string>());
 }
