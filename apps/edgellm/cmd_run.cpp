@@ -129,6 +129,9 @@ int cmd_run(const std::vector<std::string>& args) {
     p.option({"--kv-type", "-ctk"}, "T", "KV cache type: f16 (default) or q8_0");
     p.flag({"--chat"}, "wrap the prompt in the model's chat format and print the reply");
     p.option({"--system", "-sys"}, "TEXT", "system message for --chat");
+    p.option({"--chat-template-kwargs"}, "JSON",
+             "further variables for the model's chat template, e.g. '{\"enable_thinking\":false}'");
+    p.flag({"--jinja"}, "render the model's own chat template (the default with --chat)");
     p.option({"-r", "--reverse-prompt", "--stop"}, "TEXT", "stop when this text appears");
     p.flag({"--ignore-eos"}, "keep generating past end-of-sequence tokens");
     p.flag({"--no-bos"}, "do not add BOS even if the model asks for it");
@@ -187,15 +190,21 @@ int cmd_run(const std::vector<std::string>& args) {
 
     std::string text = prompt;
     bool parse_special = false;
+    bool add_bos = !p.has("--no-bos");
     if (p.has("--chat")) {
-        const ChatFormat fmt = detect_chat_format((*model)->file(), **tok);
         std::vector<ChatMessage> msgs;
         if (auto sys = p.get("--system")) msgs.push_back({"system", *sys});
         msgs.push_back({"user", prompt});
-        text = render_chat(fmt, msgs, true, default_system_prompt((*model)->file()));
+        const ChatPrompt cp = chat_prompt((*model)->file(), **tok, msgs, true,
+                                          p.get("--chat-template-kwargs").value_or(""));
+        if (!cp.warning.empty())
+            std::fprintf(stderr, "edgellm run: warning: %s; using the %s format\n",
+                         cp.warning.c_str(), cp.how.c_str());
+        text = cp.text;
         parse_special = true;
+        if (cp.bos_in_text) add_bos = false;  // the template wrote it
     }
-    const auto ids = (*tok)->tokenize(text, !p.has("--no-bos"), parse_special);
+    const auto ids = (*tok)->tokenize(text, add_bos, parse_special);
     if (!p.has("--chat")) {
         std::fwrite(prompt.data(), 1, prompt.size(), stdout);
         std::fflush(stdout);

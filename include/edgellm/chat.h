@@ -31,4 +31,22 @@ std::string render_chat(ChatFormat f, const std::vector<ChatMessage>& messages,
 // The default system prompt the model's template inserts, if we recognise one.
 std::string default_system_prompt(const GgufFile& f);
 
+// A conversation rendered for the model: with its own template (tokenizer.chat_template,
+// Jinja, as llama.cpp's --jinja and transformers render it) when it has one that renders,
+// else with the family's built-in format. `how` says which ("template" or "built-in
+// gemma"), `warning` why the template was not used when it was there; bos_in_text: the
+// text already starts with the BOS token (tokenize it without adding another).
+struct ChatPrompt {
+    std::string text;
+    std::string how;
+    std::string warning;
+    bool bos_in_text = false;
+};
+// extra_json: a JSON object of further template variables (llama.cpp's
+// --chat-template-kwargs, e.g. {"enable_thinking": false}); empty for none.
+// tools_json: a JSON array of tools (OpenAI's format) for templates that take them.
+ChatPrompt chat_prompt(const GgufFile& f, const Tokenizer& t,
+                       const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                       const std::string& extra_json = "", const std::string& tools_json = "");
+
 }  // namespace edgellm

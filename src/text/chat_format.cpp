@@ -1,5 +1,9 @@
 #include "edgellm/chat.h"
 
+#include <nlohmann/json.hpp>
+
+#include "text/jinja.h"
+
 namespace edgellm {
 
 ChatFormat detect_chat_format(const GgufFile& f, const Tokenizer& t) {
@@ -68,6 +72,54 @@ std::string render_chat(ChatFormat f, const std::vector<ChatMessage>& messages,
                 "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + m.content + "<|eot_id|>";
         if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
     }
+    return out;
+}
+
+ChatPrompt chat_prompt(const GgufFile& f, const Tokenizer& t,
+                       const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                       const std::string& extra_json, const std::string& tools_json) {
+    ChatPrompt out;
+    const std::string bos = t.bos() >= 0 ? t.token_to_piece(t.bos(), true) : "";
+    const std::string eos = t.eos() >= 0 ? t.token_to_piece(t.eos(), true) : "";
+    const auto tmpl = f.get_string("tokenizer.chat_template");
+    if (tmpl && !tmpl->empty()) {
+        nlohmann::json ctx = nlohmann::json::object();
+        nlohmann::json msgs = nlohmann::json::array();
+        for (const ChatMessage& m : messages) msgs.push_back({{"role", m.role}, {"content", m.content}});
+        ctx["messages"] = msgs;
+        ctx["add_generation_prompt"] = add_generation_prompt;
+        ctx["bos_token"] = bos;
+        ctx["eos_token"] = eos;
+        std::string err;
+        if (!tools_json.empty()) {
+            const auto tools = nlohmann::json::parse(tools_json, nullptr, false);
+            if (tools.is_array())
+                ctx["tools"] = tools;
+            else
+                err = "tools are not a JSON array";
+        }
+        if (!extra_json.empty()) {
+            const auto extra = nlohmann::json::parse(extra_json, nullptr, false);
+            if (extra.is_object())
+                for (const auto& [k, v] : extra.items()) ctx[k] = v;
+            else
+                err = "template arguments are not a JSON object";
+        }
+        if (err.empty()) {
+            auto r = jinja::render(*tmpl, ctx);
+            if (r.ok()) {
+                out.text = *r;
+                out.how = "template";
+                out.bos_in_text = !bos.empty() && out.text.compare(0, bos.size(), bos) == 0;
+                return out;
+            }
+            err = r.error();
+        }
+        out.warning = "the model's chat template cannot be used (" + err + ")";
+    }
+    const ChatFormat fmt = detect_chat_format(f, t);
+    out.text = render_chat(fmt, messages, add_generation_prompt, default_system_prompt(f));
+    out.how = std::string("built-in ") + chat_format_name(fmt);
     return out;
 }
 

@@ -276,3 +276,35 @@ TEST(RealVocab, Gemma3ReproducesLlamaCppTokenization) {
     EXPECT_EQ((int64_t)ids.size(), j.at("tom_sawyer").at("n_tokens").get<int64_t>());
     EXPECT_EQ(std::to_string(h), j.at("tom_sawyer").at("fnv1a64_of_ids").get<std::string>());
 }
+
+// --chat renders the model's own template (Jinja) when it has one: Qwen2.5's inserts its
+// default system message; a model without one (Gemma 3 270M) gets its family's built-in
+// format, and arguments that are not a JSON object fall back with a warning.
+TEST(ChatPrompt, RendersTheModelsTemplateOrFallsBackWithAWarning) {
+    const auto qwen = test::qwen_model();
+    if (qwen.empty()) GTEST_SKIP() << "no Qwen2.5 model in " << test::models_dir();
+    auto f = GgufFile::open(qwen.string());
+    ASSERT_TRUE(f.ok());
+    auto t = Tokenizer::load(**f);
+    ASSERT_TRUE(t.ok());
+    const ChatPrompt p = chat_prompt(**f, **t, {{"user", "Hi"}}, true);
+    EXPECT_EQ(p.how, "template");
+    EXPECT_EQ(p.warning, "");
+    EXPECT_EQ(p.text,
+              "<|im_start|>system\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
+              "assistant.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n");
+    const ChatPrompt bad = chat_prompt(**f, **t, {{"user", "Hi"}}, true, "[1, 2]");
+    EXPECT_EQ(bad.how, "built-in chatml");
+    EXPECT_NE(bad.warning.find("not a JSON object"), std::string::npos) << bad.warning;
+    EXPECT_EQ(bad.text, p.text);
+
+    const auto gemma = test::real_model({"gemma-3-270m-q4_k_m.gguf"});
+    if (gemma.empty()) GTEST_SKIP() << "no Gemma 3 270M in " << test::models_dir();
+    auto g = GgufFile::open(gemma.string());
+    ASSERT_TRUE(g.ok());
+    auto gt = Tokenizer::load(**g);
+    ASSERT_TRUE(gt.ok());
+    const ChatPrompt gp = chat_prompt(**g, **gt, {{"user", "Hi"}}, true);
+    EXPECT_EQ(gp.how, "built-in gemma");
+    EXPECT_EQ(gp.text, "<start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n");
+}
