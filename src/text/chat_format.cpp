@@ -83,8 +83,10 @@ ChatPrompt chat_prompt(const GgufFile& f, const Tokenizer& t,
     const std::string eos = t.eos() >= 0 ? t.token_to_piece(t.eos(), true) : "";
     const auto tmpl = f.get_string("tokenizer.chat_template");
     if (tmpl && !tmpl->empty()) {
-        nlohmann::json ctx = nlohmann::json::object();
-        nlohmann::json msgs = nlohmann::json::array();
+        // (ordered: keys keep the order they were given in, as Python's dicts do, which
+        // shows wherever a template prints a tool schema with tojson)
+        nlohmann::ordered_json ctx = nlohmann::ordered_json::object();
+        nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
         for (const ChatMessage& m : messages) msgs.push_back({{"role", m.role}, {"content", m.content}});
         ctx["messages"] = msgs;
         ctx["add_generation_prompt"] = add_generation_prompt;
@@ -92,14 +94,14 @@ ChatPrompt chat_prompt(const GgufFile& f, const Tokenizer& t,
         ctx["eos_token"] = eos;
         std::string err;
         if (!tools_json.empty()) {
-            const auto tools = nlohmann::json::parse(tools_json, nullptr, false);
+            const auto tools = nlohmann::ordered_json::parse(tools_json, nullptr, false);
             if (tools.is_array())
                 ctx["tools"] = tools;
             else
                 err = "tools are not a JSON array";
         }
         if (!extra_json.empty()) {
-            const auto extra = nlohmann::json::parse(extra_json, nullptr, false);
+            const auto extra = nlohmann::ordered_json::parse(extra_json, nullptr, false);
             if (extra.is_object())
                 for (const auto& [k, v] : extra.items()) ctx[k] = v;
             else
