@@ -34,11 +34,11 @@ namespace edgellm::jinja {
 namespace {
 
 // ---- limits: a bad template gets an error, never a crash or a hang ----------------------
-constexpr int kMaxParseDepth = 100;            // nesting of expressions and of blocks
-constexpr int kMaxCallDepth = 50;              // nested macro calls
-constexpr int kMaxRunDepth = 400;              // nested evaluations at run time (~1 KiB of stack each)
-constexpr int kMaxValueDepth = 256;            // nesting of lists and dicts
-constexpr int64_t kMaxSteps = 10'000'000;      // evaluated expressions + statements + iterations
+constexpr int kMaxParseDepth = 100;        // nesting of expressions and of blocks
+constexpr int kMaxCallDepth = 50;          // nested macro calls
+constexpr int kMaxRunDepth = 400;          // nested evaluations at run time (~1 KiB of stack each)
+constexpr int kMaxValueDepth = 256;        // nesting of lists and dicts
+constexpr int64_t kMaxSteps = 10'000'000;  // evaluated expressions + statements + iterations
 constexpr size_t kMaxStringBytes = 32u << 20;  // any one string (the output included)
 constexpr size_t kMaxBuiltBytes = 256u << 20;  // all strings and lists built, summed
 constexpr int64_t kMaxListLength = 100'000;    // range(), list repetition, split()
@@ -175,9 +175,15 @@ uint32_t cp_lower(uint32_t c) {
     return c;
 }
 
-bool is_cased(uint32_t c) { return c == 0xDF || cp_upper(c) != c || cp_lower(c) != c; }
-bool is_upper_cp(uint32_t c) { return cp_lower(c) != c; }
-bool is_lower_cp(uint32_t c) { return c == 0xDF || cp_upper(c) != c; }
+bool is_cased(uint32_t c) {
+    return c == 0xDF || cp_upper(c) != c || cp_lower(c) != c;
+}
+bool is_upper_cp(uint32_t c) {
+    return cp_lower(c) != c;
+}
+bool is_lower_cp(uint32_t c) {
+    return c == 0xDF || cp_upper(c) != c;
+}
 
 void append_upper(std::string& out, uint32_t c) {
     if (c == 0xDF) {
@@ -421,12 +427,23 @@ std::string html_escape(std::string_view s) {
     std::string out;
     for (char c : s) {
         switch (c) {
-            case '&': out += "&amp;"; break;
-            case '<': out += "&lt;"; break;
-            case '>': out += "&gt;"; break;
-            case '"': out += "&#34;"; break;
-            case '\'': out += "&#39;"; break;
-            default: out += c;
+            case '&':
+                out += "&amp;";
+                break;
+            case '<':
+                out += "&lt;";
+                break;
+            case '>':
+                out += "&gt;";
+                break;
+            case '"':
+                out += "&#34;";
+                break;
+            case '\'':
+                out += "&#39;";
+                break;
+            default:
+                out += c;
         }
     }
     return out;
@@ -630,8 +647,12 @@ Value make_callable(std::string name, std::function<Value(Interpreter&, Args&)> 
 bool is_number(const Value& v) {
     return v.kind == Kind::Int || v.kind == Kind::Float || v.kind == Kind::Bool;
 }
-bool is_integral(const Value& v) { return v.kind == Kind::Int || v.kind == Kind::Bool; }
-int64_t int_of(const Value& v) { return v.kind == Kind::Bool ? (v.b ? 1 : 0) : v.i; }
+bool is_integral(const Value& v) {
+    return v.kind == Kind::Int || v.kind == Kind::Bool;
+}
+int64_t int_of(const Value& v) {
+    return v.kind == Kind::Bool ? (v.b ? 1 : 0) : v.i;
+}
 double double_of(const Value& v) {
     return v.kind == Kind::Float ? v.f : static_cast<double>(int_of(v));
 }
@@ -639,16 +660,26 @@ double double_of(const Value& v) {
 // Python's type names, for error messages.
 std::string type_name(const Value& v) {
     switch (v.kind) {
-        case Kind::Undefined: return "Undefined";
-        case Kind::None: return "NoneType";
-        case Kind::Bool: return "bool";
-        case Kind::Int: return "int";
-        case Kind::Float: return "float";
-        case Kind::String: return "str";
-        case Kind::Array: return v.arr->is_generator ? "generator" : (v.arr->is_tuple ? "tuple" : "list");
-        case Kind::Object: return "dict";
-        case Kind::Namespace: return "Namespace";
-        case Kind::Callable: return "function";
+        case Kind::Undefined:
+            return "Undefined";
+        case Kind::None:
+            return "NoneType";
+        case Kind::Bool:
+            return "bool";
+        case Kind::Int:
+            return "int";
+        case Kind::Float:
+            return "float";
+        case Kind::String:
+            return "str";
+        case Kind::Array:
+            return v.arr->is_generator ? "generator" : (v.arr->is_tuple ? "tuple" : "list");
+        case Kind::Object:
+            return "dict";
+        case Kind::Namespace:
+            return "Namespace";
+        case Kind::Callable:
+            return "function";
     }
     return "?";
 }
@@ -663,15 +694,23 @@ std::string object_type_repr(const Value& v) {
 bool truthy(const Value& v) {
     switch (v.kind) {
         case Kind::Undefined:
-        case Kind::None: return false;
-        case Kind::Bool: return v.b;
-        case Kind::Int: return v.i != 0;
-        case Kind::Float: return v.f != 0;
-        case Kind::String: return !v.s.empty();
-        case Kind::Array: return v.arr->is_generator || !v.arr->items.empty();
-        case Kind::Object: return !v.obj->items.empty();
+        case Kind::None:
+            return false;
+        case Kind::Bool:
+            return v.b;
+        case Kind::Int:
+            return v.i != 0;
+        case Kind::Float:
+            return v.f != 0;
+        case Kind::String:
+            return !v.s.empty();
+        case Kind::Array:
+            return v.arr->is_generator || !v.arr->items.empty();
+        case Kind::Object:
+            return !v.obj->items.empty();
         case Kind::Namespace:
-        case Kind::Callable: return true;
+        case Kind::Callable:
+            return true;
     }
     return false;
 }
@@ -685,8 +724,10 @@ bool py_equal(const Value& a, const Value& b) {
     if (a.kind != b.kind) return false;
     switch (a.kind) {
         case Kind::Undefined:
-        case Kind::None: return true;
-        case Kind::String: return a.s == b.s;
+        case Kind::None:
+            return true;
+        case Kind::String:
+            return a.s == b.s;
         case Kind::Array: {
             if (a.arr->is_generator || b.arr->is_generator) return a.arr == b.arr;
             const auto& x = a.arr->items;
@@ -704,9 +745,12 @@ bool py_equal(const Value& a, const Value& b) {
             }
             return true;
         }
-        case Kind::Namespace: return a.obj == b.obj;
-        case Kind::Callable: return a.fn == b.fn;
-        default: return false;
+        case Kind::Namespace:
+            return a.obj == b.obj;
+        case Kind::Callable:
+            return a.fn == b.fn;
+        default:
+            return false;
     }
 }
 
@@ -774,10 +818,9 @@ void repr_string(std::string& out, std::string_view s) {
         } else if (c < 0x20 || (c >= 0x7F && c <= 0xA0) || c == 0xAD) {
             std::snprintf(buf, sizeof(buf), "\\x%02x", c);
             out += buf;
-        } else if ((c >= 0xD800 && c <= 0xDFFF) || c == 0x1680 ||
-                   (c >= 0x2000 && c <= 0x200F) || (c >= 0x2028 && c <= 0x202F) ||
-                   (c >= 0x205F && c <= 0x2064) || c == 0x3000 || c == 0xFEFF ||
-                   (c >= 0xE000 && c <= 0xF8FF) || (c >= 0xFFF9 && c <= 0xFFFB) ||
+        } else if ((c >= 0xD800 && c <= 0xDFFF) || c == 0x1680 || (c >= 0x2000 && c <= 0x200F) ||
+                   (c >= 0x2028 && c <= 0x202F) || (c >= 0x205F && c <= 0x2064) || c == 0x3000 ||
+                   c == 0xFEFF || (c >= 0xE000 && c <= 0xF8FF) || (c >= 0xFFF9 && c <= 0xFFFB) ||
                    c == 0xFFFE || c == 0xFFFF) {
             std::snprintf(buf, sizeof(buf), "\\u%04x", c);
             out += buf;
@@ -797,12 +840,23 @@ void append_repr(std::string& out, const Value& v, int depth);
 void append_str(std::string& out, const Value& v, int depth) {
     if (depth > kMaxValueDepth + 8) throw EvalError("value nested too deeply to print");
     switch (v.kind) {
-        case Kind::Undefined: return;
-        case Kind::None: out += "None"; return;
-        case Kind::Bool: out += v.b ? "True" : "False"; return;
-        case Kind::Int: out += std::to_string(v.i); return;
-        case Kind::Float: out += float_repr(v.f); return;
-        case Kind::String: out += v.s; return;
+        case Kind::Undefined:
+            return;
+        case Kind::None:
+            out += "None";
+            return;
+        case Kind::Bool:
+            out += v.b ? "True" : "False";
+            return;
+        case Kind::Int:
+            out += std::to_string(v.i);
+            return;
+        case Kind::Float:
+            out += float_repr(v.f);
+            return;
+        case Kind::String:
+            out += v.s;
+            return;
         case Kind::Array: {
             if (v.arr->is_generator) {
                 out += "<generator object>";  // Python adds an address
@@ -834,7 +888,9 @@ void append_str(std::string& out, const Value& v, int depth) {
             if (v.kind == Kind::Namespace) out += '>';
             return;
         }
-        case Kind::Callable: out += "<function " + v.fn->name + ">"; return;
+        case Kind::Callable:
+            out += "<function " + v.fn->name + ">";
+            return;
     }
 }
 
@@ -876,13 +932,27 @@ void json_quote(std::string& out, std::string_view s, bool ensure_ascii) {
     for (size_t i = 0; i < s.size();) {
         const uint32_t c = next_code_point(s, i);
         switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\n': out += "\\n"; break;
-            case '\r': out += "\\r"; break;
-            case '\t': out += "\\t"; break;
-            case '\b': out += "\\b"; break;
-            case '\f': out += "\\f"; break;
+            case '"':
+                out += "\\\"";
+                break;
+            case '\\':
+                out += "\\\\";
+                break;
+            case '\n':
+                out += "\\n";
+                break;
+            case '\r':
+                out += "\\r";
+                break;
+            case '\t':
+                out += "\\t";
+                break;
+            case '\b':
+                out += "\\b";
+                break;
+            case '\f':
+                out += "\\f";
+                break;
             default:
                 if (c < 0x20 || (ensure_ascii && c >= 0x7F)) {
                     if (c >= 0x10000) {
@@ -917,13 +987,22 @@ void json_dump(std::string& out, const Value& v, const JsonStyle& st, int level)
         for (int k = 0; k < lvl; ++k) out += *st.indent;
     };
     switch (v.kind) {
-        case Kind::None: out += "null"; return;
-        case Kind::Bool: out += v.b ? "true" : "false"; return;
+        case Kind::None:
+            out += "null";
+            return;
+        case Kind::Bool:
+            out += v.b ? "true" : "false";
+            return;
         case Kind::Int:
-        case Kind::Float: out += json_number(v); return;
-        case Kind::String: json_quote(out, v.s, st.ensure_ascii); return;
+        case Kind::Float:
+            out += json_number(v);
+            return;
+        case Kind::String:
+            json_quote(out, v.s, st.ensure_ascii);
+            return;
         case Kind::Array: {
-            if (v.arr->is_generator) throw EvalError("Object of type generator is not JSON serializable");
+            if (v.arr->is_generator)
+                throw EvalError("Object of type generator is not JSON serializable");
             const auto& items = v.arr->items;
             if (items.empty()) {
                 out += "[]";
@@ -1048,17 +1127,26 @@ struct Token {
 
 std::string describe(const Token& t) {
     switch (t.type) {
-        case Tok::Text: return "template text";
-        case Tok::VarBegin: return "'{{'";
-        case Tok::VarEnd: return "end of print statement '}}'";
-        case Tok::BlockBegin: return "'{%'";
-        case Tok::BlockEnd: return "end of statement block '%}'";
+        case Tok::Text:
+            return "template text";
+        case Tok::VarBegin:
+            return "'{{'";
+        case Tok::VarEnd:
+            return "end of print statement '}}'";
+        case Tok::BlockBegin:
+            return "'{%'";
+        case Tok::BlockEnd:
+            return "end of statement block '%}'";
         case Tok::Name:
-        case Tok::Op: return "'" + t.text + "'";
-        case Tok::String: return "a string";
+        case Tok::Op:
+            return "'" + t.text + "'";
+        case Tok::String:
+            return "a string";
         case Tok::Int:
-        case Tok::Float: return "a number";
-        case Tok::Eof: return "end of template";
+        case Tok::Float:
+            return "a number";
+        case Tok::Eof:
+            return "end of template";
     }
     return "?";
 }
@@ -1127,7 +1215,8 @@ class Lexer {
 
     size_t find_tag_start(size_t from) const {
         for (size_t p = src_.find('{', from); p != std::string::npos; p = src_.find('{', p + 1)) {
-            if (p + 1 < src_.size() && (src_[p + 1] == '{' || src_[p + 1] == '%' || src_[p + 1] == '#'))
+            if (p + 1 < src_.size() &&
+                (src_[p + 1] == '{' || src_[p + 1] == '%' || src_[p + 1] == '#'))
                 return p;
         }
         return std::string::npos;
@@ -1261,9 +1350,8 @@ class Lexer {
                 pos_ = k;
             }
             if (pos_ >= src_.size())
-                throw TemplateError(tag_line, kind == '{'
-                                                  ? "unclosed tag: '{{' without '}}'"
-                                                  : "unclosed tag: '{%' without '%}'");
+                throw TemplateError(tag_line, kind == '{' ? "unclosed tag: '{{' without '}}'"
+                                                          : "unclosed tag: '{%' without '%}'");
             if (brackets_.empty()) {
                 if (kind == '%') {
                     char sign = 1;
@@ -1355,14 +1443,15 @@ class Lexer {
             digits = start + 2;
             end = digits;
             while (end < src_.size() &&
-                   (base_digit(src_[end]) || (src_[end] == '_' && end + 1 < src_.size() &&
-                                              base_digit(src_[end + 1]))))
+                   (base_digit(src_[end]) ||
+                    (src_[end] == '_' && end + 1 < src_.size() && base_digit(src_[end + 1]))))
                 ++end;
             if (end == digits) throw TemplateError(line_, "invalid number literal");
         } else if (src_[start] == '0') {
             end = start + 1;
-            while (end < src_.size() && (src_[end] == '0' || (src_[end] == '_' && end + 1 < src_.size() &&
-                                                             src_[end + 1] == '0')))
+            while (end < src_.size() &&
+                   (src_[end] == '0' ||
+                    (src_[end] == '_' && end + 1 < src_.size() && src_[end + 1] == '0')))
                 ++end;
         } else {
             end = digits_end(start);
@@ -1412,21 +1501,44 @@ class Lexer {
                 ++k;
                 continue;
             }
-            if (k + 1 >= src_.size()) throw TemplateError(start_line, "unterminated string literal");
+            if (k + 1 >= src_.size())
+                throw TemplateError(start_line, "unterminated string literal");
             const char e = src_[k + 1];
             k += 2;
             switch (e) {
-                case '\n': ++line_; break;  // line continuation
-                case '\\': value += '\\'; break;
-                case '\'': value += '\''; break;
-                case '"': value += '"'; break;
-                case 'a': value += '\a'; break;
-                case 'b': value += '\b'; break;
-                case 'f': value += '\f'; break;
-                case 'n': value += '\n'; break;
-                case 'r': value += '\r'; break;
-                case 't': value += '\t'; break;
-                case 'v': value += '\v'; break;
+                case '\n':
+                    ++line_;
+                    break;  // line continuation
+                case '\\':
+                    value += '\\';
+                    break;
+                case '\'':
+                    value += '\'';
+                    break;
+                case '"':
+                    value += '"';
+                    break;
+                case 'a':
+                    value += '\a';
+                    break;
+                case 'b':
+                    value += '\b';
+                    break;
+                case 'f':
+                    value += '\f';
+                    break;
+                case 'n':
+                    value += '\n';
+                    break;
+                case 'r':
+                    value += '\r';
+                    break;
+                case 't':
+                    value += '\t';
+                    break;
+                case 'v':
+                    value += '\v';
+                    break;
                 case 'x':
                 case 'u':
                 case 'U': {
@@ -1445,12 +1557,13 @@ class Lexer {
                     append_utf8(value, cp);
                     break;
                 }
-                case 'N': throw TemplateError(line_, "unsupported \\N{...} escape in a string literal");
+                case 'N':
+                    throw TemplateError(line_, "unsupported \\N{...} escape in a string literal");
                 default:
                     if (e >= '0' && e <= '7') {  // up to three octal digits
                         uint32_t cp = static_cast<uint32_t>(e - '0');
-                        for (int d = 0; d < 2 && k < src_.size() && src_[k] >= '0' && src_[k] <= '7';
-                             ++d, ++k)
+                        for (int d = 0;
+                             d < 2 && k < src_.size() && src_[k] >= '0' && src_[k] <= '7'; ++d, ++k)
                             cp = cp * 8 + static_cast<uint32_t>(src_[k] - '0');
                         append_utf8(value, cp);
                     } else {  // unknown escapes stay as written
@@ -1489,7 +1602,8 @@ class Lexer {
                 throw TemplateError(line_, "brackets nested too deeply");
             brackets_.push_back(c == '(' ? ')' : (c == '[' ? ']' : '}'));
         } else if (c == ')' || c == ']' || c == '}') {
-            if (brackets_.empty()) throw TemplateError(line_, std::string("unexpected '") + c + "'");
+            if (brackets_.empty())
+                throw TemplateError(line_, std::string("unexpected '") + c + "'");
             if (brackets_.back() != c)
                 throw TemplateError(line_, std::string("unexpected '") + c + "', expected '" +
                                                brackets_.back() + "'");
@@ -1542,7 +1656,9 @@ struct Expr {
     Expr(Kind k, int l) : kind(k), line(l) {}
 };
 
-ExprPtr make_expr(Expr::Kind k, int line) { return std::make_unique<Expr>(k, line); }
+ExprPtr make_expr(Expr::Kind k, int line) {
+    return std::make_unique<Expr>(k, line);
+}
 
 // Every node is finished here once its children are in: loops in the parser (a + b + c,
 // long filter chains, x.a.b.c) build deep trees without recursing, and evaluating or
@@ -1567,13 +1683,13 @@ using Body = std::vector<NodePtr>;
 
 struct Node {
     enum class Kind {
-        Text,         // text
-        Output,       // {{ exprs[0] }}
-        If,           // if exprs[k]: bodies[k]; else bodies[exprs.size()] when present
-        For,          // for targets in exprs[0] [if exprs[1]]: bodies[0]; else bodies[1]
-        Set,          // set targets (or targets[0].ns_attr) = exprs[0]
-        SetBlock,     // set targets[0] | exprs (filters) = output of bodies[0]
-        Macro,        // macro name(targets = defaults): bodies[0]
+        Text,      // text
+        Output,    // {{ exprs[0] }}
+        If,        // if exprs[k]: bodies[k]; else bodies[exprs.size()] when present
+        For,       // for targets in exprs[0] [if exprs[1]]: bodies[0]; else bodies[1]
+        Set,       // set targets (or targets[0].ns_attr) = exprs[0]
+        SetBlock,  // set targets[0] | exprs (filters) = output of bodies[0]
+        Macro,     // macro name(targets = defaults): bodies[0]
         Break,
         Continue,
         With,         // with targets = exprs: bodies[0] (also {% generation %})
@@ -1593,7 +1709,9 @@ struct Node {
     Node(Kind k, int l) : kind(k), line(l) {}
 };
 
-NodePtr make_node(Node::Kind k, int line) { return std::make_unique<Node>(k, line); }
+NodePtr make_node(Node::Kind k, int line) {
+    return std::make_unique<Node>(k, line);
+}
 
 // =========================================================================================
 // Parser (after Jinja2's parser.py, same precedence and the same quirks)
@@ -1669,7 +1787,8 @@ class Parser {
                 case Tok::Eof: {
                     if (!opener) return body;
                     std::string want;
-                    for (const char* e : ends) want += std::string(want.empty() ? "" : " or ") + "'" + e + "'";
+                    for (const char* e : ends)
+                        want += std::string(want.empty() ? "" : " or ") + "'" + e + "'";
                     throw TemplateError(t.line, std::string("unexpected end of template: '") +
                                                     opener + "' from line " +
                                                     std::to_string(opener_line) +
@@ -1705,7 +1824,8 @@ class Parser {
                     expect_block_end();
                     break;
                 }
-                default: fail_expected("template text or a tag");
+                default:
+                    fail_expected("template text or a tag");
             }
         }
     }
@@ -1738,10 +1858,12 @@ class Parser {
             if (loop_depth_ == 0) throw TemplateError(line, "'" + name + "' outside of a for loop");
             return make_node(name == "break" ? Node::Kind::Break : Node::Kind::Continue, line);
         }
-        static const char* const ends[] = {"endfor", "endif", "elif", "else", "endset",
-                                           "endmacro", "endwith", "endfilter", "endgeneration", "endraw"};
+        static const char* const ends[] = {"endfor",        "endif",    "elif",    "else",
+                                           "endset",        "endmacro", "endwith", "endfilter",
+                                           "endgeneration", "endraw"};
         for (const char* e : ends)
-            if (name == e) throw TemplateError(line, "unexpected '" + name + "' (no block to close)");
+            if (name == e)
+                throw TemplateError(line, "unexpected '" + name + "' (no block to close)");
         throw TemplateError(line, "unsupported statement '" + name + "'");
     }
 
@@ -1772,7 +1894,8 @@ class Parser {
         if (!skip_name("in")) fail_expected("'in'");
         n->exprs.push_back(parse_tuple(false, "recursive", false));
         if (skip_name("if")) n->exprs.push_back(parse_expression(true));
-        if (at_name("recursive")) throw TemplateError(cur().line, "unsupported: recursive for loops");
+        if (at_name("recursive"))
+            throw TemplateError(cur().line, "unsupported: recursive for loops");
         expect_block_end();
         std::string found;
         ++loop_depth_;
@@ -1832,7 +1955,8 @@ class Parser {
                 n->defaults.push_back(parse_expression(true));
             } else {
                 if (!n->defaults.empty() && n->defaults.back())
-                    throw TemplateError(cur().line, "non-default argument follows default argument");
+                    throw TemplateError(cur().line,
+                                        "non-default argument follows default argument");
                 n->defaults.push_back(nullptr);
             }
         }
@@ -2075,7 +2199,8 @@ class Parser {
         }
         if (t.type == Tok::Int || t.type == Tok::Float) {
             auto e = make_expr(Expr::Kind::Literal, line);
-            e->literal = t.type == Tok::Int ? Value::integer(t.int_value) : Value::real(t.float_value);
+            e->literal =
+                t.type == Tok::Int ? Value::integer(t.int_value) : Value::real(t.float_value);
             advance();
             return e;
         }
@@ -2159,7 +2284,8 @@ class Parser {
             auto s = make_expr(Expr::Kind::Slice, line);
             s->items.push_back(nullptr);  // the object, filled below
             s->items.push_back(std::move(start));
-            s->items.push_back(at_op(":") || at_op("]") || at_op(",") ? nullptr : parse_expression(true));
+            s->items.push_back(at_op(":") || at_op("]") || at_op(",") ? nullptr
+                                                                      : parse_expression(true));
             ExprPtr step;
             if (skip_op(":") && !at_op("]") && !at_op(",")) step = parse_expression(true);
             s->items.push_back(std::move(step));
@@ -2246,10 +2372,12 @@ class Parser {
         e->items.push_back(std::move(subject));
         if (at_op("(")) {
             parse_call_args(*e);
-        } else if ((cur().type == Tok::Name || cur().type == Tok::String || cur().type == Tok::Int ||
-                    cur().type == Tok::Float || at_op("(") || at_op("[") || at_op("{")) &&
+        } else if ((cur().type == Tok::Name || cur().type == Tok::String ||
+                    cur().type == Tok::Int || cur().type == Tok::Float || at_op("(") ||
+                    at_op("[") || at_op("{")) &&
                    !at_name("else") && !at_name("or") && !at_name("and")) {
-            if (at_name("is")) throw TemplateError(cur().line, "you cannot chain multiple tests with is");
+            if (at_name("is"))
+                throw TemplateError(cur().line, "you cannot chain multiple tests with is");
             e->items.push_back(parse_postfix(parse_primary()));
         }
         e = finish(std::move(e));
@@ -2279,6 +2407,12 @@ class Parser {
 
 enum class Flow { Normal, Break, Continue };
 
+// One scope: the template's top level, a loop iteration, a macro call, a with block.
+using Frame = std::unordered_map<std::string, Value>;
+// The scopes a macro was defined in (it is a closure over them, as in Jinja2), held
+// weakly: a macro stored in its own scope makes no reference cycle.
+using Closure = std::vector<std::weak_ptr<Frame>>;
+
 using Slots = std::vector<std::optional<Value>>;
 
 // Binds call arguments to named parameters the way Python does: positional first, then
@@ -2303,7 +2437,9 @@ Slots bind(const std::string& what, Args& a, std::initializer_list<const char*> 
     return out;
 }
 
-bool given(const std::optional<Value>& v) { return v && v->kind != Kind::None; }
+bool given(const std::optional<Value>& v) {
+    return v && v->kind != Kind::None;
+}
 
 int64_t int_arg(const std::optional<Value>& v, const char* what, int64_t fallback) {
     if (!given(v)) return fallback;
@@ -2312,7 +2448,9 @@ int64_t int_arg(const std::optional<Value>& v, const char* what, int64_t fallbac
     return int_of(*v);
 }
 
-bool bool_arg(const std::optional<Value>& v, bool fallback) { return v ? truthy(*v) : fallback; }
+bool bool_arg(const std::optional<Value>& v, bool fallback) {
+    return v ? truthy(*v) : fallback;
+}
 
 std::string str_arg(const std::optional<Value>& v, const char* what) {
     if (!v || v->kind != Kind::String)
@@ -2335,9 +2473,9 @@ std::optional<int64_t> parse_py_int(const std::string& text, int base) {
     if (s.empty() || s[0] == '_' || s.back() == '_' || s.find("__") != std::string::npos) return {};
     s.erase(std::remove(s.begin(), s.end(), '_'), s.end());
     for (char c : s) {
-        const int d = std::isdigit(static_cast<unsigned char>(c)) ? c - '0'
+        const int d = std::isdigit(static_cast<unsigned char>(c))   ? c - '0'
                       : std::isalpha(static_cast<unsigned char>(c)) ? (c | 0x20) - 'a' + 10
-                                                                     : 99;
+                                                                    : 99;
         if (d >= base) return {};
     }
     errno = 0;
@@ -2362,6 +2500,18 @@ std::optional<double> parse_py_float(const std::string& text) {
     const double v = std::strtod(s.c_str(), &end);
     if (end == s.c_str() || *end != '\0') return {};
     return v;
+}
+
+// snprintf into a string of the size it needs (widths and precisions come from templates).
+template <class T>
+std::string format_c(const std::string& spec, T value) {
+    const int n = std::snprintf(nullptr, 0, spec.c_str(), value);
+    if (n < 0) throw EvalError("bad format '" + spec + "'");
+    if (static_cast<size_t>(n) > kMaxStringBytes) throw EvalError("format width too large");
+    std::string out(static_cast<size_t>(n) + 1, '\0');
+    std::snprintf(out.data(), out.size(), spec.c_str(), value);
+    out.pop_back();
+    return out;
 }
 
 // Python's `%` string formatting (Jinja2's `format` filter and the % operator).
@@ -2419,7 +2569,6 @@ std::string percent_format(const std::string& fmt, const Value& arg) {
             if (next >= args.size()) throw EvalError("not enough arguments for format string");
             v = args[next++];
         }
-        char buf[512];
         if (conv == 's' || conv == 'r' || conv == 'a') {
             std::string text = conv == 's' ? to_str(v) : to_repr(v);
             if (precision >= 0 && text.size() > static_cast<size_t>(precision))
@@ -2428,32 +2577,35 @@ std::string percent_format(const std::string& fmt, const Value& arg) {
             size_t w = 0;
             bool left = spec.find('-') != std::string::npos;
             for (size_t k = 1; k < spec.size() && spec[k] != '.'; ++k)
-                if (std::isdigit(static_cast<unsigned char>(spec[k]))) w = w * 10 + static_cast<size_t>(spec[k] - '0');
+                if (std::isdigit(static_cast<unsigned char>(spec[k])))
+                    w = w * 10 + static_cast<size_t>(spec[k] - '0');
             const size_t len = count_code_points(text);
             if (w > kMaxStringBytes) throw EvalError("format width too large");
-            if (len < w) text = left ? text + std::string(w - len, ' ') : std::string(w - len, ' ') + text;
+            if (len < w)
+                text = left ? text + std::string(w - len, ' ') : std::string(w - len, ' ') + text;
             out += text;
         } else if (std::string_view("diouxXc").find(conv) != std::string_view::npos) {
             int64_t n;
             if (is_integral(v))
                 n = int_of(v);
-            else if (v.kind == Kind::Float && conv != 'c' && conv != 'x' && conv != 'X' && conv != 'o')
+            else if (v.kind == Kind::Float && conv != 'c' && conv != 'x' && conv != 'X' &&
+                     conv != 'o')
                 n = static_cast<int64_t>(v.f);
             else
-                throw EvalError(std::string("%") + conv + " format: a number is required, not " + type_name(v));
+                throw EvalError(std::string("%") + conv + " format: a number is required, not " +
+                                type_name(v));
             if (conv == 'c') {
+                if (n < 0 || n > 0x10FFFF) throw EvalError("%c arg not in range(0x110000)");
                 append_utf8(out, static_cast<uint32_t>(n));
                 continue;
             }
-            const std::string f = spec + "ll" + (conv == 'i' || conv == 'u' ? 'd' : conv);
-            std::snprintf(buf, sizeof(buf), f.c_str(), static_cast<long long>(n));
-            out += buf;
+            out += format_c(spec + "ll" + (conv == 'i' || conv == 'u' ? 'd' : conv),
+                            static_cast<long long>(n));
         } else if (std::string_view("eEfFgG").find(conv) != std::string_view::npos) {
             if (!is_number(v))
-                throw EvalError(std::string("%") + conv + " format: a number is required, not " + type_name(v));
-            const std::string f = spec + conv;
-            std::snprintf(buf, sizeof(buf), f.c_str(), double_of(v));
-            out += buf;
+                throw EvalError(std::string("%") + conv + " format: a number is required, not " +
+                                type_name(v));
+            out += format_c(spec + conv, double_of(v));
         } else {
             throw EvalError(std::string("unsupported format character '") + conv + "'");
         }
@@ -2467,29 +2619,36 @@ std::string percent_format(const std::string& fmt, const Value& arg) {
 class Interpreter {
   public:
     explicit Interpreter(const Value& context) {
-        scopes_.resize(2);
-        auto& globals = scopes_[0];
-        globals["range"] = make_callable("range", [](Interpreter&, Args& a) { return builtin_range(a); });
+        scopes_ = {std::make_shared<Frame>(), std::make_shared<Frame>()};
+        Frame& globals = *scopes_[0];
+        globals["range"] =
+            make_callable("range", [](Interpreter&, Args& a) { return builtin_range(a); });
         globals["dict"] = make_callable("dict", [](Interpreter&, Args& a) {
             auto d = std::make_shared<ObjectData>();
             if (!a.pos.empty()) throw EvalError("dict() takes keyword arguments only here");
             for (auto& [k, v] : a.kw) d->set(Value::string(k), std::move(v));
             return make_dict(std::move(d));
         });
-        globals["namespace"] = make_callable("namespace", [](Interpreter& in, Args& a) { return in.make_namespace(a); });
-        globals["raise_exception"] = make_callable("raise_exception", [](Interpreter&, Args& a) -> Value {
-            auto p = bind("raise_exception", a, {"message"});
-            throw EvalError("raise_exception: " + (p[0] ? to_str(*p[0]) : std::string()));
-        });
+        globals["namespace"] = make_callable(
+            "namespace", [](Interpreter& in, Args& a) { return in.make_namespace(a); });
+        globals["raise_exception"] =
+            make_callable("raise_exception", [](Interpreter&, Args& a) -> Value {
+                auto p = bind("raise_exception", a, {"message"});
+                throw EvalError("raise_exception: " + (p[0] ? to_str(*p[0]) : std::string()));
+            });
         globals["strftime_now"] = make_callable("strftime_now", [](Interpreter&, Args& a) {
             auto p = bind("strftime_now", a, {"format"});
             const std::string fmt = str_arg(p[0], "strftime_now format");
             const std::time_t now = std::time(nullptr);
             std::tm tm{};
             localtime_r(&now, &tm);
-            char buf[256];
-            const size_t n = std::strftime(buf, sizeof(buf), fmt.c_str(), &tm);
-            return Value::string(std::string(buf, n));
+            // strftime returns 0 when the buffer is too small (or the result is empty).
+            for (size_t size = 256; size <= 65536; size *= 16) {
+                std::string buf(size, '\0');
+                const size_t n = std::strftime(buf.data(), buf.size(), fmt.c_str(), &tm);
+                if (n > 0 || fmt.empty()) return Value::string(buf.substr(0, n));
+            }
+            return Value::string("");
         });
         for (const auto& [k, v] : context.obj->items) globals[k.s] = v;
     }
@@ -2498,23 +2657,29 @@ class Interpreter {
         std::string result;
         out_ = &result;
         exec_body(body);
-        // namespace() objects are the only mutable values, so the only way to a reference
-        // cycle (`set ns.me = ns`); emptying them all breaks any.
-        for (auto& ns : namespaces_) ns->items.clear();
         return result;
     }
 
-    Value call_macro(const Node& m, Args& a) {
+    // namespace() objects are the only mutable values, so the only way to a reference cycle
+    // (`set ns.me = ns`); emptying them all, whether the rendering succeeded or not, breaks any.
+    ~Interpreter() {
+        for (auto& ns : namespaces_) ns->items.clear();
+    }
+    Interpreter(const Interpreter&) = delete;
+    Interpreter& operator=(const Interpreter&) = delete;
+
+    // Runs with the scopes of the definition (not the caller's), plus its own.
+    Value call_macro(const Node& m, const Closure& closure, Args& a) {
         if (call_depth_ >= kMaxCallDepth)
             throw EvalError("macro calls nested too deeply (more than " +
                             std::to_string(kMaxCallDepth) + ")");
         if (a.pos.size() > m.targets.size())
             throw EvalError("macro '" + m.name + "' takes not more than " +
                             std::to_string(m.targets.size()) + " argument(s)");
-        std::unordered_map<std::string, Value> frame;
+        auto frame = std::make_shared<Frame>();
         std::vector<bool> bound(m.targets.size(), false);
         for (size_t k = 0; k < a.pos.size(); ++k) {
-            frame[m.targets[k]] = std::move(a.pos[k]);
+            (*frame)[m.targets[k]] = std::move(a.pos[k]);
             bound[k] = true;
         }
         for (auto& [key, v] : a.kw) {
@@ -2522,28 +2687,31 @@ class Interpreter {
             if (it == m.targets.end())
                 throw EvalError("macro '" + m.name + "' takes no keyword argument '" + key + "'");
             const size_t idx = static_cast<size_t>(it - m.targets.begin());
-            if (bound[idx]) throw EvalError("macro '" + m.name + "' got multiple values for '" + key + "'");
-            frame[key] = std::move(v);
+            if (bound[idx])
+                throw EvalError("macro '" + m.name + "' got multiple values for '" + key + "'");
+            (*frame)[key] = std::move(v);
             bound[idx] = true;
         }
-        const size_t saved_base = scope_base_;
+        std::vector<std::shared_ptr<Frame>> saved_scopes = {scopes_[0], scopes_[1]};
+        saved_scopes.swap(scopes_);
+        for (const auto& weak : closure)
+            if (auto f = weak.lock()) scopes_.push_back(std::move(f));
+        scopes_.push_back(frame);
         std::string* saved_out = out_;
         std::string buffer;
-        scope_base_ = scopes_.size();
-        scopes_.push_back(std::move(frame));
         ++call_depth_;
         for (size_t k = 0; k < m.targets.size(); ++k) {
             if (bound[k]) continue;
-            scopes_.back()[m.targets[k]] =
-                m.defaults[k] ? eval(*m.defaults[k])
-                              : Value::undefined("parameter '" + m.targets[k] + "' was not provided");
+            (*frame)[m.targets[k]] =
+                m.defaults[k]
+                    ? eval(*m.defaults[k])
+                    : Value::undefined("parameter '" + m.targets[k] + "' was not provided");
         }
         out_ = &buffer;
         exec_body(m.bodies[0]);
         out_ = saved_out;
         --call_depth_;
-        scopes_.pop_back();
-        scope_base_ = saved_base;
+        scopes_.swap(saved_scopes);
         return Value::string(std::move(buffer));
     }
 
@@ -2553,7 +2721,8 @@ class Interpreter {
         auto d = std::make_shared<ObjectData>();
         if (a.pos.size() > 1) throw EvalError("namespace() takes at most one positional argument");
         if (!a.pos.empty()) {
-            if (a.pos[0].kind != Kind::Object) throw EvalError("namespace() argument must be a dict");
+            if (a.pos[0].kind != Kind::Object)
+                throw EvalError("namespace() argument must be a dict");
             d->items = a.pos[0].obj->items;
         }
         for (auto& [k, v] : a.kw) d->set(Value::string(k), std::move(v));
@@ -2565,8 +2734,7 @@ class Interpreter {
     }
 
   private:
-    std::vector<std::unordered_map<std::string, Value>> scopes_;  // [0] globals, [1] top level
-    size_t scope_base_ = 2;  // scopes below this (but above [1]) are a macro's caller's
+    std::vector<std::shared_ptr<Frame>> scopes_;  // [0] globals and context, [1] top level, ...
     std::string* out_ = nullptr;
     int64_t steps_ = 0;
     size_t built_bytes_ = 0;
@@ -2598,13 +2766,16 @@ class Interpreter {
             step = int_arg(p[2], "range() argument", 1);
         }
         if (step == 0) throw EvalError("range() arg 3 must not be zero");
-        const double n = std::max(0.0, std::ceil((static_cast<double>(stop) - static_cast<double>(start)) /
-                                                 static_cast<double>(step)));
+        const double n =
+            std::max(0.0, std::ceil((static_cast<double>(stop) - static_cast<double>(start)) /
+                                    static_cast<double>(step)));
         if (n > static_cast<double>(kMaxListLength))
-            throw EvalError("range() too long (more than " + std::to_string(kMaxListLength) + " items)");
+            throw EvalError("range() too long (more than " + std::to_string(kMaxListLength) +
+                            " items)");
         std::vector<Value> items;
         items.reserve(static_cast<size_t>(n));
-        for (int64_t k = 0; k < static_cast<int64_t>(n); ++k) items.push_back(Value::integer(start + k * step));
+        for (int64_t k = 0; k < static_cast<int64_t>(n); ++k)
+            items.push_back(Value::integer(start + k * step));
         return make_list(std::move(items));
     }
 
@@ -2617,7 +2788,8 @@ class Interpreter {
     void charge(size_t bytes) {
         built_bytes_ += bytes;
         if (built_bytes_ > kMaxBuiltBytes)
-            throw EvalError("template builds too much data (more than 256 MiB of strings and lists)");
+            throw EvalError(
+                "template builds too much data (more than 256 MiB of strings and lists)");
     }
 
     static void check_size(size_t bytes) {
@@ -2631,18 +2803,15 @@ class Interpreter {
     }
 
     Value lookup(const std::string& name) const {
-        for (size_t k = scopes_.size(); k-- > scope_base_;) {
-            const auto it = scopes_[k].find(name);
-            if (it != scopes_[k].end()) return it->second;
-        }
-        for (size_t k : {size_t{1}, size_t{0}}) {
-            const auto it = scopes_[k].find(name);
-            if (it != scopes_[k].end()) return it->second;
+        for (size_t k = scopes_.size(); k-- > 0;) {
+            const auto it = scopes_[k]->find(name);
+            if (it != scopes_[k]->end()) return it->second;
         }
         return Value::undefined("'" + name + "' is undefined");
     }
 
-    void assign(const std::string& name, Value v) { scopes_.back()[name] = std::move(v); }
+    void assign(const std::string& name, Value v) { (*scopes_.back())[name] = std::move(v); }
+    void push_scope() { scopes_.push_back(std::make_shared<Frame>()); }
 
     // ---- statements ----
 
@@ -2665,7 +2834,7 @@ class Interpreter {
     }
 
     Flow exec_scoped(const Body& body) {
-        scopes_.emplace_back();
+        push_scope();
         const Flow f = exec_body(body);
         scopes_.pop_back();
         return f;
@@ -2689,15 +2858,19 @@ class Interpreter {
         const std::vector<Value> parts = iterate(v);
         if (parts.size() != n.targets.size())
             throw EvalError(parts.size() > n.targets.size()
-                                ? "too many values to unpack (expected " + std::to_string(n.targets.size()) + ")"
-                                : "not enough values to unpack (expected " + std::to_string(n.targets.size()) +
-                                      ", got " + std::to_string(parts.size()) + ")");
+                                ? "too many values to unpack (expected " +
+                                      std::to_string(n.targets.size()) + ")"
+                                : "not enough values to unpack (expected " +
+                                      std::to_string(n.targets.size()) + ", got " +
+                                      std::to_string(parts.size()) + ")");
         for (size_t k = 0; k < parts.size(); ++k) assign(n.targets[k], parts[k]);
     }
 
     Flow exec_node(const Node& n) {
         switch (n.kind) {
-            case Node::Kind::Text: emit(n.text); return Flow::Normal;
+            case Node::Kind::Text:
+                emit(n.text);
+                return Flow::Normal;
             case Node::Kind::Output: {
                 const Value v = eval(*n.exprs[0]);
                 if (v.kind == Kind::String)
@@ -2712,13 +2885,15 @@ class Interpreter {
                 if (n.bodies.size() > n.exprs.size()) return exec_body(n.bodies.back());
                 return Flow::Normal;
             }
-            case Node::Kind::For: return exec_for(n);
+            case Node::Kind::For:
+                return exec_for(n);
             case Node::Kind::Set: {
                 Value v = eval(*n.exprs[0]);
                 if (!n.ns_attr.empty()) {
                     const Value ns = lookup(n.targets[0]);
                     if (ns.kind != Kind::Namespace)
-                        throw EvalError("cannot assign attribute on non-namespace object '" + n.targets[0] + "'");
+                        throw EvalError("cannot assign attribute on non-namespace object '" +
+                                        n.targets[0] + "'");
                     ns.obj->set(Value::string(n.ns_attr), std::move(v));
                 } else {
                     bind_targets(n, v);
@@ -2733,22 +2908,29 @@ class Interpreter {
             }
             case Node::Kind::Macro: {
                 const Node* m = &n;
-                assign(n.name, make_callable(n.name, [m](Interpreter& in, Args& a) { return in.call_macro(*m, a); }));
+                Closure closure(scopes_.begin() + 2, scopes_.end());
+                assign(n.name, make_callable(n.name, [m, closure](Interpreter& in, Args& a) {
+                           return in.call_macro(*m, closure, a);
+                       }));
                 return Flow::Normal;
             }
-            case Node::Kind::Break: return Flow::Break;
-            case Node::Kind::Continue: return Flow::Continue;
+            case Node::Kind::Break:
+                return Flow::Break;
+            case Node::Kind::Continue:
+                return Flow::Continue;
             case Node::Kind::With: {
                 std::vector<Value> values;
                 for (const ExprPtr& e : n.exprs) values.push_back(eval(*e));
-                scopes_.emplace_back();
-                for (size_t k = 0; k < values.size(); ++k) assign(n.targets[k], std::move(values[k]));
+                push_scope();
+                for (size_t k = 0; k < values.size(); ++k)
+                    assign(n.targets[k], std::move(values[k]));
                 const Flow f = exec_body(n.bodies[0]);
                 scopes_.pop_back();
                 return f;
             }
             case Node::Kind::FilterBlock: {
-                const Value v = apply_filter_chain(*n.exprs[0], Value::string(capture(n.bodies[0])));
+                const Value v =
+                    apply_filter_chain(*n.exprs[0], Value::string(capture(n.bodies[0])));
                 emit(to_str(v));
                 return Flow::Normal;
             }
@@ -2760,8 +2942,8 @@ class Interpreter {
     // place at each iteration (update_loop).
     static Value make_loop(size_t length) {
         auto d = std::make_shared<ObjectData>();
-        for (const char* key : {"index", "index0", "revindex", "revindex0", "first", "last", "length",
-                                "depth", "depth0", "previtem", "nextitem", "cycle"})
+        for (const char* key : {"index", "index0", "revindex", "revindex0", "first", "last",
+                                "length", "depth", "depth0", "previtem", "nextitem", "cycle"})
             d->items.emplace_back(Value::string(key), Value());
         d->items[6].second = Value::integer(static_cast<int64_t>(length));
         d->items[7].second = Value::integer(1);
@@ -2799,7 +2981,7 @@ class Interpreter {
             std::vector<Value> kept;
             for (Value& item : items) {
                 step();
-                scopes_.emplace_back();
+                push_scope();
                 bind_targets(n, item);
                 const bool keep = truthy(eval(*n.exprs[1]));
                 scopes_.pop_back();
@@ -2811,7 +2993,7 @@ class Interpreter {
         const Value loop = make_loop(items.size());
         for (size_t k = 0; k < items.size(); ++k) {
             step();
-            scopes_.emplace_back();  // each iteration has its own scope, as in Jinja2
+            push_scope();  // each iteration has its own scope, as in Jinja2
             bind_targets(n, items[k]);
             update_loop(*loop.obj, items, k);
             assign("loop", loop);
@@ -2859,8 +3041,10 @@ class Interpreter {
 
     Value eval_node(const Expr& e) {
         switch (e.kind) {
-            case Expr::Kind::Literal: return e.literal;
-            case Expr::Kind::Name: return lookup(e.name);
+            case Expr::Kind::Literal:
+                return e.literal;
+            case Expr::Kind::Name:
+                return lookup(e.name);
             case Expr::Kind::List:
             case Expr::Kind::Tuple: {
                 std::vector<Value> items;
@@ -2876,7 +3060,8 @@ class Interpreter {
                 }
                 return make_dict(std::move(d));
             }
-            case Expr::Kind::GetAttr: return get_attr(eval(*e.items[0]), e.name);
+            case Expr::Kind::GetAttr:
+                return get_attr(eval(*e.items[0]), e.name);
             case Expr::Kind::GetItem: {
                 const Value obj = eval(*e.items[0]);
                 return get_item(obj, eval(*e.items[1]));
@@ -2917,7 +3102,8 @@ class Interpreter {
                 throw EvalError(std::string("bad operand type for unary ") + (neg ? "-" : "+") +
                                 ": '" + type_name(v) + "'");
             }
-            case Expr::Kind::Not: return Value::boolean(!truthy(eval(*e.items[0])));
+            case Expr::Kind::Not:
+                return Value::boolean(!truthy(eval(*e.items[0])));
             case Expr::Kind::Binary: {
                 const Value a = eval(*e.items[0]);
                 const Value b = eval(*e.items[1]);
@@ -2952,7 +3138,8 @@ class Interpreter {
             case Expr::Kind::CondExpr: {
                 if (truthy(eval(*e.items[1]))) return eval(*e.items[0]);
                 if (e.items[2]) return eval(*e.items[2]);
-                return Value::undefined("the inline if-expression on line " + std::to_string(e.line) +
+                return Value::undefined("the inline if-expression on line " +
+                                        std::to_string(e.line) +
                                         " evaluated to false and no else section was defined.");
             }
         }
@@ -2961,16 +3148,21 @@ class Interpreter {
 
     static bool contains(const Value& container, const Value& item) {
         switch (container.kind) {
-            case Kind::Undefined: return false;
+            case Kind::Undefined:
+                return false;
             case Kind::String:
                 if (item.kind != Kind::String)
-                    throw EvalError("'in <string>' requires string as left operand, not " + type_name(item));
+                    throw EvalError("'in <string>' requires string as left operand, not " +
+                                    type_name(item));
                 return container.s.find(item.s) != std::string::npos;
             case Kind::Array:
                 for (const Value& x : container.arr->items)
                     if (py_equal(x, item)) return true;
                 return false;
-            case Kind::Object: return container.obj->find(item) != nullptr;
+            case Kind::Object:
+                if ((item.kind == Kind::Array && !item.arr->is_tuple) || item.kind == Kind::Object)
+                    throw EvalError("unhashable type: '" + type_name(item) + "'");
+                return container.obj->find(item) != nullptr;
             default:
                 throw EvalError("argument of type '" + type_name(container) + "' is not iterable");
         }
@@ -2989,7 +3181,8 @@ class Interpreter {
     }
 
     static Value int_result(bool overflow, int64_t r) {
-        if (overflow) throw EvalError("integer overflow (Python's integers are unbounded, these are 64-bit)");
+        if (overflow)
+            throw EvalError("integer overflow (Python's integers are unbounded, these are 64-bit)");
         return Value::integer(r);
     }
 
@@ -2997,7 +3190,8 @@ class Interpreter {
         if (times < 0) times = 0;
         if (seq.kind == Kind::String) {
             const auto t = static_cast<size_t>(times);
-            if (!seq.s.empty() && t > kMaxStringBytes / seq.s.size()) check_size(kMaxStringBytes + 1);
+            if (!seq.s.empty() && t > kMaxStringBytes / seq.s.size())
+                check_size(kMaxStringBytes + 1);
             std::string out;
             out.reserve(seq.s.size() * t);
             for (size_t k = 0; k < t; ++k) out += seq.s;
@@ -3005,7 +3199,8 @@ class Interpreter {
         }
         const auto& items = seq.arr->items;
         if (!items.empty() && times > kMaxListLength / static_cast<int64_t>(items.size()))
-            throw EvalError("list too long (more than " + std::to_string(kMaxListLength) + " items)");
+            throw EvalError("list too long (more than " + std::to_string(kMaxListLength) +
+                            " items)");
         std::vector<Value> out;
         for (int64_t k = 0; k < times; ++k) out.insert(out.end(), items.begin(), items.end());
         return make_list(std::move(out), seq.arr->is_tuple);
@@ -3027,8 +3222,9 @@ class Interpreter {
                 check_size(a.s.size() + b.s.size());
                 return Value::string(a.s + b.s);
             }
-            if (a.kind == Kind::Array && b.kind == Kind::Array && a.arr->is_tuple == b.arr->is_tuple &&
-                !a.arr->is_generator && !b.arr->is_generator) {
+            if (a.kind == Kind::Array && b.kind == Kind::Array &&
+                a.arr->is_tuple == b.arr->is_tuple && !a.arr->is_generator &&
+                !b.arr->is_generator) {
                 std::vector<Value> items = a.arr->items;
                 items.insert(items.end(), b.arr->items.begin(), b.arr->items.end());
                 return make_list(std::move(items), a.arr->is_tuple);
@@ -3100,16 +3296,19 @@ class Interpreter {
                 int64_t base = int_of(a), e = int_of(b), result = 1;
                 while (e > 0) {
                     if (e & 1)
-                        if (__builtin_mul_overflow(result, base, &result)) return int_result(true, 0);
+                        if (__builtin_mul_overflow(result, base, &result))
+                            return int_result(true, 0);
                     e >>= 1;
-                    if (e > 0 && __builtin_mul_overflow(base, base, &base)) return int_result(true, 0);
+                    if (e > 0 && __builtin_mul_overflow(base, base, &base))
+                        return int_result(true, 0);
                 }
                 return Value::integer(result);
             }
             if (nums) {
                 const double x = double_of(a), y = double_of(b);
                 if (x == 0 && y < 0) throw EvalError("0.0 cannot be raised to a negative power");
-                if (x < 0 && y != std::floor(y)) throw EvalError("unsupported: a complex result of **");
+                if (x < 0 && y != std::floor(y))
+                    throw EvalError("unsupported: a complex result of **");
                 const double r = std::pow(x, y);
                 if (std::isinf(r) && std::isfinite(x) && std::isfinite(y))
                     throw EvalError("OverflowError: numerical result out of range");
@@ -3152,33 +3351,38 @@ class Interpreter {
     }
 
     static bool is_str_method(const std::string& n) {
-        return one_of(n, {"capitalize", "casefold", "center", "count", "encode", "endswith",
-                          "expandtabs", "find", "format", "format_map", "index", "isalnum",
-                          "isalpha", "isascii", "isdecimal", "isdigit", "isidentifier", "islower",
-                          "isnumeric", "isprintable", "isspace", "istitle", "isupper", "join",
-                          "ljust", "lower", "lstrip", "maketrans", "partition", "removeprefix",
-                          "removesuffix", "replace", "rfind", "rindex", "rjust", "rpartition",
-                          "rsplit", "rstrip", "split", "splitlines", "startswith", "strip",
-                          "swapcase", "title", "translate", "upper", "zfill"});
+        return one_of(n, {"capitalize",   "casefold",     "center",    "count",     "encode",
+                          "endswith",     "expandtabs",   "find",      "format",    "format_map",
+                          "index",        "isalnum",      "isalpha",   "isascii",   "isdecimal",
+                          "isdigit",      "isidentifier", "islower",   "isnumeric", "isprintable",
+                          "isspace",      "istitle",      "isupper",   "join",      "ljust",
+                          "lower",        "lstrip",       "maketrans", "partition", "removeprefix",
+                          "removesuffix", "replace",      "rfind",     "rindex",    "rjust",
+                          "rpartition",   "rsplit",       "rstrip",    "split",     "splitlines",
+                          "startswith",   "strip",        "swapcase",  "title",     "translate",
+                          "upper",        "zfill"});
     }
 
     static Value bound_method(const Value& self, const std::string& name) {
-        return make_callable(name, [self, name](Interpreter& in, Args& a) { return in.call_method(self, name, a); });
+        return make_callable(
+            name, [self, name](Interpreter& in, Args& a) { return in.call_method(self, name, a); });
     }
 
     Value get_attr(const Value& obj, const std::string& name) {
         switch (obj.kind) {
-            case Kind::Undefined: throw EvalError(obj.s);
+            case Kind::Undefined:
+                throw EvalError(obj.s);
             case Kind::String:
                 return is_str_method(name) ? bound_method(obj, name) : missing_attr(obj, name);
             case Kind::Array:
                 if (one_of(name, {"count", "index", "copy"})) return bound_method(obj, name);
-                if (!obj.arr->is_tuple &&
-                    one_of(name, {"append", "clear", "extend", "insert", "pop", "remove", "reverse", "sort"}))
+                if (!obj.arr->is_tuple && one_of(name, {"append", "clear", "extend", "insert",
+                                                        "pop", "remove", "reverse", "sort"}))
                     return unsafe(obj, name);
                 return missing_attr(obj, name);
             case Kind::Object: {
-                if (one_of(name, {"get", "items", "keys", "values", "copy"})) return bound_method(obj, name);
+                if (one_of(name, {"get", "items", "keys", "values", "copy"}))
+                    return bound_method(obj, name);
                 if (one_of(name, {"clear", "pop", "popitem", "setdefault", "update", "fromkeys"}))
                     return unsafe(obj, name);
                 const Value* v = obj.obj->find(std::string_view(name));
@@ -3188,13 +3392,15 @@ class Interpreter {
                 const Value* v = obj.obj->find(std::string_view(name));
                 return v ? *v : missing_attr(obj, name);
             }
-            default: return missing_attr(obj, name);
+            default:
+                return missing_attr(obj, name);
         }
     }
 
     Value get_item(const Value& obj, const Value& key) {
         switch (obj.kind) {
-            case Kind::Undefined: throw EvalError(obj.s);
+            case Kind::Undefined:
+                throw EvalError(obj.s);
             case Kind::Array:
             case Kind::String:
                 if (obj.kind == Kind::Array && obj.arr->is_generator) return missing_item(obj, key);
@@ -3220,11 +3426,13 @@ class Interpreter {
             case Kind::Object: {
                 const Value* v = obj.obj->find(key);
                 if (v) return *v;
-                if (key.kind == Kind::String && one_of(key.s, {"get", "items", "keys", "values", "copy"}))
+                if (key.kind == Kind::String &&
+                    one_of(key.s, {"get", "items", "keys", "values", "copy"}))
                     return bound_method(obj, key.s);
                 return missing_item(obj, key);
             }
-            default: break;
+            default:
+                break;
         }
         if (key.kind == Kind::String) return get_attr(obj, key.s);
         return missing_item(obj, key);
@@ -3277,8 +3485,10 @@ class Interpreter {
     // What a for loop (or list(), join, ...) goes through.
     static std::vector<Value> iterate(const Value& v) {
         switch (v.kind) {
-            case Kind::Undefined: return {};
-            case Kind::Array: return v.arr->items;
+            case Kind::Undefined:
+                return {};
+            case Kind::Array:
+                return v.arr->items;
             case Kind::String: {
                 if (v.s.size() > static_cast<size_t>(kMaxListLength) &&
                     count_code_points(v.s) > static_cast<size_t>(kMaxListLength))
@@ -3297,7 +3507,8 @@ class Interpreter {
                 for (const auto& kv : v.obj->items) out.push_back(kv.first);
                 return out;
             }
-            default: throw EvalError("'" + type_name(v) + "' object is not iterable");
+            default:
+                throw EvalError("'" + type_name(v) + "' object is not iterable");
         }
     }
 
@@ -3308,11 +3519,13 @@ class Interpreter {
         size_t start = 0;
         for (;;) {
             const size_t dot = attribute.s.find('.', start);
-            const std::string part = attribute.s.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+            const std::string part = attribute.s.substr(
+                start, dot == std::string::npos ? std::string::npos : dot - start);
             const bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) {
                 return std::isdigit(static_cast<unsigned char>(c));
             });
-            v = get_item(v, numeric ? Value::integer(std::strtoll(part.c_str(), nullptr, 10)) : Value::string(part));
+            v = get_item(v, numeric ? Value::integer(std::strtoll(part.c_str(), nullptr, 10))
+                                    : Value::string(part));
             if (dot == std::string::npos) return v;
             start = dot + 1;
         }
@@ -3324,13 +3537,17 @@ class Interpreter {
 
     static int64_t length_of(const Value& v) {
         switch (v.kind) {
-            case Kind::Undefined: return 0;
-            case Kind::String: return static_cast<int64_t>(count_code_points(v.s));
+            case Kind::Undefined:
+                return 0;
+            case Kind::String:
+                return static_cast<int64_t>(count_code_points(v.s));
             case Kind::Array:
                 if (v.arr->is_generator) break;
                 return static_cast<int64_t>(v.arr->items.size());
-            case Kind::Object: return static_cast<int64_t>(v.obj->items.size());
-            default: break;
+            case Kind::Object:
+                return static_cast<int64_t>(v.obj->items.size());
+            default:
+                break;
         }
         throw EvalError("object of type '" + type_name(v) + "' has no len()");
     }
@@ -3371,7 +3588,8 @@ class Interpreter {
         a.kw = kw;
         return Value::boolean(apply_test(name.s, item, a));
     }
-    Value select_or_reject(const std::string& name, const Value& v, Args& a, bool select, bool by_attr);
+    Value select_or_reject(const std::string& name, const Value& v, Args& a, bool select,
+                           bool by_attr);
 };
 
 Value Interpreter::apply_filter(const std::string& name, Value v, Args& a) {
@@ -3392,7 +3610,8 @@ Value Interpreter::apply_filter(const std::string& name, Value v, Args& a) {
     if (name == "replace") {
         auto p = bind(name, a, {"old", "new", "count"});
         if (!p[0] || !p[1]) throw EvalError("replace() needs the old and the new text");
-        return Value::string(py_replace(to_str(v), to_str(*p[0]), to_str(*p[1]), int_arg(p[2], "replace count", -1)));
+        return Value::string(py_replace(to_str(v), to_str(*p[0]), to_str(*p[1]),
+                                        int_arg(p[2], "replace count", -1)));
     }
     if (name == "string" || name == "safe") {
         bind(name, a, {});
@@ -3438,7 +3657,8 @@ Value Interpreter::apply_filter(const std::string& name, Value v, Args& a) {
         return Value::string(std::move(out));
     }
     if (name == "format") {
-        if (!a.pos.empty() && !a.kw.empty()) throw EvalError("can't handle positional and keyword arguments at the same time");
+        if (!a.pos.empty() && !a.kw.empty())
+            throw EvalError("can't handle positional and keyword arguments at the same time");
         if (!a.kw.empty()) {
             auto d = std::make_shared<ObjectData>();
             for (auto& [k, x] : a.kw) d->set(Value::string(k), std::move(x));
@@ -3462,8 +3682,8 @@ Value Interpreter::apply_filter(const std::string& name, Value v, Args& a) {
         }
         if (given(p[2])) {
             const Value& s = *p[2];
-            if (s.kind != Kind::Array || s.arr->items.size() != 2 || s.arr->items[0].kind != Kind::String ||
-                s.arr->items[1].kind != Kind::String)
+            if (s.kind != Kind::Array || s.arr->items.size() != 2 ||
+                s.arr->items[0].kind != Kind::String || s.arr->items[1].kind != Kind::String)
                 throw EvalError("tojson separators must be a pair of strings");
             st.item_sep = s.arr->items[0].s;
             st.key_sep = s.arr->items[1].s;
@@ -3486,11 +3706,14 @@ Value Interpreter::apply_filter(const std::string& name, Value v, Args& a) {
     }
     if (name == "int") {
         auto p = bind(name, a, {"default", "base"});
-        return to_int(v, p[0] ? *p[0] : Value::integer(0), static_cast<int>(int_arg(p[1], "int base", 10)));
+        if (v.kind == Kind::Undefined) throw EvalError(v.s);  // Undefined.__int__ raises
+        return to_int(v, p[0] ? *p[0] : Value::integer(0),
+                      static_cast<int>(int_arg(p[1], "int base", 10)));
     }
     if (name == "float") {
         auto p = bind(name, a, {"default"});
         const Value fallback = p[0] ? *p[0] : Value::real(0.0);
+        if (v.kind == Kind::Undefined) throw EvalError(v.s);  // Undefined.__float__ raises
         if (is_number(v)) return Value::real(double_of(v));
         if (v.kind == Kind::String) {
             if (auto d = parse_py_float(v.s)) return Value::real(*d);
@@ -3517,9 +3740,10 @@ Value Interpreter::apply_filter(const std::string& name, Value v, Args& a) {
             if (is_integral(v)) return Value::integer(int_of(v));
             if (!std::isfinite(v.f)) return v;
             if (precision >= 0) {
-                char buf[400];
-                std::snprintf(buf, sizeof(buf), "%.*f", static_cast<int>(std::min<int64_t>(precision, 300)), v.f);
-                return Value::real(std::strtod(buf, nullptr));
+                // printf rounds the exact binary value, ties to even, as Python's round.
+                const std::string digits =
+                    format_c("%." + std::to_string(std::min<int64_t>(precision, 330)) + "f", v.f);
+                return Value::real(std::strtod(digits.c_str(), nullptr));
             }
             const double scale = std::pow(10.0, static_cast<double>(-precision));
             return Value::real(std::nearbyint(v.f / scale) * scale);
@@ -3531,8 +3755,9 @@ Value Interpreter::apply_filter(const std::string& name, Value v, Args& a) {
     if (name == "attr") {  // Python's getattr only: no fallback to dict items
         auto p = bind(name, a, {"name"});
         const std::string attr = str_arg(p[0], "attr name");
-        if (v.kind == Kind::Object && !one_of(attr, {"get", "items", "keys", "values", "copy", "clear", "pop",
-                                                      "popitem", "setdefault", "update", "fromkeys"}))
+        if (v.kind == Kind::Object &&
+            !one_of(attr, {"get", "items", "keys", "values", "copy", "clear", "pop", "popitem",
+                           "setdefault", "update", "fromkeys"}))
             return missing_attr(v, attr);
         return get_attr(v, attr);
     }
@@ -3540,7 +3765,9 @@ Value Interpreter::apply_filter(const std::string& name, Value v, Args& a) {
     if (name == "first" || name == "last") {
         bind(name, a, {});
         const std::vector<Value> items = iterate(v);
-        if (items.empty()) return Value::undefined(name == "first" ? "No first item, sequence was empty." : "No last item, sequence was empty.");
+        if (items.empty())
+            return Value::undefined(name == "first" ? "No first item, sequence was empty."
+                                                    : "No last item, sequence was empty.");
         return name == "first" ? items.front() : items.back();
     }
     if (name == "list") {
@@ -3554,9 +3781,12 @@ Value Interpreter::apply_filter(const std::string& name, Value v, Args& a) {
             std::reverse(cps.begin(), cps.end());
             return Value::string(encode(cps, 0, cps.size()));
         }
+        // reversed(value) is an iterator; what reversed() cannot take (a generator) becomes
+        // a reversed list.
+        const bool was_generator = v.kind == Kind::Array && v.arr->is_generator;
         std::vector<Value> items = iterate(v);
         std::reverse(items.begin(), items.end());
-        return make_generator(std::move(items));
+        return was_generator ? make_list(std::move(items)) : make_generator(std::move(items));
     }
     if (name == "join") {
         auto p = bind(name, a, {"d", "attribute"});
@@ -3585,7 +3815,8 @@ Value Interpreter::apply_filter(const std::string& name, Value v, Args& a) {
         if (v.kind != Kind::Object) throw EvalError("dictsort needs a dict, not " + type_name(v));
         const bool cs = bool_arg(p[0], false), rev = bool_arg(p[2], false);
         const std::string by = p[1] ? str_arg(p[1], "dictsort by") : "key";
-        if (by != "key" && by != "value") throw EvalError("You can only sort by either 'key' or 'value'");
+        if (by != "key" && by != "value")
+            throw EvalError("You can only sort by either 'key' or 'value'");
         const size_t pos = by == "key" ? 0 : 1;
         std::vector<std::pair<Value, Value>> keyed;  // (key, (k, v))
         for (const auto& [k, x] : v.obj->items) {
@@ -3593,7 +3824,8 @@ Value Interpreter::apply_filter(const std::string& name, Value v, Args& a) {
             keyed.emplace_back(cs ? part : lowered(part), make_list({k, x}, true));
         }
         std::stable_sort(keyed.begin(), keyed.end(), [rev](const auto& l, const auto& r) {
-            return rev ? py_compare(r.first, l.first, "<") < 0 : py_compare(l.first, r.first, "<") < 0;
+            return rev ? py_compare(r.first, l.first, "<") < 0
+                       : py_compare(l.first, r.first, "<") < 0;
         });
         std::vector<Value> out;
         for (auto& kv : keyed) out.push_back(std::move(kv.second));
@@ -3605,7 +3837,8 @@ Value Interpreter::apply_filter(const std::string& name, Value v, Args& a) {
         std::vector<std::pair<Value, Value>> keyed;
         for (const Value& item : iterate(v)) keyed.emplace_back(sort_key(item, p[2], cs), item);
         std::stable_sort(keyed.begin(), keyed.end(), [rev](const auto& l, const auto& r) {
-            return rev ? py_compare(r.first, l.first, "<") < 0 : py_compare(l.first, r.first, "<") < 0;
+            return rev ? py_compare(r.first, l.first, "<") < 0
+                       : py_compare(l.first, r.first, "<") < 0;
         });
         std::vector<Value> out;
         for (auto& kv : keyed) out.push_back(std::move(kv.second));
@@ -3617,7 +3850,9 @@ Value Interpreter::apply_filter(const std::string& name, Value v, Args& a) {
         std::vector<Value> seen, out;
         for (const Value& item : iterate(v)) {
             Value key = sort_key(item, p[1], cs);
-            if (std::any_of(seen.begin(), seen.end(), [&](const Value& s) { return py_equal(s, key); })) continue;
+            if (std::any_of(seen.begin(), seen.end(),
+                            [&](const Value& s) { return py_equal(s, key); }))
+                continue;
             seen.push_back(std::move(key));
             out.push_back(item);
         }
@@ -3643,7 +3878,8 @@ Value Interpreter::apply_filter(const std::string& name, Value v, Args& a) {
     if (name == "sum") {
         auto p = bind(name, a, {"attribute", "start"});
         Value total = p[1] ? *p[1] : Value::integer(0);
-        for (const Value& item : iterate(v)) total = binary_op("+", total, given(p[0]) ? attr_path(item, *p[0]) : item);
+        for (const Value& item : iterate(v))
+            total = binary_op("+", total, given(p[0]) ? attr_path(item, *p[0]) : item);
         return total;
     }
     if (name == "map") {
@@ -3676,12 +3912,15 @@ Value Interpreter::apply_filter(const std::string& name, Value v, Args& a) {
         }
         return make_generator(std::move(out));
     }
-    if (name == "select" || name == "reject") return select_or_reject(name, v, a, name == "select", false);
-    if (name == "selectattr" || name == "rejectattr") return select_or_reject(name, v, a, name == "selectattr", true);
+    if (name == "select" || name == "reject")
+        return select_or_reject(name, v, a, name == "select", false);
+    if (name == "selectattr" || name == "rejectattr")
+        return select_or_reject(name, v, a, name == "selectattr", true);
     throw EvalError("unsupported filter '" + name + "'");
 }
 
-Value Interpreter::select_or_reject(const std::string& name, const Value& v, Args& a, bool select, bool by_attr) {
+Value Interpreter::select_or_reject(const std::string& name, const Value& v, Args& a, bool select,
+                                    bool by_attr) {
     size_t off = 0;
     std::optional<Value> attribute;
     if (by_attr) {
@@ -3692,11 +3931,13 @@ Value Interpreter::select_or_reject(const std::string& name, const Value& v, Arg
     if (!truthy(v)) return make_generator({});  // Jinja2: `if value:` before iterating
     const bool has_test = a.pos.size() > off;
     std::vector<Value> test_args;
-    if (has_test) test_args.assign(a.pos.begin() + static_cast<std::ptrdiff_t>(off) + 1, a.pos.end());
+    if (has_test)
+        test_args.assign(a.pos.begin() + static_cast<std::ptrdiff_t>(off) + 1, a.pos.end());
     std::vector<Value> out;
     for (const Value& item : iterate(v)) {
         const Value x = attribute ? attr_path(item, *attribute) : item;
-        const bool ok = has_test ? truthy(call_test_by_name(a.pos[off], x, test_args, a.kw)) : truthy(x);
+        const bool ok =
+            has_test ? truthy(call_test_by_name(a.pos[off], x, test_args, a.kw)) : truthy(x);
         if (ok == select) out.push_back(item);
     }
     return make_generator(std::move(out));
@@ -3721,8 +3962,9 @@ bool Interpreter::apply_test(const std::string& name, const Value& v, Args& a) {
     if (name == "string") return no_args(), v.kind == Kind::String;
     if (name == "mapping") return no_args(), v.kind == Kind::Object;
     if (name == "iterable" || name == "sequence")
-        return no_args(), v.kind == Kind::Undefined || v.kind == Kind::String || v.kind == Kind::Object ||
-                              (v.kind == Kind::Array && (name == "iterable" || !v.arr->is_generator));
+        return no_args(),
+               v.kind == Kind::Undefined || v.kind == Kind::String || v.kind == Kind::Object ||
+                   (v.kind == Kind::Array && (name == "iterable" || !v.arr->is_generator));
     // Jinja2's Undefined has __call__ (which raises), so Python calls it callable.
     if (name == "callable") return no_args(), v.kind == Kind::Callable || v.kind == Kind::Undefined;
     if (name == "lower" || name == "upper") {
@@ -3752,11 +3994,15 @@ bool Interpreter::apply_test(const std::string& name, const Value& v, Args& a) {
         const Value o = other();
         if (v.kind != o.kind) return false;
         switch (v.kind) {
-            case Kind::Array: return v.arr == o.arr;
+            case Kind::Array:
+                return v.arr == o.arr;
             case Kind::Object:
-            case Kind::Namespace: return v.obj == o.obj;
-            case Kind::Callable: return v.fn == o.fn;
-            default: return py_equal(v, o);
+            case Kind::Namespace:
+                return v.obj == o.obj;
+            case Kind::Callable:
+                return v.fn == o.fn;
+            default:
+                return py_equal(v, o);
         }
     }
     if (name == "in") return contains(other(), v);
@@ -3764,7 +4010,8 @@ bool Interpreter::apply_test(const std::string& name, const Value& v, Args& a) {
     if (name == "ne" || name == "!=") return !py_equal(v, other());
     if (name == "lt" || name == "lessthan" || name == "<") return py_compare(v, other(), "<") < 0;
     if (name == "le" || name == "<=") return py_compare(v, other(), "<=") <= 0;
-    if (name == "gt" || name == "greaterthan" || name == ">") return py_compare(v, other(), ">") > 0;
+    if (name == "gt" || name == "greaterthan" || name == ">")
+        return py_compare(v, other(), ">") > 0;
     if (name == "ge" || name == ">=") return py_compare(v, other(), ">=") >= 0;
     throw EvalError("unsupported test '" + name + "'");
 }
@@ -3817,7 +4064,8 @@ Value Interpreter::call_method(const Value& self, const std::string& name, Args&
         auto p = bind(what, a, {"chars"});
         std::string chars;
         if (given(p[0])) chars = str_arg(p[0], (what + " arg").c_str());
-        return Value::string(py_strip(s, given(p[0]) ? &chars : nullptr, name != "rstrip", name != "lstrip"));
+        return Value::string(
+            py_strip(s, given(p[0]) ? &chars : nullptr, name != "rstrip", name != "lstrip"));
     }
     if (name == "split" || name == "rsplit") {
         auto p = bind(what, a, {"sep", "maxsplit"});
@@ -3827,8 +4075,9 @@ Value Interpreter::call_method(const Value& self, const std::string& name, Args&
             if (sep.empty()) throw EvalError("empty separator");
         }
         const int64_t maxsplit = int_arg(p[1], "maxsplit", -1);
-        std::vector<std::string> parts = name == "split" ? py_split(s, given(p[0]) ? &sep : nullptr, maxsplit)
-                                                         : py_rsplit(s, given(p[0]) ? &sep : nullptr, maxsplit);
+        std::vector<std::string> parts = name == "split"
+                                             ? py_split(s, given(p[0]) ? &sep : nullptr, maxsplit)
+                                             : py_rsplit(s, given(p[0]) ? &sep : nullptr, maxsplit);
         std::vector<Value> out;
         for (auto& part : parts) out.push_back(Value::string(std::move(part)));
         return make_list(std::move(out));
@@ -3836,7 +4085,8 @@ Value Interpreter::call_method(const Value& self, const std::string& name, Args&
     if (name == "splitlines") {
         auto p = bind(what, a, {"keepends"});
         std::vector<Value> out;
-        for (auto& line : py_splitlines(s, bool_arg(p[0], false))) out.push_back(Value::string(std::move(line)));
+        for (auto& line : py_splitlines(s, bool_arg(p[0], false)))
+            out.push_back(Value::string(std::move(line)));
         return make_list(std::move(out));
     }
     if (name == "startswith" || name == "endswith") {
@@ -3856,10 +4106,11 @@ Value Interpreter::call_method(const Value& self, const std::string& name, Args&
             candidates.push_back(*p[0]);
         for (const Value& c : candidates) {
             if (c.kind != Kind::String)
-                throw EvalError(what + " first arg must be str or a tuple of str, not " + type_name(c));
-            const bool hit = name == "startswith"
-                                 ? text.substr(0, c.s.size()) == c.s
-                                 : (text.size() >= c.s.size() && text.substr(text.size() - c.s.size()) == c.s);
+                throw EvalError(what + " first arg must be str or a tuple of str, not " +
+                                type_name(c));
+            const bool hit = name == "startswith" ? text.substr(0, c.s.size()) == c.s
+                                                  : (text.size() >= c.s.size() &&
+                                                     text.substr(text.size() - c.s.size()) == c.s);
             if (hit) return Value::boolean(true);
         }
         return Value::boolean(false);
@@ -3883,15 +4134,21 @@ Value Interpreter::call_method(const Value& self, const std::string& name, Args&
     }
     if (name == "replace") {
         auto p = bind(what, a, {"old", "new", "count"});
-        return Value::string(py_replace(s, str_arg(p[0], "replace() old"), str_arg(p[1], "replace() new"),
+        return Value::string(py_replace(s, str_arg(p[0], "replace() old"),
+                                        str_arg(p[1], "replace() new"),
                                         int_arg(p[2], "replace() count", -1)));
     }
-    if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
+    if (name == "find" || name == "rfind" || name == "index" || name == "rindex" ||
+        name == "count") {
         auto p = bind(what, a, {"sub", "start", "end"});
-        const std::vector<uint32_t> hay = code_points(s), needle = code_points(str_arg(p[0], (what + "() arg").c_str()));
+        const std::vector<uint32_t> hay = code_points(s),
+                                    needle = code_points(str_arg(p[0], (what + "() arg").c_str()));
         const auto n = static_cast<int64_t>(hay.size());
-        auto clamp = [n](int64_t x) { return x < 0 ? std::max<int64_t>(0, x + n) : std::min(x, n); };
-        const int64_t start = clamp(int_arg(p[1], "start", 0)), end = clamp(int_arg(p[2], "end", n));
+        auto clamp = [n](int64_t x) {
+            return x < 0 ? std::max<int64_t>(0, x + n) : std::min(x, n);
+        };
+        const int64_t start = clamp(int_arg(p[1], "start", 0)),
+                      end = clamp(int_arg(p[2], "end", n));
         const auto m = static_cast<int64_t>(needle.size());
         auto match_at = [&](int64_t k) {
             return std::equal(needle.begin(), needle.end(), hay.begin() + k);
@@ -3923,7 +4180,8 @@ Value Interpreter::call_method(const Value& self, const std::string& name, Args&
                     break;
                 }
         }
-        if (found < 0 && (name == "index" || name == "rindex")) throw EvalError("substring not found");
+        if (found < 0 && (name == "index" || name == "rindex"))
+            throw EvalError("substring not found");
         return Value::integer(found);
     }
     if (name == "join") {
@@ -3964,13 +4222,15 @@ Value Interpreter::call_method(const Value& self, const std::string& name, Args&
                 continue;
             }
             const size_t close = s.find('}', i);
-            if (close == std::string::npos) throw EvalError("Single '{' encountered in format string");
+            if (close == std::string::npos)
+                throw EvalError("Single '{' encountered in format string");
             std::string field = s.substr(i + 1, close - i - 1);
             i = close;
             char conv = 's';
             const size_t colon = field.find(':');
             if (colon != std::string::npos) {
-                if (colon + 1 < field.size()) throw EvalError("unsupported format spec in str.format: '" + field + "'");
+                if (colon + 1 < field.size())
+                    throw EvalError("unsupported format spec in str.format: '" + field + "'");
                 field.resize(colon);
             }
             const size_t bang = field.find('!');
@@ -3980,14 +4240,20 @@ Value Interpreter::call_method(const Value& self, const std::string& name, Args&
             }
             Value v;
             if (field.empty()) {
-                if (auto_index >= a.pos.size()) throw EvalError("Replacement index " + std::to_string(auto_index) + " out of range");
+                if (auto_index >= a.pos.size())
+                    throw EvalError("Replacement index " + std::to_string(auto_index) +
+                                    " out of range");
                 v = a.pos[auto_index++];
-            } else if (std::all_of(field.begin(), field.end(), [](char ch) { return std::isdigit(static_cast<unsigned char>(ch)); })) {
+            } else if (std::all_of(field.begin(), field.end(), [](char ch) {
+                           return std::isdigit(static_cast<unsigned char>(ch));
+                       })) {
                 const auto idx = static_cast<size_t>(std::strtoull(field.c_str(), nullptr, 10));
-                if (idx >= a.pos.size()) throw EvalError("Replacement index " + field + " out of range");
+                if (idx >= a.pos.size())
+                    throw EvalError("Replacement index " + field + " out of range");
                 v = a.pos[idx];
             } else {
-                const auto it = std::find_if(a.kw.begin(), a.kw.end(), [&](const auto& kv) { return kv.first == field; });
+                const auto it = std::find_if(a.kw.begin(), a.kw.end(),
+                                             [&](const auto& kv) { return kv.first == field; });
                 if (it == a.kw.end()) throw EvalError("KeyError: '" + field + "'");
                 v = it->second;
             }
@@ -4004,7 +4270,9 @@ Value Interpreter::call_method(const Value& self, const std::string& name, Args&
             Args none;
             return Value::boolean(apply_test(name == "islower" ? "lower" : "upper", self, none));
         }
-        if (name == "isascii") return Value::boolean(std::all_of(s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; }));
+        if (name == "isascii")
+            return Value::boolean(std::all_of(
+                s.begin(), s.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; }));
         if (s.empty()) return Value::boolean(false);
         for (size_t i = 0; i < s.size();) {
             const uint32_t c = next_code_point(s, i);
@@ -4028,7 +4296,8 @@ Value Interpreter::call_method(const Value& self, const std::string& name, Args&
     if (name == "removeprefix" || name == "removesuffix") {
         auto p = bind(what, a, {"affix"});
         const std::string affix = str_arg(p[0], (what + "() arg").c_str());
-        if (name == "removeprefix" && s.compare(0, affix.size(), affix) == 0) return Value::string(s.substr(affix.size()));
+        if (name == "removeprefix" && s.compare(0, affix.size(), affix) == 0)
+            return Value::string(s.substr(affix.size()));
         if (name == "removesuffix" && !affix.empty() && s.size() >= affix.size() &&
             s.compare(s.size() - affix.size(), affix.size(), affix) == 0)
             return Value::string(s.substr(0, s.size() - affix.size()));
@@ -4040,7 +4309,8 @@ Value Interpreter::call_method(const Value& self, const std::string& name, Args&
         std::string fill = name == "zfill" ? "0" : " ";
         if (p.size() > 1 && given(p[1])) {
             fill = str_arg(p[1], "fillchar");
-            if (count_code_points(fill) != 1) throw EvalError("The fill character must be exactly one character long");
+            if (count_code_points(fill) != 1)
+                throw EvalError("The fill character must be exactly one character long");
         }
         const auto len = static_cast<int64_t>(count_code_points(s));
         if (width <= len) return self;
@@ -4068,9 +4338,12 @@ Value Interpreter::call_method(const Value& self, const std::string& name, Args&
         if (sep.empty()) throw EvalError("empty separator");
         const size_t at = name == "partition" ? s.find(sep) : s.rfind(sep);
         if (at == std::string::npos)
-            return name == "partition" ? make_list({self, Value::string(""), Value::string("")}, true)
-                                       : make_list({Value::string(""), Value::string(""), self}, true);
-        return make_list({Value::string(s.substr(0, at)), Value::string(sep), Value::string(s.substr(at + sep.size()))}, true);
+            return name == "partition"
+                       ? make_list({self, Value::string(""), Value::string("")}, true)
+                       : make_list({Value::string(""), Value::string(""), self}, true);
+        return make_list({Value::string(s.substr(0, at)), Value::string(sep),
+                          Value::string(s.substr(at + sep.size()))},
+                         true);
     }
     throw EvalError("unsupported method 'str." + name + "'");
 }
@@ -4078,7 +4351,8 @@ Value Interpreter::call_method(const Value& self, const std::string& name, Args&
 template <class Json>
 Result<std::string> render_impl(const std::string& source, const Json& context) {
     try {
-        if (!context.is_object()) return Result<std::string>::fail("the template context must be a JSON object");
+        if (!context.is_object())
+            return Result<std::string>::fail("the template context must be a JSON object");
         Body body = Parser(Lexer(source).run()).parse_template();
         const Value ctx = from_json(context, 0);
         Interpreter interp(ctx);
