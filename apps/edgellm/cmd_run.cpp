@@ -132,6 +132,8 @@ int cmd_run(const std::vector<std::string>& args) {
     p.option({"--chat-template-kwargs"}, "JSON",
              "further variables for the model's chat template, e.g. '{\"enable_thinking\":false}'");
     p.flag({"--jinja"}, "render the model's own chat template (the default with --chat)");
+    p.option({"--chat-template-file"}, "FILE",
+             "a Jinja chat template to use instead of the model's (for a file whose own is wrong)");
     p.option({"-r", "--reverse-prompt", "--stop"}, "TEXT", "stop when this text appears");
     p.flag({"--ignore-eos"}, "keep generating past end-of-sequence tokens");
     p.flag({"--no-bos"}, "do not add BOS even if the model asks for it");
@@ -195,8 +197,14 @@ int cmd_run(const std::vector<std::string>& args) {
         std::vector<ChatMessage> msgs;
         if (auto sys = p.get("--system")) msgs.push_back({"system", *sys});
         msgs.push_back({"user", prompt});
+        std::string tmpl;
+        if (auto file = p.get("--chat-template-file")) {
+            std::ifstream in(*file, std::ios::binary);
+            if (!in) return fail("run", "cannot read the chat template " + *file, 2);
+            tmpl.assign(std::istreambuf_iterator<char>(in), {});
+        }
         const ChatPrompt cp = chat_prompt((*model)->file(), **tok, msgs, true,
-                                          p.get("--chat-template-kwargs").value_or(""));
+                                          p.get("--chat-template-kwargs").value_or(""), "", tmpl);
         if (!cp.warning.empty())
             std::fprintf(stderr, "edgellm run: warning: %s; using the %s format\n",
                          cp.warning.c_str(), cp.how.c_str());

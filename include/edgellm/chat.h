@@ -45,8 +45,11 @@ struct ChatPrompt {
 // extra_json: a JSON object of further template variables (llama.cpp's
 // --chat-template-kwargs, e.g. {"enable_thinking": false}); empty for none.
 // tools_json: a JSON array of tools (OpenAI's format) for templates that take them.
+// template_source: a template to use instead of the file's (llama.cpp's
+// --chat-template-file); empty for the file's.
 ChatPrompt chat_prompt(const GgufFile& f, const Tokenizer& t,
                        const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                       const std::string& extra_json = "", const std::string& tools_json = "");
+                       const std::string& extra_json = "", const std::string& tools_json = "",
+                       const std::string& template_source = "");
 
 }  // namespace edgellm

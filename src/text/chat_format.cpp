@@ -1,5 +1,7 @@
 #include "edgellm/chat.h"
 
+#include <optional>
+
 #include <nlohmann/json.hpp>
 
 #include "text/jinja.h"
@@ -77,11 +79,13 @@ std::string render_chat(ChatFormat f, const std::vector<ChatMessage>& messages,
 
 ChatPrompt chat_prompt(const GgufFile& f, const Tokenizer& t,
                        const std::vector<ChatMessage>& messages, bool add_generation_prompt,
-                       const std::string& extra_json, const std::string& tools_json) {
+                       const std::string& extra_json, const std::string& tools_json,
+                       const std::string& template_source) {
     ChatPrompt out;
     const std::string bos = t.bos() >= 0 ? t.token_to_piece(t.bos(), true) : "";
     const std::string eos = t.eos() >= 0 ? t.token_to_piece(t.eos(), true) : "";
-    const auto tmpl = f.get_string("tokenizer.chat_template");
+    const auto tmpl = template_source.empty() ? f.get_string("tokenizer.chat_template")
+                                              : std::optional<std::string>(template_source);
     if (tmpl && !tmpl->empty()) {
         // (ordered: keys keep the order they were given in, as Python's dicts do, which
         // shows wherever a template prints a tool schema with tojson)
@@ -117,7 +121,8 @@ ChatPrompt chat_prompt(const GgufFile& f, const Tokenizer& t,
             }
             err = r.error();
         }
-        out.warning = "the model's chat template cannot be used (" + err + ")";
+        out.warning = std::string(template_source.empty() ? "the model's" : "the given") +
+                      " chat template cannot be used (" + err + ")";
     }
     const ChatFormat fmt = detect_chat_format(f, t);
     out.text = render_chat(fmt, messages, add_generation_prompt, default_system_prompt(f));

@@ -178,6 +178,37 @@ TEST(RealModel, ChatAnswersAPlainQuestion) {
     EXPECT_NE(r.err.find("stop: eos"), std::string::npos) << r.err;
 }
 
+// --chat-template-file renders the given template instead of the model's (here a ChatML
+// one, so the Qwen model still answers), and a template the interpreter cannot take falls
+// back to the built-in format with a warning naming the line and the construct.
+TEST(RealModel, ChatTemplateFileReplacesTheModelsOrWarns) {
+    const fs::path model = edgellm::test::qwen_model();
+    if (model.empty()) GTEST_SKIP() << "no Qwen2.5 model in " << edgellm::test::models_dir();
+    const fs::path good = fs::temp_directory_path() / "edgellm_tmpl_good.jinja";
+    const fs::path bad = fs::temp_directory_path() / "edgellm_tmpl_bad.jinja";
+    std::ofstream(good) << "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}"
+                           "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}"
+                           "<|im_start|>assistant\n{% endif %}";
+    std::ofstream(bad) << "line one\n{% include 'other.jinja' %}";
+    const std::string q = " --chat -p 'What is the capital of France? Answer in one word.' "
+                          "-n 16 --temp 0 -t 2";
+    Outcome r = run("run -m " + model.string() + q + " --chat-template-file " + good.string());
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("Paris"), std::string::npos) << r.out;
+    EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
+    r = run("run -m " + model.string() + q + " --chat-template-file " + bad.string());
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.err.find("warning: the given chat template cannot be used (line 2"),
+              std::string::npos)
+        << r.err;
+    EXPECT_NE(r.err.find("built-in chatml"), std::string::npos) << r.err;
+    EXPECT_NE(r.out.find("Paris"), std::string::npos) << r.out;
+    r = run("run -m " + model.string() + q + " --chat-template-file /nonexistent.jinja");
+    EXPECT_EQ(r.code, 2);
+    fs::remove(good);
+    fs::remove(bad);
+}
+
 TEST(Cli, QuantizeShowsProgressAndWritesALoadableFile) {
     const fs::path src = kGolden / "tiny-llama-f32.gguf";
     if (!fs::exists(src)) GTEST_SKIP() << "no golden models at " << kGolden;
