@@ -9,6 +9,8 @@
 // both into Result::fail; nothing escapes it.
 #include "text/jinja.h"
 
+#include "text/unicode.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -56,60 +58,22 @@ struct EvalError : std::runtime_error {
 // Text helpers
 // =========================================================================================
 
-// Decodes the code point at s[i] and advances i. Bytes that are not valid UTF-8 decode to
-// U+DC80..U+DCFF (Python's surrogateescape), which append_utf8 writes back unchanged, so any
-// byte string survives a round trip.
+// Decodes the code point at s[i] and advances i (unicode::decode). Bytes that are not
+// valid UTF-8 (which it decodes to U+FFFD, one byte consumed) become U+DC80..U+DCFF
+// instead (Python's surrogateescape), which append_utf8 writes back unchanged, so any byte
+// string survives a round trip.
 uint32_t next_code_point(std::string_view s, size_t& i) {
-    const auto b0 = static_cast<unsigned char>(s[i]);
-    if (b0 < 0x80) {
-        ++i;
-        return b0;
-    }
-    size_t n = 0;
-    uint32_t cp = 0;
-    if ((b0 & 0xE0) == 0xC0) {
-        n = 1;
-        cp = b0 & 0x1F;
-    } else if ((b0 & 0xF0) == 0xE0) {
-        n = 2;
-        cp = b0 & 0x0F;
-    } else if ((b0 & 0xF8) == 0xF0) {
-        n = 3;
-        cp = b0 & 0x07;
-    }
-    static const uint32_t min_cp[] = {0, 0x80, 0x800, 0x10000};
-    bool ok = n > 0 && s.size() - i > n;
-    for (size_t k = 1; ok && k <= n; ++k) {
-        const auto c = static_cast<unsigned char>(s[i + k]);
-        ok = (c & 0xC0) == 0x80;
-        cp = (cp << 6) | (c & 0x3F);
-    }
-    if (!ok || cp < min_cp[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
-        ++i;
-        return 0xDC00u + b0;
-    }
-    i += n + 1;
+    const size_t start = i;
+    const uint32_t cp = unicode::decode(s, &i);
+    if (cp == 0xFFFD && i == start + 1) return 0xDC00u + static_cast<unsigned char>(s[start]);
     return cp;
 }
 
 void append_utf8(std::string& out, uint32_t cp) {
-    if (cp >= 0xDC80 && cp <= 0xDCFF) {
+    if (cp >= 0xDC80 && cp <= 0xDCFF)
         out += static_cast<char>(cp - 0xDC00);
-    } else if (cp < 0x80) {
-        out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-        out += static_cast<char>(0xC0 | (cp >> 6));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-        out += static_cast<char>(0xE0 | (cp >> 12));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-        out += static_cast<char>(0xF0 | (cp >> 18));
-        out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-        out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-        out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
+    else
+        unicode::append_utf8(cp, &out);
 }
 
 std::vector<uint32_t> code_points(std::string_view s) {

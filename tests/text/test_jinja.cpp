@@ -629,6 +629,15 @@ TEST(JinjaApi, KeyOrderFollowsTheJsonType) {
     EXPECT_EQ(*render(source, nlohmann::json::parse(context)), R"({"a": 2, "b": 1} ab)");
 }
 
+// Bytes that are not UTF-8 survive case mapping as themselves (Python's surrogateescape)
+// and count as one character each; a real U+FFFD stays U+FFFD.
+TEST(JinjaApi, InvalidUtf8BytesRoundTrip) {
+    EXPECT_EQ(*render("{{ 'a\xff\xc3\xa9\xc3'|upper }}", nlohmann::json::object()),
+              "A\xff\xc3\x89\xc3");
+    EXPECT_EQ(*render("{{ 'a\xff\xc3\xa9'|length }}", nlohmann::json::object()), "3");
+    EXPECT_EQ(*render("{{ '\xef\xbf\xbdx'|upper }}", nlohmann::json::object()), "\xef\xbf\xbdX");
+}
+
 TEST(JinjaApi, ContextMustBeAnObject) {
     EXPECT_FALSE(render("x", nlohmann::json::array()).ok());
     EXPECT_EQ(*render("x", nlohmann::json::object()), "x");
