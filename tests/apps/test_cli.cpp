@@ -14,6 +14,7 @@
 
 #include <nlohmann/json.hpp>
 #include "edgellm/gguf.h"
+#include "kernels/kernels.h"
 
 namespace fs = std::filesystem;
 
@@ -207,6 +208,28 @@ TEST(RealModel, ChatTemplateFileReplacesTheModelsOrWarns) {
     EXPECT_EQ(r.code, 2);
     fs::remove(good);
     fs::remove(bad);
+}
+
+// The memory bill says how much of the weights was repacked for decode, bench says it
+// too, and --no-repack (llama.cpp's flag) keeps the file's layout.
+TEST(Cli, RepackingIsReportedAndNoRepackTurnsItOff) {
+    const fs::path m = kGolden / "tiny-qwen2-q4_0.gguf";
+    if (!fs::exists(m)) GTEST_SKIP() << "no golden models at " << kGolden;
+    if (edgellm::available_kernel_sets().back() == "ref")
+        GTEST_SKIP() << "no SIMD kernel set here: nothing is repacked";
+    Outcome r = run("inspect " + m.string() + " --no-tensors");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("repacked at load for decode"), std::string::npos) << r.out;
+    r = run("inspect " + m.string() + " --no-tensors --no-repack");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out.find("repacked"), std::string::npos) << r.out;
+    r = run("bench -m " + m.string() + " -p 0 -n 4 -r 1 -t 1 --no-bandwidth");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("MiB of them repacked for decode"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("(0.0 MiB of them repacked"), std::string::npos) << r.out;
+    r = run("bench -m " + m.string() + " -p 0 -n 4 -r 1 -t 1 --no-bandwidth -nr");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("(0.0 MiB of them repacked"), std::string::npos) << r.out;
 }
 
 TEST(Cli, QuantizeShowsProgressAndWritesALoadableFile) {
