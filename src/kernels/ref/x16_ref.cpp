@@ -242,45 +242,26 @@ float row_dot_legacy(const uint8_t* group, int r, int64_t nb, const PanelActBloc
     return acc;
 }
 
-float row_dot_q4_K(const uint8_t* group, int r, int64_t nb, const PanelActBlock* a) {
-    block_q4_K blk;
-    uint8_t q[QK_K], sc[8], m[8];
+// K-quants with scales and mins (q2_K: 16 sub-blocks of 16, q4_K: 8 of 32): per 256-block
+// isum = sum sc_s * (q . a over s), msum = sum m_s * sum(a over s), then x16.h's steps.
+// Unpack(block, q, sc, m) is the reference's decoder of the block.
+template <typename Block, TensorType T, int kSub, void (*Unpack)(const Block&, uint8_t*, uint8_t*, uint8_t*)>
+float row_dot_scale_min(const uint8_t* group, int r, int64_t nb, const PanelActBlock* a) {
+    constexpr int kLen = QK_K / kSub;  // elements per sub-block
+    Block blk;
+    uint8_t q[QK_K], sc[kSub], m[kSub];
     float acc = 0.0f;
     for (int64_t b = 0; b < nb; ++b) {
-        x16_unpack_block(TensorType::Q4_K, group, r, b, (uint8_t*)&blk);
-        ref::unpack_q4_K(blk, q, sc, m);
+        x16_unpack_block(T, group, r, b, (uint8_t*)&blk);
+        Unpack(blk, q, sc, m);
         const PanelActBlock* ab = a + 8 * b;
         int32_t isum = 0, msum = 0;
-        for (int s = 0; s < 8; ++s) {
+        for (int s = 0; s < kSub; ++s) {
             int32_t d = 0, t = 0;
-            for (int j = 0; j < 32; ++j) {
-                d += (int32_t)q[32 * s + j] * ab[s].qs[j];
-                t += ab[s].qs[j];
-            }
-            isum += (int32_t)sc[s] * d;
-            msum += (int32_t)m[s] * t;
-        }
-        const float da = ab[0].d;
-        acc = std::fma(fp16_to_f32(blk.d) * da, (float)isum, acc);
-        acc = std::fma(fp16_to_f32(blk.dmin) * da, (float)(-msum), acc);
-    }
-    return acc;
-}
-
-float row_dot_q2_K(const uint8_t* group, int r, int64_t nb, const PanelActBlock* a) {
-    block_q2_K blk;
-    uint8_t q[QK_K], sc[16], m[16];
-    float acc = 0.0f;
-    for (int64_t b = 0; b < nb; ++b) {
-        x16_unpack_block(TensorType::Q2_K, group, r, b, (uint8_t*)&blk);
-        ref::unpack_q2_K(blk, q, sc, m);
-        const PanelActBlock* ab = a + 8 * b;
-        int32_t isum = 0, msum = 0;
-        for (int s = 0; s < 16; ++s) {
-            int32_t d = 0, t = 0;
-            for (int j = 0; j < 16; ++j) {
-                const int8_t av = ab[s / 2].qs[16 * (s % 2) + j];
-                d += (int32_t)q[16 * s + j] * av;
+            for (int j = 0; j < kLen; ++j) {
+                const int e = kLen * s + j;  // element: panel block e / 32, byte e % 32
+                const int8_t av = ab[e / 32].qs[e % 32];
+                d += (int32_t)q[e] * av;
                 t += av;
             }
             isum += (int32_t)sc[s] * d;
@@ -367,8 +348,12 @@ GemvX16Fn gemv_x16_ref(TensorType t) {
         case TensorType::Q4_0: return gemv_ref<row_dot_legacy<TensorType::Q4_0>, 32>;
         case TensorType::Q5_0: return gemv_ref<row_dot_legacy<TensorType::Q5_0>, 32>;
         case TensorType::Q8_0: return gemv_ref<row_dot_legacy<TensorType::Q8_0>, 32>;
-        case TensorType::Q2_K: return gemv_ref<row_dot_q2_K, QK_K>;
-        case TensorType::Q4_K: return gemv_ref<row_dot_q4_K, QK_K>;
+        case TensorType::Q2_K:
+            return gemv_ref<row_dot_scale_min<block_q2_K, TensorType::Q2_K, 16, ref::unpack_q2_K>,
+                            QK_K>;
+        case TensorType::Q4_K:
+            return gemv_ref<row_dot_scale_min<block_q4_K, TensorType::Q4_K, 8, ref::unpack_q4_K>,
+                            QK_K>;
         case TensorType::Q6_K: return gemv_ref<row_dot_q6_K, QK_K>;
         default: return nullptr;
     }
