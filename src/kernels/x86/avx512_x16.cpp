@@ -91,23 +91,46 @@ struct X16Q8_0 {
     }
 };
 
+// One x16 block's integer sums for its 16 rows: isum and, for types with mins, -msum.
+struct Sums {
+    __m512i isum;
+    __m512i mneg = _mm512_setzero_si512();
+};
+
+// Every type's GEMV: per column, block after block, the sums of X::sums (the type's part)
+// meet the rows' scales (f16 at the block's start; the mins' at +32) in x16.h's float
+// steps. X: kBytes per x16 block, kActs panel blocks per x16 block, kMin, sums(g, ab).
 template <typename X>
-void gemv_legacy(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
-                 int64_t n_cols, float* y, size_t y_stride) {
-    const int64_t nb = n / 32;
+void gemv(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
+          int64_t n_cols, float* y, size_t y_stride) {
+    const int64_t nb = n / (32 * X::kActs);
     for (int64_t c = 0; c < n_cols; ++c) {
         const PanelActBlock* a = act + act_stride * (size_t)c;
         __m512 acc = _mm512_setzero_ps();
         for (int64_t b = 0; b < nb; ++b) {
             const uint8_t* g = group + X::kBytes * (size_t)b;
-            const __m512i isum = _mm512_add_epi32(X::dot(g, a[b].qs),
-                                                  _mm512_set1_epi32(a[b].nsum32 >> X::kShift));
-            const __m512 s = _mm512_mul_ps(halves16(g), _mm512_set1_ps(a[b].d));
-            acc = _mm512_fmadd_ps(s, _mm512_cvtepi32_ps(isum), acc);
+            const PanelActBlock* ab = a + X::kActs * b;
+            const Sums s = X::sums(g, ab);
+            const __m512 da = _mm512_set1_ps(ab[0].d);
+            acc = _mm512_fmadd_ps(_mm512_mul_ps(halves16(g), da), _mm512_cvtepi32_ps(s.isum), acc);
+            if constexpr (X::kMin)
+                acc = _mm512_fmadd_ps(_mm512_mul_ps(halves16(g + 32), da),
+                                      _mm512_cvtepi32_ps(s.mneg), acc);
         }
         _mm512_storeu_ps(y + y_stride * (size_t)c, acc);
     }
 }
+
+// The legacy types' sums: the dot of the biased weights plus the bias correction.
+template <typename X>
+struct Legacy {
+    static constexpr size_t kBytes = X::kBytes;
+    static constexpr int kActs = 1;
+    static constexpr bool kMin = false;
+    static Sums sums(const uint8_t* g, const PanelActBlock* ab) {
+        return {_mm512_add_epi32(X::dot(g, ab->qs), _mm512_set1_epi32(ab->nsum32 >> X::kShift))};
+    }
+};
 
 // ---------------------------------------------------------------------------------------
 // q4_K: 8 sub-blocks of 32, 6-bit scales and mins unpacked in the lanes from the three
@@ -143,42 +166,31 @@ inline void q4_K_pair(const uint8_t* qs, const PanelActBlock* ab, __m512i sc, __
     mneg = _mm512_add_epi32(mneg, _mm512_mullo_epi32(lane_byte<b1>(m), _mm512_set1_epi32(hi.nsum32)));
 }
 
-void gemv_q4_K(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
-               int64_t n_cols, float* y, size_t y_stride) {
-    constexpr size_t kBytes = 2304;
-    const int64_t nb = n / 256;
-    const __m512i m6 = _mm512_set1_epi8(0x3F), m4 = _mm512_set1_epi8(0x0F),
-                  m2 = _mm512_set1_epi8(0x30);
-    for (int64_t c = 0; c < n_cols; ++c) {
-        const PanelActBlock* a = act + act_stride * (size_t)c;
-        __m512 acc = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) {
-            const uint8_t* g = group + kBytes * (size_t)b;
-            const PanelActBlock* ab = a + 8 * b;
-            const __m512i u0 = load512(g + 64), u1 = load512(g + 128), u2 = load512(g + 192);
-            const __m512i sc0 = _mm512_and_si512(u0, m6), m0 = _mm512_and_si512(u1, m6);
-            // (x >> 2) & 0x30 per byte: the byte's top two bits at 4, 5
-            const __m512i sc1 = _mm512_or_si512(_mm512_and_si512(u2, m4),
-                                                _mm512_and_si512(_mm512_srli_epi32(u0, 2), m2));
-            const __m512i m1 =
-                _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m4),
-                                _mm512_and_si512(_mm512_srli_epi32(u1, 2), m2));
-            const uint8_t* qs = g + 256;
-            __m512i isum = _mm512_setzero_si512(), mneg = _mm512_setzero_si512();
-            q4_K_pair<0>(qs, ab, sc0, m0, isum, mneg);
-            q4_K_pair<1>(qs, ab, sc0, m0, isum, mneg);
-            q4_K_pair<2>(qs, ab, sc1, m1, isum, mneg);
-            q4_K_pair<3>(qs, ab, sc1, m1, isum, mneg);
-            // sum m * (-128 * sum a) is a multiple of 128: exactly -msum after the shift
-            mneg = _mm512_srai_epi32(mneg, 7);
-            const __m512 da = _mm512_set1_ps(ab[0].d);
-            acc = _mm512_fmadd_ps(_mm512_mul_ps(halves16(g), da), _mm512_cvtepi32_ps(isum), acc);
-            acc = _mm512_fmadd_ps(_mm512_mul_ps(halves16(g + 32), da), _mm512_cvtepi32_ps(mneg),
-                                  acc);
-        }
-        _mm512_storeu_ps(y + y_stride * (size_t)c, acc);
+struct X16Q4_K {
+    static constexpr size_t kBytes = 2304;
+    static constexpr int kActs = 8;
+    static constexpr bool kMin = true;
+    static Sums sums(const uint8_t* g, const PanelActBlock* ab) {
+        const __m512i m6 = _mm512_set1_epi8(0x3F), m4 = _mm512_set1_epi8(0x0F),
+                      m2 = _mm512_set1_epi8(0x30);
+        const __m512i u0 = load512(g + 64), u1 = load512(g + 128), u2 = load512(g + 192);
+        const __m512i sc0 = _mm512_and_si512(u0, m6), m0 = _mm512_and_si512(u1, m6);
+        // (x >> 2) & 0x30 per byte: the byte's top two bits at 4, 5
+        const __m512i sc1 = _mm512_or_si512(_mm512_and_si512(u2, m4),
+                                            _mm512_and_si512(_mm512_srli_epi32(u0, 2), m2));
+        const __m512i m1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m4),
+                                           _mm512_and_si512(_mm512_srli_epi32(u1, 2), m2));
+        const uint8_t* qs = g + 256;
+        Sums s{_mm512_setzero_si512()};
+        q4_K_pair<0>(qs, ab, sc0, m0, s.isum, s.mneg);
+        q4_K_pair<1>(qs, ab, sc0, m0, s.isum, s.mneg);
+        q4_K_pair<2>(qs, ab, sc1, m1, s.isum, s.mneg);
+        q4_K_pair<3>(qs, ab, sc1, m1, s.isum, s.mneg);
+        // sum m * (-128 * sum a) is a multiple of 128: exactly -msum after the shift
+        s.mneg = _mm512_srai_epi32(s.mneg, 7);
+        return s;
     }
-}
+};
 
 // ---------------------------------------------------------------------------------------
 // q2_K: 16 sub-blocks of 16, 4-bit scales and mins (one byte per sub-block: 4 chunks, lane
@@ -219,32 +231,22 @@ inline void q2_K_quad(const uint8_t* g, const PanelActBlock* ab, const __m512i* 
     }
 }
 
-void gemv_q2_K(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
-               int64_t n_cols, float* y, size_t y_stride) {
-    constexpr size_t kBytes = 1344;
-    const int64_t nb = n / 256;
-    for (int64_t c = 0; c < n_cols; ++c) {
-        const PanelActBlock* a = act + act_stride * (size_t)c;
-        __m512 acc = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) {
-            const uint8_t* g = group + kBytes * (size_t)b;
-            const PanelActBlock* ab = a + 8 * b;
-            const __m512i sc[4] = {load512(g + 64), load512(g + 128), load512(g + 192),
-                                   load512(g + 256)};
-            __m512i isum = _mm512_setzero_si512(), mneg = _mm512_setzero_si512();
-            q2_K_quad<0, 0>(g, ab, sc, isum, mneg);
-            q2_K_quad<0, 1>(g, ab, sc, isum, mneg);
-            q2_K_quad<1, 0>(g, ab, sc, isum, mneg);
-            q2_K_quad<1, 1>(g, ab, sc, isum, mneg);
-            mneg = _mm512_srai_epi32(mneg, 7);  // sum m * (-128 * sum a) / 128 = -msum
-            const __m512 da = _mm512_set1_ps(ab[0].d);
-            acc = _mm512_fmadd_ps(_mm512_mul_ps(halves16(g), da), _mm512_cvtepi32_ps(isum), acc);
-            acc = _mm512_fmadd_ps(_mm512_mul_ps(halves16(g + 32), da), _mm512_cvtepi32_ps(mneg),
-                                  acc);
-        }
-        _mm512_storeu_ps(y + y_stride * (size_t)c, acc);
+struct X16Q2_K {
+    static constexpr size_t kBytes = 1344;
+    static constexpr int kActs = 8;
+    static constexpr bool kMin = true;
+    static Sums sums(const uint8_t* g, const PanelActBlock* ab) {
+        const __m512i sc[4] = {load512(g + 64), load512(g + 128), load512(g + 192),
+                               load512(g + 256)};
+        Sums s{_mm512_setzero_si512()};
+        q2_K_quad<0, 0>(g, ab, sc, s.isum, s.mneg);
+        q2_K_quad<0, 1>(g, ab, sc, s.isum, s.mneg);
+        q2_K_quad<1, 0>(g, ab, sc, s.isum, s.mneg);
+        q2_K_quad<1, 1>(g, ab, sc, s.isum, s.mneg);
+        s.mneg = _mm512_srai_epi32(s.mneg, 7);  // sum m * (-128 * sum a) / 128 = -msum
+        return s;
     }
-}
+};
 
 // ---------------------------------------------------------------------------------------
 // q6_K: 16 sub-blocks of 16 with signed 8-bit scales. For half h and chunk k the three
@@ -287,40 +289,32 @@ inline void q6_K_quad(const uint8_t* g, const PanelActBlock* ab, const __m512i* 
     }
 }
 
-void gemv_q6_K(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
-               int64_t n_cols, float* y, size_t y_stride) {
-    constexpr size_t kBytes = 3360;
-    const int64_t nb = n / 256;
-    for (int64_t c = 0; c < n_cols; ++c) {
-        const PanelActBlock* a = act + act_stride * (size_t)c;
-        __m512 acc = _mm512_setzero_ps();
-        for (int64_t b = 0; b < nb; ++b) {
-            const uint8_t* g = group + kBytes * (size_t)b;
-            const PanelActBlock* ab = a + 8 * b;
-            const __m512i sc[4] = {load512(g + 32), load512(g + 96), load512(g + 160),
-                                   load512(g + 224)};
-            __m512i isum = _mm512_setzero_si512();
-            q6_K_quad<0, 0>(g, ab, sc, isum);
-            q6_K_quad<0, 1>(g, ab, sc, isum);
-            q6_K_quad<1, 0>(g, ab, sc, isum);
-            q6_K_quad<1, 1>(g, ab, sc, isum);
-            acc = _mm512_fmadd_ps(_mm512_mul_ps(halves16(g), _mm512_set1_ps(ab[0].d)),
-                                  _mm512_cvtepi32_ps(isum), acc);
-        }
-        _mm512_storeu_ps(y + y_stride * (size_t)c, acc);
+struct X16Q6_K {
+    static constexpr size_t kBytes = 3360;
+    static constexpr int kActs = 8;
+    static constexpr bool kMin = false;
+    static Sums sums(const uint8_t* g, const PanelActBlock* ab) {
+        const __m512i sc[4] = {load512(g + 32), load512(g + 96), load512(g + 160),
+                               load512(g + 224)};
+        Sums s{_mm512_setzero_si512()};
+        q6_K_quad<0, 0>(g, ab, sc, s.isum);
+        q6_K_quad<0, 1>(g, ab, sc, s.isum);
+        q6_K_quad<1, 0>(g, ab, sc, s.isum);
+        q6_K_quad<1, 1>(g, ab, sc, s.isum);
+        return s;
     }
-}
+};
 
 }  // namespace
 
 void fill_x16_avx512(TypeKernels* table) {
     using T = TensorType;
-    table[(uint32_t)T::Q4_0].gemv_x16 = gemv_legacy<X16Q4_0>;
-    table[(uint32_t)T::Q5_0].gemv_x16 = gemv_legacy<X16Q5_0>;
-    table[(uint32_t)T::Q8_0].gemv_x16 = gemv_legacy<X16Q8_0>;
-    table[(uint32_t)T::Q2_K].gemv_x16 = gemv_q2_K;
-    table[(uint32_t)T::Q4_K].gemv_x16 = gemv_q4_K;
-    table[(uint32_t)T::Q6_K].gemv_x16 = gemv_q6_K;
+    table[(uint32_t)T::Q4_0].gemv_x16 = gemv<Legacy<X16Q4_0>>;
+    table[(uint32_t)T::Q5_0].gemv_x16 = gemv<Legacy<X16Q5_0>>;
+    table[(uint32_t)T::Q8_0].gemv_x16 = gemv<Legacy<X16Q8_0>>;
+    table[(uint32_t)T::Q2_K].gemv_x16 = gemv<X16Q2_K>;
+    table[(uint32_t)T::Q4_K].gemv_x16 = gemv<X16Q4_K>;
+    table[(uint32_t)T::Q6_K].gemv_x16 = gemv<X16Q6_K>;
 }
 
 }  // namespace edgellm
