@@ -134,30 +134,54 @@ struct X16Q8_0 {
     }
 };
 
+// One x16 block's integer sums for its 16 rows (two registers of 8): isum and, for types
+// with mins, -msum.
+struct Sums {
+    __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    __m256i mneg[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+};
+
+// Every type's GEMV: per column, block after block, the sums of X::sums (the type's part)
+// meet the rows' scales (f16 at the block's start; the mins' at +32) in x16.h's float
+// steps. X: kBytes per x16 block, kActs panel blocks per x16 block, kMin, sums(g, ab, s).
 template <typename X>
-void gemv_legacy(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
-                 int64_t n_cols, float* y, size_t y_stride) {
-    const int64_t nb = n / 32;
+void gemv(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
+          int64_t n_cols, float* y, size_t y_stride) {
+    const int64_t nb = n / (32 * X::kActs);
     for (int64_t c = 0; c < n_cols; ++c) {
         const PanelActBlock* a = act + act_stride * (size_t)c;
         __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
         for (int64_t b = 0; b < nb; ++b) {
             const uint8_t* g = group + X::kBytes * (size_t)b;
-            __m256i s[2];
-            zero2(s);
-            X::dot(g, a[b].qs, s);
-            if (X::kShift >= 0) {
-                const __m256i corr =
-                    _mm256_set1_epi32(a[b].nsum32 >> (X::kShift < 0 ? 0 : X::kShift));
-                for (int h = 0; h < 2; ++h) s[h] = _mm256_add_epi32(s[h], corr);
-            }
+            const PanelActBlock* ab = a + X::kActs * b;
+            Sums s;
+            X::sums(g, ab, s);
             __m256 d[2];
             halves16(g, d);
-            fma_step(acc, d, a[b].d, s);
+            fma_step(acc, d, ab[0].d, s.isum);
+            if constexpr (X::kMin) {
+                halves16(g + 32, d);
+                fma_step(acc, d, ab[0].d, s.mneg);
+            }
         }
         store16(y + y_stride * (size_t)c, acc);
     }
 }
+
+// The legacy types' sums: the dot of the biased weights plus the bias correction.
+template <typename X>
+struct Legacy {
+    static constexpr size_t kBytes = X::kBytes;
+    static constexpr int kActs = 1;
+    static constexpr bool kMin = false;
+    static void sums(const uint8_t* g, const PanelActBlock* ab, Sums& s) {
+        X::dot(g, ab->qs, s.isum);
+        if constexpr (X::kShift >= 0) {
+            const __m256i corr = _mm256_set1_epi32(ab->nsum32 >> X::kShift);
+            for (int h = 0; h < 2; ++h) s.isum[h] = _mm256_add_epi32(s.isum[h], corr);
+        }
+    }
+};
 
 // ---------------------------------------------------------------------------------------
 // K-quants: per-row scales and mins unpacked in the int32 lanes (lane = row).
@@ -174,191 +198,149 @@ inline void load_words(const uint8_t* p, __m256i* w) {
     w[1] = load256(p + 32);
 }
 
-void gemv_q4_K(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
-               int64_t n_cols, float* y, size_t y_stride) {
-    constexpr size_t kBytes = 2304;
-    const int64_t nb = n / 256;
-    const __m256i m6 = _mm256_set1_epi8(0x3F), m4 = _mm256_set1_epi8(0x0F),
-                  m2 = _mm256_set1_epi8(0x30);
-    for (int64_t c = 0; c < n_cols; ++c) {
-        const PanelActBlock* a = act + act_stride * (size_t)c;
-        __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-        for (int64_t b = 0; b < nb; ++b) {
-            const uint8_t* g = group + kBytes * (size_t)b;
-            const PanelActBlock* ab = a + 8 * b;
-            __m256i u0[2], u1[2], u2[2], sc[2][2], mn[2][2];
-            load_words(g + 64, u0);
-            load_words(g + 128, u1);
-            load_words(g + 192, u2);
+struct X16Q4_K {
+    static constexpr size_t kBytes = 2304;
+    static constexpr int kActs = 8;
+    static constexpr bool kMin = true;
+    static void sums(const uint8_t* g, const PanelActBlock* ab, Sums& out) {
+        const __m256i m6 = _mm256_set1_epi8(0x3F), m4 = _mm256_set1_epi8(0x0F),
+                      m2 = _mm256_set1_epi8(0x30);
+        __m256i u0[2], u1[2], u2[2], sc[2][2], mn[2][2];
+        load_words(g + 64, u0);
+        load_words(g + 128, u1);
+        load_words(g + 192, u2);
+        for (int h = 0; h < 2; ++h) {
+            sc[0][h] = _mm256_and_si256(u0[h], m6);
+            mn[0][h] = _mm256_and_si256(u1[h], m6);
+            sc[1][h] = _mm256_or_si256(_mm256_and_si256(u2[h], m4),
+                                       _mm256_and_si256(_mm256_srli_epi32(u0[h], 2), m2));
+            mn[1][h] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2[h], 4), m4),
+                                       _mm256_and_si256(_mm256_srli_epi32(u1[h], 2), m2));
+        }
+                for (int j = 0; j < 4; ++j) {
+            const PanelActBlock& lo = ab[2 * j];
+            const PanelActBlock& hi = ab[2 * j + 1];
+            __m256i s0[2], s1[2];
+            zero2(s0);
+            zero2(s1);
+            for (int k = 0; k < 8; ++k) {
+                const Chunk v = load_chunk(g + 256 + 64 * (8 * j + k));
+                dot4(s0, low_nibbles(v), bcast4(lo.qs + 4 * k));
+                dot4(s1, high_nibbles(v), bcast4(hi.qs + 4 * k));
+            }
+            const int set = j / 2, b0 = (2 * j) % 4, b1 = (2 * j + 1) % 4;
             for (int h = 0; h < 2; ++h) {
-                sc[0][h] = _mm256_and_si256(u0[h], m6);
-                mn[0][h] = _mm256_and_si256(u1[h], m6);
-                sc[1][h] = _mm256_or_si256(_mm256_and_si256(u2[h], m4),
-                                           _mm256_and_si256(_mm256_srli_epi32(u0[h], 2), m2));
-                mn[1][h] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2[h], 4), m4),
-                                           _mm256_and_si256(_mm256_srli_epi32(u1[h], 2), m2));
+                out.isum[h] = _mm256_add_epi32(out.isum[h],
+                                           _mm256_mullo_epi32(lane_byte(sc[set][h], b0), s0[h]));
+                out.isum[h] = _mm256_add_epi32(out.isum[h],
+                                           _mm256_mullo_epi32(lane_byte(sc[set][h], b1), s1[h]));
+                out.mneg[h] = _mm256_add_epi32(
+                    out.mneg[h], _mm256_mullo_epi32(lane_byte(mn[set][h], b0),
+                                                _mm256_set1_epi32(lo.nsum32)));
+                out.mneg[h] = _mm256_add_epi32(
+                    out.mneg[h], _mm256_mullo_epi32(lane_byte(mn[set][h], b1),
+                                                _mm256_set1_epi32(hi.nsum32)));
             }
-            __m256i isum[2], mneg[2];
-            zero2(isum);
-            zero2(mneg);
-            for (int j = 0; j < 4; ++j) {
-                const PanelActBlock& lo = ab[2 * j];
-                const PanelActBlock& hi = ab[2 * j + 1];
-                __m256i s0[2], s1[2];
-                zero2(s0);
-                zero2(s1);
-                for (int k = 0; k < 8; ++k) {
-                    const Chunk v = load_chunk(g + 256 + 64 * (8 * j + k));
-                    dot4(s0, low_nibbles(v), bcast4(lo.qs + 4 * k));
-                    dot4(s1, high_nibbles(v), bcast4(hi.qs + 4 * k));
-                }
-                const int set = j / 2, b0 = (2 * j) % 4, b1 = (2 * j + 1) % 4;
-                for (int h = 0; h < 2; ++h) {
-                    isum[h] = _mm256_add_epi32(isum[h],
-                                               _mm256_mullo_epi32(lane_byte(sc[set][h], b0), s0[h]));
-                    isum[h] = _mm256_add_epi32(isum[h],
-                                               _mm256_mullo_epi32(lane_byte(sc[set][h], b1), s1[h]));
-                    mneg[h] = _mm256_add_epi32(
-                        mneg[h], _mm256_mullo_epi32(lane_byte(mn[set][h], b0),
-                                                    _mm256_set1_epi32(lo.nsum32)));
-                    mneg[h] = _mm256_add_epi32(
-                        mneg[h], _mm256_mullo_epi32(lane_byte(mn[set][h], b1),
-                                                    _mm256_set1_epi32(hi.nsum32)));
-                }
-            }
-            for (int h = 0; h < 2; ++h) mneg[h] = _mm256_srai_epi32(mneg[h], 7);
-            __m256 d[2], dm[2];
-            halves16(g, d);
-            halves16(g + 32, dm);
-            fma_step(acc, d, ab[0].d, isum);
-            fma_step(acc, dm, ab[0].d, mneg);
         }
-        store16(y + y_stride * (size_t)c, acc);
+        for (int h = 0; h < 2; ++h) out.mneg[h] = _mm256_srai_epi32(out.mneg[h], 7);
     }
-}
+};
 
-void gemv_q2_K(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
-               int64_t n_cols, float* y, size_t y_stride) {
-    constexpr size_t kBytes = 1344;
-    const int64_t nb = n / 256;
-    const __m256i m3 = _mm256_set1_epi8(3);
-    for (int64_t c = 0; c < n_cols; ++c) {
-        const PanelActBlock* a = act + act_stride * (size_t)c;
-        __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-        for (int64_t b = 0; b < nb; ++b) {
-            const uint8_t* g = group + kBytes * (size_t)b;
-            const PanelActBlock* ab = a + 8 * b;
-            __m256i sc[4][2];
-            for (int p = 0; p < 4; ++p) load_words(g + 64 + 64 * p, sc[p]);
-            __m256i isum[2], mneg[2];
-            zero2(isum);
-            zero2(mneg);
-            for (int hh = 0; hh < 2; ++hh)
-                for (int qd = 0; qd < 2; ++qd) {
-                    __m256i s[4][2];
-                    for (int j = 0; j < 4; ++j) zero2(s[j]);
-                    for (int kk = 0; kk < 4; ++kk) {
-                        const int k = 4 * qd + kk;
-                        const Chunk v = load_chunk(g + 320 + 64 * (8 * hh + k));
-                        for (int j = 0; j < 4; ++j) {
-                            const __m128i shift = _mm_cvtsi32_si128(2 * j);
-                            const Chunk w = {{_mm256_and_si256(_mm256_srl_epi16(v.v[0], shift), m3),
-                                              _mm256_and_si256(_mm256_srl_epi16(v.v[1], shift), m3)}};
-                            dot4(s[j], w, bcast4(ab[4 * hh + j].qs + 4 * k));
-                        }
-                    }
+struct X16Q2_K {
+    static constexpr size_t kBytes = 1344;
+    static constexpr int kActs = 8;
+    static constexpr bool kMin = true;
+    static void sums(const uint8_t* g, const PanelActBlock* ab, Sums& out) {
+        const __m256i m3 = _mm256_set1_epi8(3);
+        __m256i sc[4][2];
+        for (int p = 0; p < 4; ++p) load_words(g + 64 + 64 * p, sc[p]);
+        for (int hh = 0; hh < 2; ++hh)
+            for (int qd = 0; qd < 2; ++qd) {
+                __m256i s[4][2];
+                for (int j = 0; j < 4; ++j) zero2(s[j]);
+                for (int kk = 0; kk < 4; ++kk) {
+                    const int k = 4 * qd + kk;
+                    const Chunk v = load_chunk(g + 320 + 64 * (8 * hh + k));
                     for (int j = 0; j < 4; ++j) {
-                        const int sb = 8 * hh + 2 * j + qd;
-                        const __m256i nsum = _mm256_set1_epi32(ab[4 * hh + j].nsum16[qd]);
-                        for (int h = 0; h < 2; ++h) {
-                            const __m256i byte = lane_byte(sc[sb / 4][h], sb % 4);
-                            const __m256i scale = _mm256_and_si256(byte, _mm256_set1_epi32(0xF));
-                            const __m256i min = _mm256_srli_epi32(byte, 4);
-                            isum[h] = _mm256_add_epi32(isum[h], _mm256_mullo_epi32(scale, s[j][h]));
-                            mneg[h] = _mm256_add_epi32(mneg[h], _mm256_mullo_epi32(min, nsum));
-                        }
+                        const __m128i shift = _mm_cvtsi32_si128(2 * j);
+                        const Chunk w = {{_mm256_and_si256(_mm256_srl_epi16(v.v[0], shift), m3),
+                                          _mm256_and_si256(_mm256_srl_epi16(v.v[1], shift), m3)}};
+                        dot4(s[j], w, bcast4(ab[4 * hh + j].qs + 4 * k));
                     }
                 }
-            for (int h = 0; h < 2; ++h) mneg[h] = _mm256_srai_epi32(mneg[h], 7);
-            __m256 d[2], dm[2];
-            halves16(g, d);
-            halves16(g + 32, dm);
-            fma_step(acc, d, ab[0].d, isum);
-            fma_step(acc, dm, ab[0].d, mneg);
-        }
-        store16(y + y_stride * (size_t)c, acc);
+                for (int j = 0; j < 4; ++j) {
+                    const int sb = 8 * hh + 2 * j + qd;
+                    const __m256i nsum = _mm256_set1_epi32(ab[4 * hh + j].nsum16[qd]);
+                    for (int h = 0; h < 2; ++h) {
+                        const __m256i byte = lane_byte(sc[sb / 4][h], sb % 4);
+                        const __m256i scale = _mm256_and_si256(byte, _mm256_set1_epi32(0xF));
+                        const __m256i min = _mm256_srli_epi32(byte, 4);
+                        out.isum[h] = _mm256_add_epi32(out.isum[h], _mm256_mullo_epi32(scale, s[j][h]));
+                        out.mneg[h] = _mm256_add_epi32(out.mneg[h], _mm256_mullo_epi32(min, nsum));
+                    }
+                }
+            }
+        for (int h = 0; h < 2; ++h) out.mneg[h] = _mm256_srai_epi32(out.mneg[h], 7);
     }
-}
+};
 
-void gemv_q6_K(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
-               int64_t n_cols, float* y, size_t y_stride) {
-    constexpr size_t kBytes = 3360;
-    const int64_t nb = n / 256;
-    const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
-    for (int64_t c = 0; c < n_cols; ++c) {
-        const PanelActBlock* a = act + act_stride * (size_t)c;
-        __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-        for (int64_t b = 0; b < nb; ++b) {
-            const uint8_t* g = group + kBytes * (size_t)b;
-            const PanelActBlock* ab = a + 8 * b;
-            __m256i sc[4][2];
-            for (int p = 0; p < 4; ++p) load_words(g + 32 + 64 * p, sc[p]);
-            __m256i isum[2];
-            zero2(isum);
-            for (int hh = 0; hh < 2; ++hh)
-                for (int qd = 0; qd < 2; ++qd) {
-                    __m256i s[4][2];
-                    for (int m = 0; m < 4; ++m) zero2(s[m]);
-                    for (int kk = 0; kk < 4; ++kk) {
-                        const int k = 4 * qd + kk;
-                        const uint8_t* base = g + 288 + 192 * (size_t)(8 * hh + k);
-                        const Chunk A = load_chunk(base), B = load_chunk(base + 64),
-                                    H = load_chunk(base + 128);
-                        Chunk w[4];
-                        for (int h = 0; h < 2; ++h) {
-                            w[0].v[h] = _mm256_or_si256(
-                                _mm256_and_si256(A.v[h], m4),
-                                _mm256_and_si256(_mm256_slli_epi16(H.v[h], 4), m2));
-                            w[1].v[h] = _mm256_or_si256(
-                                _mm256_and_si256(B.v[h], m4),
-                                _mm256_and_si256(_mm256_slli_epi16(H.v[h], 2), m2));
-                            w[2].v[h] = _mm256_or_si256(
-                                _mm256_and_si256(_mm256_srli_epi16(A.v[h], 4), m4),
-                                _mm256_and_si256(H.v[h], m2));
-                            w[3].v[h] = _mm256_or_si256(
-                                _mm256_and_si256(_mm256_srli_epi16(B.v[h], 4), m4),
-                                _mm256_and_si256(_mm256_srli_epi16(H.v[h], 2), m2));
-                        }
-                        for (int m = 0; m < 4; ++m)
-                            dot4(s[m], w[m], bcast4(ab[4 * hh + m].qs + 4 * k));
+struct X16Q6_K {
+    static constexpr size_t kBytes = 3360;
+    static constexpr int kActs = 8;
+    static constexpr bool kMin = false;
+    static void sums(const uint8_t* g, const PanelActBlock* ab, Sums& out) {
+        const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
+        __m256i sc[4][2];
+        for (int p = 0; p < 4; ++p) load_words(g + 32 + 64 * p, sc[p]);
+        for (int hh = 0; hh < 2; ++hh)
+            for (int qd = 0; qd < 2; ++qd) {
+                __m256i s[4][2];
+                for (int m = 0; m < 4; ++m) zero2(s[m]);
+                for (int kk = 0; kk < 4; ++kk) {
+                    const int k = 4 * qd + kk;
+                    const uint8_t* base = g + 288 + 192 * (size_t)(8 * hh + k);
+                    const Chunk A = load_chunk(base), B = load_chunk(base + 64),
+                                H = load_chunk(base + 128);
+                    Chunk w[4];
+                    for (int h = 0; h < 2; ++h) {
+                        w[0].v[h] = _mm256_or_si256(
+                            _mm256_and_si256(A.v[h], m4),
+                            _mm256_and_si256(_mm256_slli_epi16(H.v[h], 4), m2));
+                        w[1].v[h] = _mm256_or_si256(
+                            _mm256_and_si256(B.v[h], m4),
+                            _mm256_and_si256(_mm256_slli_epi16(H.v[h], 2), m2));
+                        w[2].v[h] = _mm256_or_si256(
+                            _mm256_and_si256(_mm256_srli_epi16(A.v[h], 4), m4),
+                            _mm256_and_si256(H.v[h], m2));
+                        w[3].v[h] = _mm256_or_si256(
+                            _mm256_and_si256(_mm256_srli_epi16(B.v[h], 4), m4),
+                            _mm256_and_si256(_mm256_srli_epi16(H.v[h], 2), m2));
                     }
-                    for (int m = 0; m < 4; ++m) {
-                        const int sb = 8 * hh + 2 * m + qd;
-                        const __m256i corr = _mm256_set1_epi32(ab[4 * hh + m].nsum16[qd] >> 2);
-                        for (int h = 0; h < 2; ++h)
-                            isum[h] = _mm256_add_epi32(
-                                isum[h], _mm256_mullo_epi32(lane_sbyte(sc[sb / 4][h], sb % 4),
-                                                            _mm256_add_epi32(s[m][h], corr)));
-                    }
+                    for (int m = 0; m < 4; ++m)
+                        dot4(s[m], w[m], bcast4(ab[4 * hh + m].qs + 4 * k));
                 }
-            __m256 d[2];
-            halves16(g, d);
-            fma_step(acc, d, ab[0].d, isum);
-        }
-        store16(y + y_stride * (size_t)c, acc);
+                for (int m = 0; m < 4; ++m) {
+                    const int sb = 8 * hh + 2 * m + qd;
+                    const __m256i corr = _mm256_set1_epi32(ab[4 * hh + m].nsum16[qd] >> 2);
+                    for (int h = 0; h < 2; ++h)
+                        out.isum[h] = _mm256_add_epi32(
+                            out.isum[h], _mm256_mullo_epi32(lane_sbyte(sc[sb / 4][h], sb % 4),
+                                                        _mm256_add_epi32(s[m][h], corr)));
+                }
+            }
     }
-}
+};
 
 }  // namespace
 
 void fill_x16_avx2(TypeKernels* table) {
     using T = TensorType;
-    table[(uint32_t)T::Q4_0].gemv_x16 = gemv_legacy<X16Q4_0>;
-    table[(uint32_t)T::Q5_0].gemv_x16 = gemv_legacy<X16Q5_0>;
-    table[(uint32_t)T::Q8_0].gemv_x16 = gemv_legacy<X16Q8_0>;
-    table[(uint32_t)T::Q2_K].gemv_x16 = gemv_q2_K;
-    table[(uint32_t)T::Q4_K].gemv_x16 = gemv_q4_K;
-    table[(uint32_t)T::Q6_K].gemv_x16 = gemv_q6_K;
+    table[(uint32_t)T::Q4_0].gemv_x16 = gemv<Legacy<X16Q4_0>>;
+    table[(uint32_t)T::Q5_0].gemv_x16 = gemv<Legacy<X16Q5_0>>;
+    table[(uint32_t)T::Q8_0].gemv_x16 = gemv<Legacy<X16Q8_0>>;
+    table[(uint32_t)T::Q2_K].gemv_x16 = gemv<X16Q2_K>;
+    table[(uint32_t)T::Q4_K].gemv_x16 = gemv<X16Q4_K>;
+    table[(uint32_t)T::Q6_K].gemv_x16 = gemv<X16Q6_K>;
 }
 
 }  // namespace edgellm
