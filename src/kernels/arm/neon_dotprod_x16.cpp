@@ -128,30 +128,55 @@ struct X16Q8_0 {
     }
 };
 
+// One x16 block's integer sums for its 16 rows (four registers of 4): isum and, for types
+// with mins, -msum.
+struct Sums {
+    int32x4_t isum[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+    int32x4_t mneg[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
+};
+
+// Every type's GEMV: per column, block after block, the sums of X::sums (the type's part)
+// meet the rows' scales (f16 at the block's start; the mins' at +32) in x16.h's float
+// steps. X: kBytes per x16 block, kActs panel blocks per x16 block, kMin, sums(g, ab, s).
 template <typename X>
-void gemv_legacy(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
-                 int64_t n_cols, float* y, size_t y_stride) {
-    const int64_t nb = n / 32;
+void gemv(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
+          int64_t n_cols, float* y, size_t y_stride) {
+    const int64_t nb = n / (32 * X::kActs);
     for (int64_t c = 0; c < n_cols; ++c) {
         const PanelActBlock* a = act + act_stride * (size_t)c;
         float32x4_t acc[4];
         for (int q = 0; q < 4; ++q) acc[q] = vdupq_n_f32(0.0f);
         for (int64_t b = 0; b < nb; ++b) {
             const uint8_t* g = group + X::kBytes * (size_t)b;
-            int32x4_t s[4];
-            zero4(s);
-            X::dot(g, vld1q_s8(a[b].qs), vld1q_s8(a[b].qs + 16), s);
-            if (X::kShift >= 0) {
-                const int32x4_t corr = vdupq_n_s32(a[b].nsum32 >> (X::kShift < 0 ? 0 : X::kShift));
-                for (int q = 0; q < 4; ++q) s[q] = vaddq_s32(s[q], corr);
-            }
+            const PanelActBlock* ab = a + X::kActs * b;
+            Sums s;
+            X::sums(g, ab, s);
             float32x4_t d[4];
             halves16(g, d);
-            fma_step(acc, d, a[b].d, s);
+            fma_step(acc, d, ab[0].d, s.isum);
+            if constexpr (X::kMin) {
+                halves16(g + 32, d);
+                fma_step(acc, d, ab[0].d, s.mneg);
+            }
         }
         store16(y + y_stride * (size_t)c, acc);
     }
 }
+
+// The legacy types' sums: the dot of the signed or biased weights, plus the bias correction.
+template <typename X>
+struct Legacy {
+    static constexpr size_t kBytes = X::kBytes;
+    static constexpr int kActs = 1;
+    static constexpr bool kMin = false;
+    static void sums(const uint8_t* g, const PanelActBlock* ab, Sums& s) {
+        X::dot(g, vld1q_s8(ab->qs), vld1q_s8(ab->qs + 16), s.isum);
+        if constexpr (X::kShift >= 0) {
+            const int32x4_t corr = vdupq_n_s32(ab->nsum32 >> X::kShift);
+            for (int q = 0; q < 4; ++q) s.isum[q] = vaddq_s32(s.isum[q], corr);
+        }
+    }
+};
 
 // ---------------------------------------------------------------------------------------
 // K-quants: per-row scales and mins unpacked in the int32 lanes (lane = row).
@@ -186,191 +211,146 @@ inline void load_words(const uint8_t* p, uint32x4_t* w) {
 }
 
 // q4_K (layout: d, dmin, 3 scale chunks at 64, qs chunks at 256).
-void gemv_q4_K(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
-               int64_t n_cols, float* y, size_t y_stride) {
-    constexpr size_t kBytes = 2304;
-    const int64_t nb = n / 256;
-    const uint32x4_t m6 = vdupq_n_u32(0x3F3F3F3F), m4 = vdupq_n_u32(0x0F0F0F0F),
-                     m2 = vdupq_n_u32(0x30303030);
-    for (int64_t c = 0; c < n_cols; ++c) {
-        const PanelActBlock* a = act + act_stride * (size_t)c;
-        float32x4_t acc[4];
-        for (int q = 0; q < 4; ++q) acc[q] = vdupq_n_f32(0.0f);
-        for (int64_t b = 0; b < nb; ++b) {
-            const uint8_t* g = group + kBytes * (size_t)b;
-            const PanelActBlock* ab = a + 8 * b;
-            uint32x4_t u0[4], u1[4], u2[4], sc[2][4], mn[2][4];
-            load_words(g + 64, u0);
-            load_words(g + 128, u1);
-            load_words(g + 192, u2);
-            for (int q = 0; q < 4; ++q) {
-                sc[0][q] = vandq_u32(u0[q], m6);
-                mn[0][q] = vandq_u32(u1[q], m6);
-                sc[1][q] = vorrq_u32(vandq_u32(u2[q], m4), vandq_u32(vshrq_n_u32(u0[q], 2), m2));
-                mn[1][q] = vorrq_u32(vandq_u32(vshrq_n_u32(u2[q], 4), m4),
-                                     vandq_u32(vshrq_n_u32(u1[q], 2), m2));
-            }
-            int32x4_t isum[4], mneg[4];
-            zero4(isum);
-            zero4(mneg);
-            for (int j = 0; j < 4; ++j) {
-                const PanelActBlock& lo = ab[2 * j];
-                const PanelActBlock& hi = ab[2 * j + 1];
-                const int8x16_t l0 = vld1q_s8(lo.qs), l1 = vld1q_s8(lo.qs + 16);
-                const int8x16_t h0 = vld1q_s8(hi.qs), h1 = vld1q_s8(hi.qs + 16);
-                int32x4_t s0[4], s1[4];
-                zero4(s0);
-                zero4(s1);
-                for (int k = 0; k < 8; ++k) {
-                    const Chunk v = load_chunk(g + 256 + 64 * (8 * j + k));
-                    sdot4_lane(s0, low_nibbles(v), k < 4 ? l0 : l1, k % 4);
-                    sdot4_lane(s1, high_nibbles(v), k < 4 ? h0 : h1, k % 4);
-                }
-                // sub-blocks 2j and 2j + 1: bytes (2j) % 4 and (2j + 1) % 4 of set j / 2
-                const int set = j / 2, b0 = (2 * j) % 4, b1 = (2 * j + 1) % 4;
-                for (int q = 0; q < 4; ++q) {
-                    isum[q] = vmlaq_s32(isum[q], vreinterpretq_s32_u32(lane_byte_rt(sc[set][q], b0)), s0[q]);
-                    isum[q] = vmlaq_s32(isum[q], vreinterpretq_s32_u32(lane_byte_rt(sc[set][q], b1)), s1[q]);
-                    mneg[q] = vmlaq_n_s32(mneg[q], vreinterpretq_s32_u32(lane_byte_rt(mn[set][q], b0)),
-                                          lo.nsum32);
-                    mneg[q] = vmlaq_n_s32(mneg[q], vreinterpretq_s32_u32(lane_byte_rt(mn[set][q], b1)),
-                                          hi.nsum32);
-                }
-            }
-            for (int q = 0; q < 4; ++q) mneg[q] = vshrq_n_s32(mneg[q], 7);  // exactly -msum
-            float32x4_t d[4], dm[4];
-            halves16(g, d);
-            halves16(g + 32, dm);
-            fma_step(acc, d, ab[0].d, isum);
-            fma_step(acc, dm, ab[0].d, mneg);
+struct X16Q4_K {
+    static constexpr size_t kBytes = 2304;
+    static constexpr int kActs = 8;
+    static constexpr bool kMin = true;
+    static void sums(const uint8_t* g, const PanelActBlock* ab, Sums& out) {
+        const uint32x4_t m6 = vdupq_n_u32(0x3F3F3F3F), m4 = vdupq_n_u32(0x0F0F0F0F),
+                         m2 = vdupq_n_u32(0x30303030);
+        uint32x4_t u0[4], u1[4], u2[4], sc[2][4], mn[2][4];
+        load_words(g + 64, u0);
+        load_words(g + 128, u1);
+        load_words(g + 192, u2);
+        for (int q = 0; q < 4; ++q) {
+            sc[0][q] = vandq_u32(u0[q], m6);
+            mn[0][q] = vandq_u32(u1[q], m6);
+            sc[1][q] = vorrq_u32(vandq_u32(u2[q], m4), vandq_u32(vshrq_n_u32(u0[q], 2), m2));
+            mn[1][q] = vorrq_u32(vandq_u32(vshrq_n_u32(u2[q], 4), m4),
+                                 vandq_u32(vshrq_n_u32(u1[q], 2), m2));
         }
-        store16(y + y_stride * (size_t)c, acc);
+        for (int j = 0; j < 4; ++j) {
+            const PanelActBlock& lo = ab[2 * j];
+            const PanelActBlock& hi = ab[2 * j + 1];
+            const int8x16_t l0 = vld1q_s8(lo.qs), l1 = vld1q_s8(lo.qs + 16);
+            const int8x16_t h0 = vld1q_s8(hi.qs), h1 = vld1q_s8(hi.qs + 16);
+            int32x4_t s0[4], s1[4];
+            zero4(s0);
+            zero4(s1);
+            for (int k = 0; k < 8; ++k) {
+                const Chunk v = load_chunk(g + 256 + 64 * (8 * j + k));
+                sdot4_lane(s0, low_nibbles(v), k < 4 ? l0 : l1, k % 4);
+                sdot4_lane(s1, high_nibbles(v), k < 4 ? h0 : h1, k % 4);
+            }
+            // sub-blocks 2j and 2j + 1: bytes (2j) % 4 and (2j + 1) % 4 of set j / 2
+            const int set = j / 2, b0 = (2 * j) % 4, b1 = (2 * j + 1) % 4;
+            for (int q = 0; q < 4; ++q) {
+                out.isum[q] = vmlaq_s32(out.isum[q], vreinterpretq_s32_u32(lane_byte_rt(sc[set][q], b0)), s0[q]);
+                out.isum[q] = vmlaq_s32(out.isum[q], vreinterpretq_s32_u32(lane_byte_rt(sc[set][q], b1)), s1[q]);
+                out.mneg[q] = vmlaq_n_s32(out.mneg[q], vreinterpretq_s32_u32(lane_byte_rt(mn[set][q], b0)),
+                                      lo.nsum32);
+                out.mneg[q] = vmlaq_n_s32(out.mneg[q], vreinterpretq_s32_u32(lane_byte_rt(mn[set][q], b1)),
+                                      hi.nsum32);
+            }
+        }
+        for (int q = 0; q < 4; ++q) out.mneg[q] = vshrq_n_s32(out.mneg[q], 7);  // exactly -msum
     }
-}
+};
 
 // q2_K (layout: d, dmin, 4 scale chunks at 64, 16 qs chunks at 320).
-void gemv_q2_K(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
-               int64_t n_cols, float* y, size_t y_stride) {
-    constexpr size_t kBytes = 1344;
-    const int64_t nb = n / 256;
-    const uint8x16_t m3 = vdupq_n_u8(3);
-    for (int64_t c = 0; c < n_cols; ++c) {
-        const PanelActBlock* a = act + act_stride * (size_t)c;
-        float32x4_t acc[4];
-        for (int q = 0; q < 4; ++q) acc[q] = vdupq_n_f32(0.0f);
-        for (int64_t b = 0; b < nb; ++b) {
-            const uint8_t* g = group + kBytes * (size_t)b;
-            const PanelActBlock* ab = a + 8 * b;
-            uint32x4_t sc[4][4];
-            for (int p = 0; p < 4; ++p) load_words(g + 64 + 64 * p, sc[p]);
-            int32x4_t isum[4], mneg[4];
-            zero4(isum);
-            zero4(mneg);
-            for (int h = 0; h < 2; ++h)
-                for (int qd = 0; qd < 2; ++qd) {
-                    int32x4_t s[4][4];
-                    for (int j = 0; j < 4; ++j) zero4(s[j]);
-                    for (int kk = 0; kk < 4; ++kk) {
-                        const int k = 4 * qd + kk;
-                        const Chunk v = load_chunk(g + 320 + 64 * (8 * h + k));
-                        for (int j = 0; j < 4; ++j) {
-                            Chunk w;
-                            for (int q = 0; q < 4; ++q)
-                                w.v[q] = vandq_u8(
-                                    vshlq_u8(v.v[q], vdupq_n_s8((int8_t)(-2 * j))), m3);
-                            const PanelActBlock& aj = ab[4 * h + j];
-                            sdot4_lane(s[j], w, vld1q_s8(aj.qs + 16 * (k / 4)), k % 4);
-                        }
-                    }
+struct X16Q2_K {
+    static constexpr size_t kBytes = 1344;
+    static constexpr int kActs = 8;
+    static constexpr bool kMin = true;
+    static void sums(const uint8_t* g, const PanelActBlock* ab, Sums& out) {
+        const uint8x16_t m3 = vdupq_n_u8(3);
+        uint32x4_t sc[4][4];
+        for (int p = 0; p < 4; ++p) load_words(g + 64 + 64 * p, sc[p]);
+        for (int h = 0; h < 2; ++h)
+            for (int qd = 0; qd < 2; ++qd) {
+                int32x4_t s[4][4];
+                for (int j = 0; j < 4; ++j) zero4(s[j]);
+                for (int kk = 0; kk < 4; ++kk) {
+                    const int k = 4 * qd + kk;
+                    const Chunk v = load_chunk(g + 320 + 64 * (8 * h + k));
                     for (int j = 0; j < 4; ++j) {
-                        const int sb = 8 * h + 2 * j + qd;
-                        const int32_t nsum = ab[4 * h + j].nsum16[qd];
-                        for (int q = 0; q < 4; ++q) {
-                            const uint32x4_t byte = lane_byte_rt(sc[sb / 4][q], sb % 4);
-                            const int32x4_t scale = vreinterpretq_s32_u32(vandq_u32(byte, vdupq_n_u32(0xF)));
-                            const int32x4_t min = vreinterpretq_s32_u32(vshrq_n_u32(byte, 4));
-                            isum[q] = vmlaq_s32(isum[q], scale, s[j][q]);
-                            mneg[q] = vmlaq_n_s32(mneg[q], min, nsum);
-                        }
+                        Chunk w;
+                        for (int q = 0; q < 4; ++q)
+                            w.v[q] = vandq_u8(
+                                vshlq_u8(v.v[q], vdupq_n_s8((int8_t)(-2 * j))), m3);
+                        const PanelActBlock& aj = ab[4 * h + j];
+                        sdot4_lane(s[j], w, vld1q_s8(aj.qs + 16 * (k / 4)), k % 4);
                     }
                 }
-            for (int q = 0; q < 4; ++q) mneg[q] = vshrq_n_s32(mneg[q], 7);
-            float32x4_t d[4], dm[4];
-            halves16(g, d);
-            halves16(g + 32, dm);
-            fma_step(acc, d, ab[0].d, isum);
-            fma_step(acc, dm, ab[0].d, mneg);
-        }
-        store16(y + y_stride * (size_t)c, acc);
+                for (int j = 0; j < 4; ++j) {
+                    const int sb = 8 * h + 2 * j + qd;
+                    const int32_t nsum = ab[4 * h + j].nsum16[qd];
+                    for (int q = 0; q < 4; ++q) {
+                        const uint32x4_t byte = lane_byte_rt(sc[sb / 4][q], sb % 4);
+                        const int32x4_t scale = vreinterpretq_s32_u32(vandq_u32(byte, vdupq_n_u32(0xF)));
+                        const int32x4_t min = vreinterpretq_s32_u32(vshrq_n_u32(byte, 4));
+                        out.isum[q] = vmlaq_s32(out.isum[q], scale, s[j][q]);
+                        out.mneg[q] = vmlaq_n_s32(out.mneg[q], min, nsum);
+                    }
+                }
+            }
+        for (int q = 0; q < 4; ++q) out.mneg[q] = vshrq_n_s32(out.mneg[q], 7);
     }
-}
+};
 
 // q6_K (layout: d, 4 scale chunks at 32, then per (h, k) the chunks A, B, H at 288).
-void gemv_q6_K(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
-               int64_t n_cols, float* y, size_t y_stride) {
-    constexpr size_t kBytes = 3360;
-    const int64_t nb = n / 256;
-    const uint8x16_t m4 = vdupq_n_u8(0x0F), m2 = vdupq_n_u8(0x30);
-    for (int64_t c = 0; c < n_cols; ++c) {
-        const PanelActBlock* a = act + act_stride * (size_t)c;
-        float32x4_t acc[4];
-        for (int q = 0; q < 4; ++q) acc[q] = vdupq_n_f32(0.0f);
-        for (int64_t b = 0; b < nb; ++b) {
-            const uint8_t* g = group + kBytes * (size_t)b;
-            const PanelActBlock* ab = a + 8 * b;
-            uint32x4_t sc[4][4];
-            for (int p = 0; p < 4; ++p) load_words(g + 32 + 64 * p, sc[p]);
-            int32x4_t isum[4];
-            zero4(isum);
-            for (int h = 0; h < 2; ++h)
-                for (int qd = 0; qd < 2; ++qd) {
-                    int32x4_t s[4][4];
-                    for (int m = 0; m < 4; ++m) zero4(s[m]);
-                    for (int kk = 0; kk < 4; ++kk) {
-                        const int k = 4 * qd + kk;
-                        const uint8_t* base = g + 288 + 192 * (size_t)(8 * h + k);
-                        const Chunk A = load_chunk(base), B = load_chunk(base + 64),
-                                    H = load_chunk(base + 128);
-                        Chunk w[4];
-                        for (int q = 0; q < 4; ++q) {
-                            w[0].v[q] = vorrq_u8(vandq_u8(A.v[q], m4),
-                                                 vandq_u8(vshlq_n_u8(H.v[q], 4), m2));
-                            w[1].v[q] = vorrq_u8(vandq_u8(B.v[q], m4),
-                                                 vandq_u8(vshlq_n_u8(H.v[q], 2), m2));
-                            w[2].v[q] = vorrq_u8(vshrq_n_u8(A.v[q], 4), vandq_u8(H.v[q], m2));
-                            w[3].v[q] = vorrq_u8(vshrq_n_u8(B.v[q], 4),
-                                                 vandq_u8(vshrq_n_u8(H.v[q], 2), m2));
-                        }
-                        for (int m = 0; m < 4; ++m)
-                            sdot4_lane(s[m], w[m], vld1q_s8(ab[4 * h + m].qs + 16 * (k / 4)),
-                                       k % 4);
+struct X16Q6_K {
+    static constexpr size_t kBytes = 3360;
+    static constexpr int kActs = 8;
+    static constexpr bool kMin = false;
+    static void sums(const uint8_t* g, const PanelActBlock* ab, Sums& out) {
+        const uint8x16_t m4 = vdupq_n_u8(0x0F), m2 = vdupq_n_u8(0x30);
+        uint32x4_t sc[4][4];
+        for (int p = 0; p < 4; ++p) load_words(g + 32 + 64 * p, sc[p]);
+        for (int h = 0; h < 2; ++h)
+            for (int qd = 0; qd < 2; ++qd) {
+                int32x4_t s[4][4];
+                for (int m = 0; m < 4; ++m) zero4(s[m]);
+                for (int kk = 0; kk < 4; ++kk) {
+                    const int k = 4 * qd + kk;
+                    const uint8_t* base = g + 288 + 192 * (size_t)(8 * h + k);
+                    const Chunk A = load_chunk(base), B = load_chunk(base + 64),
+                                H = load_chunk(base + 128);
+                    Chunk w[4];
+                    for (int q = 0; q < 4; ++q) {
+                        w[0].v[q] = vorrq_u8(vandq_u8(A.v[q], m4),
+                                             vandq_u8(vshlq_n_u8(H.v[q], 4), m2));
+                        w[1].v[q] = vorrq_u8(vandq_u8(B.v[q], m4),
+                                             vandq_u8(vshlq_n_u8(H.v[q], 2), m2));
+                        w[2].v[q] = vorrq_u8(vshrq_n_u8(A.v[q], 4), vandq_u8(H.v[q], m2));
+                        w[3].v[q] = vorrq_u8(vshrq_n_u8(B.v[q], 4),
+                                             vandq_u8(vshrq_n_u8(H.v[q], 2), m2));
                     }
-                    for (int m = 0; m < 4; ++m) {
-                        const int sb = 8 * h + 2 * m + qd;
-                        const int32x4_t corr = vdupq_n_s32(ab[4 * h + m].nsum16[qd] >> 2);
-                        for (int q = 0; q < 4; ++q)
-                            isum[q] = vmlaq_s32(isum[q], lane_sbyte_rt(sc[sb / 4][q], sb % 4),
-                                                vaddq_s32(s[m][q], corr));
-                    }
+                    for (int m = 0; m < 4; ++m)
+                        sdot4_lane(s[m], w[m], vld1q_s8(ab[4 * h + m].qs + 16 * (k / 4)),
+                                   k % 4);
                 }
-            float32x4_t d[4];
-            halves16(g, d);
-            fma_step(acc, d, ab[0].d, isum);
-        }
-        store16(y + y_stride * (size_t)c, acc);
+                for (int m = 0; m < 4; ++m) {
+                    const int sb = 8 * h + 2 * m + qd;
+                    const int32x4_t corr = vdupq_n_s32(ab[4 * h + m].nsum16[qd] >> 2);
+                    for (int q = 0; q < 4; ++q)
+                        out.isum[q] = vmlaq_s32(out.isum[q], lane_sbyte_rt(sc[sb / 4][q], sb % 4),
+                                            vaddq_s32(s[m][q], corr));
+                }
+            }
     }
-}
+};
 
 }  // namespace
 
 void fill_x16_dotprod(TypeKernels* table) {
     using T = TensorType;
-    table[(uint32_t)T::Q4_0].gemv_x16 = gemv_legacy<X16Q4_0>;
-    table[(uint32_t)T::Q5_0].gemv_x16 = gemv_legacy<X16Q5_0>;
-    table[(uint32_t)T::Q8_0].gemv_x16 = gemv_legacy<X16Q8_0>;
-    table[(uint32_t)T::Q2_K].gemv_x16 = gemv_q2_K;
-    table[(uint32_t)T::Q4_K].gemv_x16 = gemv_q4_K;
-    table[(uint32_t)T::Q6_K].gemv_x16 = gemv_q6_K;
+    table[(uint32_t)T::Q4_0].gemv_x16 = gemv<Legacy<X16Q4_0>>;
+    table[(uint32_t)T::Q5_0].gemv_x16 = gemv<Legacy<X16Q5_0>>;
+    table[(uint32_t)T::Q8_0].gemv_x16 = gemv<Legacy<X16Q8_0>>;
+    table[(uint32_t)T::Q2_K].gemv_x16 = gemv<X16Q2_K>;
+    table[(uint32_t)T::Q4_K].gemv_x16 = gemv<X16Q4_K>;
+    table[(uint32_t)T::Q6_K].gemv_x16 = gemv<X16Q6_K>;
 }
 
 }  // namespace edgellm

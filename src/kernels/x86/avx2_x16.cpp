@@ -217,7 +217,7 @@ struct X16Q4_K {
             mn[1][h] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(u2[h], 4), m4),
                                        _mm256_and_si256(_mm256_srli_epi32(u1[h], 2), m2));
         }
-                for (int j = 0; j < 4; ++j) {
+        for (int j = 0; j < 4; ++j) {
             const PanelActBlock& lo = ab[2 * j];
             const PanelActBlock& hi = ab[2 * j + 1];
             __m256i s0[2], s1[2];
