@@ -2,6 +2,7 @@
 // (KV cache, scratch buffers, thread pool) that evaluates batches of tokens.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -103,6 +104,9 @@ struct ContextParams {
     // Sliding-window layers keep the whole context instead of a ring of window + batch
     // cells (llama.cpp's --swa-full): more memory, but any prefix can be reused.
     bool swa_full = false;
+    // Independent sequences, each with a KV cache of n_ctx positions (the server's slots).
+    // They share the threads and scratch: evaluate one at a time.
+    int n_seq = 1;
     int n_threads = 0;                     // 0: all cores (or all CPUs in `cpus`)
     // CPUs to pin the threads to. Empty: the big cores of a big.LITTLE SoC when the CPUs
     // differ (sysfs cpu_capacity / max frequency), otherwise no pinning.
@@ -114,7 +118,8 @@ struct MemoryBill {
     size_t weights = 0;   // tensor bytes, mapped from the file (or repacked at load)
     size_t weights_repacked = 0;  // of those, repacked into memory of their own
     size_t kv_cache = 0;  // 2 x n_ctx x row_size(kv_type, n_embd_kv) per global layer
-                          // (sliding-window layers: their ring's cells instead of n_ctx)
+                          // (sliding-window layers: their ring's cells instead of n_ctx),
+                          // times n_seq
     int64_t kv_ring_layers = 0;  // layers with a ring
     int64_t kv_ring_cells = 0;   // cells of each ring
     size_t scratch = 0;   // activations, logits, per-thread buffers
@@ -130,18 +135,27 @@ class Context {
     const ContextParams& params() const { return params_; }
     // One line on thread placement: the CPUs pinned to and whether the OS applied it.
     std::string affinity_report() const;
-    int64_t n_past() const;  // positions held in the KV cache
+    int64_t n_past(int seq = 0) const;  // positions held in sequence seq's KV cache
 
-    // Evaluate tokens at positions n_past() .. n_past()+n-1 (in steps of n_batch) and keep
-    // their K/V. Returns logits [n_out][n_vocab]: every position when all_logits (n must
-    // not exceed n_outputs), else only the last. Errors: empty input, a token id outside
-    // the vocabulary, or a context that would overflow.
-    Result<std::span<const float>> eval(std::span<const int32_t> tokens, bool all_logits);
+    // Evaluate tokens at positions n_past() .. n_past()+n-1 of sequence seq (in steps of
+    // n_batch) and keep their K/V. Returns logits [n_out][n_vocab], valid until the next
+    // eval: every position when all_logits (n must not exceed n_outputs), else only the
+    // last. Errors: empty input, a token id outside the vocabulary, a context that would
+    // overflow, a sequence that does not exist, or the abort flag (below) raised.
+    Result<std::span<const float>> eval(std::span<const int32_t> tokens, bool all_logits,
+                                        int seq = 0);
 
-    // Forget every position >= n_keep. Returns the positions kept: n_keep, or 0 when a
-    // sliding-window layer's ring no longer holds the window before n_keep (then the
-    // caller evaluates from the start).
-    int64_t truncate(int64_t n_keep);
+    // Forget every position >= n_keep of sequence seq. Returns the positions kept: n_keep,
+    // or 0 when a sliding-window layer's ring no longer holds the window before n_keep
+    // (then the caller evaluates from the start).
+    int64_t truncate(int64_t n_keep, int seq = 0);
+    int n_seq() const { return (int)params_.n_seq; }
+
+    // While *flag is true, eval stops at the next layer and fails with kAborted; the
+    // positions of the unfinished step are dropped (n_past() tells what the sequence kept).
+    // nullptr: never aborted. The flag may be raised from any thread.
+    void set_abort_flag(const std::atomic<bool>* flag);
+    static constexpr const char* kAborted = "evaluation aborted";
 
     // Called after each step with (name, layer, data, n_tokens x width) for debugging.
     using TraceFn = std::function<void(const char* name, int layer, const float* data,

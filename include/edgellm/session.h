@@ -2,8 +2,11 @@
 // a new request that shares a prefix with the last one only evaluates what is new.
 #pragma once
 
+#include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -15,11 +18,31 @@
 
 namespace edgellm {
 
+// Sessions that share one context (its threads and scratch) take turns: each forward step
+// (one decoded token, or one prefill batch) holds a turn, and turns are granted in the
+// order they were asked for, so two busy sessions interleave step by step.
+class StepTurns {
+  public:
+    void acquire();
+    void release();
+
+  private:
+    std::mutex mu_;
+    std::condition_variable cv_;
+    uint64_t next_ = 0;     // the next ticket handed out
+    uint64_t serving_ = 0;  // the ticket whose turn it is
+};
+
 struct GenerateParams {
     int32_t n_predict = -1;         // most tokens to generate; -1: until EOS or context full
     std::vector<std::string> stop;  // stop strings (not emitted)
     bool ignore_eos = false;
     SamplerParams sampling;
+    // Raised from another thread (a client went away): generation stops before the next
+    // step, prefill at the next layer; the KV cache keeps what was fully evaluated.
+    const std::atomic<bool>* cancel = nullptr;
+    // Set when the context is shared with other sessions: every step takes a turn.
+    StepTurns* turns = nullptr;
 };
 
 enum class StopReason { Eos, StopString, Length, ContextFull, Cancelled };
@@ -34,6 +57,7 @@ struct GenerateResult {
     int64_t n_cached = 0;     // prompt tokens reused from the KV cache
     int64_t n_generated = 0;
     double prompt_ms = 0.0;    // evaluating the new prompt tokens
+    double first_token_ms = 0.0;  // from the call to the first sampled token (0: none)
     double generate_ms = 0.0;  // from the first sampled token to the end
     double prompt_per_second() const;
     double generate_per_second() const;
@@ -41,23 +65,28 @@ struct GenerateResult {
 
 class Session {
   public:
-    // The model, tokenizer and context must outlive the session.
-    Session(const Model& model, const Tokenizer& tok, Context& ctx);
+    // The model, tokenizer and context must outlive the session, which uses the context's
+    // sequence `seq` (one session per sequence).
+    Session(const Model& model, const Tokenizer& tok, Context& ctx, int seq = 0);
 
     // Evaluate the prompt (reusing the cached common prefix) and generate. on_text gets
     // each piece of text as it becomes final (whole UTF-8 characters, stop strings held
-    // back until they can no longer match); returning false cancels.
+    // back until they can no longer match); returning false cancels. A cancelled
+    // generation (on_text or p.cancel) is a result with StopReason::Cancelled, also when
+    // it was cancelled during the prompt.
     Result<GenerateResult> generate(std::span<const int32_t> prompt, const GenerateParams& p,
                                     const std::function<bool(std::string_view)>& on_text);
 
     // Tokens whose K/V the context holds, in order.
     const std::vector<int32_t>& cached_tokens() const { return cached_; }
     void clear();
+    int seq() const { return seq_; }
 
   private:
     const Model& model_;
     const Tokenizer& tok_;
     Context& ctx_;
+    int seq_ = 0;
     std::vector<int32_t> cached_;
 };
 

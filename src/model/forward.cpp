@@ -94,6 +94,7 @@ ContextParams resolve(const Model& m, ContextParams p) {
     if (p.n_batch <= 0) p.n_batch = 512;
     p.n_batch = std::min(p.n_batch, p.n_ctx);
     if (p.n_outputs <= 0) p.n_outputs = 1;
+    if (p.n_seq <= 0) p.n_seq = 1;
     return p;
 }
 
@@ -104,6 +105,7 @@ std::string check_params(const Model& m, const ContextParams& p) {
     if (p.kv_type == TensorType::Q8_0 && m.hparams().head_dim % 32 != 0)
         return "a q8_0 KV cache needs a head dimension that is a multiple of 32";
     if (p.n_ctx > (int64_t)1 << 30) return "context size " + std::to_string(p.n_ctx) + " is absurd";
+    if (p.n_seq > 256) return std::to_string(p.n_seq) + " sequences is more than 256";
     return {};
 }
 
@@ -153,7 +155,7 @@ Result<MemoryBill> Context::memory_bill(const Model& m, const ContextParams& par
     b.weights = m.weight_bytes();
     b.weights_repacked = m.repacked_bytes();
     const KvLayout kl = kv_layout(m, p);
-    b.kv_cache = KvCache::bytes_needed(kl);
+    b.kv_cache = KvCache::bytes_needed(kl) * (size_t)p.n_seq;
     for (int64_t il = 0; il < kl.n_layer; ++il)
         if (kl.cells(il) < kl.n_ctx) {
             ++b.kv_ring_layers;
@@ -176,7 +178,8 @@ Result<std::unique_ptr<Context>> Context::create(const Model& m, const ContextPa
     Impl& d = *c->impl_;
     d.model = &m;
     try {
-        d.kv = std::make_unique<KvCache>(kv_layout(m, p));
+        for (int i = 0; i < p.n_seq; ++i)
+            d.kv.push_back(std::make_unique<KvCache>(kv_layout(m, p)));
     } catch (const std::bad_alloc&) {
         return R::fail("out of memory allocating the KV cache for " + std::to_string(p.n_ctx) +
                        " positions");
@@ -202,12 +205,18 @@ std::string Context::affinity_report() const {
     return n + " pinned to CPUs " + cpu_list_string(pool.cpus());
 }
 
-int64_t Context::n_past() const {
-    return impl_->kv->n_used();
+int64_t Context::n_past(int seq) const {
+    EDGELLM_ASSERT(seq >= 0 && seq < n_seq(), "sequence index in range");
+    return impl_->kv[(size_t)seq]->n_used();
 }
 
-int64_t Context::truncate(int64_t n_keep) {
-    return impl_->kv->truncate(n_keep);
+int64_t Context::truncate(int64_t n_keep, int seq) {
+    EDGELLM_ASSERT(seq >= 0 && seq < n_seq(), "sequence index in range");
+    return impl_->kv[(size_t)seq]->truncate(n_keep);
+}
+
+void Context::set_abort_flag(const std::atomic<bool>* flag) {
+    impl_->abort = flag;
 }
 
 void Context::set_trace(TraceFn fn) {
@@ -216,15 +225,15 @@ void Context::set_trace(TraceFn fn) {
 
 namespace {
 
-// One forward step over n tokens whose cells start at `first_cell`. Writes the logits of
-// rows [out_begin, n) of this step to `logits` (n - out_begin rows).
-void forward_step(Context::Impl& c, const int32_t* tokens, int64_t n, int64_t first_cell,
-                  int64_t out_begin, float* logits) {
+// One forward step over n tokens whose cells start at `first_cell` in `kv`. Writes the
+// logits of rows [out_begin, n) of this step to `logits` (n - out_begin rows). Returns
+// false when the abort flag stopped it between layers.
+bool forward_step(Context::Impl& c, KvCache& kv, const int32_t* tokens, int64_t n,
+                  int64_t first_cell, int64_t out_begin, float* logits) {
     const Model& m = *c.model;
     const HParams& h = m.hparams();
     const Model::Impl& w = m.impl();
     ThreadPool& pool = *c.pool;
-    KvCache& kv = *c.kv;
     const int64_t n_embd = h.n_embd, n_q = h.n_embd_q(), n_kv = h.n_embd_kv();
     auto trace = [&](const char* name, int layer, const float* data, int64_t rows, int64_t width) {
         if (c.trace) c.trace(name, layer, data, rows, width);
@@ -253,6 +262,7 @@ void forward_step(Context::Impl& c, const int32_t* tokens, int64_t n, int64_t fi
                    "KV rows split into whole blocks per head");
 
     for (int64_t il = 0; il < h.n_layer; ++il) {
+        if (c.abort && c.abort->load(std::memory_order_relaxed)) return false;
         const LayerWeights& l = w.layers[(size_t)il];
         const int L = (int)il;
         const bool swa = h.is_swa(il);
@@ -342,7 +352,7 @@ void forward_step(Context::Impl& c, const int32_t* tokens, int64_t n, int64_t fi
 
     // Output rows only.
     const int64_t n_out = n - out_begin;
-    if (n_out <= 0) return;
+    if (n_out <= 0) return true;
     for_each_row(pool, n_out, [&](int64_t r) {
         rms_norm(c.x + (out_begin + r) * n_embd, w.output_norm, c.xn + r * n_embd, n_embd,
                  h.rms_eps);
@@ -354,13 +364,19 @@ void forward_step(Context::Impl& c, const int32_t* tokens, int64_t n, int64_t fi
             softcap(logits + r * h.n_vocab, h.n_vocab, h.final_softcap);
         });
     trace("result_output", -1, logits, n_out, h.n_vocab);
+    return true;
 }
 
 }  // namespace
 
-Result<std::span<const float>> Context::eval(std::span<const int32_t> tokens, bool all_logits) {
+Result<std::span<const float>> Context::eval(std::span<const int32_t> tokens, bool all_logits,
+                                             int seq) {
     using R = Result<std::span<const float>>;
     Impl& c = *impl_;
+    if (seq < 0 || seq >= n_seq())
+        return R::fail("sequence " + std::to_string(seq) + " does not exist (the context has " +
+                       std::to_string(n_seq()) + ")");
+    KvCache& kv = *c.kv[(size_t)seq];
     const HParams& h = c.model->hparams();
     const int64_t n = (int64_t)tokens.size();
     if (n == 0) return R::fail("no tokens to evaluate");
@@ -371,8 +387,8 @@ Result<std::span<const float>> Context::eval(std::span<const int32_t> tokens, bo
         if (tokens[i] < 0 || tokens[i] >= h.n_vocab)
             return R::fail("token " + std::to_string(i) + " has id " + std::to_string(tokens[i]) +
                            ", outside the vocabulary of " + std::to_string(h.n_vocab));
-    if (c.kv->n_used() + n > params_.n_ctx)
-        return R::fail("context full: " + std::to_string(c.kv->n_used()) + " positions used + " +
+    if (kv.n_used() + n > params_.n_ctx)
+        return R::fail("context full: " + std::to_string(kv.n_used()) + " positions used + " +
                        std::to_string(n) + " new > context size " + std::to_string(params_.n_ctx));
     if (all_logits && n > params_.n_outputs)
         return R::fail("asked for logits of " + std::to_string(n) + " positions, context holds " +
@@ -380,12 +396,16 @@ Result<std::span<const float>> Context::eval(std::span<const int32_t> tokens, bo
 
     for (int64_t start = 0; start < n; start += params_.n_batch) {
         const int64_t nb = std::min(params_.n_batch, n - start);
-        const int64_t first_cell = c.kv->n_used();
-        c.kv->append(nb);
+        if (c.abort && c.abort->load(std::memory_order_relaxed)) return R::fail(kAborted);
+        const int64_t first_cell = kv.n_used();
+        kv.append(nb);
         const bool last = start + nb == n;
         const int64_t out_begin = all_logits ? 0 : (last ? nb - 1 : nb);
         float* dst = all_logits ? c.logits + start * h.n_vocab : c.logits;
-        forward_step(c, tokens.data() + start, nb, first_cell, out_begin, dst);
+        if (!forward_step(c, kv, tokens.data() + start, nb, first_cell, out_begin, dst)) {
+            kv.truncate(first_cell);  // some layers hold the unfinished step's K/V
+            return R::fail(kAborted);
+        }
     }
     const size_t n_out = all_logits ? (size_t)n : 1;
     return std::span<const float>(c.logits, n_out * (size_t)h.n_vocab);

@@ -68,7 +68,8 @@ struct Model::Impl {
 struct Context::Impl {
     const Model* model = nullptr;
     std::unique_ptr<ThreadPool> pool;
-    std::unique_ptr<KvCache> kv;
+    std::vector<std::unique_ptr<KvCache>> kv;  // one per sequence
+    const std::atomic<bool>* abort = nullptr;
     TraceFn trace;
 
     // Scratch, sized at creation for n_batch tokens (see ScratchLayout in forward.cpp).

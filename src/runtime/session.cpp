@@ -53,14 +53,63 @@ double GenerateResult::generate_per_second() const {
     return generate_ms > 0 ? (double)n_generated * 1000.0 / generate_ms : 0.0;
 }
 
-Session::Session(const Model& model, const Tokenizer& tok, Context& ctx)
-    : model_(model), tok_(tok), ctx_(ctx) {
-    ctx_.truncate(0);
+void StepTurns::acquire() {
+    std::unique_lock<std::mutex> lock(mu_);
+    const uint64_t ticket = next_++;
+    cv_.wait(lock, [&] { return serving_ == ticket; });
+}
+
+void StepTurns::release() {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        ++serving_;
+    }
+    cv_.notify_all();
+}
+
+namespace {
+
+// Holds a turn for one forward step (nothing to do without turns).
+class Turn {
+  public:
+    explicit Turn(StepTurns* t) : t_(t) {
+        if (t_) t_->acquire();
+    }
+    ~Turn() {
+        if (t_) t_->release();
+    }
+    Turn(const Turn&) = delete;
+    Turn& operator=(const Turn&) = delete;
+
+  private:
+    StepTurns* t_;
+};
+
+// Raises the context's abort flag source for the duration of one evaluation.
+class AbortScope {
+  public:
+    AbortScope(Context& ctx, const std::atomic<bool>* flag) : ctx_(ctx) {
+        ctx_.set_abort_flag(flag);
+    }
+    ~AbortScope() { ctx_.set_abort_flag(nullptr); }
+    AbortScope(const AbortScope&) = delete;
+    AbortScope& operator=(const AbortScope&) = delete;
+
+  private:
+    Context& ctx_;
+};
+
+}  // namespace
+
+Session::Session(const Model& model, const Tokenizer& tok, Context& ctx, int seq)
+    : model_(model), tok_(tok), ctx_(ctx), seq_(seq) {
+    EDGELLM_ASSERT(seq >= 0 && seq < ctx.n_seq(), "the session's sequence is in the context");
+    ctx_.truncate(0, seq_);
 }
 
 void Session::clear() {
     cached_.clear();
-    ctx_.truncate(0);
+    ctx_.truncate(0, seq_);
 }
 
 Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const GenerateParams& p,
@@ -73,6 +122,7 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
         return R::fail("prompt of " + std::to_string(prompt.size()) +
                        " tokens does not fit the context of " + std::to_string(n_ctx));
     res.n_prompt = (int64_t)prompt.size();
+    auto cancel_raised = [&] { return p.cancel && p.cancel->load(std::memory_order_relaxed); };
 
     // Reuse the longest common prefix; at least the last prompt token is evaluated, since
     // its logits start the generation.
@@ -80,21 +130,51 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
     while (common < cached_.size() && common < prompt.size() && cached_[common] == prompt[common])
         ++common;
     if (common == prompt.size()) --common;
-    common = (size_t)ctx_.truncate((int64_t)common);
+    common = (size_t)ctx_.truncate((int64_t)common, seq_);
     cached_.resize(common);
     res.n_cached = (int64_t)common;
 
-    const auto t0 = Clock::now();
-    auto logits = ctx_.eval(prompt.subspan(common), false);
-    if (!logits) return R::fail(logits.error());
-    cached_.insert(cached_.end(), prompt.begin() + (long)common, prompt.end());
-    res.prompt_ms = ms_since(t0);
-
     Sampler sampler(p.sampling, model_.hparams().n_vocab);
     for (int32_t t : prompt) sampler.accept(t);
+
+    // Prefill, one batch per turn. The first token is sampled inside the last batch's turn:
+    // the logits live in the context's scratch, which the next session's step overwrites.
+    const auto t0 = Clock::now();
+    const size_t n_batch = (size_t)std::max<int64_t>(1, ctx_.params().n_batch);
+    int32_t next = -1;
+    bool cancelled = false;
+    for (size_t done = common; done < prompt.size() && !cancelled;) {
+        const size_t n = std::min(n_batch, prompt.size() - done);
+        Turn turn(p.turns);
+        if (cancel_raised()) {
+            cancelled = true;
+            break;
+        }
+        Result<std::span<const float>> logits = [&] {
+            AbortScope scope(ctx_, p.cancel);
+            return ctx_.eval(prompt.subspan(done, n), false, seq_);
+        }();
+        if (!logits) {
+            cached_.resize((size_t)ctx_.n_past(seq_));  // what the cache still holds
+            if (cancel_raised() && logits.error() == Context::kAborted) {
+                cancelled = true;
+                break;
+            }
+            return R::fail(logits.error());
+        }
+        cached_.insert(cached_.end(), prompt.begin() + (long)done, prompt.begin() + (long)(done + n));
+        done += n;
+        if (done == prompt.size()) next = sampler.sample(*logits);
+    }
+    res.prompt_ms = ms_since(t0);
+    if (cancelled) {
+        res.stop = StopReason::Cancelled;
+        return res;
+    }
+    res.first_token_ms = ms_since(t0);
+
     StreamingDetokenizer detok(tok_);
     std::string pending;  // text produced but not yet emitted (a stop string may be starting)
-    bool cancelled = false;
     auto emit = [&](std::string_view s) {
         if (s.empty() || cancelled) return;
         res.text.append(s);
@@ -102,9 +182,8 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
     };
 
     const auto t1 = Clock::now();
-    std::span<const float> cur = *logits;
     while (p.n_predict != 0) {
-        const int32_t tok = sampler.sample(cur);
+        const int32_t tok = next;
         sampler.accept(tok);
         res.tokens.push_back(tok);
         ++res.n_generated;
@@ -131,24 +210,29 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
         const size_t keep = held_back(pending, p.stop);
         emit(std::string_view(pending).substr(0, pending.size() - keep));
         pending.erase(0, pending.size() - keep);
-        if (cancelled) {
-            res.stop = StopReason::Cancelled;
+        if (cancelled || cancel_raised()) {
+            cancelled = true;
             break;
         }
         if (p.n_predict > 0 && res.n_generated >= p.n_predict) {
             res.stop = StopReason::Length;
             break;
         }
-        if (ctx_.n_past() >= n_ctx) {
+        if (ctx_.n_past(seq_) >= n_ctx) {
             res.stop = StopReason::ContextFull;
             break;
         }
-        auto next = ctx_.eval(std::span<const int32_t>(&tok, 1), false);
-        if (!next) return R::fail(next.error());
+        Turn turn(p.turns);
+        if (cancel_raised()) {
+            cancelled = true;
+            break;
+        }
+        auto logits = ctx_.eval(std::span<const int32_t>(&tok, 1), false, seq_);
+        if (!logits) return R::fail(logits.error());
         cached_.push_back(tok);
-        cur = *next;
+        next = sampler.sample(*logits);
     }
-    if (res.stop != StopReason::StopString && res.stop != StopReason::Cancelled) {
+    if (!cancelled && res.stop != StopReason::StopString) {
         pending += detok.flush();
         emit(pending);
     }

@@ -2,6 +2,10 @@
 // cut, cancellation, reproducible sampling, and KV prefix reuse across requests.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <mutex>
+#include <thread>
+
 #include "edgellm/session.h"
 #include "test_paths.h"
 
@@ -158,4 +162,122 @@ TEST(Session, RefusesAPromptLargerThanTheContext) {
     ASSERT_TRUE(full.ok()) << full.error();
     EXPECT_EQ(full->stop, StopReason::ContextFull);
     EXPECT_EQ(full->n_generated, 16 - 8 + 1);
+}
+
+// Two sessions on two sequences of one context keep separate caches: each gives the text
+// it gives alone, whether they run one after the other or at the same time taking turns.
+TEST(Session, SequencesOfOneContextAreIndependent) {
+    Fixture alone;
+    if (!load(&alone)) GTEST_SKIP() << "no golden models at " << test::golden_dir();
+    const std::vector<int32_t> other = {590, 3368, 3882, 1936, 2094, 142};
+    Session s_alone(*alone.model, *alone.tok, *alone.ctx);
+    auto a_ref = s_alone.generate(kPrompt, greedy(20), nullptr);
+    auto b_ref = s_alone.generate(other, greedy(20), nullptr);
+    ASSERT_TRUE(a_ref.ok() && b_ref.ok());
+
+    ContextParams cp;
+    cp.n_ctx = 256;
+    cp.n_threads = 2;
+    cp.n_seq = 2;
+    auto ctx = Context::create(*alone.model, cp);
+    ASSERT_TRUE(ctx.ok()) << ctx.error();
+    Session a(*alone.model, *alone.tok, **ctx, 0), b(*alone.model, *alone.tok, **ctx, 1);
+    StepTurns turns;
+    GenerateParams p = greedy(20);
+    p.turns = &turns;
+    Result<GenerateResult> ra = Result<GenerateResult>::fail("not run");
+    Result<GenerateResult> rb = Result<GenerateResult>::fail("not run");
+    std::thread ta([&] { ra = a.generate(kPrompt, p, nullptr); });
+    std::thread tb([&] { rb = b.generate(other, p, nullptr); });
+    ta.join();
+    tb.join();
+    ASSERT_TRUE(ra.ok()) << ra.error();
+    ASSERT_TRUE(rb.ok()) << rb.error();
+    EXPECT_EQ(ra->tokens, a_ref->tokens);
+    EXPECT_EQ(rb->tokens, b_ref->tokens);
+    EXPECT_EQ((*ctx)->n_past(0), (int64_t)kPrompt.size() + 19);
+    EXPECT_EQ((*ctx)->n_past(1), (int64_t)other.size() + 19);
+    // The next turn on sequence 0 reuses its own prefix, untouched by sequence 1.
+    auto again = a.generate(kPrompt, greedy(20), nullptr);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->n_cached, (int64_t)kPrompt.size() - 1);
+    EXPECT_EQ(again->tokens, a_ref->tokens);
+    EXPECT_FALSE((*ctx)->eval(kPrompt, false, 2).ok()) << "there is no third sequence";
+}
+
+// Turns are granted in the order asked for: two threads that each take 50 turns alternate.
+TEST(Session, StepTurnsAlternate) {
+    StepTurns turns;
+    std::vector<int> order;
+    std::mutex mu;
+    auto worker = [&](int id) {
+        for (int i = 0; i < 50; ++i) {
+            turns.acquire();
+            {
+                std::lock_guard<std::mutex> lock(mu);
+                order.push_back(id);
+            }
+            std::this_thread::sleep_for(std::chrono::microseconds(200));
+            turns.release();
+        }
+    };
+    std::thread t0(worker, 0), t1(worker, 1);
+    t0.join();
+    t1.join();
+    ASSERT_EQ(order.size(), 100u);
+    int switches = 0;
+    for (size_t i = 1; i < order.size(); ++i) switches += order[i] != order[i - 1];
+    // Strict alternation once both are queued; allow a start-up run.
+    EXPECT_GE(switches, 90);
+}
+
+// A cancel raised while the prompt is evaluated stops it between layers: the result says
+// Cancelled, nothing is generated, and the cache keeps only whole batches, so the next
+// request reuses exactly those.
+TEST(Session, CancelDuringPromptKeepsWholeBatches) {
+    Fixture f;
+    if (!load(&f)) GTEST_SKIP() << "no golden models at " << test::golden_dir();
+    ContextParams cp;
+    cp.n_ctx = 256;
+    cp.n_threads = 1;
+    cp.n_batch = 16;
+    auto ctx = Context::create(*f.model, cp);
+    ASSERT_TRUE(ctx.ok());
+    Session s(*f.model, *f.tok, **ctx);
+    std::vector<int32_t> prompt;
+    for (int i = 0; i < 100; ++i) prompt.push_back(kPrompt[(size_t)i % kPrompt.size()] + i);
+    std::atomic<bool> cancel{true};
+    GenerateParams p = greedy(5);
+    p.cancel = &cancel;
+    auto r = s.generate(prompt, p, nullptr);
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(r->stop, StopReason::Cancelled);
+    EXPECT_EQ(r->n_generated, 0);
+    EXPECT_EQ(s.cached_tokens().size(), 0u);
+
+    // Raise the flag from the trace hook in the middle of the third batch.
+    cancel = false;
+    int steps = 0;
+    (*ctx)->set_trace([&](const char* name, int layer, const float*, int64_t, int64_t) {
+        if (std::string_view(name) == "l_out" && layer == 0 && ++steps == 3) cancel = true;
+    });
+    r = s.generate(prompt, p, nullptr);
+    (*ctx)->set_trace(nullptr);
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(r->stop, StopReason::Cancelled);
+    EXPECT_EQ(s.cached_tokens().size(), 32u);
+    EXPECT_EQ((*ctx)->n_past(), 32);
+    cancel = false;
+    r = s.generate(prompt, p, nullptr);
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(r->n_cached, 32);
+    EXPECT_EQ(r->n_generated, 5);
+
+    // The same text as a fresh session.
+    Fixture g;
+    ASSERT_TRUE(load(&g));
+    Session fresh(*g.model, *g.tok, *g.ctx);
+    auto ref = fresh.generate(prompt, greedy(5), nullptr);
+    ASSERT_TRUE(ref.ok());
+    EXPECT_EQ(r->tokens, ref->tokens);
 }
