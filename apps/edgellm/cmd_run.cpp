@@ -195,8 +195,8 @@ int cmd_run(const std::vector<std::string>& args) {
     bool add_bos = !p.has("--no-bos");
     if (p.has("--chat")) {
         std::vector<ChatMessage> msgs;
-        if (auto sys = p.get("--system")) msgs.push_back({"system", *sys});
-        msgs.push_back({"user", prompt});
+        if (auto sys = p.get("--system")) msgs.push_back({"system", *sys, ""});
+        msgs.push_back({"user", prompt, ""});
         std::string tmpl;
         if (auto file = p.get("--chat-template-file")) {
             std::ifstream in(*file, std::ios::binary);

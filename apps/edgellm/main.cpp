@@ -50,6 +50,7 @@ void usage(FILE* out) {
         "edgellm %s - on-device LLM inference\n\n"
         "usage: edgellm <command> [options]\n\n"
         "commands:\n"
+        "  serve               HTTP server: OpenAI and llama-server APIs, chat page at /\n"
         "  run                 generate text from a prompt (--chat: a chat turn)\n"
         "  tokenize            text -> token ids\n"
         "  detokenize          token ids -> text\n"
@@ -77,6 +78,7 @@ int main(int argc, char** argv) {
     if (cmd == "logits") return cmd_logits(args);
     if (cmd == "inspect") return cmd_inspect(args);
     if (cmd == "run") return cmd_run(args);
+    if (cmd == "serve") return cmd_serve(args);
     if (cmd == "perplexity") return cmd_perplexity(args);
     if (cmd == "quantize") return cmd_quantize(args);
     if (cmd == "synth") return cmd_synth(args);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "edgellm/gguf.h"
@@ -11,8 +12,15 @@
 namespace edgellm {
 
 struct ChatMessage {
+    ChatMessage() = default;
+    ChatMessage(std::string r, std::string c, std::string extra = {})
+        : role(std::move(r)), content(std::move(c)), extra_json(std::move(extra)) {}
     std::string role;  // "system", "user", "assistant"
     std::string content;
+    // A JSON object of further fields for the model's template (OpenAI's tool_calls,
+    // tool_call_id, name, or "content": null); its keys override role and content. Empty:
+    // none. The built-in formats use role and content only.
+    std::string extra_json;
 };
 
 enum class ChatFormat { ChatML, Llama3, Gemma };

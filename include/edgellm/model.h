@@ -157,6 +157,14 @@ class Context {
     void set_abort_flag(const std::atomic<bool>* flag);
     static constexpr const char* kAborted = "evaluation aborted";
 
+    // Save sequence seq's KV cache with the tokens it holds (tokens.size() == n_past(seq))
+    // to `path`, atomically (a temporary file renamed into place). Returns bytes written.
+    Result<size_t> save_sequence(int seq, const std::string& path,
+                                 std::span<const int32_t> tokens) const;
+    // Load what save_sequence wrote (same model, context size and KV type) into sequence
+    // seq; returns its tokens. On failure the sequence is left empty.
+    Result<std::vector<int32_t>> load_sequence(int seq, const std::string& path);
+
     // Called after each step with (name, layer, data, n_tokens x width) for debugging.
     using TraceFn = std::function<void(const char* name, int layer, const float* data,
                                        int64_t n_tokens, int64_t width)>;

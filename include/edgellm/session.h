@@ -81,6 +81,11 @@ class Session {
     const std::vector<int32_t>& cached_tokens() const { return cached_; }
     void clear();
     int seq() const { return seq_; }
+    // Save the cached tokens and their KV cache to a file (atomically); bytes written.
+    Result<size_t> save(const std::string& path) const;
+    // Load what save() wrote; returns the positions restored. On failure the session is
+    // empty.
+    Result<int64_t> restore(const std::string& path);
 
   private:
     const Model& model_;

@@ -59,4 +59,66 @@ int64_t KvCache::truncate(int64_t n_keep) {
     return n_keep;
 }
 
+namespace {
+
+// The header of a saved cache: the layout it fits.
+struct KvHeader {
+    char magic[8];
+    int64_t n_layer, n_ctx, n_embd_kv, type, ring_cells, window, n_used;
+};
+constexpr char kKvMagic[8] = {'E', 'D', 'G', 'K', 'V', '0', '0', '1'};
+
+}  // namespace
+
+bool KvCache::write(std::FILE* f) const {
+    KvHeader h;
+    std::memcpy(h.magic, kKvMagic, sizeof h.magic);
+    h.n_layer = l_.n_layer;
+    h.n_ctx = l_.n_ctx;
+    h.n_embd_kv = l_.n_embd_kv;
+    h.type = (int64_t)l_.type;
+    h.ring_cells = l_.ring_cells;
+    h.window = l_.window;
+    h.n_used = n_used_;
+    bool ok = std::fwrite(&h, sizeof h, 1, f) == 1;
+    if (!ring_pos_.empty())
+        ok = ok && std::fwrite(ring_pos_.data(), sizeof(int32_t), ring_pos_.size(), f) ==
+                       ring_pos_.size();
+    // Every layer's K and V blocks whole: they are head-major ([head][cell]), so the used
+    // cells are not one contiguous range, and a block is at most a few MiB.
+    for (int64_t l = 0; l < l_.n_layer && ok; ++l) {
+        const size_t block = 2 * row_bytes_ * (size_t)n_cells(l);
+        ok = std::fwrite(data_.get() + offset_[(size_t)l], 1, block, f) == block;
+    }
+    return ok;
+}
+
+std::string KvCache::read(std::FILE* f) {
+    KvHeader h;
+    truncate(0);
+    if (std::fread(&h, sizeof h, 1, f) != 1) return "the file is too short";
+    if (std::memcmp(h.magic, kKvMagic, sizeof h.magic) != 0) return "not a saved KV cache";
+    if (h.n_layer != l_.n_layer || h.n_embd_kv != l_.n_embd_kv || h.type != (int64_t)l_.type ||
+        h.ring_cells != l_.ring_cells || h.window != l_.window || h.n_ctx != l_.n_ctx)
+        return "it was saved with a different model, context size or KV cache type";
+    if (h.n_used < 0 || h.n_used > l_.n_ctx) return "it is damaged (position count)";
+    std::vector<int32_t> ring(ring_pos_.size());
+    if (!ring.empty() && std::fread(ring.data(), sizeof(int32_t), ring.size(), f) != ring.size())
+        return "the file is too short";
+    for (int64_t l = 0; l < l_.n_layer; ++l) {
+        const size_t block = row_bytes_ * (size_t)n_cells(l);
+        uint8_t* base = data_.get() + offset_[(size_t)l];
+        if (std::fread(base, 1, 2 * block, f) != 2 * block) {
+            truncate(0);
+            return "the file is too short";
+        }
+    }
+    n_used_ = h.n_used;
+    for (int64_t i = 0; i < n_used_; ++i) cell_pos_[(size_t)i] = (int32_t)i;
+    for (int64_t i = n_used_; i < l_.n_ctx; ++i) cell_pos_[(size_t)i] = -1;
+    for (size_t i = 0; i < ring.size(); ++i)
+        ring_pos_[i] = ring[i] >= 0 && ring[i] < n_used_ ? ring[i] : -1;
+    return {};
+}
+
 }  // namespace edgellm

@@ -12,7 +12,9 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "edgellm/tensor_type.h"
@@ -70,6 +72,13 @@ class KvCache {
     // Keep positions [0, n_keep) and drop the rest. Returns how many are kept: n_keep, or
     // 0 when a ring no longer holds the window before n_keep (then everything goes).
     int64_t truncate(int64_t n_keep);
+
+    // The used positions' K/V (for a ring: the whole ring and its positions), in a form
+    // read() accepts only into a cache of the same layout. Returns false on a write error.
+    bool write(std::FILE* f) const;
+    // Replace the contents with what write() wrote; "" on success, else why not (a
+    // different layout, a short or damaged stream). On failure the cache is left empty.
+    std::string read(std::FILE* f);
 
   private:
     KvLayout l_;

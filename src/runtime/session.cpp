@@ -112,6 +112,18 @@ void Session::clear() {
     ctx_.truncate(0, seq_);
 }
 
+Result<size_t> Session::save(const std::string& path) const {
+    return ctx_.save_sequence(seq_, path, cached_);
+}
+
+Result<int64_t> Session::restore(const std::string& path) {
+    cached_.clear();
+    auto tokens = ctx_.load_sequence(seq_, path);
+    if (!tokens) return Result<int64_t>::fail(tokens.error());
+    cached_ = std::move(*tokens);
+    return (int64_t)cached_.size();
+}
+
 Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const GenerateParams& p,
                                          const std::function<bool(std::string_view)>& on_text) {
     using R = Result<GenerateResult>;

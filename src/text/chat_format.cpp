@@ -91,12 +91,22 @@ ChatPrompt chat_prompt(const GgufFile& f, const Tokenizer& t,
         // shows wherever a template prints a tool schema with tojson)
         nlohmann::ordered_json ctx = nlohmann::ordered_json::object();
         nlohmann::ordered_json msgs = nlohmann::ordered_json::array();
-        for (const ChatMessage& m : messages) msgs.push_back({{"role", m.role}, {"content", m.content}});
+        std::string err;
+        for (const ChatMessage& m : messages) {
+            nlohmann::ordered_json msg = {{"role", m.role}, {"content", m.content}};
+            if (!m.extra_json.empty()) {
+                const auto extra = nlohmann::ordered_json::parse(m.extra_json, nullptr, false);
+                if (extra.is_object())
+                    for (const auto& [k, v] : extra.items()) msg[k] = v;
+                else
+                    err = "a message's further fields are not a JSON object";
+            }
+            msgs.push_back(std::move(msg));
+        }
         ctx["messages"] = msgs;
         ctx["add_generation_prompt"] = add_generation_prompt;
         ctx["bos_token"] = bos;
         ctx["eos_token"] = eos;
-        std::string err;
         if (!tools_json.empty()) {
             const auto tools = nlohmann::ordered_json::parse(tools_json, nullptr, false);
             if (tools.is_array())

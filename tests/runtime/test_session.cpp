@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <fstream>
 #include <mutex>
 #include <thread>
 
@@ -280,4 +281,46 @@ TEST(Session, CancelDuringPromptKeepsWholeBatches) {
     auto ref = fresh.generate(prompt, greedy(5), nullptr);
     ASSERT_TRUE(ref.ok());
     EXPECT_EQ(r->tokens, ref->tokens);
+}
+
+// A saved session restores into a fresh context and continues exactly as the original;
+// a damaged or foreign file is refused with a reason and leaves the session empty.
+TEST(Session, SaveAndRestoreTheCache) {
+    Fixture f;
+    if (!load(&f)) GTEST_SKIP() << "no golden models at " << test::golden_dir();
+    const std::string path = (fs::temp_directory_path() / "edgellm-test-slot.bin").string();
+    Session s(*f.model, *f.tok, *f.ctx);
+    auto first = s.generate(kPrompt, greedy(10), nullptr);
+    ASSERT_TRUE(first.ok());
+    auto saved = s.save(path);
+    ASSERT_TRUE(saved.ok()) << saved.error();
+    EXPECT_EQ(*saved, (size_t)fs::file_size(path));
+    std::vector<int32_t> longer = kPrompt;
+    longer.insert(longer.end(), first->tokens.begin(), first->tokens.end());
+    auto cont = s.generate(longer, greedy(8), nullptr);
+    ASSERT_TRUE(cont.ok());
+
+    Fixture g;
+    ASSERT_TRUE(load(&g));
+    Session r(*g.model, *g.tok, *g.ctx);
+    auto n = r.restore(path);
+    ASSERT_TRUE(n.ok()) << n.error();
+    EXPECT_EQ(*n, (int64_t)kPrompt.size() + 9);
+    auto again = r.generate(longer, greedy(8), nullptr);
+    ASSERT_TRUE(again.ok());
+    EXPECT_EQ(again->n_cached, *n) << "the restored cache is reused";
+    EXPECT_EQ(again->tokens, cont->tokens);
+
+    // Damaged: cut short.
+    fs::resize_file(path, fs::file_size(path) / 2);
+    auto bad = r.restore(path);
+    EXPECT_FALSE(bad.ok());
+    EXPECT_NE(bad.error().find("short"), std::string::npos) << bad.error();
+    EXPECT_TRUE(r.cached_tokens().empty());
+    EXPECT_EQ(g.ctx->n_past(), 0);
+    // Not a saved cache at all.
+    { std::ofstream(path) << "hello"; }
+    EXPECT_FALSE(r.restore(path).ok());
+    EXPECT_FALSE(r.restore(path + ".missing").ok());
+    fs::remove(path);
 }

@@ -1,0 +1,238 @@
+// edgellm serve [-m MODEL] [--host H] [--port P] [-np N] [-c CTX] ... — the HTTP server,
+// with llama-server's flags: the seeds' command lines work with the binary name replaced.
+#include <signal.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "args.h"
+#include "commands.h"
+#include "server/server.h"
+
+namespace edgellm::cli {
+
+namespace {
+
+// Built-in templates for llama-server's --chat-template NAME.
+const char* builtin_template(const std::string& name) {
+    if (name == "chatml")
+        return "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
+               "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+    if (name == "llama3")
+        return "{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m.role }}"
+               "<|end_header_id|>\n\n{{ m.content | trim }}<|eot_id|>{% endfor %}"
+               "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n"
+               "{% endif %}";
+    if (name == "gemma")
+        return "{{ bos_token }}{% for m in messages %}{% set role = 'model' if m.role == "
+               "'assistant' else 'user' %}<start_of_turn>{{ role }}\n{{ m.content | trim }}"
+               "<end_of_turn>\n{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n"
+               "{% endif %}";
+    return nullptr;
+}
+
+bool read_file(const std::string& path, std::string* out) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return false;
+    out->assign(std::istreambuf_iterator<char>(in), {});
+    return true;
+}
+
+}  // namespace
+
+int cmd_serve(const std::vector<std::string>& args) {
+    ArgParser p("serve", "edgellm serve [-m MODEL] [--host HOST] [--port PORT] [options]");
+    p.option({"-m", "--model"}, "FILE",
+             "GGUF model (default: the model scripts/fetch-models.sh installed)");
+    p.option({"-a", "--alias"}, "NAME", "the model's name in responses (default: the file name)");
+    p.option({"--host"}, "HOST", "address to listen on (default 127.0.0.1: this machine only)");
+    p.option({"--port"}, "N", "port to listen on (default 8080; 0: any free port)");
+    p.option({"-np", "--parallel"}, "N",
+             "slots: requests generated at the same time, sharing the context (default 1)");
+    p.flag({"-cb", "--cont-batching"}, "accepted (slots always interleave step by step)");
+    p.flag({"-nocb", "--no-cont-batching"}, "accepted (with -np 1 there is nothing to batch)");
+    p.option({"-c", "--ctx-size"}, "N",
+             "context size, shared by the slots (default: training context, at most 4096)");
+    p.option({"-t", "--threads"}, "N", "threads (default: all cores, or the big cores)");
+    p.option({"-tb", "--threads-batch"}, "N", "threads for prompts (edgellm uses -t for both)");
+    p.option({"-b", "--batch-size"}, "N", "prompt tokens per forward step (default 512)");
+    p.option({"-ub", "--ubatch-size"}, "N", "physical batch; the smaller of -b and -ub is used");
+    p.option({"-n", "--n-predict"}, "N", "default most tokens per reply; -1 = no limit (default -1)");
+    p.option({"-fa", "--flash-attn"}, "on|off|auto",
+             "accepted: attention is always fused (q8_0 KV needs nothing more)");
+    p.option({"-ctk", "--cache-type-k"}, "T", "KV cache type: f16 (default) or q8_0");
+    p.option({"-ctv", "--cache-type-v"}, "T", "must equal --cache-type-k");
+    p.flag({"--no-mmap"}, "accepted: the file is mapped read-only either way");
+    p.option({"-ngl", "--gpu-layers", "--n-gpu-layers"}, "N", "accepted: edgellm runs on the CPU");
+    p.option({"--api-key"}, "KEY", "require this key (Authorization: Bearer KEY); comma-separated for several");
+    p.option({"--api-key-file"}, "FILE", "require one of the keys in FILE (one per line)");
+    p.flag({"--metrics"}, "serve Prometheus metrics at GET /metrics");
+    p.flag({"--slots"}, "serve GET /slots (the default)");
+    p.flag({"--no-slots"}, "do not serve GET /slots");
+    p.option({"--slot-save-path"}, "DIR", "directory for POST /slots/N?action=save|restore");
+    p.option({"--chat-template"}, "NAME|JINJA",
+             "chat template: chatml, llama3, gemma, or Jinja source (default: the model's)");
+    p.option({"--chat-template-file"}, "FILE", "chat template from a Jinja file");
+    p.option({"--chat-template-kwargs"}, "JSON",
+             "default template variables, e.g. '{\"enable_thinking\":false}'");
+    p.flag({"--jinja"}, "render the model's Jinja chat template (the default)");
+    p.flag({"--no-jinja"}, "accepted (templates are rendered with Jinja)");
+    p.option({"-to", "--timeout"}, "SECONDS", "read and write timeout of a connection (default 600)");
+    p.option({"--threads-http"}, "N", "most concurrent connections (default 64)");
+    p.flag({"--no-webui"}, "do not serve the chat page at /");
+    p.option({"--keep"}, "N", "accepted: the context is never shifted (a full context ends the reply)");
+    p.flag({"--log-disable"}, "no log lines");
+    p.option({"--kernels"}, "NAME", "kernel set (default: the best available)");
+    // Speculative decoding comes with its own issue; refuse its flags rather than ignore them.
+    const std::vector<std::string> draft_flags = {
+        "-md",          "--model-draft",      "--draft-max",          "--draft", "--draft-n",
+        "--draft-min",  "--draft-n-min",      "--draft-p-min",        "-ngld",
+        "--gpu-layers-draft", "--n-gpu-layers-draft", "-devd", "--device-draft"};
+    for (const std::string& f : draft_flags)
+        p.option({f}, "X", "refused: speculative decoding is not supported yet");
+    add_sampling_options(p);
+    add_cpu_options(p);
+    if (auto done = parse_command_line(p, args)) return *done;
+    std::string err;
+    if (!p.positional().empty()) return fail("serve", "unexpected argument " + p.positional()[0], 2);
+    for (const std::string& f : draft_flags)
+        if (p.has(f))
+            return fail("serve",
+                        f +
+                            ": speculative decoding (a draft model) is not supported yet; "
+                            "start without -md, --draft-* and -ngld",
+                        2);
+
+    server::ServerConfig cfg;
+    auto model_path = model_path_or_default(p);
+    if (!model_path) return fail("serve", model_path.error(), 2);
+    cfg.model_path = *model_path;
+    cfg.alias = p.get_or("--alias", "");
+    cfg.http.host = p.get_or("--host", "127.0.0.1");
+    int64_t port = 8080, np = 1, n_ctx = 0, threads = 0, tb = 0, n_batch = 512, n_ubatch = 512,
+            n_predict = -1, timeout = 600, conns = 64, ngl = 0, keep = 0;
+    if (!p.get_int("--port", 0, 65535, &port, &err) || !p.get_int("-np", 1, 256, &np, &err) ||
+        !p.get_int("-c", 0, 1 << 24, &n_ctx, &err) || !p.get_int("-t", 1, 1024, &threads, &err) ||
+        !p.get_int("-tb", 1, 1024, &tb, &err) || !p.get_int("-b", 1, 1 << 20, &n_batch, &err) ||
+        !p.get_int("-ub", 1, 1 << 20, &n_ubatch, &err) ||
+        !p.get_int("-n", -1, 1 << 30, &n_predict, &err) ||
+        !p.get_int("--timeout", 1, 86400, &timeout, &err) ||
+        !p.get_int("--threads-http", 1, 4096, &conns, &err) ||
+        !p.get_int("-ngl", -1, 1 << 20, &ngl, &err) || !p.get_int("--keep", -1, 1 << 30, &keep, &err))
+        return fail("serve", err, 2);
+    cfg.http.port = (int)port;
+    cfg.http.read_timeout_ms = (int)timeout * 1000;
+    cfg.http.write_timeout_ms = (int)timeout * 1000;
+    cfg.http.max_connections = (int)conns;
+    cfg.n_parallel = (int)np;
+    cfg.defaults.n_predict = (int32_t)n_predict;
+    if (!read_sampling_options(p, &cfg.defaults.sampling, &err)) return fail("serve", err, 2);
+    if (auto fa = p.get("--flash-attn"); fa && *fa != "on" && *fa != "off" && *fa != "auto")
+        return fail("serve", "--flash-attn takes on, off or auto, got \"" + *fa + "\"", 2);
+    const std::string ctk = p.get_or("--cache-type-k", "f16");
+    const std::string ctv = p.get_or("--cache-type-v", ctk);
+    const auto kv_type = parse_kv_type(ctk);
+    if (!kv_type) return fail("serve", "--cache-type-k must be f16 or q8_0", 2);
+    if (ctv != ctk)
+        return fail("serve", "--cache-type-v must equal --cache-type-k (one type for K and V)", 2);
+    cfg.ctx.n_ctx = n_ctx;
+    cfg.ctx.n_batch = std::min(n_batch, n_ubatch);
+    cfg.ctx.kv_type = *kv_type;
+    cfg.ctx.n_threads = (int)threads;
+    if (!read_cpu_options(p, &cfg.ctx, &err)) return fail("serve", err, 2);
+    cfg.load = load_options(p);
+    cfg.mlock = p.has("--mlock");
+    cfg.warmup = !p.has("--no-warmup");
+    cfg.metrics = p.has("--metrics");
+    cfg.slots_endpoint = !p.has("--no-slots");
+    cfg.slot_save_path = p.get_or("--slot-save-path", "");
+    cfg.webui = !p.has("--no-webui");
+    cfg.log = !p.has("--log-disable");
+    cfg.chat_template_kwargs = p.get_or("--chat-template-kwargs", "");
+    if (auto t = p.get("--chat-template")) {
+        if (const char* b = builtin_template(*t))
+            cfg.chat_template = b;
+        else if (t->find("{%") != std::string::npos || t->find("{{") != std::string::npos)
+            cfg.chat_template = *t;
+        else
+            return fail("serve", "--chat-template \"" + *t +
+                                     "\" is neither a known name (chatml, llama3, gemma) nor a "
+                                     "Jinja template",
+                        2);
+    }
+    if (auto f = p.get("--chat-template-file"))
+        if (!read_file(*f, &cfg.chat_template))
+            return fail("serve", "cannot read the chat template " + *f, 2);
+    if (auto k = p.get("--api-key")) {
+        size_t at = 0;
+        while (at <= k->size()) {
+            const size_t comma = std::min(k->find(',', at), k->size());
+            if (comma > at) cfg.api_keys.push_back(k->substr(at, comma - at));
+            at = comma + 1;
+        }
+    }
+    if (auto f = p.get("--api-key-file")) {
+        std::ifstream in(*f);
+        if (!in) return fail("serve", "cannot read the API key file " + *f, 2);
+        std::string line;
+        while (std::getline(in, line)) {
+            while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+            if (!line.empty() && line[0] != '#') cfg.api_keys.push_back(line);
+        }
+        if (cfg.api_keys.empty()) return fail("serve", "the API key file " + *f + " has no key", 2);
+    }
+    err = choose_kernels(p.get_or("--kernels", ""));
+    if (!err.empty()) return fail("serve", err, 2);
+
+    auto note = [&](const std::string& s) {
+        if (cfg.log) std::fprintf(stderr, "edgellm serve: %s\n", s.c_str());
+    };
+    if (p.has("-ngl") && ngl != 0) note("-ngl: edgellm runs on the CPU; no layers are offloaded");
+    if (p.has("-tb") && tb != threads)
+        note("-tb: prompts and decoding use the same " +
+             (threads > 0 ? std::to_string(threads) : std::string("default")) + " threads (-t)");
+    if (p.has("--no-mmap")) note("--no-mmap: the file is mapped read-only and warmed up instead");
+    if (cfg.http.host != "127.0.0.1" && cfg.http.host != "localhost" && cfg.http.host != "::1" &&
+        cfg.api_keys.empty())
+        std::fprintf(stderr,
+                     "edgellm serve: WARNING: listening on %s without --api-key: anyone who can "
+                     "reach this port can use the model\n",
+                     cfg.http.host.c_str());
+
+    // SIGINT / SIGTERM stop the server: blocked here (every thread inherits the mask) and
+    // taken by one thread with sigtimedwait.
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+
+    server::Server srv(cfg);
+    auto bound = srv.listen();
+    if (!bound) return fail("serve", bound.error());
+    if (cfg.log)
+        std::fprintf(stderr, "edgellm serve: listening on http://%s:%d\n", cfg.http.host.c_str(),
+                     *bound);
+    std::atomic<bool> done{false};
+    std::thread signals([&] {
+        const timespec tick{0, 200 * 1000 * 1000};
+        while (!done) {
+            const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
+            if (sig == SIGINT || sig == SIGTERM) {
+                if (cfg.log) std::fprintf(stderr, "edgellm serve: stopping (signal %d)\n", sig);
+                srv.stop();
+                return;
+            }
+        }
+    });
+    const int code = srv.run();
+    done = true;
+    signals.join();
+    return code;
+}
+
+}  // namespace edgellm::cli

@@ -1,0 +1,495 @@
+#include "server/api.h"
+
+#include <cmath>
+#include <random>
+
+namespace edgellm::server {
+
+namespace {
+
+// A field of the request object, checked for its type; errors name the field.
+class Fields {
+  public:
+    explicit Fields(const json& obj) : obj_(obj) {}
+
+    const json* get(const char* name) const {
+        auto it = obj_.find(name);
+        if (it == obj_.end() || it->is_null()) return nullptr;
+        return &*it;
+    }
+    // Each reader leaves *out alone when the field is absent or null.
+    void number(const char* name, double lo, double hi, float* out) {
+        const json* v = get(name);
+        if (!v || err) return;
+        if (!v->is_number()) return fail(std::string(name) + " must be a number");
+        const double x = v->get<double>();
+        if (!std::isfinite(x) || x < lo || x > hi)
+            return fail(std::string(name) + " must be between " + fmt(lo) + " and " + fmt(hi) +
+                        ", got " + v->dump());
+        *out = (float)x;
+    }
+    void integer(const char* name, int64_t lo, int64_t hi, int64_t* out) {
+        const json* v = get(name);
+        if (!v || err) return;
+        // 5.0 is an integer to JavaScript clients.
+        if (v->is_number_float()) {
+            const double x = v->get<double>();
+            if (std::floor(x) != x || !std::isfinite(x))
+                return fail(std::string(name) + " must be an integer, got " + v->dump());
+            if (x < (double)lo || x > (double)hi) return range(name, lo, hi, *v);
+            *out = (int64_t)x;
+            return;
+        }
+        if (!v->is_number_integer()) return fail(std::string(name) + " must be an integer");
+        if (v->is_number_unsigned() && v->get<uint64_t>() > (uint64_t)INT64_MAX)
+            return range(name, lo, hi, *v);
+        const int64_t x = v->get<int64_t>();
+        if (x < lo || x > hi) return range(name, lo, hi, *v);
+        *out = x;
+    }
+    void boolean(const char* name, bool* out) {
+        const json* v = get(name);
+        if (!v || err) return;
+        if (!v->is_boolean()) return fail(std::string(name) + " must be true or false");
+        *out = v->get<bool>();
+    }
+    void string(const char* name, std::string* out) {
+        const json* v = get(name);
+        if (!v || err) return;
+        if (!v->is_string()) return fail(std::string(name) + " must be a string");
+        *out = v->get<std::string>();
+    }
+    void fail(std::string message) {
+        if (!err) err = bad_request(std::move(message));
+    }
+    std::optional<ApiError> err;
+
+  private:
+    static std::string fmt(double x) {
+        if (x == std::floor(x) && std::fabs(x) < 1e15) return std::to_string((int64_t)x);
+        std::string s = std::to_string(x);
+        while (!s.empty() && s.back() == '0') s.pop_back();
+        return s;
+    }
+    void range(const char* name, int64_t lo, int64_t hi, const json& v) {
+        fail(std::string(name) + " must be between " + std::to_string(lo) + " and " +
+             std::to_string(hi) + ", got " + v.dump());
+    }
+    const json& obj_;
+};
+
+// The text of a message's content: a string, or a list of text parts (joined as llama.cpp
+// does for a text-only model).
+bool content_text(const json& c, std::string* out, std::string* why) {
+    if (c.is_string()) {
+        *out = c.get<std::string>();
+        return true;
+    }
+    if (!c.is_array()) {
+        *why = "must be a string or an array of content parts";
+        return false;
+    }
+    out->clear();
+    for (const json& part : c) {
+        if (!part.is_object() || !part.contains("type") || !part["type"].is_string()) {
+            *why = "has a part that is not an object with a \"type\"";
+            return false;
+        }
+        const std::string type = part["type"].get<std::string>();
+        if (type != "text") {
+            *why = "has a part of type \"" + type + "\"; this model takes text only";
+            return false;
+        }
+        if (!part.contains("text") || !part["text"].is_string()) {
+            *why = "has a text part without a \"text\" string";
+            return false;
+        }
+        if (!out->empty()) out->push_back('\n');
+        *out += part["text"].get<std::string>();
+    }
+    return true;
+}
+
+void parse_messages(const json& body, Fields& f, GenRequest* out) {
+    const json* msgs = f.get("messages");
+    if (!msgs) return f.fail("messages is required");
+    if (!msgs->is_array()) return f.fail("messages must be an array");
+    if (msgs->empty()) return f.fail("messages must not be empty");
+    for (size_t i = 0; i < msgs->size(); ++i) {
+        const json& m = (*msgs)[i];
+        const std::string at = "messages[" + std::to_string(i) + "]";
+        if (!m.is_object()) return f.fail(at + " must be an object");
+        if (!m.contains("role") || !m["role"].is_string())
+            return f.fail(at + ".role must be a string");
+        ChatMessage cm;
+        cm.role = m["role"].get<std::string>();
+        if (cm.role == "developer") cm.role = "system";  // OpenAI's newer name
+        if (cm.role != "system" && cm.role != "user" && cm.role != "assistant" &&
+            cm.role != "tool")
+            return f.fail(at + ".role \"" + m["role"].get<std::string>() +
+                          "\" is not one of system, developer, user, assistant, tool");
+        json extra = json::object();
+        const bool has_tool_calls = m.contains("tool_calls") && !m["tool_calls"].is_null();
+        if (!m.contains("content") || m["content"].is_null()) {
+            if (cm.role != "assistant")
+                return f.fail(at + ".content is required for role " + cm.role);
+            if (has_tool_calls) extra["content"] = nullptr;
+        } else {
+            std::string why;
+            if (!content_text(m["content"], &cm.content, &why))
+                return f.fail(at + ".content " + why);
+        }
+        if (has_tool_calls) {
+            if (!m["tool_calls"].is_array()) return f.fail(at + ".tool_calls must be an array");
+            json calls = m["tool_calls"];
+            // Templates print arguments as an object; OpenAI sends them as a JSON string.
+            for (json& c : calls)
+                if (c.is_object() && c.contains("function") && c["function"].is_object()) {
+                    json& fn = c["function"];
+                    if (fn.contains("arguments") && fn["arguments"].is_string()) {
+                        json parsed = json::parse(fn["arguments"].get<std::string>(), nullptr, false);
+                        if (!parsed.is_discarded()) fn["arguments"] = parsed;
+                    }
+                }
+            extra["tool_calls"] = calls;
+        }
+        for (const char* key : {"tool_call_id", "name", "reasoning_content"})
+            if (m.contains(key) && !m[key].is_null()) {
+                if (!m[key].is_string()) return f.fail(at + "." + key + " must be a string");
+                extra[key] = m[key];
+            }
+        if (!extra.empty()) cm.extra_json = extra.dump();
+        out->messages.push_back(std::move(cm));
+    }
+    if (const json* tools = f.get("tools")) {
+        if (!tools->is_array()) return f.fail("tools must be an array");
+        std::string choice = "auto";
+        if (const json* tc = f.get("tool_choice"); tc && tc->is_string()) choice = *tc;
+        if (choice != "none" && !tools->empty()) out->tools_json = tools->dump();
+    }
+    if (const json* kw = f.get("chat_template_kwargs")) {
+        if (!kw->is_object()) return f.fail("chat_template_kwargs must be an object");
+        out->template_kwargs_json = kw->dump();
+    }
+    (void)body;
+}
+
+// A prompt given as token ids: every element an integer id.
+bool token_array(const json& a, std::vector<int32_t>* out) {
+    out->clear();
+    for (const json& t : a) {
+        if (!t.is_number_integer()) return false;
+        const int64_t id = t.get<int64_t>();
+        if (id < 0 || id > INT32_MAX) return false;
+        out->push_back((int32_t)id);
+    }
+    return true;
+}
+
+void parse_prompt(Fields& f, GenRequest* out) {
+    const json* p = f.get("prompt");
+    if (!p) return f.fail("prompt is required");
+    if (p->is_string()) {
+        out->prompt = p->get<std::string>();
+        return;
+    }
+    if (p->is_array() && p->size() == 1 && (*p)[0].is_string()) {
+        out->prompt = (*p)[0].get<std::string>();
+        return;
+    }
+    if (p->is_array() && !p->empty() && token_array(*p, &out->prompt_tokens)) {
+        out->prompt_is_tokens = true;
+        return;
+    }
+    if (p->is_array() && p->size() > 1 && (*p)[0].is_string())
+        return f.fail("only one prompt per request is supported");
+    f.fail("prompt must be a string or an array of token ids");
+}
+
+}  // namespace
+
+ApiError bad_request(std::string message) {
+    ApiError e;
+    e.message = std::move(message);
+    return e;
+}
+
+std::string error_body(const ApiError& e) {
+    json err = {{"code", e.status}, {"message", e.message}, {"type", e.type}};
+    for (const auto& [k, v] : e.extra.items()) err[k] = v;
+    return json{{"error", err}}.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+std::optional<ApiError> parse_gen_request(Api api, const std::string& body,
+                                          const GenerateParams& defaults, GenRequest* out) {
+    *out = GenRequest{};
+    out->api = api;
+    out->gen = defaults;
+    json j = json::parse(body, nullptr, false);
+    if (j.is_discarded()) return bad_request("the request body is not valid JSON");
+    if (!j.is_object()) return bad_request("the request body must be a JSON object");
+    Fields f(j);
+    const bool openai = api != Api::Native;
+    f.string("model", &out->model);
+    if (api == Api::Chat)
+        parse_messages(j, f, out);
+    else
+        parse_prompt(f, out);
+    if (f.err) return f.err;
+
+    int64_t n_predict = out->gen.n_predict;
+    f.integer("n_predict", -1, INT32_MAX, &n_predict);
+    f.integer("max_tokens", -1, INT32_MAX, &n_predict);
+    f.integer("max_completion_tokens", -1, INT32_MAX, &n_predict);
+    out->gen.n_predict = (int32_t)n_predict;
+
+    SamplerParams& s = out->gen.sampling;
+    if (openai)
+        f.number("temperature", 0.0, 2.0, &s.temperature);
+    else
+        f.number("temperature", -1e9, 1e9, &s.temperature);
+    f.number("top_p", 0.0, 1.0, &s.top_p);
+    f.number("min_p", 0.0, 1.0, &s.min_p);
+    int64_t top_k = s.top_k, last_n = s.repeat_last_n;
+    f.integer("top_k", -1, INT32_MAX, &top_k);
+    f.integer("repeat_last_n", -1, INT32_MAX, &last_n);
+    s.top_k = (int32_t)top_k;
+    s.repeat_last_n = (int32_t)last_n;
+    f.number("repeat_penalty", 0.0, 1e9, &s.repeat_penalty);
+    f.number("presence_penalty", -2.0, 2.0, &s.presence_penalty);
+    f.number("frequency_penalty", -2.0, 2.0, &s.frequency_penalty);
+    if (const json* seed = f.get("seed")) {
+        int64_t v = -1;
+        f.integer("seed", INT64_MIN, INT64_MAX, &v);
+        (void)seed;
+        s.seed = v < 0 ? kRandomSeed : (uint64_t)v;
+    }
+    int64_t n = 1;
+    f.integer("n", 1, 1, &n);  // one choice per request
+    f.boolean("stream", &out->stream);
+    f.boolean("ignore_eos", &out->gen.ignore_eos);
+    f.boolean("cache_prompt", &out->cache_prompt);
+    f.boolean("return_tokens", &out->return_tokens);
+    int64_t slot = -1;
+    f.integer("id_slot", -1, 1 << 20, &slot);
+    out->id_slot = (int)slot;
+    if (f.err) return f.err;
+
+    if (const json* so = f.get("stream_options")) {
+        if (!so->is_object()) return bad_request("stream_options must be an object");
+        Fields g(*so);
+        g.boolean("include_usage", &out->include_usage);
+        if (g.err) return g.err;
+    }
+    if (const json* stop = f.get("stop")) {
+        out->gen.stop.clear();
+        if (stop->is_string()) {
+            out->gen.stop.push_back(stop->get<std::string>());
+        } else if (stop->is_array()) {
+            for (const json& x : *stop) {
+                if (!x.is_string()) return bad_request("stop must be a string or an array of strings");
+                out->gen.stop.push_back(x.get<std::string>());
+            }
+            if (out->gen.stop.size() > 16) return bad_request("stop takes at most 16 strings");
+        } else {
+            return bad_request("stop must be a string or an array of strings");
+        }
+        std::erase_if(out->gen.stop, [](const std::string& x) { return x.empty(); });
+    }
+    if (const json* lp = f.get("logprobs")) {
+        if (!(lp->is_boolean() && !lp->get<bool>()))
+            return ApiError{501, "not_supported_error", "logprobs are not supported yet", {}};
+    }
+    if (const json* rf = f.get("response_format")) {
+        if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
+            return bad_request("response_format must be an object with a \"type\"");
+        const std::string t = (*rf)["type"].get<std::string>();
+        if (t != "text")
+            return ApiError{501, "not_supported_error",
+                            "response_format \"" + t +
+                                "\" is not supported yet (constrained JSON output comes with "
+                                "grammar support)",
+                            {}};
+    }
+    return std::nullopt;
+}
+
+const char* finish_reason(StopReason r) {
+    switch (r) {
+        case StopReason::Length:
+        case StopReason::ContextFull:
+            return "length";
+        default:
+            return "stop";
+    }
+}
+
+json timings_json(const GenerateResult& r) {
+    const int64_t prompt_n = r.n_prompt - r.n_cached;
+    auto per_token = [](double ms, int64_t n) { return n > 0 ? ms / (double)n : 0.0; };
+    auto per_second = [](double ms, int64_t n) { return ms > 0 ? 1000.0 * (double)n / ms : 0.0; };
+    return json{{"cache_n", r.n_cached},
+                {"prompt_n", prompt_n},
+                {"prompt_ms", r.prompt_ms},
+                {"prompt_per_token_ms", per_token(r.prompt_ms, prompt_n)},
+                {"prompt_per_second", per_second(r.prompt_ms, prompt_n)},
+                {"predicted_n", r.n_generated},
+                {"predicted_ms", r.generate_ms},
+                {"predicted_per_token_ms", per_token(r.generate_ms, r.n_generated)},
+                {"predicted_per_second", per_second(r.generate_ms, r.n_generated)}};
+}
+
+json usage_json(const GenerateResult& r) {
+    return json{{"completion_tokens", r.n_generated},
+                {"prompt_tokens", r.n_prompt},
+                {"total_tokens", r.n_prompt + r.n_generated},
+                {"prompt_tokens_details", {{"cached_tokens", r.n_cached}}}};
+}
+
+namespace {
+
+json envelope(const GenOutcome& o, const char* object, json choices) {
+    return json{{"choices", std::move(choices)},
+                {"created", o.created},
+                {"model", o.model},
+                {"system_fingerprint", "edgellm"},
+                {"object", object},
+                {"id", o.id}};
+}
+
+const char* native_stop_type(StopReason r) {
+    switch (r) {
+        case StopReason::Eos:
+            return "eos";
+        case StopReason::StopString:
+            return "word";
+        case StopReason::Length:
+        case StopReason::ContextFull:
+            return "limit";
+        case StopReason::Cancelled:
+            return "none";
+    }
+    return "none";
+}
+
+}  // namespace
+
+json chat_response(const GenOutcome& o) {
+    json choice = {{"finish_reason", finish_reason(o.result.stop)},
+                   {"index", 0},
+                   {"message", {{"role", "assistant"}, {"content", o.result.text}}}};
+    json j = envelope(o, "chat.completion", json::array({choice}));
+    j["usage"] = usage_json(o.result);
+    j["timings"] = timings_json(o.result);
+    return j;
+}
+
+json completions_response(const GenOutcome& o) {
+    json choice = {{"text", o.result.text},
+                   {"index", 0},
+                   {"logprobs", nullptr},
+                   {"finish_reason", finish_reason(o.result.stop)}};
+    json j = envelope(o, "text_completion", json::array({choice}));
+    j["usage"] = usage_json(o.result);
+    j["timings"] = timings_json(o.result);
+    return j;
+}
+
+json native_response(const GenOutcome& o, const GenRequest& req) {
+    const GenerateResult& r = o.result;
+    const SamplerParams& s = req.gen.sampling;
+    json j = {{"index", 0},
+              {"content", r.text},
+              {"tokens", req.return_tokens ? json(r.tokens) : json::array()},
+              {"id_slot", o.slot},
+              {"stop", true},
+              {"model", o.model},
+              {"tokens_predicted", r.n_generated},
+              {"tokens_evaluated", r.n_prompt},
+              {"generation_settings",
+               {{"n_predict", req.gen.n_predict},
+                {"seed", s.seed == kRandomSeed ? -1 : (int64_t)s.seed},
+                {"temperature", s.temperature},
+                {"top_k", s.top_k},
+                {"top_p", s.top_p},
+                {"min_p", s.min_p},
+                {"repeat_last_n", s.repeat_last_n},
+                {"repeat_penalty", s.repeat_penalty},
+                {"presence_penalty", s.presence_penalty},
+                {"frequency_penalty", s.frequency_penalty},
+                {"stop", req.gen.stop},
+                {"ignore_eos", req.gen.ignore_eos},
+                {"n_ctx", o.n_ctx}}},
+              {"prompt", o.prompt_text},
+              {"has_new_line", r.text.find('\n') != std::string::npos},
+              {"truncated", false},
+              {"stop_type", native_stop_type(r.stop)},
+              {"stopping_word", r.stop_string},
+              {"tokens_cached", r.n_prompt + r.n_generated},
+              {"timings", timings_json(r)}};
+    // Not in llama.cpp's answer, but read by clients written against it (seed 001's Rust
+    // client): the decode speed at the top level.
+    j["tokens_per_second"] = r.generate_per_second();
+    return j;
+}
+
+std::string sse(const json& j) {
+    return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+
+json chat_chunk_role(const GenOutcome& o) {
+    json choice = {{"finish_reason", nullptr},
+                   {"index", 0},
+                   {"delta", {{"role", "assistant"}, {"content", nullptr}}}};
+    return envelope(o, "chat.completion.chunk", json::array({choice}));
+}
+
+json chat_chunk_text(const GenOutcome& o, const std::string& text) {
+    json choice = {{"finish_reason", nullptr}, {"index", 0}, {"delta", {{"content", text}}}};
+    return envelope(o, "chat.completion.chunk", json::array({choice}));
+}
+
+json chat_chunk_final(const GenOutcome& o) {
+    json choice = {{"finish_reason", finish_reason(o.result.stop)},
+                   {"index", 0},
+                   {"delta", json::object()}};
+    json j = envelope(o, "chat.completion.chunk", json::array({choice}));
+    j["timings"] = timings_json(o.result);
+    return j;
+}
+
+json completions_chunk_text(const GenOutcome& o, const std::string& text) {
+    json choice = {{"text", text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+    return envelope(o, "text_completion", json::array({choice}));
+}
+
+json completions_chunk_final(const GenOutcome& o) {
+    json choice = {{"text", ""},
+                   {"index", 0},
+                   {"logprobs", nullptr},
+                   {"finish_reason", finish_reason(o.result.stop)}};
+    json j = envelope(o, "text_completion", json::array({choice}));
+    j["timings"] = timings_json(o.result);
+    return j;
+}
+
+json usage_chunk(const GenOutcome& o, bool chat) {
+    json j = envelope(o, chat ? "chat.completion.chunk" : "text_completion", json::array());
+    j["usage"] = usage_json(o.result);
+    return j;
+}
+
+json native_chunk_text(const GenOutcome& o, const std::string& text) {
+    return json{{"index", 0}, {"content", text}, {"tokens", json::array()}, {"stop", false},
+                {"id_slot", o.slot}};
+}
+
+std::string make_id(const char* prefix) {
+    static const char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    thread_local std::mt19937_64 rng{std::random_device{}()};
+    std::string id = prefix;
+    for (int i = 0; i < 32; ++i) id.push_back(kChars[rng() % (sizeof(kChars) - 1)]);
+    return id;
+}
+
+}  // namespace edgellm::server

@@ -1,0 +1,101 @@
+// The JSON side of the server: requests of the OpenAI API and of llama.cpp's native API,
+// validated into one typed request, and the response bodies and SSE chunks each API sends
+// back. No sockets and no model here, so every mapping is unit-testable.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "edgellm/chat.h"
+#include "edgellm/session.h"
+
+namespace edgellm::server {
+
+using json = nlohmann::ordered_json;
+
+// Which API a generation request came through; it decides the response's shape.
+enum class Api {
+    Chat,        // POST /v1/chat/completions (also /chat/completions)
+    Completions, // POST /v1/completions
+    Native,      // POST /completion (llama.cpp)
+};
+
+// What a client asked for, validated. Defaults come from the server's flags.
+struct GenRequest {
+    Api api = Api::Chat;
+    std::string model;  // as sent (echoed back); empty: the server's alias
+    // Chat: the messages, tools and template variables.
+    std::vector<ChatMessage> messages;
+    std::string tools_json;             // JSON array, or empty
+    std::string template_kwargs_json;   // JSON object, or empty
+    // Completions: the prompt as text, or as token ids (native API).
+    std::string prompt;
+    std::vector<int32_t> prompt_tokens;
+    bool prompt_is_tokens = false;
+    GenerateParams gen;
+    bool stream = false;
+    bool include_usage = false;  // stream_options.include_usage
+    bool cache_prompt = true;    // reuse the slot's cached prefix (native API's cache_prompt)
+    int id_slot = -1;            // native API: ask for this slot; -1: the best one
+    bool return_tokens = false;  // native API: ids of the generated tokens in the answer
+};
+
+// An error for the client: HTTP status, OpenAI error type and message.
+struct ApiError {
+    int status = 400;
+    std::string type = "invalid_request_error";
+    std::string message;
+    json extra = json::object();  // further fields of the error object
+};
+
+// {"error": {"code", "message", "type", ...}} as llama.cpp and OpenAI send it.
+std::string error_body(const ApiError& e);
+ApiError bad_request(std::string message);
+
+// Parse and validate a request body for `api`. `defaults` carries the server's sampling
+// flags and -n. Errors: malformed JSON, wrong types, unknown roles, values out of range.
+std::optional<ApiError> parse_gen_request(Api api, const std::string& body,
+                                          const GenerateParams& defaults, GenRequest* out);
+
+// Everything a finished (or cancelled) generation reports.
+struct GenOutcome {
+    std::string id;       // "chatcmpl-..." / "cmpl-..."
+    std::string model;    // name to report
+    int64_t created = 0;  // unix seconds
+    int slot = 0;
+    GenerateResult result;
+    std::string prompt_text;  // the rendered prompt (native API echoes it)
+    int64_t n_ctx = 0;
+};
+
+// finish_reason of the OpenAI APIs: "stop", "length" (or null while streaming).
+const char* finish_reason(StopReason r);
+json timings_json(const GenerateResult& r);
+json usage_json(const GenerateResult& r);
+
+// Whole responses.
+json chat_response(const GenOutcome& o);
+json completions_response(const GenOutcome& o);
+json native_response(const GenOutcome& o, const GenRequest& req);
+
+// Streaming: one SSE event ("data: {...}\n\n").
+std::string sse(const json& j);
+// The chunks of each API: the first (chat: the assistant role), each piece of text, the
+// last (finish_reason, timings), and the usage-only chunk (chat / completions with
+// stream_options.include_usage).
+json chat_chunk_role(const GenOutcome& o);
+json chat_chunk_text(const GenOutcome& o, const std::string& text);
+json chat_chunk_final(const GenOutcome& o);
+json completions_chunk_text(const GenOutcome& o, const std::string& text);
+json completions_chunk_final(const GenOutcome& o);
+json usage_chunk(const GenOutcome& o, bool chat);
+json native_chunk_text(const GenOutcome& o, const std::string& text);
+
+// A random id with the API's prefix ("chatcmpl-" + 32 alphanumerics).
+std::string make_id(const char* prefix);
+
+}  // namespace edgellm::server

@@ -1,0 +1,62 @@
+// `edgellm serve`: a resident single-user LLM server with llama-server's HTTP API (OpenAI
+// chat and completions, llama.cpp's /completion, tokenize, slots, props, metrics).
+//
+// Threads: the HTTP layer runs one thread per connection, and a generation runs on its
+// request's thread. Slots are the context's sequences; a request waits (in a bounded FIFO
+// queue) for an idle slot, the one with the longest common prefix with its prompt, and
+// sessions that run at the same time take turns per forward step. A watcher polls the
+// client's socket while a request is generating and raises the slot's cancel flag when the
+// client goes away, which stops prefill at the next layer and decode before the next step.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "edgellm/error.h"
+#include "edgellm/model.h"
+#include "edgellm/session.h"
+#include "server/http.h"
+
+namespace edgellm::server {
+
+struct ServerConfig {
+    http::Options http;
+    std::string model_path;
+    std::string alias;  // the model's name in responses; default: the file name
+    LoadOptions load;
+    ContextParams ctx;  // ctx.n_ctx is the total: each of the n_parallel slots gets n_ctx / n_parallel
+    int n_parallel = 1;
+    int max_queue = 16;       // requests waiting for a slot; more get 503
+    GenerateParams defaults;  // -n and the sampling flags
+    std::vector<std::string> api_keys;  // empty: no key needed
+    bool metrics = false;     // GET /metrics
+    bool slots_endpoint = true;
+    std::string slot_save_path;  // directory for POST /slots/N?action=save|restore; empty: off
+    std::string chat_template;   // Jinja source to use instead of the model's; empty: the model's
+    std::string chat_template_kwargs;  // JSON object, default template variables
+    bool webui = true;
+    bool warmup = true;
+    bool mlock = false;
+    bool log = true;  // one line per request on stderr (--log-disable turns it off)
+};
+
+class Server {
+  public:
+    explicit Server(ServerConfig cfg);
+    ~Server();
+    // Bind the port (fails with the reason, e.g. the address is in use). Returns the port.
+    Result<int> listen();
+    // Load the model (GET /health answers 503 meanwhile), then serve until stop(). Returns
+    // the process exit code: 0 after stop(), 1 when the model could not be loaded.
+    int run();
+    // Thread-safe; also from a signal handler.
+    void stop();
+
+    struct Impl;
+
+  private:
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace edgellm::server
