@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <functional>
 #include <memory>
@@ -54,6 +55,20 @@ struct EvalError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// Work done inside one step: one expression can do far more than the steps count (compare,
+// copy or print a structure shared at every level, 2^60 leaves from 60 lists; search
+// 32 MiB for a needle that almost matches everywhere; `x in big_list` in a loop). It is
+// counted here, in items compared, copied or printed and bytes decoded or compared.
+// render() runs on one thread from start to end and resets it.
+constexpr int64_t kMaxWork = 250'000'000;  // ~1-4 s of the slowest units
+thread_local int64_t t_work = 0;
+void work(size_t units) {
+    t_work += static_cast<int64_t>(std::min<size_t>(units, kMaxWork));
+    if (t_work > kMaxWork)
+        throw EvalError("template takes too long (more than " + std::to_string(kMaxWork) +
+                        " units of work)");
+}
+
 // =========================================================================================
 // Text helpers
 // =========================================================================================
@@ -77,6 +92,7 @@ void append_utf8(std::string& out, uint32_t cp) {
 }
 
 std::vector<uint32_t> code_points(std::string_view s) {
+    work(s.size());
     std::vector<uint32_t> cps;
     cps.reserve(s.size());
     for (size_t i = 0; i < s.size();) cps.push_back(next_code_point(s, i));
@@ -90,9 +106,43 @@ std::string encode(const std::vector<uint32_t>& cps, size_t begin, size_t end) {
 }
 
 size_t count_code_points(std::string_view s) {
+    work(s.size());
     size_t n = 0;
     for (size_t i = 0; i < s.size(); ++n) next_code_point(s, i);
     return n;
+}
+
+// s.find(needle, from) and s.rfind(needle, pos), searching as std::string does (the first
+// byte, then the rest) but charging the bytes compared to work(): a needle that almost
+// matches everywhere makes the search quadratic.
+size_t find_text(std::string_view s, std::string_view needle, size_t from) {
+    if (needle.empty()) return from <= s.size() ? from : std::string_view::npos;
+    for (size_t at = from; at < s.size() && needle.size() <= s.size() - at; ++at) {
+        const size_t span = s.size() - needle.size() + 1 - at;
+        const void* p = std::memchr(s.data() + at, needle[0], span);
+        if (!p) {
+            work(span / 8);
+            return std::string_view::npos;
+        }
+        const auto hit = static_cast<size_t>(static_cast<const char*>(p) - s.data());
+        const auto same = static_cast<size_t>(
+            std::mismatch(needle.begin(), needle.end(), s.begin() + hit).first - needle.begin());
+        work((hit - at) / 8 + same + 1);
+        if (same == needle.size()) return hit;
+        at = hit;
+    }
+    return std::string_view::npos;
+}
+
+size_t rfind_text(std::string_view s, std::string_view needle, size_t pos) {
+    if (needle.size() > s.size()) return std::string_view::npos;
+    for (size_t at = std::min(pos, s.size() - needle.size()) + 1; at-- > 0;) {
+        const auto same = static_cast<size_t>(
+            std::mismatch(needle.begin(), needle.end(), s.begin() + at).first - needle.begin());
+        work(same + 1);
+        if (same == needle.size()) return at;
+    }
+    return std::string_view::npos;
 }
 
 // Python's str.isspace() (and `\s` of its re module).
@@ -260,7 +310,7 @@ std::vector<std::string> py_split(std::string_view s, const std::string* sep, in
     if (sep) {
         size_t pos = 0;
         for (int64_t n = 0; maxsplit < 0 || n < maxsplit; ++n) {
-            const size_t at = s.find(*sep, pos);
+            const size_t at = find_text(s, *sep, pos);
             if (at == std::string_view::npos) break;
             parts.emplace_back(s.substr(pos, at - pos));
             check_parts(parts.size());
@@ -304,7 +354,7 @@ std::vector<std::string> py_rsplit(std::string_view s, const std::string* sep, i
         size_t end = s.size();
         for (int64_t n = 0; maxsplit < 0 || n < maxsplit; ++n) {
             if (end < sep->size()) break;
-            const size_t at = s.rfind(*sep, end - sep->size());
+            const size_t at = rfind_text(s, *sep, end - sep->size());
             if (at == std::string_view::npos) break;
             parts.emplace_back(s.substr(at + sep->size(), end - at - sep->size()));
             check_parts(parts.size());
@@ -356,7 +406,7 @@ std::string py_replace(std::string_view s, std::string_view old, std::string_vie
     }
     size_t pos = 0;
     while (count < 0 || n < count) {
-        const size_t at = s.find(old, pos);
+        const size_t at = find_text(s, old, pos);
         if (at == std::string_view::npos) break;
         out += s.substr(pos, at - pos);
         out += repl;
@@ -540,6 +590,7 @@ struct ObjectData {
     int depth = 1;
     const Value* find(const Value& key) const;
     const Value* find(std::string_view key) const {
+        work(items.size());
         for (const auto& [k, v] : items)
             if (k.kind == Kind::String && k.s == key) return &v;
         return nullptr;
@@ -568,6 +619,7 @@ int depth_of(const Value& v) {
 // Lists, tuples and dicts are made here, so that nesting stays bounded (destroying and
 // printing them recurse).
 Value make_list(std::vector<Value> items, bool is_tuple = false) {
+    work(items.size());
     int depth = 0;
     for (const Value& x : items) depth = std::max(depth, depth_of(x));
     if (depth + 1 > kMaxValueDepth)
@@ -589,6 +641,7 @@ Value make_generator(std::vector<Value> items) {
 }
 
 Value make_dict(std::shared_ptr<ObjectData> d) {
+    work(d->items.size());
     int depth = 0;
     for (const auto& [k, x] : d->items) depth = std::max({depth, depth_of(k), depth_of(x)});
     if (depth + 1 > kMaxValueDepth)
@@ -681,6 +734,7 @@ bool truthy(const Value& v) {
 
 // Python's ==.
 bool py_equal(const Value& a, const Value& b) {
+    work(1);
     if (is_number(a) && is_number(b)) {
         if (is_integral(a) && is_integral(b)) return int_of(a) == int_of(b);
         return double_of(a) == double_of(b);
@@ -691,6 +745,7 @@ bool py_equal(const Value& a, const Value& b) {
         case Kind::None:
             return true;
         case Kind::String:
+            work(std::min(a.s.size(), b.s.size()) / 8);
             return a.s == b.s;
         case Kind::Array: {
             if (a.arr->is_generator || b.arr->is_generator) return a.arr == b.arr;
@@ -738,6 +793,7 @@ void ObjectData::set(Value key, Value value) {
 // Python's ordering (<): numbers, strings (code point order = UTF-8 byte order), lists
 // and tuples element by element. Returns <0, 0, >0.
 int py_compare(const Value& a, const Value& b, const char* op) {
+    work(1);
     if (a.kind == Kind::Undefined) throw EvalError(a.s);
     if (b.kind == Kind::Undefined) throw EvalError(b.s);
     if (is_number(a) && is_number(b)) {
@@ -746,7 +802,10 @@ int py_compare(const Value& a, const Value& b, const char* op) {
         const double x = double_of(a), y = double_of(b);
         return x < y ? -1 : (x > y ? 1 : 0);
     }
-    if (a.kind == Kind::String && b.kind == Kind::String) return a.s.compare(b.s);
+    if (a.kind == Kind::String && b.kind == Kind::String) {
+        work(std::min(a.s.size(), b.s.size()) / 8);
+        return a.s.compare(b.s);
+    }
     if (a.kind == Kind::Array && b.kind == Kind::Array && a.arr->is_tuple == b.arr->is_tuple &&
         !a.arr->is_generator && !b.arr->is_generator) {
         const auto& x = a.arr->items;
@@ -803,6 +862,8 @@ void append_repr(std::string& out, const Value& v, int depth);
 // Python's str(): what {{ value }} prints.
 void append_str(std::string& out, const Value& v, int depth) {
     if (depth > kMaxValueDepth + 8) throw EvalError("value nested too deeply to print");
+    if (out.size() > kMaxStringBytes) throw EvalError("string too long (more than 32 MiB)");
+    work(1);
     switch (v.kind) {
         case Kind::Undefined:
             return;
@@ -1668,6 +1729,10 @@ struct Node {
     std::vector<std::string> targets;
     std::vector<ExprPtr> exprs;
     std::vector<ExprPtr> defaults;  // Macro: one per parameter, null when required
+    // Macro: its body names `varargs` / `kwargs`, so extra positional / keyword arguments
+    // are taken into them (Jinja2's catch_varargs, catch_kwargs).
+    bool catch_varargs = false;
+    bool catch_kwargs = false;
     std::vector<Body> bodies;
 
     Node(Kind k, int l) : kind(k), line(l) {}
@@ -1695,6 +1760,8 @@ class Parser {
     size_t i_ = 0;
     int depth_ = 0;
     int loop_depth_ = 0;
+    bool saw_varargs_ = false;  // the names `varargs` and `kwargs` were read (macro bodies)
+    bool saw_kwargs_ = false;
 
     struct DepthGuard {
         DepthGuard(int& d, int line) : depth(d) {
@@ -1927,10 +1994,16 @@ class Parser {
         advance();
         expect_block_end();
         const int saved_loops = loop_depth_;
+        const bool saved_varargs = saw_varargs_, saved_kwargs = saw_kwargs_;
         loop_depth_ = 0;
+        saw_varargs_ = saw_kwargs_ = false;
         std::string found;
         n->bodies.push_back(subparse({"endmacro"}, "macro", line, &found));
         loop_depth_ = saved_loops;
+        n->catch_varargs = saw_varargs_;
+        n->catch_kwargs = saw_kwargs_;
+        saw_varargs_ = saw_varargs_ || saved_varargs;
+        saw_kwargs_ = saw_kwargs_ || saved_kwargs;
         return n;
     }
 
@@ -2148,6 +2221,8 @@ class Parser {
             } else {
                 e->kind = Expr::Kind::Name;
                 e->name = n;
+                saw_varargs_ = saw_varargs_ || n == "varargs";
+                saw_kwargs_ = saw_kwargs_ || n == "kwargs";
             }
             return e;
         }
@@ -2505,15 +2580,20 @@ std::string percent_format(const std::string& fmt, const Value& arg) {
         std::string spec = "%";
         while (i < fmt.size() && std::string_view("-+ #0").find(fmt[i]) != std::string_view::npos)
             spec += fmt[i++];
-        while (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i]))) spec += fmt[i++];
+        // Widths and precisions of more than 7 digits would make more than 32 MiB (and
+        // overflow the int they are read into).
+        auto digits = [&]() {
+            const size_t begin = i;
+            while (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i])))
+                spec += fmt[i++];
+            if (i - begin > 7) throw EvalError("format width too large");
+            return std::atoi(fmt.substr(begin, i - begin).c_str());
+        };
+        digits();
         int precision = -1;
         if (i < fmt.size() && fmt[i] == '.') {
             spec += fmt[i++];
-            precision = 0;
-            while (i < fmt.size() && std::isdigit(static_cast<unsigned char>(fmt[i]))) {
-                precision = precision * 10 + (fmt[i] - '0');
-                spec += fmt[i++];
-            }
+            precision = digits();
         }
         while (i < fmt.size() && (fmt[i] == 'h' || fmt[i] == 'l' || fmt[i] == 'L')) ++i;
         if (i >= fmt.size()) throw EvalError("incomplete format");
@@ -2637,17 +2717,27 @@ class Interpreter {
         if (call_depth_ >= kMaxCallDepth)
             throw EvalError("macro calls nested too deeply (more than " +
                             std::to_string(kMaxCallDepth) + ")");
-        if (a.pos.size() > m.targets.size())
+        if (a.pos.size() > m.targets.size() && !m.catch_varargs)
             throw EvalError("macro '" + m.name + "' takes not more than " +
                             std::to_string(m.targets.size()) + " argument(s)");
         auto frame = std::make_shared<Frame>();
         std::vector<bool> bound(m.targets.size(), false);
+        std::vector<Value> varargs;
+        auto kwargs = std::make_shared<ObjectData>();
         for (size_t k = 0; k < a.pos.size(); ++k) {
+            if (k >= m.targets.size()) {
+                varargs.push_back(std::move(a.pos[k]));
+                continue;
+            }
             (*frame)[m.targets[k]] = std::move(a.pos[k]);
             bound[k] = true;
         }
         for (auto& [key, v] : a.kw) {
             const auto it = std::find(m.targets.begin(), m.targets.end(), key);
+            if (it == m.targets.end() && m.catch_kwargs) {
+                kwargs->set(Value::string(key), std::move(v));
+                continue;
+            }
             if (it == m.targets.end())
                 throw EvalError("macro '" + m.name + "' takes no keyword argument '" + key + "'");
             const size_t idx = static_cast<size_t>(it - m.targets.begin());
@@ -2656,6 +2746,8 @@ class Interpreter {
             (*frame)[key] = std::move(v);
             bound[idx] = true;
         }
+        if (m.catch_varargs) (*frame)["varargs"] = make_list(std::move(varargs), true);
+        if (m.catch_kwargs) (*frame)["kwargs"] = make_dict(std::move(kwargs));
         std::vector<std::shared_ptr<Frame>> saved_scopes = {scopes_[0], scopes_[1]};
         saved_scopes.swap(scopes_);
         for (const auto& weak : closure)
@@ -2730,16 +2822,19 @@ class Interpreter {
             step = int_arg(p[2], "range() argument", 1);
         }
         if (step == 0) throw EvalError("range() arg 3 must not be zero");
-        const double n =
-            std::max(0.0, std::ceil((static_cast<double>(stop) - static_cast<double>(start)) /
-                                    static_cast<double>(step)));
-        if (n > static_cast<double>(kMaxListLength))
+        // Python's length of a range, in 128 bits (stop - start overflows 64, doubles round).
+        const __int128 span = static_cast<__int128>(stop) - start;
+        __int128 n = 0;
+        if (step > 0 && span > 0) n = (span - 1) / step + 1;
+        if (step < 0 && span < 0) n = (-span - 1) / -static_cast<__int128>(step) + 1;
+        if (n > kMaxListLength)
             throw EvalError("range() too long (more than " + std::to_string(kMaxListLength) +
                             " items)");
         std::vector<Value> items;
         items.reserve(static_cast<size_t>(n));
         for (int64_t k = 0; k < static_cast<int64_t>(n); ++k)
-            items.push_back(Value::integer(start + k * step));
+            items.push_back(
+                Value::integer(static_cast<int64_t>(start + static_cast<__int128>(k) * step)));
         return make_list(std::move(items));
     }
 
@@ -3118,7 +3213,7 @@ class Interpreter {
                 if (item.kind != Kind::String)
                     throw EvalError("'in <string>' requires string as left operand, not " +
                                     type_name(item));
-                return container.s.find(item.s) != std::string::npos;
+                return find_text(container.s, item.s, 0) != std::string::npos;
             case Kind::Array:
                 for (const Value& x : container.arr->items)
                     if (py_equal(x, item)) return true;
@@ -3152,6 +3247,8 @@ class Interpreter {
 
     Value repeat(const Value& seq, int64_t times) {
         if (times < 0) times = 0;
+        if (seq.kind == Kind::String ? seq.s.empty() : seq.arr->items.empty())
+            times = std::min<int64_t>(times, 1);  // nothing to repeat: no loop of `times`
         if (seq.kind == Kind::String) {
             const auto t = static_cast<size_t>(times);
             if (!seq.s.empty() && t > kMaxStringBytes / seq.s.size())
@@ -3184,11 +3281,13 @@ class Interpreter {
             if (nums) return Value::real(double_of(a) + double_of(b));
             if (a.kind == Kind::String && b.kind == Kind::String) {
                 check_size(a.s.size() + b.s.size());
+                work((a.s.size() + b.s.size()) / 8);
                 return Value::string(a.s + b.s);
             }
             if (a.kind == Kind::Array && b.kind == Kind::Array &&
                 a.arr->is_tuple == b.arr->is_tuple && !a.arr->is_generator &&
                 !b.arr->is_generator) {
+                work(a.arr->items.size() + b.arr->items.size());  // the copy, before it is made
                 std::vector<Value> items = a.arr->items;
                 items.insert(items.end(), b.arr->items.begin(), b.arr->items.end());
                 return make_list(std::move(items), a.arr->is_tuple);
@@ -3434,15 +3533,21 @@ class Interpreter {
         };
         const int64_t start = adjust(bounds[0], step < 0 ? upper : lower);
         const int64_t stop = adjust(bounds[1], step < 0 ? lower : upper);
+        // start + k * step for k < count: never an index past the end (start + step can
+        // overflow when the step is huge).
+        int64_t count = 0;
+        if (step > 0 && start < stop) count = (stop - start - 1) / step + 1;
+        if (step < 0 && start > stop)
+            count = (start - stop - 1) / (step == INT64_MIN ? INT64_MAX : -step) + 1;
         if (obj.kind == Kind::String) {
             std::string out;
-            for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step)
-                append_utf8(out, cps[static_cast<size_t>(k)]);
+            for (int64_t k = 0; k < count; ++k)
+                append_utf8(out, cps[static_cast<size_t>(start + k * step)]);
             return Value::string(std::move(out));
         }
         std::vector<Value> out;
-        for (int64_t k = start; step > 0 ? k < stop : k > stop; k += step)
-            out.push_back(obj.arr->items[static_cast<size_t>(k)]);
+        for (int64_t k = 0; k < count; ++k)
+            out.push_back(obj.arr->items[static_cast<size_t>(start + k * step)]);
         return make_list(std::move(out), obj.arr->is_tuple);
     }
 
@@ -3452,8 +3557,10 @@ class Interpreter {
             case Kind::Undefined:
                 return {};
             case Kind::Array:
+                work(v.arr->items.size());
                 return v.arr->items;
             case Kind::String: {
+                work(v.s.size());
                 if (v.s.size() > static_cast<size_t>(kMaxListLength) &&
                     count_code_points(v.s) > static_cast<size_t>(kMaxListLength))
                     throw EvalError("string too long to iterate (more than " +
@@ -3467,6 +3574,7 @@ class Interpreter {
                 return out;
             }
             case Kind::Object: {
+                work(v.obj->items.size());
                 std::vector<Value> out;
                 for (const auto& kv : v.obj->items) out.push_back(kv.first);
                 return out;
@@ -4072,6 +4180,7 @@ Value Interpreter::call_method(const Value& self, const std::string& name, Args&
             if (c.kind != Kind::String)
                 throw EvalError(what + " first arg must be str or a tuple of str, not " +
                                 type_name(c));
+            work(c.s.size() / 8 + 1);
             const bool hit = name == "startswith" ? text.substr(0, c.s.size()) == c.s
                                                   : (text.size() >= c.s.size() &&
                                                      text.substr(text.size() - c.s.size()) == c.s);
@@ -4115,7 +4224,10 @@ Value Interpreter::call_method(const Value& self, const std::string& name, Args&
                       end = clamp(int_arg(p[2], "end", n));
         const auto m = static_cast<int64_t>(needle.size());
         auto match_at = [&](int64_t k) {
-            return std::equal(needle.begin(), needle.end(), hay.begin() + k);
+            const auto same =
+                std::mismatch(needle.begin(), needle.end(), hay.begin() + k).first - needle.begin();
+            work(static_cast<size_t>(same) + 1);
+            return same == m;
         };
         if (name == "count") {
             int64_t count = 0;
@@ -4278,6 +4390,7 @@ Value Interpreter::call_method(const Value& self, const std::string& name, Args&
         }
         const auto len = static_cast<int64_t>(count_code_points(s));
         if (width <= len) return self;
+        check_size(static_cast<size_t>(width));  // before multiplying: it could wrap
         check_size(static_cast<size_t>(width) * fill.size());
         const int64_t marg = width - len;
         int64_t left = 0;
@@ -4300,7 +4413,8 @@ Value Interpreter::call_method(const Value& self, const std::string& name, Args&
         auto p = bind(what, a, {"sep"});
         const std::string sep = str_arg(p[0], "separator");
         if (sep.empty()) throw EvalError("empty separator");
-        const size_t at = name == "partition" ? s.find(sep) : s.rfind(sep);
+        const size_t at =
+            name == "partition" ? find_text(s, sep, 0) : rfind_text(s, sep, std::string::npos);
         if (at == std::string::npos)
             return name == "partition"
                        ? make_list({self, Value::string(""), Value::string("")}, true)
@@ -4317,6 +4431,7 @@ Result<std::string> render_impl(const std::string& source, const Json& context) 
     try {
         if (!context.is_object())
             return Result<std::string>::fail("the template context must be a JSON object");
+        t_work = 0;
         Body body = Parser(Lexer(source).run()).parse_template();
         const Value ctx = from_json(context, 0);
         Interpreter interp(ctx);

@@ -517,6 +517,29 @@ const LangCase kLanguage[] = {
      "{{ range(3)|list }} {{ range(1, 7, 2)|list }} {{ range(5, 0, -2)|list }} {{ range(0)|list }} "
      "{{ dict(a=1, b='x') }}",
      "{}", "[0, 1, 2] [1, 3, 5] [5, 3, 1] [] {'a': 1, 'b': 'x'}"},
+    // Steps and bounds near INT64_MAX: start + step would overflow, doubles would round.
+    {"slice_huge_step",
+     "{{ [1, 2, 3][2::9223372036854775807] }}{{ 'abc'[2::9223372036854775807] }}{{ [1, 2, "
+     "3][1::-9223372036854775807 - 1] }}",
+     "{}", "[3]c[2]"},
+    {"range_huge_bounds",
+     "{{ range(6825482640694017292, 8720749628047139639, 1895266987353122349)|list }} {{ range(0, "
+     "9223372036854775807, 4611686018427387903)|list }}",
+     "{}", "[6825482640694017292] [0, 4611686018427387903, 9223372036854775806]"},
+    {"repeat_nothing_many_times", "{{ ('' * 10 ** 15)|length }}{{ ([] * 10 ** 15)|length }}", "{}",
+     "00"},
+    // A macro whose body names varargs / kwargs takes extra arguments into them.
+    {"macro_varargs_kwargs",
+     "{% macro m(a) %}{{ a }}{{ varargs }}{{ kwargs }}{% endmacro %}{{ m(1) }}|{{ m(1, 2, 3, x=4) "
+     "}}|{% macro n(a, b=2) %}{{ a }}{{ b }}{{ kwargs }}{% endmacro %}{{ n(b=3, a=1, c=5) }}|{% "
+     "macro p() %}{% for x in varargs %}{{ x }}{% endfor %}{% endmacro %}{{ p('p', 'q') }}",
+     "{}", "1(){}|1(2, 3){'x': 4}|13{'c': 5}|pq"},
+    {"str_search",
+     "{{ 'abcabc'.find('ca') }}{{ 'abcabc'.rfind('bc') }}{{ 'abcabc'.count('b') }} {{ "
+     "'a,b,,c'.split(',') }} {{ 'a,b,,c'.rsplit(',', 1) }} {{ 'a-b-c'.rpartition('-') }} {{ "
+     "'xaxa'.replace('a', 'yy') }} {{ 'bc' in 'abcd' }} {{ 'aaa'.rsplit('aa') }} {{ "
+     "'\u00e9\u20acx\u20ac'.rfind('\u20ac') }}",
+     "{}", "242 ['a', 'b', '', 'c'] ['a,b,', 'c'] ('a-b', '-', 'c') xyyxyy True ['a', ''] 3"},
 };
 
 class Language : public ::testing::TestWithParam<LangCase> {};
@@ -581,6 +604,11 @@ const LangCase kErrors[] = {
     {"not_iterable", "{% for x in 42 %}{% endfor %}", "{}", "'int' object is not iterable"},
     {"macro_too_many_args", "{% macro m(a) %}{% endmacro %}{{ m(1, 2) }}", "{}",
      "macro 'm' takes not more than 1 argument(s)"},
+    {"macro_kwargs_only_takes_keywords", "{% macro m(a) %}{{ kwargs }}{% endmacro %}{{ m(1, 2) }}",
+     "{}", "macro 'm' takes not more than 1 argument(s)"},
+    {"macro_varargs_only_takes_positionals",
+     "{% macro m(a) %}{{ varargs }}{% endmacro %}{{ m(1, x=2) }}", "{}",
+     "macro 'm' takes no keyword argument 'x'"},
     {"recursive_loop_unsupported", "{% for x in y recursive %}{% endfor %}", "{}",
      "unsupported: recursive for loops"},
     {"generator_has_no_len", "{{ [1]|select|length }}", "{}",
@@ -710,6 +738,51 @@ TEST(JinjaRobustness, HugeOutputAndStrings) {
     // Many medium strings: the total built is bounded too.
     e = error_of("{% for i in range(100000) %}{% set s = 'y' * 10000 %}{% endfor %}");
     EXPECT_NE(e.find("too much data"), std::string::npos) << e;
+}
+
+// Work inside a single step is bounded too: each of these is one or a few steps doing
+// quadratic (or exponential) work, or a loop of cheap-looking steps over 30 MB.
+TEST(JinjaRobustness, WorkInsideOneStep) {
+    const auto start = std::chrono::steady_clock::now();
+    for (const char* source : {
+             // O(n^2) comparisons
+             "{{ (range(100000)|unique|list)|length }}",
+             "{% set r = range(100000)|list %}{% for i in r %}{% if -1 in r %}{% endif %}{% "
+             "endfor %}",
+             "{{ ([[1]] * 100000)|sum(start=[])|length }}",
+             // a needle that almost matches everywhere
+             "{% set h = 'a' * 30000000 %}{% set n = 'a' * 10000000 ~ 'b' %}{{ n in h }}",
+             "{% set h = 'a' * 30000000 %}{% set n = 'a' * 10000000 ~ 'b' %}{{ h.split(n) }}",
+             "{% set h = 'a' * 30000000 %}{% set n = 'a' * 10000000 ~ 'b' %}{{ h.rsplit(n) }}",
+             "{% set h = 'a' * 30000000 %}{% set n = 'a' * 10000000 ~ 'b' %}{{ h.replace(n, "
+             "'') }}",
+             "{% set h = 'a' * 3000000 %}{% set n = 'a' * 1000000 ~ 'b' %}{{ h.find(n) }}",
+             // decoding 30 MB at every step
+             "{% set s = 'a' * 30000000 %}{% for i in range(100000) %}{{ s[i] }}{% endfor %}",
+             "{% set s = 'a' * 30000000 %}{% for i in range(100000) %}{{ s|length }}{% endfor "
+             "%}",
+             // two lists of 2^60 leaves, shared at every level
+             "{% set ns = namespace(a=1, b=1) %}{% for i in range(60) %}{% set ns.a = [ns.a, "
+             "ns.a] %}{% set ns.b = [ns.b, ns.b] %}{% endfor %}{{ ns.a == ns.b }}",
+         }) {
+        const std::string e = error_of(source);
+        EXPECT_NE(e.find("takes too long"), std::string::npos) << source << "\n" << e;
+    }
+    // Printing such a list stops at the size of a string.
+    const std::string e = error_of(
+        "{% set ns = namespace(a=1) %}{% for i in range(60) %}{% set ns.a = [ns.a, ns.a] %}{% "
+        "endfor %}{{ ns.a }}");
+    EXPECT_NE(e.find("string too long"), std::string::npos) << e;
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(300));
+}
+
+TEST(JinjaRobustness, HugeWidths) {
+    // width * 4 bytes of fill wraps to 0 in 64 bits.
+    std::string e = error_of("{{ 'a'.center(4611686018427387904, '\U0001F600') }}");
+    EXPECT_NE(e.find("string too long"), std::string::npos) << e;
+    // A precision that overflows an int.
+    e = error_of("{{ '%.99999999999999999999s' % 'a' }}");
+    EXPECT_NE(e.find("format width too large"), std::string::npos) << e;
 }
 
 TEST(JinjaRobustness, DeepNestingInTheSource) {
