@@ -87,21 +87,24 @@ int cmd_serve(const std::vector<std::string>& args) {
     p.flag({"--log-disable"}, "no log lines");
     p.option({"--kernels"}, "NAME", "kernel set (default: the best available)");
     // Speculative decoding comes with its own issue; refuse its flags rather than ignore them.
-    const std::vector<std::string> draft_flags = {
-        "-md",          "--model-draft",      "--draft-max",          "--draft", "--draft-n",
-        "--draft-min",  "--draft-n-min",      "--draft-p-min",        "-ngld",
-        "--gpu-layers-draft", "--n-gpu-layers-draft", "-devd", "--device-draft"};
-    for (const std::string& f : draft_flags)
-        p.option({f}, "X", "refused: speculative decoding is not supported yet");
+    const std::vector<std::vector<std::string>> draft_flags = {
+        {"-md", "--model-draft"},
+        {"--draft-max", "--draft", "--draft-n"},
+        {"--draft-min", "--draft-n-min"},
+        {"--draft-p-min"},
+        {"-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"},
+        {"-devd", "--device-draft"}};
+    for (const auto& names : draft_flags)
+        p.option(names, "X", "refused: speculative decoding is not supported yet");
     add_sampling_options(p);
     add_cpu_options(p);
     if (auto done = parse_command_line(p, args)) return *done;
     std::string err;
     if (!p.positional().empty()) return fail("serve", "unexpected argument " + p.positional()[0], 2);
-    for (const std::string& f : draft_flags)
-        if (p.has(f))
+    for (const auto& names : draft_flags)
+        if (p.has(names[0]))
             return fail("serve",
-                        f +
+                        names[0] +
                             ": speculative decoding (a draft model) is not supported yet; "
                             "start without -md, --draft-* and -ngld",
                         2);
