@@ -100,6 +100,7 @@ struct ContextParams {
     int64_t n_ctx = 0;                     // 0: the model's training context, capped at 4096
     int64_t n_batch = 512;                 // most tokens evaluated in one forward step
     int64_t n_outputs = 1;                 // most positions whose logits one eval() returns
+                                           // (at least n_seq)
     TensorType kv_type = TensorType::F16;  // F16 or Q8_0
     // Sliding-window layers keep the whole context instead of a ring of window + batch
     // cells (llama.cpp's --swa-full): more memory, but any prefix can be reused.
@@ -144,6 +145,16 @@ class Context {
     // overflow, a sequence that does not exist, or the abort flag (below) raised.
     Result<std::span<const float>> eval(std::span<const int32_t> tokens, bool all_logits,
                                         int seq = 0);
+
+    // Several sequences' tokens in one forward step (their weights read once): each
+    // part's tokens go to its own sequence's cache. Every sequence at most once, at most
+    // n_batch tokens in all. Returns the logits of each part's last token, [parts][n_vocab],
+    // valid until the next eval. The abort flag stops it as eval (every part dropped).
+    struct SeqTokens {
+        int seq;
+        std::span<const int32_t> tokens;
+    };
+    Result<std::span<const float>> eval_batch(std::span<const SeqTokens> parts);
 
     // Forget every position >= n_keep of sequence seq. Returns the positions kept: n_keep,
     // or 0 when a sliding-window layer's ring no longer holds the window before n_keep

@@ -3,6 +3,9 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <deque>
+#include <variant>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -18,19 +21,37 @@
 
 namespace edgellm {
 
-// Sessions that share one context (its threads and scratch) take turns: each forward step
-// (one decoded token, or one prefill batch) holds a turn, and turns are granted in the
-// order they were asked for, so two busy sessions interleave step by step.
-class StepTurns {
+// Sessions that share one context (its threads and scratch) evaluate their steps together:
+// each session submits its step (a prompt chunk or the one token it decoded) and one
+// forward pass evaluates every pending step, reading the weights once for all of them.
+// A step waits at most `gather` for the other generating sessions' steps to arrive.
+class StepBatcher {
   public:
-    void acquire();
-    void release();
+    explicit StepBatcher(Context& ctx,
+                         std::chrono::microseconds gather = std::chrono::microseconds(2000));
+    // Evaluate tokens for sequence seq in the next forward pass and copy the logits of the
+    // last one to out (n_vocab floats). A step that runs alone stops at the next layer
+    // when *cancel is raised (fails with Context::kAborted).
+    Result<std::monostate> eval(int seq, std::span<const int32_t> tokens, std::span<float> out,
+                                const std::atomic<bool>* cancel);
+    // A session generating now (its steps are waited for).
+    void enter();
+    void leave();
+    int active() const;
+    int64_t n_batch() const;
+    uint64_t passes() const;  // forward passes run
+    uint64_t steps() const;   // steps evaluated (more than passes when steps were batched)
 
   private:
-    std::mutex mu_;
+    struct Request;
+    Context& ctx_;
+    const std::chrono::microseconds gather_;
+    mutable std::mutex mu_;
     std::condition_variable cv_;
-    uint64_t next_ = 0;     // the next ticket handed out
-    uint64_t serving_ = 0;  // the ticket whose turn it is
+    std::deque<Request*> pending_;
+    bool running_ = false;
+    int active_ = 0;
+    uint64_t passes_ = 0, steps_ = 0;
 };
 
 struct GenerateParams {
@@ -41,8 +62,8 @@ struct GenerateParams {
     // Raised from another thread (a client went away): generation stops before the next
     // step, prefill at the next layer; the KV cache keeps what was fully evaluated.
     const std::atomic<bool>* cancel = nullptr;
-    // Set when the context is shared with other sessions: every step takes a turn.
-    StepTurns* turns = nullptr;
+    // Set when the context is shared with other sessions: steps are evaluated together.
+    StepBatcher* batcher = nullptr;
 };
 
 enum class StopReason { Eos, StopString, Length, ContextFull, Cancelled };

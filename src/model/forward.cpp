@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -30,6 +31,9 @@
 namespace edgellm {
 
 namespace {
+
+constexpr size_t kMaxSeq = 256;  // sequences of one context
+
 
 constexpr size_t kAlign = 64;
 
@@ -79,6 +83,8 @@ void lay_out(Arena& a, const Model& m, const ContextParams& p, int n_threads, Co
     d.up = a.take<float>(nb * h.n_ff);
     d.act_q = a.take<uint8_t>(largest_activation_buffer(m, p.n_batch, p.n_outputs, n_threads));
     d.logits = a.take<float>((size_t)p.n_outputs * h.n_vocab);
+    d.out_rows = a.take<int64_t>((size_t)std::max(p.n_batch, p.n_outputs));
+    d.tokens = a.take<int32_t>((size_t)p.n_batch);
     d.pos = a.take<int32_t>(nb);
     AttentionShape s{(int)h.n_head, (int)h.n_head_kv, (int)h.head_dim, 1.0f};
     d.attn_scratch_per_thread = attention_scratch_per_thread(s, p.kv_type, p.n_ctx);
@@ -100,6 +106,7 @@ ContextParams resolve(const Model& m, ContextParams p) {
     p.n_batch = std::min(p.n_batch, p.n_ctx);
     if (p.n_outputs <= 0) p.n_outputs = 1;
     if (p.n_seq <= 0) p.n_seq = 1;
+    p.n_outputs = std::max<int64_t>(p.n_outputs, p.n_seq);  // a step of every sequence
     return p;
 }
 
@@ -110,7 +117,7 @@ std::string check_params(const Model& m, const ContextParams& p) {
     if (p.kv_type == TensorType::Q8_0 && m.hparams().head_dim % 32 != 0)
         return "a q8_0 KV cache needs a head dimension that is a multiple of 32";
     if (p.n_ctx > (int64_t)1 << 30) return "context size " + std::to_string(p.n_ctx) + " is absurd";
-    if (p.n_seq > 256) return std::to_string(p.n_seq) + " sequences is more than 256";
+    if (p.n_seq > (int)kMaxSeq) return std::to_string(p.n_seq) + " sequences is more than 256";
     return {};
 }
 
@@ -300,11 +307,18 @@ void Context::set_trace(TraceFn fn) {
 
 namespace {
 
-// One forward step over n tokens whose cells start at `first_cell` in `kv`. Writes the
-// logits of rows [out_begin, n) of this step to `logits` (n - out_begin rows). Returns
-// false when the abort flag stopped it between layers.
-bool forward_step(Context::Impl& c, KvCache& kv, const int32_t* tokens, int64_t n,
-                  int64_t first_cell, int64_t out_begin, float* logits) {
+// The rows of one sequence in a forward step: rows [row0, row0 + n) of the batch go to
+// positions first_cell.. of `kv`.
+struct Segment {
+    KvCache* kv;
+    int64_t row0, n, first_cell;
+};
+
+// One forward step over n tokens made of segments (one per sequence, in row order). Writes
+// the logits of the rows listed in out_rows, in that order, to `logits`. Returns false
+// when the abort flag stopped it between layers.
+bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t* tokens,
+                  int64_t n, std::span<const int64_t> out_rows, float* logits) {
     const Model& m = *c.model;
     const HParams& h = m.hparams();
     const Model::Impl& w = m.impl();
@@ -313,8 +327,16 @@ bool forward_step(Context::Impl& c, KvCache& kv, const int32_t* tokens, int64_t 
     auto trace = [&](const char* name, int layer, const float* data, int64_t rows, int64_t width) {
         if (c.trace) c.trace(name, layer, data, rows, width);
     };
+    // The segment of a row (few segments: a scan).
+    auto seg_of = [&](int64_t t) -> const Segment& {
+        size_t i = 0;
+        while (i + 1 < segs.size() && t >= segs[i + 1].row0) ++i;
+        return segs[i];
+    };
+    const KvCache& kv0 = *segs[0].kv;  // every sequence's cache has the same layout
 
-    for (int64_t t = 0; t < n; ++t) c.pos[t] = (int32_t)(first_cell + t);
+    for (const Segment& sg : segs)
+        for (int64_t t = 0; t < sg.n; ++t) c.pos[sg.row0 + t] = (int32_t)(sg.first_cell + t);
     for_each_row(pool, n, [&](int64_t t) {
         row_to_float(w.tok_embd, tokens[t], c.x + t * n_embd);
         if (h.embd_scale != 1.0f) scale(c.x + t * n_embd, n_embd, h.embd_scale);
@@ -331,9 +353,9 @@ bool forward_step(Context::Impl& c, KvCache& kv, const int32_t* tokens, int64_t 
     // or the scores scaled inside it.
     const AttentionShape shape{(int)h.n_head, (int)h.n_head_kv, (int)h.head_dim,
                                h.q_scale > 0.0f ? 1.0f : 1.0f / std::sqrt((float)h.head_dim)};
-    const TypeKernels& kv_k = type_kernels(kv.type());
-    const size_t kv_head_bytes = row_size(kv.type(), h.head_dim);
-    EDGELLM_ASSERT(kv_head_bytes * (size_t)h.n_head_kv == kv.row_bytes(),
+    const TypeKernels& kv_k = type_kernels(kv0.type());
+    const size_t kv_head_bytes = row_size(kv0.type(), h.head_dim);
+    EDGELLM_ASSERT(kv_head_bytes * (size_t)h.n_head_kv == kv0.row_bytes(),
                    "KV rows split into whole blocks per head");
 
     for (int64_t il = 0; il < h.n_layer; ++il) {
@@ -345,7 +367,7 @@ bool forward_step(Context::Impl& c, KvCache& kv, const int32_t* tokens, int64_t 
         AttentionShape layer_shape = shape;
         layer_shape.window = swa ? h.n_swa : 0;
         // (head-major: each KV head's cells of this layer contiguous)
-        const size_t kv_head_stride = kv_head_bytes * (size_t)kv.n_cells(il);
+        const size_t kv_head_stride = kv_head_bytes * (size_t)kv0.n_cells(il);
 
         // Attention block.
         for_each_row(pool, n, [&](int64_t t) {
@@ -379,7 +401,9 @@ bool forward_step(Context::Impl& c, KvCache& kv, const int32_t* tokens, int64_t 
             }
             // Head-major cache: each KV head's rows are contiguous over the cells, so
             // attention streams one block of memory per head.
-            const size_t cell = (size_t)kv.cell_of(il, first_cell + t);
+            const Segment& sg = seg_of(t);
+            KvCache& kv = *sg.kv;
+            const size_t cell = (size_t)kv.cell_of(il, sg.first_cell + (t - sg.row0));
             for (int64_t hh = 0; hh < h.n_head_kv; ++hh) {
                 const size_t at = (size_t)hh * kv_head_stride + cell * kv_head_bytes;
                 kv_k.from_float(kt + hh * h.head_dim, kv.k_rows(il) + at, h.head_dim);
@@ -389,10 +413,14 @@ bool forward_step(Context::Impl& c, KvCache& kv, const int32_t* tokens, int64_t 
         trace("q", L, c.q, n, n_q);
         trace("k", L, c.k, n, n_kv);
         trace("v", L, c.v, n, n_kv);
-        const KvLayerView view{kv.type(), kv.k_rows(il), kv.v_rows(il), kv_head_bytes,
-                               kv_head_stride};
-        attention(pool, layer_shape, c.q, c.pos, n, view, kv.cell_pos(il), kv.n_cells_used(il), c.attn,
-                  c.attn_scratch, c.attn_scratch_per_thread);
+        for (const Segment& sg : segs) {
+            KvCache& kv = *sg.kv;
+            const KvLayerView view{kv.type(), kv.k_rows(il), kv.v_rows(il), kv_head_bytes,
+                                   kv_head_stride};
+            attention(pool, layer_shape, c.q + sg.row0 * n_q, c.pos + sg.row0, sg.n, view,
+                      kv.cell_pos(il), kv.n_cells_used(il), c.attn + sg.row0 * n_q,
+                      c.attn_scratch, c.attn_scratch_per_thread);
+        }
         trace("attn_out", L, c.attn, n, n_q);
         matmul(pool, l.wo, c.attn, n_q, n, c.act_q, c.xn, n_embd);
         for_each_row(pool, n, [&](int64_t t) {
@@ -426,10 +454,10 @@ bool forward_step(Context::Impl& c, KvCache& kv, const int32_t* tokens, int64_t 
     }
 
     // Output rows only.
-    const int64_t n_out = n - out_begin;
+    const int64_t n_out = (int64_t)out_rows.size();
     if (n_out <= 0) return true;
     for_each_row(pool, n_out, [&](int64_t r) {
-        rms_norm(c.x + (out_begin + r) * n_embd, w.output_norm, c.xn + r * n_embd, n_embd,
+        rms_norm(c.x + out_rows[(size_t)r] * n_embd, w.output_norm, c.xn + r * n_embd, n_embd,
                  h.rms_eps);
     });
     trace("result_norm", -1, c.xn, n_out, n_embd);
@@ -476,14 +504,72 @@ Result<std::span<const float>> Context::eval(std::span<const int32_t> tokens, bo
         kv.append(nb);
         const bool last = start + nb == n;
         const int64_t out_begin = all_logits ? 0 : (last ? nb - 1 : nb);
+        for (int64_t r = out_begin; r < nb; ++r) c.out_rows[(size_t)(r - out_begin)] = r;
         float* dst = all_logits ? c.logits + start * h.n_vocab : c.logits;
-        if (!forward_step(c, kv, tokens.data() + start, nb, first_cell, out_begin, dst)) {
+        const Segment seg{&kv, 0, nb, first_cell};
+        if (!forward_step(c, std::span<const Segment>(&seg, 1), tokens.data() + start, nb,
+                          std::span<const int64_t>(c.out_rows, (size_t)(nb - out_begin)), dst)) {
             kv.truncate(first_cell);  // some layers hold the unfinished step's K/V
             return R::fail(kAborted);
         }
     }
     const size_t n_out = all_logits ? (size_t)n : 1;
     return std::span<const float>(c.logits, n_out * (size_t)h.n_vocab);
+}
+
+Result<std::span<const float>> Context::eval_batch(std::span<const SeqTokens> parts) {
+    using R = Result<std::span<const float>>;
+    Impl& c = *impl_;
+    const HParams& h = c.model->hparams();
+    if (parts.empty()) return R::fail("no tokens to evaluate");
+    if ((int64_t)parts.size() > params_.n_outputs)
+        return R::fail(std::to_string(parts.size()) + " sequences in one step, the context "
+                       "returns logits for at most " + std::to_string(params_.n_outputs));
+    if (panel_kernel().rows != c.panel_rows)
+        return R::fail("the kernel set changed after this context was created; create a new "
+                       "context");
+    if (parts.size() > kMaxSeq) return R::fail("more than 256 sequences in one step");
+    int64_t n = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+        const SeqTokens& p = parts[i];
+        if (p.seq < 0 || p.seq >= n_seq())
+            return R::fail("sequence " + std::to_string(p.seq) + " does not exist");
+        for (size_t j = 0; j < i; ++j)
+            if (parts[j].seq == p.seq)
+                return R::fail("sequence " + std::to_string(p.seq) + " appears twice in one step");
+        if (p.tokens.empty()) return R::fail("a sequence with no tokens in the step");
+        for (int32_t t : p.tokens)
+            if (t < 0 || t >= h.n_vocab)
+                return R::fail("token id " + std::to_string(t) + " outside the vocabulary of " +
+                               std::to_string(h.n_vocab));
+        const KvCache& kv = *c.kv[(size_t)p.seq];
+        if (kv.n_used() + (int64_t)p.tokens.size() > params_.n_ctx)
+            return R::fail("context full for sequence " + std::to_string(p.seq));
+        n += (int64_t)p.tokens.size();
+    }
+    if (n > params_.n_batch)
+        return R::fail(std::to_string(n) + " tokens in one step, more than the batch of " +
+                       std::to_string(params_.n_batch));
+    // Gather the tokens (the scratch's token buffer) and lay out the segments (no
+    // allocation: this is the token loop of several slots).
+    std::array<Segment, kMaxSeq> seg_store;
+    const std::span<Segment> segs(seg_store.data(), parts.size());
+    int64_t row = 0;
+    for (size_t i = 0; i < parts.size(); ++i) {
+        KvCache& kv = *c.kv[(size_t)parts[i].seq];
+        const int64_t k = (int64_t)parts[i].tokens.size();
+        std::copy(parts[i].tokens.begin(), parts[i].tokens.end(), c.tokens + row);
+        segs[i] = Segment{&kv, row, k, kv.n_used()};
+        kv.append(k);
+        row += k;
+        c.out_rows[i] = row - 1;
+    }
+    if (!forward_step(c, segs, c.tokens, n, std::span<const int64_t>(c.out_rows, parts.size()),
+                      c.logits)) {
+        for (const Segment& sg : segs) sg.kv->truncate(sg.first_cell);
+        return R::fail(kAborted);
+    }
+    return std::span<const float>(c.logits, parts.size() * (size_t)h.n_vocab);
 }
 
 }  // namespace edgellm

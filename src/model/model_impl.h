@@ -86,6 +86,8 @@ struct Context::Impl {
     void* act_q = nullptr;            // quantized activations, largest of all matmuls
     float* logits = nullptr;          // [n_outputs][n_vocab]
     int32_t* pos = nullptr;           // [n_batch]
+    int64_t* out_rows = nullptr;      // [max(n_batch, n_outputs)] rows whose logits a step returns
+    int32_t* tokens = nullptr;        // [n_batch] a batch's tokens gathered from its sequences
     uint8_t* attn_scratch = nullptr;  // attn_scratch_per_thread bytes per thread
     size_t attn_scratch_per_thread = 0;
     // The panel GEMM's rows per panel when the scratch was sized (0: none); the scratch

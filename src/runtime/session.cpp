@@ -1,6 +1,7 @@
 #include "edgellm/session.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 
 namespace edgellm {
@@ -53,36 +54,135 @@ double GenerateResult::generate_per_second() const {
     return generate_ms > 0 ? (double)n_generated * 1000.0 / generate_ms : 0.0;
 }
 
-void StepTurns::acquire() {
-    std::unique_lock<std::mutex> lock(mu_);
-    const uint64_t ticket = next_++;
-    cv_.wait(lock, [&] { return serving_ == ticket; });
+struct StepBatcher::Request {
+    int seq;
+    std::span<const int32_t> tokens;
+    std::span<float> out;
+    const std::atomic<bool>* cancel;
+    Clock::time_point since;
+    bool done = false;
+    std::string error;
+};
+
+StepBatcher::StepBatcher(Context& ctx, std::chrono::microseconds gather)
+    : ctx_(ctx), gather_(gather) {}
+
+void StepBatcher::enter() {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++active_;
 }
 
-void StepTurns::release() {
+void StepBatcher::leave() {
     {
         std::lock_guard<std::mutex> lock(mu_);
-        ++serving_;
+        --active_;
     }
+    cv_.notify_all();  // a step waiting for this session's may run now
+}
+
+int StepBatcher::active() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return active_;
+}
+
+int64_t StepBatcher::n_batch() const {
+    return ctx_.params().n_batch;
+}
+
+uint64_t StepBatcher::passes() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return passes_;
+}
+
+uint64_t StepBatcher::steps() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return steps_;
+}
+
+Result<std::monostate> StepBatcher::eval(int seq, std::span<const int32_t> tokens,
+                                         std::span<float> out, const std::atomic<bool>* cancel) {
+    using R = Result<std::monostate>;
+    const int64_t n_batch = ctx_.params().n_batch;
+    if (tokens.empty() || (int64_t)tokens.size() > n_batch)
+        return R::fail("a step of " + std::to_string(tokens.size()) + " tokens (1.." +
+                       std::to_string(n_batch) + ")");
+    Request me{seq, tokens, out, cancel, Clock::now(), false, {}};
+    std::unique_lock<std::mutex> lock(mu_);
+    pending_.push_back(&me);
     cv_.notify_all();
+    while (!me.done) {
+        // A pass runs when every generating session has a step waiting, or when the oldest
+        // step has waited `gather` (another session may be busy writing to its client).
+        if (running_ || pending_.empty()) {
+            cv_.wait(lock);
+            continue;
+        }
+        const auto deadline = pending_.front()->since + gather_;
+        if ((int)pending_.size() < active_ && Clock::now() < deadline) {
+            cv_.wait_until(lock, deadline);
+            continue;
+        }
+        // This thread runs the pass: the pending steps in order, as many as fit the batch,
+        // one per sequence.
+        std::array<Request*, 256> batch;
+        std::array<Context::SeqTokens, 256> parts;
+        size_t n = 0;
+        int64_t total = 0;
+        for (auto it = pending_.begin(); it != pending_.end() && n < batch.size();) {
+            Request* r = *it;
+            bool dup = false;
+            for (size_t i = 0; i < n; ++i) dup |= batch[i]->seq == r->seq;
+            if (dup || total + (int64_t)r->tokens.size() > n_batch) {
+                ++it;
+                continue;
+            }
+            batch[n] = r;
+            parts[n] = {r->seq, r->tokens};
+            total += (int64_t)r->tokens.size();
+            ++n;
+            it = pending_.erase(it);
+        }
+        running_ = true;
+        lock.unlock();
+        ctx_.set_abort_flag(n == 1 ? batch[0]->cancel : nullptr);
+        auto logits = ctx_.eval_batch(std::span<const Context::SeqTokens>(parts.data(), n));
+        ctx_.set_abort_flag(nullptr);
+        if (logits) {
+            const size_t n_vocab = logits->size() / n;
+            for (size_t i = 0; i < n; ++i)
+                std::copy_n(logits->data() + i * n_vocab, std::min(n_vocab, batch[i]->out.size()),
+                            batch[i]->out.data());
+        }
+        lock.lock();
+        for (size_t i = 0; i < n; ++i) {
+            if (!logits) batch[i]->error = logits.error();
+            batch[i]->done = true;
+        }
+        ++passes_;
+        steps_ += n;
+        running_ = false;
+        cv_.notify_all();
+    }
+    if (!me.error.empty()) return R::fail(me.error);
+    return std::monostate{};
 }
 
 namespace {
 
-// Holds a turn for one forward step (nothing to do without turns).
-class Turn {
+// A session counted as generating by the batcher while it lives.
+class Generating {
   public:
-    explicit Turn(StepTurns* t) : t_(t) {
-        if (t_) t_->acquire();
+    explicit Generating(StepBatcher* b) : b_(b) {
+        if (b_) b_->enter();
     }
-    ~Turn() {
-        if (t_) t_->release();
+    ~Generating() {
+        if (b_) b_->leave();
     }
-    Turn(const Turn&) = delete;
-    Turn& operator=(const Turn&) = delete;
+    Generating(const Generating&) = delete;
+    Generating& operator=(const Generating&) = delete;
 
   private:
-    StepTurns* t_;
+    StepBatcher* b_;
 };
 
 // Raises the context's abort flag source for the duration of one evaluation.
@@ -149,23 +249,36 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
     Sampler sampler(p.sampling, model_.hparams().n_vocab);
     for (int32_t t : prompt) sampler.accept(t);
 
-    // Prefill, one batch per turn. The first token is sampled inside the last batch's turn:
-    // the logits live in the context's scratch, which the next session's step overwrites.
+    // Prefill in batches. The first token is sampled from the last batch's logits.
+    Generating generating(p.batcher);
+    std::vector<float> own_logits;  // a batched step's logits, copied out for this session
+    if (p.batcher) own_logits.resize((size_t)model_.hparams().n_vocab);
+    // One step: through the batcher (with the other sessions' steps) or straight on the
+    // context. The logits stay valid until this session's next step.
+    auto step = [&](std::span<const int32_t> toks, const std::atomic<bool>* abort_flag)
+        -> Result<std::span<const float>> {
+        if (!p.batcher) {
+            AbortScope scope(ctx_, abort_flag);
+            return ctx_.eval(toks, false, seq_);
+        }
+        auto r = p.batcher->eval(seq_, toks, own_logits, abort_flag);
+        if (!r) return Result<std::span<const float>>::fail(r.error());
+        return std::span<const float>(own_logits);
+    };
     const auto t0 = Clock::now();
-    const size_t n_batch = (size_t)std::max<int64_t>(1, ctx_.params().n_batch);
     int32_t next = -1;
     bool cancelled = false;
-    for (size_t done = common; done < prompt.size() && !cancelled;) {
+    for (size_t done = common; done < prompt.size();) {
+        // With other sessions, leave room in the batch for their decoded tokens.
+        size_t n_batch = (size_t)std::max<int64_t>(1, ctx_.params().n_batch);
+        if (p.batcher)
+            n_batch = (size_t)std::max<int64_t>(1, (int64_t)n_batch - (p.batcher->active() - 1));
         const size_t n = std::min(n_batch, prompt.size() - done);
-        Turn turn(p.turns);
         if (cancel_raised()) {
             cancelled = true;
             break;
         }
-        Result<std::span<const float>> logits = [&] {
-            AbortScope scope(ctx_, p.cancel);
-            return ctx_.eval(prompt.subspan(done, n), false, seq_);
-        }();
+        auto logits = step(prompt.subspan(done, n), p.cancel);
         if (!logits) {
             cached_.resize((size_t)ctx_.n_past(seq_));  // what the cache still holds
             if (cancel_raised() && logits.error() == Context::kAborted) {
@@ -234,12 +347,11 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
             res.stop = StopReason::ContextFull;
             break;
         }
-        Turn turn(p.turns);
         if (cancel_raised()) {
             cancelled = true;
             break;
         }
-        auto logits = ctx_.eval(std::span<const int32_t>(&tok, 1), false, seq_);
+        auto logits = step(std::span<const int32_t>(&tok, 1), nullptr);
         if (!logits) return R::fail(logits.error());
         cached_.push_back(tok);
         next = sampler.sample(*logits);

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <latch>
 #include <mutex>
 #include <thread>
 
@@ -166,7 +167,8 @@ TEST(Session, RefusesAPromptLargerThanTheContext) {
 }
 
 // Two sessions on two sequences of one context keep separate caches: each gives the text
-// it gives alone, whether they run one after the other or at the same time taking turns.
+// it gives alone, also when they run at the same time and their steps are evaluated
+// together in one forward pass.
 TEST(Session, SequencesOfOneContextAreIndependent) {
     Fixture alone;
     if (!load(&alone)) GTEST_SKIP() << "no golden models at " << test::golden_dir();
@@ -178,22 +180,37 @@ TEST(Session, SequencesOfOneContextAreIndependent) {
 
     ContextParams cp;
     cp.n_ctx = 256;
-    cp.n_threads = 2;
+    cp.n_threads = 1;  // no spinning worker: both sessions' threads get the cores
     cp.n_seq = 2;
     auto ctx = Context::create(*alone.model, cp);
     ASSERT_TRUE(ctx.ok()) << ctx.error();
     Session a(*alone.model, *alone.tok, **ctx, 0), b(*alone.model, *alone.tok, **ctx, 1);
-    StepTurns turns;
+    StepBatcher batcher(**ctx, std::chrono::milliseconds(50));
     GenerateParams p = greedy(20);
-    p.turns = &turns;
+    p.batcher = &batcher;
     Result<GenerateResult> ra = Result<GenerateResult>::fail("not run");
     Result<GenerateResult> rb = Result<GenerateResult>::fail("not run");
-    std::thread ta([&] { ra = a.generate(kPrompt, p, nullptr); });
-    std::thread tb([&] { rb = b.generate(other, p, nullptr); });
+    // Each session waits at its first piece of text until the other has one too, so
+    // neither finishes before the other starts (the scheduler may start a thread late).
+    std::latch both_started(2);
+    auto meet = [&](bool* met) {
+        return [&both_started, met](std::string_view) {
+            if (!*met) both_started.arrive_and_wait();
+            *met = true;
+            return true;
+        };
+    };
+    bool a_met = false, b_met = false;
+    std::thread ta([&] { ra = a.generate(kPrompt, p, meet(&a_met)); });
+    std::thread tb([&] { rb = b.generate(other, p, meet(&b_met)); });
     ta.join();
     tb.join();
     ASSERT_TRUE(ra.ok()) << ra.error();
     ASSERT_TRUE(rb.ok()) << rb.error();
+    // 2 x (1 prompt step + 19 decode steps); once both generate, each pass carries both.
+    EXPECT_EQ(batcher.steps(), 40u);
+    EXPECT_LE(batcher.passes(), 26u) << "the steps were not evaluated together";
+    EXPECT_EQ(batcher.active(), 0);
     EXPECT_EQ(ra->tokens, a_ref->tokens);
     EXPECT_EQ(rb->tokens, b_ref->tokens);
     EXPECT_EQ((*ctx)->n_past(0), (int64_t)kPrompt.size() + 19);
@@ -204,32 +221,6 @@ TEST(Session, SequencesOfOneContextAreIndependent) {
     EXPECT_EQ(again->n_cached, (int64_t)kPrompt.size() - 1);
     EXPECT_EQ(again->tokens, a_ref->tokens);
     EXPECT_FALSE((*ctx)->eval(kPrompt, false, 2).ok()) << "there is no third sequence";
-}
-
-// Turns are granted in the order asked for: two threads that each take 50 turns alternate.
-TEST(Session, StepTurnsAlternate) {
-    StepTurns turns;
-    std::vector<int> order;
-    std::mutex mu;
-    auto worker = [&](int id) {
-        for (int i = 0; i < 50; ++i) {
-            turns.acquire();
-            {
-                std::lock_guard<std::mutex> lock(mu);
-                order.push_back(id);
-            }
-            std::this_thread::sleep_for(std::chrono::microseconds(200));
-            turns.release();
-        }
-    };
-    std::thread t0(worker, 0), t1(worker, 1);
-    t0.join();
-    t1.join();
-    ASSERT_EQ(order.size(), 100u);
-    int switches = 0;
-    for (size_t i = 1; i < order.size(); ++i) switches += order[i] != order[i - 1];
-    // Strict alternation once both are queued; allow a start-up run.
-    EXPECT_GE(switches, 90);
 }
 
 // A cancel raised while the prompt is evaluated stops it between layers: the result says
