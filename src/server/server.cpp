@@ -144,7 +144,7 @@ struct Server::Impl {
     std::unique_ptr<Tokenizer> tok;
     std::unique_ptr<Context> ctx;
     std::vector<std::unique_ptr<Slot>> slots;
-    StepTurns turns;
+    std::unique_ptr<StepBatcher> batcher;  // with several slots: their steps in one pass
     std::string model_name;
     int64_t n_ctx_slot = 0;
     int64_t created = 0;
@@ -269,6 +269,7 @@ int Server::run() {
     }
     d.model = std::move(*model);
     d.tok = std::move(tok);
+    if (d.ctx->n_seq() > 1) d.batcher = std::make_unique<StepBatcher>(*d.ctx);
     for (int i = 0; i < d.ctx->n_seq(); ++i) {
         auto s = std::make_unique<Slot>();
         s->id = i;
@@ -563,7 +564,7 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
 
     GenerateParams gp = g.gen;
     gp.cancel = &slot->cancel;
-    gp.turns = slots.size() > 1 ? &turns : nullptr;
+    gp.batcher = batcher.get();
     slot->n_decoded = 0;
     slot->n_predict = gp.n_predict;
 
