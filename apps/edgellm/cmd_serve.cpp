@@ -52,7 +52,7 @@ int cmd_serve(const std::vector<std::string>& args) {
     p.option({"--port"}, "N", "port to listen on (default 8080; 0: any free port)");
     p.option({"-np", "--parallel"}, "N",
              "slots: requests generated at the same time, sharing the context (default 1)");
-    p.flag({"-cb", "--cont-batching"}, "accepted (slots always interleave step by step)");
+    p.flag({"-cb", "--cont-batching"}, "accepted (slots always decode together)");
     p.flag({"-nocb", "--no-cont-batching"}, "accepted (with -np 1 there is nothing to batch)");
     p.option({"-c", "--ctx-size"}, "N",
              "context size, shared by the slots (default: training context, at most 4096)");
