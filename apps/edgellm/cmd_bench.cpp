@@ -191,6 +191,7 @@ int cmd_bench(const std::vector<std::string>& args) {
         auto ctx = Context::create(m, cp);
         if (!ctx) return fail("bench", ctx.error());
         std::fprintf(stderr, "bench: %s\n", (*ctx)->affinity_report().c_str());
+        nt = (*ctx)->params().n_threads;  // the threads used (at most the usable CPUs)
         Context& c = **ctx;
         // Empty the cache, then (untimed) fill it to the requested depth.
         std::vector<int32_t> filler((size_t)std::min<int64_t>(depth, cp.n_batch));

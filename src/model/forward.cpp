@@ -10,6 +10,7 @@
 //     h = rms_norm(x) * ffn_norm
 //     x += (silu(h Wgate) * (h Wup)) Wdown
 //   logits = (rms_norm(x) * output_norm) Woutput              [n_out, n_vocab]
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -91,6 +92,15 @@ void lay_out(Arena& a, const Model& m, const ContextParams& p, int n_threads, Co
     d.attn_scratch = a.take<uint8_t>(d.attn_scratch_per_thread * n_threads);
 }
 
+// CPUs this process may run on (its affinity mask).
+int usable_cpus() {
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) != 0)
+        return (int)std::max(1u, std::thread::hardware_concurrency());
+    return std::max(1, CPU_COUNT(&set));
+}
+
 ContextParams resolve(const Model& m, ContextParams p) {
     if (p.n_ctx <= 0) p.n_ctx = std::min<int64_t>(m.hparams().n_ctx_train, 4096);
     if (p.cpus.empty()) {
@@ -102,6 +112,9 @@ ContextParams resolve(const Model& m, ContextParams p) {
     if (p.n_threads <= 0)
         p.n_threads = p.cpus.empty() ? (int)std::max(1u, std::thread::hardware_concurrency())
                                      : (int)p.cpus.size();
+    // More threads than CPUs this process may run on only makes them wait for each other
+    // (a 2-CPU box given -t 4 decodes ~15x slower): use at most that many.
+    p.n_threads = std::min(p.n_threads, usable_cpus());
     if (p.n_batch <= 0) p.n_batch = 512;
     p.n_batch = std::min(p.n_batch, p.n_ctx);
     if (p.n_outputs <= 0) p.n_outputs = 1;
@@ -185,6 +198,7 @@ Result<std::unique_ptr<Context>> Context::create(const Model& m, const ContextPa
     const std::string err = check_params(m, p);
     if (!err.empty()) return R::fail(err);
     std::unique_ptr<Context> c(new Context());
+    const int asked = params.n_threads;
     c->params_ = p;
     c->impl_ = std::make_unique<Impl>();
     Impl& d = *c->impl_;
@@ -204,12 +218,16 @@ Result<std::unique_ptr<Context>> Context::create(const Model& m, const ContextPa
     Arena a{d.arena.get(), 0};
     lay_out(a, m, p, p.n_threads, &d);
     d.pool = std::make_unique<ThreadPool>(p.n_threads, p.cpus);
+    d.threads_asked = asked;
     return c;
 }
 
 std::string Context::affinity_report() const {
     const ThreadPool& pool = *impl_->pool;
-    const std::string n = std::to_string(pool.size()) + " thread" + (pool.size() > 1 ? "s" : "");
+    std::string n = std::to_string(pool.size()) + " thread" + (pool.size() > 1 ? "s" : "");
+    if (impl_->threads_asked > pool.size())
+        n += " (" + std::to_string(impl_->threads_asked) + " asked for; this process may use " +
+             std::to_string(usable_cpus()) + " CPUs)";
     if (pool.cpus().empty()) return n + ", not pinned (all CPUs alike)";
     if (!pool.affinity_ok())
         return n + ": pinning to CPUs " + cpu_list_string(pool.cpus()) +

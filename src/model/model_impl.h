@@ -68,6 +68,7 @@ struct Model::Impl {
 struct Context::Impl {
     const Model* model = nullptr;
     std::unique_ptr<ThreadPool> pool;
+    int threads_asked = 0;  // ContextParams::n_threads as given (the pool may have fewer)
     std::vector<std::unique_ptr<KvCache>> kv;  // one per sequence
     const std::atomic<bool>* abort = nullptr;
     TraceFn trace;
