@@ -14,7 +14,8 @@ packages=(
   libgtest-dev libgmock-dev          # unit tests
   nlohmann-json3-dev                 # JSON (tests now; the server later)
   libpcre2-dev                       # Unicode regular expressions for the BPE pre-tokenizers
-  python3                            # test helpers
+  python3 python3-venv               # test helpers; the venv of the server tests (below)
+  chromium chromium-driver python3-selenium  # the server's chat page, in headless Chromium
   golang-github-pierrec-lz4-dev      # perplexity text: Tom Sawyer (public domain) in its Go test data
   g++-aarch64-linux-gnu qemu-user-static  # aarch64 kernels: cross build + qemu (scripts/test-arm.sh)
 )
@@ -40,6 +41,21 @@ if [ "${SETUP_SKIP_MODELS:-0}" != "1" ]; then
   # shellcheck disable=SC2086  # a list of model names
   scripts/fetch-models.sh ${SETUP_MODELS:-qwen2.5-coder-1.5b} ||
     echo "setup: WARNING: could not fetch the default model; see the message above"
+fi
+
+# Python for the server's integration tests (tests/server/test_serve.py, run by CTest with
+# build/venv/bin/python3): a venv that also sees Debian's packages (python3-selenium) and
+# has the official openai client from PyPI. Idempotent. A failed pip install does not fail
+# the set-up: the openai tests then skip and say why.
+venv=build/venv
+if [ ! -x "$venv/bin/python3" ]; then
+  mkdir -p build
+  /usr/bin/python3 -m venv --system-site-packages "$venv" ||
+    echo "setup: WARNING: could not create $venv; the openai client tests will skip"
+fi
+if [ -x "$venv/bin/python3" ] && ! "$venv/bin/python3" -c "import openai" 2>/dev/null; then
+  "$venv/bin/python3" -m pip install -q --disable-pip-version-check openai ||
+    echo "setup: WARNING: pip could not install openai; the openai client tests will skip"
 fi
 
 if [ "${SETUP_SKIP_BUILD:-0}" != "1" ]; then

@@ -82,6 +82,8 @@ int cmd_serve(const std::vector<std::string>& args) {
     p.flag({"--no-jinja"}, "accepted (templates are rendered with Jinja)");
     p.option({"-to", "--timeout"}, "SECONDS", "read and write timeout of a connection (default 600)");
     p.option({"--threads-http"}, "N", "most concurrent connections (default 64)");
+    p.option({"--max-queue"}, "N",
+             "most requests waiting for a busy slot; more get 503 (default 16)");
     p.flag({"--no-webui"}, "do not serve the chat page at /");
     p.option({"--keep"}, "N", "accepted: the context is never shifted (a full context ends the reply)");
     p.flag({"--log-disable"}, "no log lines");
@@ -116,7 +118,7 @@ int cmd_serve(const std::vector<std::string>& args) {
     cfg.alias = p.get_or("--alias", "");
     cfg.http.host = p.get_or("--host", "127.0.0.1");
     int64_t port = 8080, np = 1, n_ctx = 0, threads = 0, tb = 0, n_batch = 512, n_ubatch = 512,
-            n_predict = -1, timeout = 600, conns = 64, ngl = 0, keep = 0;
+            n_predict = -1, timeout = 600, conns = 64, ngl = 0, keep = 0, max_queue = 16;
     if (!p.get_int("--port", 0, 65535, &port, &err) || !p.get_int("-np", 1, 256, &np, &err) ||
         !p.get_int("-c", 0, 1 << 24, &n_ctx, &err) || !p.get_int("-t", 1, 1024, &threads, &err) ||
         !p.get_int("-tb", 1, 1024, &tb, &err) || !p.get_int("-b", 1, 1 << 20, &n_batch, &err) ||
@@ -124,6 +126,7 @@ int cmd_serve(const std::vector<std::string>& args) {
         !p.get_int("-n", -1, 1 << 30, &n_predict, &err) ||
         !p.get_int("--timeout", 1, 86400, &timeout, &err) ||
         !p.get_int("--threads-http", 1, 4096, &conns, &err) ||
+        !p.get_int("--max-queue", 0, 1 << 16, &max_queue, &err) ||
         !p.get_int("-ngl", -1, 1 << 20, &ngl, &err) || !p.get_int("--keep", -1, 1 << 30, &keep, &err))
         return fail("serve", err, 2);
     cfg.http.port = (int)port;
@@ -131,6 +134,7 @@ int cmd_serve(const std::vector<std::string>& args) {
     cfg.http.write_timeout_ms = (int)timeout * 1000;
     cfg.http.max_connections = (int)conns;
     cfg.n_parallel = (int)np;
+    cfg.max_queue = (int)max_queue;
     cfg.defaults.n_predict = (int32_t)n_predict;
     if (!read_sampling_options(p, &cfg.defaults.sampling, &err)) return fail("serve", err, 2);
     if (auto fa = p.get("--flash-attn"); fa && *fa != "on" && *fa != "off" && *fa != "auto")

@@ -64,6 +64,8 @@ struct GenerateParams {
     const std::atomic<bool>* cancel = nullptr;
     // Set when the context is shared with other sessions: steps are evaluated together.
     StepBatcher* batcher = nullptr;
+    // When set, counts the tokens generated so far (for progress reports from other threads).
+    std::atomic<int64_t>* progress = nullptr;
 };
 
 enum class StopReason { Eos, StopString, Length, ContextFull, Cancelled };
@@ -80,6 +82,8 @@ struct GenerateResult {
     double prompt_ms = 0.0;    // evaluating the new prompt tokens
     double first_token_ms = 0.0;  // from the call to the first sampled token (0: none)
     double generate_ms = 0.0;  // from the first sampled token to the end
+    // Tokens per second of generation; 0 when fewer than two tokens were generated (the
+    // first comes from the prompt's step, so there was no decode step to time).
     double prompt_per_second() const;
     double generate_per_second() const;
 };

@@ -51,7 +51,7 @@ double GenerateResult::prompt_per_second() const {
 }
 
 double GenerateResult::generate_per_second() const {
-    return generate_ms > 0 ? (double)n_generated * 1000.0 / generate_ms : 0.0;
+    return generate_ms > 0 && n_generated > 1 ? (double)n_generated * 1000.0 / generate_ms : 0.0;
 }
 
 struct StepBatcher::Request {
@@ -312,6 +312,7 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
         sampler.accept(tok);
         res.tokens.push_back(tok);
         ++res.n_generated;
+        if (p.progress) p.progress->store(res.n_generated, std::memory_order_relaxed);
         if (!p.ignore_eos && tok_.is_eog(tok)) {
             res.stop = StopReason::Eos;
             break;

@@ -328,6 +328,7 @@ json timings_json(const GenerateResult& r) {
     const int64_t prompt_n = r.n_prompt - r.n_cached;
     auto per_token = [](double ms, int64_t n) { return n > 0 ? ms / (double)n : 0.0; };
     auto per_second = [](double ms, int64_t n) { return ms > 0 ? 1000.0 * (double)n / ms : 0.0; };
+    // (one generated token took no decode step: its speed is not measured, 0)
     return json{{"cache_n", r.n_cached},
                 {"prompt_n", prompt_n},
                 {"prompt_ms", r.prompt_ms},
@@ -335,8 +336,8 @@ json timings_json(const GenerateResult& r) {
                 {"prompt_per_second", per_second(r.prompt_ms, prompt_n)},
                 {"predicted_n", r.n_generated},
                 {"predicted_ms", r.generate_ms},
-                {"predicted_per_token_ms", per_token(r.generate_ms, r.n_generated)},
-                {"predicted_per_second", per_second(r.generate_ms, r.n_generated)}};
+                {"predicted_per_token_ms", r.n_generated > 1 ? per_token(r.generate_ms, r.n_generated) : 0.0},
+                {"predicted_per_second", r.generate_per_second()}};
 }
 
 json usage_json(const GenerateResult& r) {

@@ -342,7 +342,8 @@ void Server::Impl::handle(const http::Request& req, http::Response& res) {
     std::string extra;
     route(req, res, &extra);
     if (req.path == "/health" || req.path == "/v1/health" || req.path == "/metrics") return;
-    log("%s %s %d%s | %.1f ms", req.method.c_str(), req.path.c_str(), res.status(), extra.c_str(),
+    const std::string status = res.status() ? std::to_string(res.status()) : "(no answer)";
+    log("%s %s %s%s | %.1f ms", req.method.c_str(), req.path.c_str(), status.c_str(), extra.c_str(),
         ms_between(t0, Clock::now()));
 }
 
@@ -438,7 +439,9 @@ std::string Server::Impl::render(const GenRequest& g, bool* bos_in_text) const {
 Slot* Server::Impl::acquire(const std::vector<int32_t>& prompt, int want, http::Response& res,
                             ApiError* err) {
     std::unique_lock<std::mutex> lock(mu);
-    if ((int)waiting.size() >= cfg.max_queue) {
+    bool idle = false;  // a slot this request can take now, with nobody ahead of it
+    for (auto& s : slots) idle |= !s->busy && (want < 0 || s->id == want);
+    if (!(idle && waiting.empty()) && (int)waiting.size() >= cfg.max_queue) {
         *err = {503, "unavailable_error",
                 "the server is busy: " + std::to_string(waiting.size()) +
                     " requests are already waiting for a slot",
@@ -567,6 +570,7 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
     gp.batcher = batcher.get();
     slot->n_decoded = 0;
     slot->n_predict = gp.n_predict;
+    gp.progress = &slot->n_decoded;
 
     bool stream_ok = true;
     double ttft_ms = -1.0;
@@ -583,7 +587,6 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
         DisconnectWatch watch(res, slot->cancel);
         auto on_text = [&](std::string_view piece) {
             if (ttft_ms < 0) ttft_ms = ms_between(t_start, Clock::now());
-            slot->n_decoded++;
             if (!g.stream) return true;
             const std::string text(piece);
             json chunk = api == Api::Chat          ? chat_chunk_text(o, text)
@@ -598,6 +601,11 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
     }
     metrics.processing--;
     release(slot);
+    if (!r && client_gone) {  // the stream could not even start: nobody to answer
+        metrics.cancelled++;
+        *log_extra = " | cancelled: the client went away";
+        return;
+    }
 
     if (!r) {
         metrics.requests_failed++;
@@ -769,6 +777,9 @@ void Server::Impl::props(http::Response& res) {
               {"model_alias", model_name},
               {"model_path", cfg.model_path},
               {"chat_template", tmpl},
+              {"chat_format", tmpl.empty() ? "built-in " + std::string(chat_format_name(
+                                                 detect_chat_format(model->file(), *tok)))
+                                           : std::string("jinja")},
               {"bos_token", tok->bos() >= 0 ? tok->token_to_piece(tok->bos(), true) : ""},
               {"eos_token", tok->eos() >= 0 ? tok->token_to_piece(tok->eos(), true) : ""},
               {"modalities", {{"vision", false}, {"audio", false}}},
