@@ -105,7 +105,8 @@ void matmul_quantized(ThreadPool& pool, const TensorView& w, const void* xq, int
     const int64_t n_rows = w.n_rows();
     const size_t x_row_bytes = row_size(k.vec_dot_type, n);
     const size_t w_row_bytes = w.row_bytes();
-    if (k.unpack_i8 && n % k.i8_group == 0 && panel_batch(k.vec_dot_type, n, n_tokens)) {
+    if (k.unpack_i8 && n % k.i8_group == 0 && panel_batch(k.vec_dot_type, n, n_tokens) &&
+        !(w.x16 && n_tokens <= kX16GemvMaxTokens)) {
         // Panel GEMM: each thread unpacks P weight rows at a time into its own panel and
         // multiplies it with every token (x16 weights: the rows first back in the file's
         // layout).
