@@ -1333,6 +1333,54 @@ class CommandLine(unittest.TestCase):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("/nonexistent/model.gguf", r.stderr)
 
+    def test_corrupt_model_file_is_a_clear_error(self):
+        # a file that starts like a GGUF and then is garbage: /health says loading, then the
+        # process ends with exit code 1 and a reason; never a crash
+        with tempfile.NamedTemporaryFile(suffix=".gguf", delete=False) as f:
+            f.write(b"GGUF" + struct.pack("<I", 3) + struct.pack("<QQ", 7, 1 << 40) + os.urandom(4096))
+            path = f.name
+        try:
+            r = run_cli(["-m", path, "--port", "0"])
+            self.assertEqual(r.returncode, 1, r)
+            self.assertIn("cannot load the model", r.stderr)
+            self.assertNotIn("internal error", r.stderr)
+        finally:
+            os.unlink(path)
+
+    def test_without_model_flag_serves_the_default_model(self):
+        # `edgellm serve` without -m serves what scripts/fetch-models.sh installed
+        qwen = model_path(QWEN)
+        if not qwen:
+            self.skipTest(f"the default model {QWEN} is not installed (scripts/fetch-models.sh)")
+        env = dict(os.environ, EDGELLM_MODELS=os.path.dirname(qwen))
+        env.pop("EDGELLM_MODEL", None)
+        proc = subprocess.Popen([ARGS.bin, "serve", "--port", "0", "-c", "256"], env=env,
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, preexec_fn=_die_with_parent)
+        try:
+            port = None
+            for raw in proc.stderr:
+                m = re.search(r"listening on http://\S+:(\d+)", raw.decode("utf-8", "replace"))
+                if m:
+                    port = int(m.group(1))
+                    break
+            self.assertIsNotNone(port, "no 'listening on' line")
+            deadline = time.monotonic() + LOAD_TIMEOUT_S
+            while time.monotonic() < deadline:
+                try:
+                    if request(port, "GET", "/health", timeout=10).status == 200:
+                        break
+                except OSError:
+                    pass
+                time.sleep(0.05)
+            r = request(port, "GET", "/v1/models")
+            self.assertEqual(r.status, 200)
+            self.assertEqual(json.loads(r.body)["data"][0]["id"], os.path.basename(qwen))
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+            proc.stderr.close()
+
 
 # ---- the seeds, on the default model -----------------------------------------------------
 
