@@ -212,7 +212,10 @@ void Server::stop() {
     impl_->stopping = true;
     impl_->http->stop();
     impl_->stop_cv.notify_all();
-    for (auto& s : impl_->slots) s->cancel = true;
+    // (the slots exist once ready; the HTTP layer's stop also makes every handler's
+    // peer_gone() true, which raises its slot's cancel flag through the watcher)
+    if (impl_->ready)
+        for (auto& s : impl_->slots) s->cancel = true;
 }
 
 void Server::Impl::log(const char* fmt, ...) const {
