@@ -396,19 +396,9 @@ json completions_response(const GenOutcome& o) {
     return j;
 }
 
-json native_response(const GenOutcome& o, const GenRequest& req) {
-    const GenerateResult& r = o.result;
-    const SamplerParams& s = req.gen.sampling;
-    json j = {{"index", 0},
-              {"content", r.text},
-              {"tokens", req.return_tokens ? json(r.tokens) : json::array()},
-              {"id_slot", o.slot},
-              {"stop", true},
-              {"model", o.model},
-              {"tokens_predicted", r.n_generated},
-              {"tokens_evaluated", r.n_prompt},
-              {"generation_settings",
-               {{"n_predict", req.gen.n_predict},
+json sampling_json(const GenerateParams& g) {
+    const SamplerParams& s = g.sampling;
+    return json{{"n_predict", g.n_predict},
                 {"seed", s.seed == kRandomSeed ? -1 : (int64_t)s.seed},
                 {"temperature", s.temperature},
                 {"top_k", s.top_k},
@@ -418,9 +408,23 @@ json native_response(const GenOutcome& o, const GenRequest& req) {
                 {"repeat_penalty", s.repeat_penalty},
                 {"presence_penalty", s.presence_penalty},
                 {"frequency_penalty", s.frequency_penalty},
-                {"stop", req.gen.stop},
-                {"ignore_eos", req.gen.ignore_eos},
-                {"n_ctx", o.n_ctx}}},
+                {"stop", g.stop},
+                {"ignore_eos", g.ignore_eos}};
+}
+
+json native_response(const GenOutcome& o, const GenRequest& req) {
+    const GenerateResult& r = o.result;
+    json settings = sampling_json(req.gen);
+    settings["n_ctx"] = o.n_ctx;
+    json j = {{"index", 0},
+              {"content", r.text},
+              {"tokens", req.return_tokens ? json(r.tokens) : json::array()},
+              {"id_slot", o.slot},
+              {"stop", true},
+              {"model", o.model},
+              {"tokens_predicted", r.n_generated},
+              {"tokens_evaluated", r.n_prompt},
+              {"generation_settings", settings},
               {"prompt", o.prompt_text},
               {"has_new_line", r.text.find('\n') != std::string::npos},
               {"truncated", false},

@@ -75,6 +75,8 @@ struct GenOutcome {
 // finish_reason of the OpenAI APIs: "stop", "length" (or null while streaming).
 const char* finish_reason(StopReason r);
 json timings_json(const GenerateResult& r);
+// The sampling settings as llama.cpp reports them (generation_settings, /props, /slots).
+json sampling_json(const GenerateParams& g);
 json usage_json(const GenerateResult& r);
 
 // Whole responses.

@@ -749,25 +749,6 @@ void Server::Impl::models(http::Response& res) {
     send_json(res, 200, {{"object", "list"}, {"data", json::array({m})}});
 }
 
-namespace {
-
-json sampling_json(const GenerateParams& g) {
-    const SamplerParams& s = g.sampling;
-    return json{{"n_predict", g.n_predict},
-                {"seed", s.seed == kRandomSeed ? -1 : (int64_t)s.seed},
-                {"temperature", s.temperature},
-                {"top_k", s.top_k},
-                {"top_p", s.top_p},
-                {"min_p", s.min_p},
-                {"repeat_last_n", s.repeat_last_n},
-                {"repeat_penalty", s.repeat_penalty},
-                {"presence_penalty", s.presence_penalty},
-                {"frequency_penalty", s.frequency_penalty},
-                {"stop", g.stop},
-                {"ignore_eos", g.ignore_eos}};
-}
-
-}  // namespace
 
 void Server::Impl::props(http::Response& res) {
     const std::string tmpl = cfg.chat_template.empty()
