@@ -165,7 +165,10 @@ void parse_messages(const json& body, Fields& f, GenRequest* out) {
         if (!tools->is_array()) return f.fail("tools must be an array");
         std::string choice = "auto";
         if (const json* tc = f.get("tool_choice"); tc && tc->is_string()) choice = *tc;
-        if (choice != "none" && !tools->empty()) out->tools_json = tools->dump();
+        if (choice != "none" && !tools->empty()) {
+            out->tools_json = tools->dump();
+            out->tool_names = tool_names(*tools);
+        }
     }
     if (const json* kw = f.get("chat_template_kwargs")) {
         if (!kw->is_object()) return f.fail("chat_template_kwargs must be an object");
@@ -375,10 +378,33 @@ const char* native_stop_type(StopReason r) {
 
 }  // namespace
 
+namespace {
+
+json tool_calls_json(const GenOutcome& o, bool with_index) {
+    json calls = json::array();
+    for (size_t i = 0; i < o.parsed->calls.size(); ++i) {
+        json c;
+        if (with_index) c["index"] = i;
+        c["id"] = i < o.call_ids.size() ? o.call_ids[i] : "call_" + std::to_string(i);
+        c["type"] = "function";
+        c["function"] = {{"name", o.parsed->calls[i].name},
+                         {"arguments", o.parsed->calls[i].arguments}};
+        calls.push_back(std::move(c));
+    }
+    return calls;
+}
+
+}  // namespace
+
 json chat_response(const GenOutcome& o) {
-    json choice = {{"finish_reason", finish_reason(o.result.stop)},
-                   {"index", 0},
-                   {"message", {{"role", "assistant"}, {"content", o.result.text}}}};
+    json message = {{"role", "assistant"}, {"content", o.result.text}};
+    const char* finish = finish_reason(o.result.stop);
+    if (o.parsed) {
+        message["content"] = o.parsed->content.empty() ? json(nullptr) : json(o.parsed->content);
+        message["tool_calls"] = tool_calls_json(o, false);
+        finish = "tool_calls";
+    }
+    json choice = {{"finish_reason", finish}, {"index", 0}, {"message", message}};
     json j = envelope(o, "chat.completion", json::array({choice}));
     j["usage"] = usage_json(o.result);
     j["timings"] = timings_json(o.result);
@@ -454,8 +480,15 @@ json chat_chunk_text(const GenOutcome& o, const std::string& text) {
     return envelope(o, "chat.completion.chunk", json::array({choice}));
 }
 
+json chat_chunk_tool_calls(const GenOutcome& o) {
+    json choice = {{"finish_reason", nullptr},
+                   {"index", 0},
+                   {"delta", {{"tool_calls", tool_calls_json(o, true)}}}};
+    return envelope(o, "chat.completion.chunk", json::array({choice}));
+}
+
 json chat_chunk_final(const GenOutcome& o) {
-    json choice = {{"finish_reason", finish_reason(o.result.stop)},
+    json choice = {{"finish_reason", o.parsed ? "tool_calls" : finish_reason(o.result.stop)},
                    {"index", 0},
                    {"delta", json::object()}};
     json j = envelope(o, "chat.completion.chunk", json::array({choice}));

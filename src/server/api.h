@@ -12,6 +12,7 @@
 
 #include "edgellm/chat.h"
 #include "edgellm/session.h"
+#include "server/tool_calls.h"
 
 namespace edgellm::server {
 
@@ -31,6 +32,7 @@ struct GenRequest {
     // Chat: the messages, tools and template variables.
     std::vector<ChatMessage> messages;
     std::string tools_json;             // JSON array, or empty
+    std::vector<std::string> tool_names;  // the tools the reply may call (none: plain text)
     std::string template_kwargs_json;   // JSON object, or empty
     // Completions: the prompt as text, or as token ids (native API).
     std::string prompt;
@@ -70,6 +72,10 @@ struct GenOutcome {
     GenerateResult result;
     std::string prompt_text;  // the rendered prompt (native API echoes it)
     int64_t n_ctx = 0;
+    // Chat with tools: the reply's tool calls (then finish_reason "tool_calls"), with their
+    // ids ("call_...").
+    std::optional<ParsedReply> parsed;
+    std::vector<std::string> call_ids;
 };
 
 // finish_reason of the OpenAI APIs: "stop", "length" (or null while streaming).
@@ -92,6 +98,8 @@ std::string sse(const json& j);
 json chat_chunk_role(const GenOutcome& o);
 json chat_chunk_text(const GenOutcome& o, const std::string& text);
 json chat_chunk_final(const GenOutcome& o);
+// The calls of o.parsed as one delta (index, id, type, function name and arguments).
+json chat_chunk_tool_calls(const GenOutcome& o);
 json completions_chunk_text(const GenOutcome& o, const std::string& text);
 json completions_chunk_final(const GenOutcome& o);
 json usage_chunk(const GenOutcome& o, bool chat);

@@ -585,13 +585,23 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
     }
     Result<GenerateResult> r = Result<GenerateResult>::fail("not run");
     bool client_gone = false;
+    std::string reply;    // with tools: the reply so far ...
+    size_t streamed = 0;  // ... and how much of it went out as content
     auto t_gen = Clock::now();
     {
         DisconnectWatch watch(res, slot->cancel);
         auto on_text = [&](std::string_view piece) {
             if (ttft_ms < 0) ttft_ms = ms_between(t_start, Clock::now());
             if (!g.stream) return true;
-            const std::string text(piece);
+            std::string text(piece);
+            if (!g.tool_names.empty()) {
+                // What may still become a tool call is held back until the reply ends.
+                reply.append(piece);
+                const size_t safe = tool_safe_prefix(reply);
+                if (safe <= streamed) return true;
+                text = reply.substr(streamed, safe - streamed);
+                streamed = safe;
+            }
             json chunk = api == Api::Chat          ? chat_chunk_text(o, text)
                          : api == Api::Completions ? completions_chunk_text(o, text)
                                                    : native_chunk_text(o, text);
@@ -625,6 +635,11 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
         return;
     }
     o.result = std::move(*r);
+    if (!g.tool_names.empty()) {
+        o.parsed = parse_tool_calls(o.result.text, g.tool_names);
+        if (o.parsed)
+            for (size_t i = 0; i < o.parsed->calls.size(); ++i) o.call_ids.push_back(make_id("call_"));
+    }
     const GenerateResult& gr = o.result;
     if (ttft_ms < 0 && gr.n_generated > 0) ttft_ms = ms_between(t_start, Clock::now());
     metrics.requests++;
@@ -650,6 +665,10 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
 
     if (g.stream) {
         if (api == Api::Chat) {
+            if (o.parsed)
+                res.write(sse(chat_chunk_tool_calls(o)));
+            else if (streamed < o.result.text.size() && !g.tool_names.empty())
+                res.write(sse(chat_chunk_text(o, o.result.text.substr(streamed))));
             res.write(sse(chat_chunk_final(o)));
             if (g.include_usage) res.write(sse(usage_chunk(o, true)));
             res.write("data: [DONE]\n\n");

@@ -1,0 +1,157 @@
+#include "server/tool_calls.h"
+
+#include <algorithm>
+#include <string_view>
+
+namespace edgellm::server {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr std::string_view kOpen = "<tool_call>";
+constexpr std::string_view kClose = "</tool_call>";
+constexpr std::string_view kPythonTag = "<|python_tag|>";
+
+bool is_space(char c) {
+    return c == ' ' || c == '\n' || c == '\r' || c == '\t';
+}
+
+std::string_view trim(std::string_view s) {
+    while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
+    while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
+    return s;
+}
+
+// The inside of a ``` code fence (```json ... ```), or s itself.
+std::string_view strip_fence(std::string_view s) {
+    s = trim(s);
+    if (s.substr(0, 3) != "```") return s;
+    const size_t eol = s.find('\n');
+    if (eol == std::string_view::npos) return s;
+    std::string_view body = s.substr(eol + 1);
+    body = trim(body);
+    if (body.size() >= 3 && body.substr(body.size() - 3) == "```") body.remove_suffix(3);
+    return trim(body);
+}
+
+// One call from its JSON: a declared tool's name and an object of arguments (an object,
+// or a string holding one, as some models write it).
+std::optional<ToolCall> call_from(const json& j, const std::vector<std::string>& names) {
+    if (!j.is_object()) return std::nullopt;
+    auto name = j.find("name");
+    if (name == j.end() || !name->is_string()) return std::nullopt;
+    const std::string n = name->get<std::string>();
+    if (std::find(names.begin(), names.end(), n) == names.end()) return std::nullopt;
+    auto args = j.find("arguments");
+    if (args == j.end()) args = j.find("parameters");
+    json obj = json::object();
+    if (args != j.end()) {
+        if (args->is_string()) {
+            obj = json::parse(args->get<std::string>(), nullptr, false);
+            if (obj.is_discarded()) return std::nullopt;
+        } else {
+            obj = *args;
+        }
+    }
+    if (!obj.is_object()) return std::nullopt;
+    return ToolCall{n, obj.dump(-1, ' ', false, json::error_handler_t::replace)};
+}
+
+// Calls from a JSON text: one object, or an array of objects; all of them must be calls.
+std::optional<std::vector<ToolCall>> calls_from_json(std::string_view s,
+                                                     const std::vector<std::string>& names) {
+    const json j = json::parse(s, nullptr, false);
+    if (j.is_discarded()) return std::nullopt;
+    std::vector<ToolCall> calls;
+    if (j.is_array()) {
+        if (j.empty()) return std::nullopt;
+        for (const json& x : j) {
+            auto c = call_from(x, names);
+            if (!c) return std::nullopt;
+            calls.push_back(std::move(*c));
+        }
+        return calls;
+    }
+    auto c = call_from(j, names);
+    if (!c) return std::nullopt;
+    calls.push_back(std::move(*c));
+    return calls;
+}
+
+// Length of the longest suffix of s that is a proper prefix of `word`.
+size_t partial_suffix(std::string_view s, std::string_view word) {
+    for (size_t k = std::min(s.size(), word.size() - 1); k > 0; --k)
+        if (s.substr(s.size() - k) == word.substr(0, k)) return k;
+    return 0;
+}
+
+}  // namespace
+
+std::vector<std::string> tool_names(const json& tools) {
+    std::vector<std::string> names;
+    if (!tools.is_array()) return names;
+    for (const json& t : tools) {
+        if (!t.is_object()) continue;
+        auto fn = t.find("function");
+        if (fn == t.end() || !fn->is_object()) continue;
+        auto name = fn->find("name");
+        if (name != fn->end() && name->is_string()) names.push_back(name->get<std::string>());
+    }
+    return names;
+}
+
+std::optional<ParsedReply> parse_tool_calls(const std::string& text,
+                                            const std::vector<std::string>& names) {
+    if (names.empty()) return std::nullopt;
+    const std::string_view t = text;
+    ParsedReply out;
+    // Hermes blocks: every block must hold a call, else the reply stays content.
+    if (t.find(kOpen) != std::string_view::npos) {
+        std::string content;
+        size_t at = 0;
+        while (at < t.size()) {
+            const size_t open = t.find(kOpen, at);
+            if (open == std::string_view::npos) {
+                content.append(t.substr(at));
+                break;
+            }
+            content.append(t.substr(at, open - at));
+            const size_t body = open + kOpen.size();
+            size_t close = t.find(kClose, body);
+            const size_t end = close == std::string_view::npos ? t.size() : close;
+            auto calls = calls_from_json(strip_fence(t.substr(body, end - body)), names);
+            if (!calls) return std::nullopt;
+            for (auto& c : *calls) out.calls.push_back(std::move(c));
+            at = close == std::string_view::npos ? t.size() : close + kClose.size();
+        }
+        out.content = std::string(trim(content));
+        return out;
+    }
+    std::string_view s = trim(t);
+    if (s.substr(0, kPythonTag.size()) == kPythonTag) s.remove_prefix(kPythonTag.size());
+    s = strip_fence(s);
+    if (s.empty() || (s.front() != '{' && s.front() != '[')) return std::nullopt;
+    auto calls = calls_from_json(s, names);
+    if (!calls) return std::nullopt;
+    out.calls = std::move(*calls);
+    return out;
+}
+
+size_t tool_safe_prefix(const std::string& text) {
+    const std::string_view t = text;
+    size_t lead = 0;
+    while (lead < t.size() && is_space(t[lead])) ++lead;
+    if (lead == t.size()) return 0;  // only blanks so far: a call may follow
+    const std::string_view rest = t.substr(lead);
+    // A reply that opens like JSON, a code fence or a tag may be one call: all held.
+    if (rest.front() == '{' || rest.front() == '[' || rest.front() == '`') return 0;
+    for (std::string_view word : {kPythonTag, kOpen})
+        if (word.substr(0, std::min(word.size(), rest.size())) == rest.substr(0, word.size()))
+            return 0;
+    const size_t open = t.find(kOpen);
+    if (open != std::string_view::npos) return open;
+    return t.size() - partial_suffix(t, kOpen);
+}
+
+}  // namespace edgellm::server
