@@ -106,7 +106,7 @@ void matmul_quantized(ThreadPool& pool, const TensorView& w, const void* xq, int
     const size_t x_row_bytes = row_size(k.vec_dot_type, n);
     const size_t w_row_bytes = w.row_bytes();
     if (k.unpack_i8 && n % k.i8_group == 0 && panel_batch(k.vec_dot_type, n, n_tokens) &&
-        !(w.x16 && n_tokens <= kX16GemvMaxTokens)) {
+        !(w.x16 && n_tokens <= k.gemv_x16_cols)) {
         // Panel GEMM: each thread unpacks P weight rows at a time into its own panel and
         // multiplies it with every token (x16 weights: the rows first back in the file's
         // layout).
@@ -212,6 +212,10 @@ void row_to_float(const TensorView& w, int64_t r, float* dst) {
         x16_unpack_block(w.type, group, (int)(r % kX16Rows), b, block);
         k.to_float(block, dst + b * info.block_size, info.block_size);
     }
+}
+
+int64_t x16_gemv_max_tokens(TensorType t) {
+    return type_kernels(t).gemv_x16_cols;
 }
 
 bool x16_pays(const TensorView& w) {

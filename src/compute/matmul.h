@@ -20,14 +20,15 @@ size_t activation_buffer_size(const TensorView& w, int64_t n_rows, int n_threads
 // Batches of at least this many tokens take the panel GEMM when the kernel set has one.
 inline constexpr int64_t kPanelMinTokens = 8;
 
-// Weights in the row-interleaved layout (x16) take their GEMV up to this many tokens, the
-// panel GEMM above. The panel GEMM unpacks every weight once per call (a fixed ~220 ms for
-// Qwen2.5 1.5B Q4_K_M on 2 threads here) and then costs less per token; the GEMV decodes
-// the weights again for each token but has no fixed cost. Measured prefill, tokens/s,
-// GEMV vs panel: AVX-512 16 tokens 116 vs 52, 64: 118 vs 112, 96: - vs 129; AVX2 16: 73
-// vs 31, 64: 76 vs 54, 128: 67 vs 71. So a chat turn's few new tokens (the prefix is
-// cached) go twice as fast through the GEMV.
-inline constexpr int64_t kX16GemvMaxTokens = 64;
+// Weights in the row-interleaved layout (x16) take their GEMV up to this many tokens
+// (the kernel set's gemv_x16_cols), the panel GEMM above. The panel GEMM unpacks every
+// weight once per call (a fixed ~220 ms for Qwen2.5 1.5B Q4_K_M on 2 threads here) and
+// then costs little per token; the GEMV has no fixed cost and, taking four tokens per
+// unpacking, little per token too. Prefill, tokens/s, GEMV vs panel, 1.5B, 2 threads:
+// AVX-512 16 tokens 141 vs 52, 64: 168 vs 112, 128: 165 vs 146, 256: 164 vs 157, 512:
+// 154 vs 160; 0.5B 512: 479 vs 405; AVX2 (one token per unpacking) 16: 70 vs 31, 128:
+// 79 vs 70, 512: 76 vs 71. ARM: not timed on a board, 64.
+int64_t x16_gemv_max_tokens(TensorType t);
 
 // xq[t] = quantize(x[t * x_stride .. + w.ne[0]]) in the vec_dot_type of w (and the panel
 // blocks after them, when the batch or the weights' layout takes them).

@@ -208,8 +208,9 @@ std::string check_type_kernels(TensorType t, const TypeKernels& cand, const Type
     }
     if (cand.gemv_x16 && cand.gemv_x16 != ref.gemv_x16 && ref.gemv_x16 &&
         panel_act_supported(ref.vec_dot_type)) {
-        // 16 rows repacked, three activation columns a little apart: one column (decode)
-        // and several, each bit for bit against the scalar definition.
+        // 16 rows repacked, seven activation columns a little apart: one column (decode)
+        // and several (the GEMVs take four, two and one at a time), each bit for bit
+        // against the scalar definition.
         const size_t row = row_size(t, n);
         std::vector<uint8_t> rows(row * kX16Rows), group(row * kX16Rows);
         for (int r = 0; r < kX16Rows; ++r) {
@@ -218,19 +219,20 @@ std::string check_type_kernels(TensorType t, const TypeKernels& cand, const Type
         }
         x16_pack(t, rows.data(), row, n, group.data());
         const size_t stride = (size_t)(n / 32) + 1;
-        std::vector<PanelActBlock> act(stride * 3);
+        constexpr int kCols = 7;
+        std::vector<PanelActBlock> act(stride * kCols);
         // activations as the quantizers write them (-127..127: the AVX2 GEMV's sign trick
         // needs that, as the panel GEMM's does)
         std::mt19937_64 rng(seed ^ 0xa11ce);
         std::normal_distribution<float> normal(0.0f, 1.0f);
         std::vector<float> yf((size_t)n);
         std::vector<uint8_t> yq(row_size(ref.vec_dot_type, n));
-        for (int c = 0; c < 3; ++c) {
+        for (int c = 0; c < kCols; ++c) {
             for (float& v : yf) v = normal(rng);
             reference_kernels(ref.vec_dot_type).from_float(yf.data(), yq.data(), n);
             to_panel_act(ref.vec_dot_type, yq.data(), n, act.data() + stride * (size_t)c);
         }
-        for (int cols : {1, 3}) {
+        for (int cols : {1, 3, kCols}) {
             const size_t ys = kX16Rows + 5;
             std::vector<float> want(ys * (size_t)cols, -7.0f), got = want;
             ref.gemv_x16(n, group.data(), act.data(), stride, cols, want.data(), ys);

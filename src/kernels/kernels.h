@@ -63,6 +63,9 @@ struct TypeKernels {
     // reference has the scalar definition; weights are repacked at load only when the
     // kernel set has a SIMD one (gemv_x16_isa is not "ref").
     GemvX16Fn gemv_x16 = nullptr;
+    // Batches of up to this many tokens take gemv_x16 rather than the panel GEMM (which
+    // reads x16 weights back into panels): the set's measured crossover.
+    int64_t gemv_x16_cols = 0;
     // Which kernel set each function came from ("ref", "avx2", ...), for reports.
     const char* to_float_isa = "ref";
     const char* from_float_isa = "ref";

@@ -762,9 +762,9 @@ TEST(Matmul, QuantizedStepsEqualTheCombinedCall) {
 }
 
 // Weights repacked into the row-interleaved layout (kernels/x16.h) give the reference's
-// products within the same budget, for one token and batches up to kX16GemvMaxTokens (the
-// GEMV) and larger batches (the panel GEMM reading the rows back), with one and two
-// threads; and a row reads back as floats.
+// products within the same budget, for one token and batches up to x16_gemv_max_tokens (the
+// GEMV, four, two and one columns at a time) and larger batches (the panel GEMM reading
+// the rows back), with one and two threads; and a row reads back as floats.
 TEST(Matmul, RowInterleavedWeightsGiveTheReferenceProducts) {
     int64_t seed = 900;
     for (const int n_threads : {1, 2}) {
@@ -773,8 +773,8 @@ TEST(Matmul, RowInterleavedWeightsGiveTheReferenceProducts) {
                              TensorType::Q2_K, TensorType::Q4_K, TensorType::Q6_K}) {
             const int64_t n = 512;
             for (const int64_t rows : {16, 48})
-                for (const int64_t tokens : {int64_t(1), int64_t(3), int64_t(13), kX16GemvMaxTokens,
-                                             kX16GemvMaxTokens + 1}) {
+                for (const int64_t tokens : {int64_t(1), int64_t(3), int64_t(6), int64_t(13),
+                                             x16_gemv_max_tokens(t), x16_gemv_max_tokens(t) + 1}) {
                     const std::string what = std::string("x16 ") + tensor_type_name(t) +
                                              " rows=" + std::to_string(rows) +
                                              " tokens=" + std::to_string(tokens) +

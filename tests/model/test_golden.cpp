@@ -272,13 +272,13 @@ TEST(Model, RepackedWeightsGiveTheFileLayoutsLogits) {
         }
         ++repacked_models;
         (*packed)->warm_up();
-        // A batch longer than kX16GemvMaxTokens takes the panel GEMM, which reads the
+        // A batch longer than the GEMV takes goes through the panel GEMM, which reads the
         // repacked rows back into the file's layout: the same panels, the same bits.
         std::vector<int32_t> longer;
-        for (int k = 0; k < 3; ++k) longer.insert(longer.end(), c.tokens.begin(), c.tokens.end());
-        ASSERT_GT((int64_t)longer.size(), kX16GemvMaxTokens);
+        while ((int64_t)longer.size() <= x16_gemv_max_tokens(TensorType::Q8_0))
+            longer.insert(longer.end(), c.tokens.begin(), c.tokens.end());
         ContextParams p;
-        p.n_ctx = 128;
+        p.n_ctx = (int64_t)longer.size();
         p.n_batch = (int64_t)longer.size();
         p.n_outputs = (int64_t)longer.size();
         p.n_threads = 2;

@@ -351,6 +351,9 @@ void fill_x16_dotprod(TypeKernels* table) {
     table[(uint32_t)T::Q2_K].gemv_x16 = gemv<X16Q2_K>;
     table[(uint32_t)T::Q4_K].gemv_x16 = gemv<X16Q4_K>;
     table[(uint32_t)T::Q6_K].gemv_x16 = gemv<X16Q6_K>;
+    // (not timed on a board yet: the GEMV for a chat turn's few tokens, panels above)
+    for (TensorType t : {T::Q4_0, T::Q5_0, T::Q8_0, T::Q2_K, T::Q4_K, T::Q6_K})
+        table[(uint32_t)t].gemv_x16_cols = 64;
 }
 
 }  // namespace edgellm
