@@ -79,6 +79,9 @@ int cmd_serve(const std::vector<std::string>& args) {
     p.option({"--chat-template-kwargs"}, "JSON",
              "default template variables, e.g. '{\"enable_thinking\":false}'");
     p.flag({"--jinja"}, "render the model's Jinja chat template (the default)");
+    p.option({"--reasoning-format"}, "auto|deepseek|none",
+             "a thinking model's <think> text: as reasoning_content (auto, deepseek; the "
+             "default) or left in the content (none)");
     p.flag({"--no-jinja"}, "accepted (templates are rendered with Jinja)");
     p.option({"-to", "--timeout"}, "SECONDS", "read and write timeout of a connection (default 600)");
     p.option({"--threads-http"}, "N", "most concurrent connections (default 64)");
@@ -159,6 +162,12 @@ int cmd_serve(const std::vector<std::string>& args) {
     cfg.webui = !p.has("--no-webui");
     cfg.log = !p.has("--log-disable");
     cfg.chat_template_kwargs = p.get_or("--chat-template-kwargs", "");
+    {
+        const std::string rf = p.get_or("--reasoning-format", "auto");
+        if (rf != "auto" && rf != "deepseek" && rf != "none" && rf != "deepseek-legacy")
+            return fail("serve", "--reasoning-format takes auto, deepseek or none, got \"" + rf + "\"", 2);
+        cfg.reasoning = rf != "none";
+    }
     if (auto t = p.get("--chat-template")) {
         if (const char* b = builtin_template(*t))
             cfg.chat_template = b;

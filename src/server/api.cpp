@@ -397,7 +397,8 @@ json tool_calls_json(const GenOutcome& o, bool with_index) {
 }  // namespace
 
 json chat_response(const GenOutcome& o) {
-    json message = {{"role", "assistant"}, {"content", o.result.text}};
+    json message = {{"role", "assistant"}, {"content", o.content}};
+    if (!o.reasoning.empty()) message["reasoning_content"] = o.reasoning;
     const char* finish = finish_reason(o.result.stop);
     if (o.parsed) {
         message["content"] = o.parsed->content.empty() ? json(nullptr) : json(o.parsed->content);
@@ -477,6 +478,13 @@ json chat_chunk_role(const GenOutcome& o) {
 
 json chat_chunk_text(const GenOutcome& o, const std::string& text) {
     json choice = {{"finish_reason", nullptr}, {"index", 0}, {"delta", {{"content", text}}}};
+    return envelope(o, "chat.completion.chunk", json::array({choice}));
+}
+
+json chat_chunk_reasoning(const GenOutcome& o, const std::string& text) {
+    json choice = {{"finish_reason", nullptr},
+                   {"index", 0},
+                   {"delta", {{"reasoning_content", text}}}};
     return envelope(o, "chat.completion.chunk", json::array({choice}));
 }
 

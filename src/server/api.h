@@ -76,6 +76,9 @@ struct GenOutcome {
     // ids ("call_...").
     std::optional<ParsedReply> parsed;
     std::vector<std::string> call_ids;
+    // Chat: the answer, and the reasoning a thinking model wrote before it (<think>).
+    std::string content;
+    std::string reasoning;
 };
 
 // finish_reason of the OpenAI APIs: "stop", "length" (or null while streaming).
@@ -97,6 +100,7 @@ std::string sse(const json& j);
 // stream_options.include_usage).
 json chat_chunk_role(const GenOutcome& o);
 json chat_chunk_text(const GenOutcome& o, const std::string& text);
+json chat_chunk_reasoning(const GenOutcome& o, const std::string& text);
 json chat_chunk_final(const GenOutcome& o);
 // The calls of o.parsed as one delta (index, id, type, function name and arguments).
 json chat_chunk_tool_calls(const GenOutcome& o);

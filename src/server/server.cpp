@@ -20,6 +20,7 @@
 #include "edgellm/tokenizer.h"
 #include "edgellm/version.h"
 #include "server/api.h"
+#include "server/reasoning.h"
 #include "server/webui.h"
 
 namespace edgellm::server {
@@ -585,27 +586,44 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
     }
     Result<GenerateResult> r = Result<GenerateResult>::fail("not run");
     bool client_gone = false;
-    std::string reply;    // with tools: the reply so far ...
-    size_t streamed = 0;  // ... and how much of it went out as content
+    // Streaming: the answer's content so far and how much of it went out (with tools, what
+    // may still become a call is held back until the reply ends); a thinking model's
+    // reasoning goes out on its own as reasoning_content.
+    std::string reply;
+    size_t streamed = 0;
+    const bool think = api == Api::Chat && cfg.reasoning;
+    const bool opened = think && prompt_opens_thinking(prompt_text);
+    ReasoningStream thinking(opened);
+    auto send_content = [&](const std::string& text) {
+        json chunk = api == Api::Chat          ? chat_chunk_text(o, text)
+                     : api == Api::Completions ? completions_chunk_text(o, text)
+                                               : native_chunk_text(o, text);
+        stream_ok = stream_ok && res.write(sse(chunk));
+    };
+    auto content_piece = [&](std::string_view text) {
+        reply.append(text);
+        const size_t safe = g.tool_names.empty() ? reply.size() : tool_safe_prefix(reply);
+        if (safe <= streamed) return;
+        send_content(reply.substr(streamed, safe - streamed));
+        streamed = safe;
+    };
+    auto reasoning_piece = [&](const std::string& text) {
+        if (!text.empty()) stream_ok = stream_ok && res.write(sse(chat_chunk_reasoning(o, text)));
+    };
     auto t_gen = Clock::now();
     {
         DisconnectWatch watch(res, slot->cancel);
         auto on_text = [&](std::string_view piece) {
             if (ttft_ms < 0) ttft_ms = ms_between(t_start, Clock::now());
             if (!g.stream) return true;
-            std::string text(piece);
-            if (!g.tool_names.empty()) {
-                // What may still become a tool call is held back until the reply ends.
-                reply.append(piece);
-                const size_t safe = tool_safe_prefix(reply);
-                if (safe <= streamed) return true;
-                text = reply.substr(streamed, safe - streamed);
-                streamed = safe;
+            if (think) {
+                std::string reasoning, content;
+                thinking.push(piece, &reasoning, &content);
+                reasoning_piece(reasoning);
+                content_piece(content);
+            } else {
+                content_piece(piece);
             }
-            json chunk = api == Api::Chat          ? chat_chunk_text(o, text)
-                         : api == Api::Completions ? completions_chunk_text(o, text)
-                                                   : native_chunk_text(o, text);
-            stream_ok = stream_ok && res.write(sse(chunk));
             return stream_ok;
         };
         t_gen = Clock::now();
@@ -635,8 +653,17 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
         return;
     }
     o.result = std::move(*r);
+    if (api == Api::Chat) {
+        ReasoningSplit split;
+        if (think)
+            split = split_reasoning(o.result.text, opened);
+        else
+            split.content = o.result.text;
+        o.reasoning = std::move(split.reasoning);
+        o.content = std::move(split.content);
+    }
     if (!g.tool_names.empty()) {
-        o.parsed = parse_tool_calls(o.result.text, g.tool_names);
+        o.parsed = parse_tool_calls(o.content, g.tool_names);
         if (o.parsed)
             for (size_t i = 0; i < o.parsed->calls.size(); ++i) o.call_ids.push_back(make_id("call_"));
     }
@@ -665,10 +692,16 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
 
     if (g.stream) {
         if (api == Api::Chat) {
+            if (think) {  // what the reasoning splitter still held
+                std::string reasoning, content;
+                thinking.finish(&reasoning, &content);
+                reasoning_piece(reasoning);
+                reply.append(content);
+            }
             if (o.parsed)
                 res.write(sse(chat_chunk_tool_calls(o)));
-            else if (streamed < o.result.text.size() && !g.tool_names.empty())
-                res.write(sse(chat_chunk_text(o, o.result.text.substr(streamed))));
+            else if (streamed < reply.size())
+                send_content(reply.substr(streamed));
             res.write(sse(chat_chunk_final(o)));
             if (g.include_usage) res.write(sse(usage_chunk(o, true)));
             res.write("data: [DONE]\n\n");

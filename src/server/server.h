@@ -39,6 +39,9 @@ struct ServerConfig {
     bool warmup = true;
     bool mlock = false;
     bool log = true;  // one line per request on stderr (--log-disable turns it off)
+    // A thinking model's <think>...</think> goes out as reasoning_content (llama-server's
+    // --reasoning-format auto / deepseek); false: left in the content (none).
+    bool reasoning = true;
 };
 
 class Server {

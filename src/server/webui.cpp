@@ -1,8 +1,9 @@
 // The chat page: one self-contained HTML file (no external scripts, fonts or styles, so
 // it works on a device without network). It keeps the conversation in the page, sends it
 // to /v1/chat/completions with streaming, shows the reply as it arrives, stops it with
-// the Stop button (the server notices the closed connection and stops generating), and
-// shows the speed from the final chunk's timings.
+// the Stop button (the server notices the closed connection and stops generating), shows
+// a thinking model's reasoning above its answer, and the speed from the final chunk's
+// timings.
 #include "server/webui.h"
 
 namespace edgellm::server {
@@ -28,6 +29,8 @@ const char kPage[] = R"HTML(<!DOCTYPE html>
   .user { background: #dcedc8; }
   .assistant { background: #fff; border: 1px solid #ddd; }
   .error { background: #ffcdd2; }
+  .thinking { max-width: 46em; margin: 0 auto 6px auto; padding: 6px 12px; font-size: 13px;
+              color: #666; border-left: 3px solid #ccc; white-space: pre-wrap; }
   .stats { max-width: 46em; margin: -8px auto 12px auto; font-size: 12px; color: #777; }
   form { display: flex; gap: 8px; padding: 10px 14px; background: #fff; border-top: 1px solid #ddd; }
   textarea { flex: 1; font: inherit; padding: 8px; resize: none; height: 3.2em; }
@@ -83,6 +86,7 @@ fetch("/v1/models", { headers: headers() }).then(r => r.json()).then(j => {
 async function send(text) {
   history.push({ role: "user", content: text });
   add("user", text);
+  let think = null;  // a thinking model's reasoning, shown above the reply as it comes
   const out = add("assistant", "");
   out.id = "reply-" + history.length;
   controller = new AbortController();
@@ -116,6 +120,16 @@ async function send(text) {
         const j = JSON.parse(data);
         if (j.error) throw new Error(j.error.message);
         if (j.timings) timings = j.timings;
+        const r = j.choices && j.choices[0] && j.choices[0].delta &&
+                  j.choices[0].delta.reasoning_content;
+        if (r) {
+          if (!think) {
+            think = document.createElement("div");
+            think.className = "thinking";
+            log.insertBefore(think, out);
+          }
+          think.textContent += r;
+        }
         const c = j.choices && j.choices[0] && j.choices[0].delta && j.choices[0].delta.content;
         if (c) {
           if (!first) first = performance.now();

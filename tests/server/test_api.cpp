@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "server/api.h"
+#include "server/reasoning.h"
 #include "server/tool_calls.h"
 
 using namespace edgellm;
@@ -168,4 +169,51 @@ TEST(Responses, ChatWithToolCalls) {
     EXPECT_EQ(c["choices"][0]["delta"]["tool_calls"][0]["index"], 0);
     EXPECT_EQ(sse(chat_chunk_final(o)).substr(0, 6), "data: ");
     EXPECT_EQ(chat_chunk_final(o)["choices"][0]["finish_reason"], "tool_calls");
+}
+
+TEST(Reasoning, WholeReplies) {
+    auto s = split_reasoning("<think>\nThe user greets me.\n</think>\n\nHello!", false);
+    EXPECT_EQ(s.reasoning, "\nThe user greets me.\n");
+    EXPECT_EQ(s.content, "Hello!");
+    s = split_reasoning("Hello, no thinking here.", false);
+    EXPECT_EQ(s.reasoning, "");
+    EXPECT_EQ(s.content, "Hello, no thinking here.");
+    // cut off by max_tokens inside the block: all of it is reasoning
+    s = split_reasoning("<think>Let me see, first", false);
+    EXPECT_EQ(s.reasoning, "Let me see, first");
+    EXPECT_EQ(s.content, "");
+    // the template opened the block in the prompt (DeepSeek-R1 style)
+    EXPECT_TRUE(prompt_opens_thinking("<|Assistant|><think>\n"));
+    EXPECT_FALSE(prompt_opens_thinking("<|im_start|>assistant\n"));
+    s = split_reasoning("thinking...</think>The answer.", true);
+    EXPECT_EQ(s.reasoning, "thinking...");
+    EXPECT_EQ(s.content, "The answer.");
+    // Qwen3 with enable_thinking false: an empty block
+    s = split_reasoning("<think>\n\n</think>\n\nHi.", false);
+    EXPECT_EQ(s.reasoning, "\n\n");
+    EXPECT_EQ(s.content, "Hi.");
+}
+
+// Streaming gives the same split as the whole reply, however the text is cut into pieces.
+TEST(Reasoning, StreamingMatchesTheWholeReply) {
+    const std::vector<std::pair<std::string, bool>> replies = {
+        {"<think>\nThe user greets me.\n</think>\n\nHello! <b>x</b> </think>", false},
+        {"Plain answer <think> in the middle", false},
+        {"  <think>a</think>b", false},
+        {"<thi", false},
+        {"<think>never closed", false},
+        {"opened in the prompt</think>\n\nanswer", true},
+        {"", false},
+    };
+    for (const auto& [reply, opened] : replies)
+        for (size_t step : {1u, 2u, 3u, 5u, 100u}) {
+            ReasoningStream rs(opened);
+            std::string reasoning, content;
+            for (size_t at = 0; at < reply.size(); at += step)
+                rs.push(std::string_view(reply).substr(at, step), &reasoning, &content);
+            rs.finish(&reasoning, &content);
+            const ReasoningSplit whole = split_reasoning(reply, opened);
+            EXPECT_EQ(reasoning, whole.reasoning) << reply << " / " << step;
+            EXPECT_EQ(content, whole.content) << reply << " / " << step;
+        }
 }

@@ -384,10 +384,10 @@ void fill_x16_avx512(TypeKernels* table) {
     table[(uint32_t)T::Q2_K].gemv_x16 = gemv<X16Q2_K>;
     table[(uint32_t)T::Q4_K].gemv_x16 = gemv<X16Q4_K>;
     table[(uint32_t)T::Q6_K].gemv_x16 = gemv<X16Q6_K>;
-    // Measured here (2 threads, Qwen2.5 0.5B and 1.5B Q4_K_M): the GEMV is as fast as or
-    // faster than the panel GEMM up to a 512-token batch; see compute/matmul.h.
+    // Measured here (Qwen2.5 0.5B and 1.5B): the GEMV is faster than the panel GEMM up to
+    // 256-token batches; at 512 it depends on the model and type; see compute/matmul.h.
     for (TensorType t : {T::Q4_0, T::Q5_0, T::Q8_0, T::Q2_K, T::Q4_K, T::Q6_K})
-        table[(uint32_t)t].gemv_x16_cols = 512;
+        table[(uint32_t)t].gemv_x16_cols = 256;
 }
 
 }  // namespace edgellm
