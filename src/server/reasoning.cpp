@@ -1,6 +1,6 @@
 #include "server/reasoning.h"
 
-#include <algorithm>
+#include "server/text_scan.h"
 
 namespace edgellm::server {
 
@@ -8,22 +8,6 @@ namespace {
 
 constexpr std::string_view kOpen = "<think>";
 constexpr std::string_view kClose = "</think>";
-
-bool is_blank(char c) {
-    return c == ' ' || c == '\n' || c == '\r' || c == '\t';
-}
-
-std::string_view trim_left(std::string_view s) {
-    while (!s.empty() && is_blank(s.front())) s.remove_prefix(1);
-    return s;
-}
-
-// Length of the longest suffix of s that is a proper prefix of word.
-size_t partial_suffix(std::string_view s, std::string_view word) {
-    for (size_t k = std::min(s.size(), word.size() - 1); k > 0; --k)
-        if (s.substr(s.size() - k) == word.substr(0, k)) return k;
-    return 0;
-}
 
 }  // namespace
 

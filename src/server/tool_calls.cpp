@@ -1,5 +1,7 @@
 #include "server/tool_calls.h"
 
+#include "server/text_scan.h"
+
 #include <algorithm>
 #include <string_view>
 
@@ -12,16 +14,6 @@ using json = nlohmann::ordered_json;
 constexpr std::string_view kOpen = "<tool_call>";
 constexpr std::string_view kClose = "</tool_call>";
 constexpr std::string_view kPythonTag = "<|python_tag|>";
-
-bool is_space(char c) {
-    return c == ' ' || c == '\n' || c == '\r' || c == '\t';
-}
-
-std::string_view trim(std::string_view s) {
-    while (!s.empty() && is_space(s.front())) s.remove_prefix(1);
-    while (!s.empty() && is_space(s.back())) s.remove_suffix(1);
-    return s;
-}
 
 // The inside of a ``` code fence (```json ... ```), or s itself.
 std::string_view strip_fence(std::string_view s) {
@@ -79,13 +71,6 @@ std::optional<std::vector<ToolCall>> calls_from_json(std::string_view s,
     return calls;
 }
 
-// Length of the longest suffix of s that is a proper prefix of `word`.
-size_t partial_suffix(std::string_view s, std::string_view word) {
-    for (size_t k = std::min(s.size(), word.size() - 1); k > 0; --k)
-        if (s.substr(s.size() - k) == word.substr(0, k)) return k;
-    return 0;
-}
-
 }  // namespace
 
 std::vector<std::string> tool_names(const json& tools) {
@@ -141,7 +126,7 @@ std::optional<ParsedReply> parse_tool_calls(const std::string& text,
 size_t tool_safe_prefix(const std::string& text) {
     const std::string_view t = text;
     size_t lead = 0;
-    while (lead < t.size() && is_space(t[lead])) ++lead;
+    while (lead < t.size() && is_blank(t[lead])) ++lead;
     if (lead == t.size()) return 0;  // only blanks so far: a call may follow
     const std::string_view rest = t.substr(lead);
     // A reply that opens like JSON, a code fence or a tag may be one call: all held.
