@@ -86,14 +86,22 @@ inline __m256i mask_to_16(const uint8_t* p, int h) {
     return _mm256_and_si256(set, _mm256_set1_epi8(16));
 }
 
+// Every type computes its block's integer sums for NC activation columns at once (the
+// weights are loaded and unpacked once per block for all of them); NC is 1 or 2, as AVX2
+// has 16 registers.
+
 struct X16Q4_0 {
     static constexpr size_t kBytes = 288;
     static constexpr int kShift = 4;
-    static void dot(const uint8_t* g, const int8_t* a, __m256i* s) {
+    template <int NC>
+    static void dot(const uint8_t* g, const int8_t* const* a, __m256i (*s)[2]) {
         for (int k = 0; k < 4; ++k) {
             const Chunk c = load_chunk(g + 32 + 64 * k);
-            dot4(s, low_nibbles(c), bcast4(a + 4 * k));
-            dot4(s, high_nibbles(c), bcast4(a + 16 + 4 * k));
+            const Chunk lo = low_nibbles(c), hi = high_nibbles(c);
+            for (int j = 0; j < NC; ++j) {
+                dot4(s[j], lo, bcast4(a[j] + 4 * k));
+                dot4(s[j], hi, bcast4(a[j] + 16 + 4 * k));
+            }
         }
     }
 };
@@ -101,7 +109,8 @@ struct X16Q4_0 {
 struct X16Q5_0 {
     static constexpr size_t kBytes = 352;
     static constexpr int kShift = 3;
-    static void dot(const uint8_t* g, const int8_t* a, __m256i* s) {
+    template <int NC>
+    static void dot(const uint8_t* g, const int8_t* const* a, __m256i (*s)[2]) {
         for (int k = 0; k < 4; ++k) {
             const Chunk c = load_chunk(g + 96 + 64 * k);
             Chunk lo = low_nibbles(c), hi = high_nibbles(c);
@@ -109,8 +118,10 @@ struct X16Q5_0 {
                 lo.v[h] = _mm256_or_si256(lo.v[h], mask_to_16(g + 32 + 16 * k, h));
                 hi.v[h] = _mm256_or_si256(hi.v[h], mask_to_16(g + 40 + 16 * k, h));
             }
-            dot4(s, lo, bcast4(a + 4 * k));
-            dot4(s, hi, bcast4(a + 16 + 4 * k));
+            for (int j = 0; j < NC; ++j) {
+                dot4(s[j], lo, bcast4(a[j] + 4 * k));
+                dot4(s[j], hi, bcast4(a[j] + 16 + 4 * k));
+            }
         }
     }
 };
@@ -118,53 +129,76 @@ struct X16Q5_0 {
 struct X16Q8_0 {
     static constexpr size_t kBytes = 544;
     static constexpr int kShift = -1;  // signed again after the flip: no correction
-    static void dot(const uint8_t* g, const int8_t* a, __m256i* s) {
+    template <int NC>
+    static void dot(const uint8_t* g, const int8_t* const* a, __m256i (*s)[2]) {
         const __m256i flip = _mm256_set1_epi8((char)0x80);
         const __m256i ones = _mm256_set1_epi16(1);
         for (int k = 0; k < 8; ++k) {
             const Chunk c = load_chunk(g + 32 + 64 * k);
-            const __m256i av = bcast4(a + 4 * k);
+            __m256i w[2], aw[2];
             for (int h = 0; h < 2; ++h) {
-                const __m256i w = _mm256_xor_si256(c.v[h], flip);
-                const __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w),
-                                                       _mm256_sign_epi8(av, w));
-                s[h] = _mm256_add_epi32(s[h], _mm256_madd_epi16(p, ones));
+                w[h] = _mm256_xor_si256(c.v[h], flip);
+                aw[h] = _mm256_sign_epi8(w[h], w[h]);
+            }
+            for (int j = 0; j < NC; ++j) {
+                const __m256i av = bcast4(a[j] + 4 * k);
+                for (int h = 0; h < 2; ++h) {
+                    const __m256i p = _mm256_maddubs_epi16(aw[h], _mm256_sign_epi8(av, w[h]));
+                    s[j][h] = _mm256_add_epi32(s[j][h], _mm256_madd_epi16(p, ones));
+                }
             }
         }
     }
 };
 
-// One x16 block's integer sums for its 16 rows (two registers of 8): isum and, for types
-// with mins, -msum.
+// One x16 block's integer sums for its 16 rows (two registers of 8) and one column: isum
+// and, for types with mins, -msum.
 struct Sums {
     __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
     __m256i mneg[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
 };
 
-// Every type's GEMV: per column, block after block, the sums of X::sums (the type's part)
-// meet the rows' scales (f16 at the block's start; the mins' at +32) in x16.h's float
-// steps. X: kBytes per x16 block, kActs panel blocks per x16 block, kMin, sums(g, ab, s).
+// NC columns of one group, block after block: the sums of X::sums (the type's part) meet
+// the rows' scales (f16 at the block's start; the mins' at +32) in x16.h's float steps,
+// column by column. X: kBytes per x16 block, kActs panel blocks per x16 block, kMin,
+// sums<NC>(g, ab, s).
+template <typename X, int NC>
+void gemv_cols(int64_t nb, const uint8_t* group, const PanelActBlock* const* a, float* const* y) {
+    __m256 acc[NC][2];
+    for (int j = 0; j < NC; ++j) acc[j][0] = acc[j][1] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* g = group + X::kBytes * (size_t)b;
+        const PanelActBlock* ab[NC];
+        for (int j = 0; j < NC; ++j) ab[j] = a[j] + X::kActs * b;
+        Sums s[NC];
+        X::template sums<NC>(g, ab, s);
+        __m256 d[2];
+        halves16(g, d);
+        for (int j = 0; j < NC; ++j) fma_step(acc[j], d, ab[j][0].d, s[j].isum);
+        if constexpr (X::kMin) {
+            halves16(g + 32, d);
+            for (int j = 0; j < NC; ++j) fma_step(acc[j], d, ab[j][0].d, s[j].mneg);
+        }
+    }
+    for (int j = 0; j < NC; ++j) store16(y[j], acc[j]);
+}
+
+// Every type's GEMV: the columns two at a time, then the last one alone.
 template <typename X>
 void gemv(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
           int64_t n_cols, float* y, size_t y_stride) {
     const int64_t nb = n / (32 * X::kActs);
-    for (int64_t c = 0; c < n_cols; ++c) {
-        const PanelActBlock* a = act + act_stride * (size_t)c;
-        __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-        for (int64_t b = 0; b < nb; ++b) {
-            const uint8_t* g = group + X::kBytes * (size_t)b;
-            const PanelActBlock* ab = a + X::kActs * b;
-            Sums s;
-            X::sums(g, ab, s);
-            __m256 d[2];
-            halves16(g, d);
-            fma_step(acc, d, ab[0].d, s.isum);
-            if constexpr (X::kMin) {
-                halves16(g + 32, d);
-                fma_step(acc, d, ab[0].d, s.mneg);
-            }
-        }
-        store16(y + y_stride * (size_t)c, acc);
+    int64_t c = 0;
+    for (; c + 2 <= n_cols; c += 2) {
+        const PanelActBlock* a[2] = {act + act_stride * (size_t)c,
+                                     act + act_stride * (size_t)(c + 1)};
+        float* out[2] = {y + y_stride * (size_t)c, y + y_stride * (size_t)(c + 1)};
+        gemv_cols<X, 2>(nb, group, a, out);
+    }
+    for (; c < n_cols; ++c) {
+        const PanelActBlock* a[1] = {act + act_stride * (size_t)c};
+        float* out[1] = {y + y_stride * (size_t)c};
+        gemv_cols<X, 1>(nb, group, a, out);
     }
 }
 
@@ -174,11 +208,22 @@ struct Legacy {
     static constexpr size_t kBytes = X::kBytes;
     static constexpr int kActs = 1;
     static constexpr bool kMin = false;
-    static void sums(const uint8_t* g, const PanelActBlock* ab, Sums& s) {
-        X::dot(g, ab->qs, s.isum);
-        if constexpr (X::kShift >= 0) {
-            const __m256i corr = _mm256_set1_epi32(ab->nsum32 >> X::kShift);
-            for (int h = 0; h < 2; ++h) s.isum[h] = _mm256_add_epi32(s.isum[h], corr);
+    template <int NC>
+    static void sums(const uint8_t* g, const PanelActBlock* const* ab, Sums* s) {
+        const int8_t* a[NC];
+        __m256i d[NC][2];
+        for (int j = 0; j < NC; ++j) {
+            a[j] = ab[j]->qs;
+            zero2(d[j]);
+        }
+        X::template dot<NC>(g, a, d);
+        for (int j = 0; j < NC; ++j) {
+            s[j].isum[0] = d[j][0];
+            s[j].isum[1] = d[j][1];
+            if constexpr (X::kShift >= 0) {
+                const __m256i corr = _mm256_set1_epi32(ab[j]->nsum32 >> X::kShift);
+                for (int h = 0; h < 2; ++h) s[j].isum[h] = _mm256_add_epi32(s[j].isum[h], corr);
+            }
         }
     }
 };
@@ -202,7 +247,8 @@ struct X16Q4_K {
     static constexpr size_t kBytes = 2304;
     static constexpr int kActs = 8;
     static constexpr bool kMin = true;
-    static void sums(const uint8_t* g, const PanelActBlock* ab, Sums& out) {
+    template <int NC>
+    static void sums(const uint8_t* g, const PanelActBlock* const* ab, Sums* out) {
         const __m256i m6 = _mm256_set1_epi8(0x3F), m4 = _mm256_set1_epi8(0x0F),
                       m2 = _mm256_set1_epi8(0x30);
         __m256i u0[2], u1[2], u2[2], sc[2][2], mn[2][2];
@@ -218,31 +264,37 @@ struct X16Q4_K {
                                        _mm256_and_si256(_mm256_srli_epi32(u1[h], 2), m2));
         }
         for (int j = 0; j < 4; ++j) {
-            const PanelActBlock& lo = ab[2 * j];
-            const PanelActBlock& hi = ab[2 * j + 1];
-            __m256i s0[2], s1[2];
-            zero2(s0);
-            zero2(s1);
+            __m256i s0[NC][2], s1[NC][2];
+            for (int c = 0; c < NC; ++c) {
+                zero2(s0[c]);
+                zero2(s1[c]);
+            }
             for (int k = 0; k < 8; ++k) {
                 const Chunk v = load_chunk(g + 256 + 64 * (8 * j + k));
-                dot4(s0, low_nibbles(v), bcast4(lo.qs + 4 * k));
-                dot4(s1, high_nibbles(v), bcast4(hi.qs + 4 * k));
+                const Chunk lo = low_nibbles(v), hi = high_nibbles(v);
+                for (int c = 0; c < NC; ++c) {
+                    dot4(s0[c], lo, bcast4(ab[c][2 * j].qs + 4 * k));
+                    dot4(s1[c], hi, bcast4(ab[c][2 * j + 1].qs + 4 * k));
+                }
             }
             const int set = j / 2, b0 = (2 * j) % 4, b1 = (2 * j + 1) % 4;
             for (int h = 0; h < 2; ++h) {
-                out.isum[h] = _mm256_add_epi32(out.isum[h],
-                                           _mm256_mullo_epi32(lane_byte(sc[set][h], b0), s0[h]));
-                out.isum[h] = _mm256_add_epi32(out.isum[h],
-                                           _mm256_mullo_epi32(lane_byte(sc[set][h], b1), s1[h]));
-                out.mneg[h] = _mm256_add_epi32(
-                    out.mneg[h], _mm256_mullo_epi32(lane_byte(mn[set][h], b0),
-                                                _mm256_set1_epi32(lo.nsum32)));
-                out.mneg[h] = _mm256_add_epi32(
-                    out.mneg[h], _mm256_mullo_epi32(lane_byte(mn[set][h], b1),
-                                                _mm256_set1_epi32(hi.nsum32)));
+                const __m256i sc0 = lane_byte(sc[set][h], b0), sc1 = lane_byte(sc[set][h], b1);
+                const __m256i mn0 = lane_byte(mn[set][h], b0), mn1 = lane_byte(mn[set][h], b1);
+                for (int c = 0; c < NC; ++c) {
+                    Sums& o = out[c];
+                    o.isum[h] = _mm256_add_epi32(o.isum[h], _mm256_mullo_epi32(sc0, s0[c][h]));
+                    o.isum[h] = _mm256_add_epi32(o.isum[h], _mm256_mullo_epi32(sc1, s1[c][h]));
+                    o.mneg[h] = _mm256_add_epi32(
+                        o.mneg[h], _mm256_mullo_epi32(mn0, _mm256_set1_epi32(ab[c][2 * j].nsum32)));
+                    o.mneg[h] = _mm256_add_epi32(
+                        o.mneg[h],
+                        _mm256_mullo_epi32(mn1, _mm256_set1_epi32(ab[c][2 * j + 1].nsum32)));
+                }
             }
         }
-        for (int h = 0; h < 2; ++h) out.mneg[h] = _mm256_srai_epi32(out.mneg[h], 7);
+        for (int c = 0; c < NC; ++c)
+            for (int h = 0; h < 2; ++h) out[c].mneg[h] = _mm256_srai_epi32(out[c].mneg[h], 7);
     }
 };
 
@@ -250,14 +302,16 @@ struct X16Q2_K {
     static constexpr size_t kBytes = 1344;
     static constexpr int kActs = 8;
     static constexpr bool kMin = true;
-    static void sums(const uint8_t* g, const PanelActBlock* ab, Sums& out) {
+    template <int NC>
+    static void sums(const uint8_t* g, const PanelActBlock* const* ab, Sums* out) {
         const __m256i m3 = _mm256_set1_epi8(3);
         __m256i sc[4][2];
         for (int p = 0; p < 4; ++p) load_words(g + 64 + 64 * p, sc[p]);
         for (int hh = 0; hh < 2; ++hh)
             for (int qd = 0; qd < 2; ++qd) {
-                __m256i s[4][2];
-                for (int j = 0; j < 4; ++j) zero2(s[j]);
+                __m256i s[NC][4][2];
+                for (int c = 0; c < NC; ++c)
+                    for (int j = 0; j < 4; ++j) zero2(s[c][j]);
                 for (int kk = 0; kk < 4; ++kk) {
                     const int k = 4 * qd + kk;
                     const Chunk v = load_chunk(g + 320 + 64 * (8 * hh + k));
@@ -265,22 +319,27 @@ struct X16Q2_K {
                         const __m128i shift = _mm_cvtsi32_si128(2 * j);
                         const Chunk w = {{_mm256_and_si256(_mm256_srl_epi16(v.v[0], shift), m3),
                                           _mm256_and_si256(_mm256_srl_epi16(v.v[1], shift), m3)}};
-                        dot4(s[j], w, bcast4(ab[4 * hh + j].qs + 4 * k));
+                        for (int c = 0; c < NC; ++c)
+                            dot4(s[c][j], w, bcast4(ab[c][4 * hh + j].qs + 4 * k));
                     }
                 }
                 for (int j = 0; j < 4; ++j) {
                     const int sb = 8 * hh + 2 * j + qd;
-                    const __m256i nsum = _mm256_set1_epi32(ab[4 * hh + j].nsum16[qd]);
                     for (int h = 0; h < 2; ++h) {
                         const __m256i byte = lane_byte(sc[sb / 4][h], sb % 4);
                         const __m256i scale = _mm256_and_si256(byte, _mm256_set1_epi32(0xF));
                         const __m256i min = _mm256_srli_epi32(byte, 4);
-                        out.isum[h] = _mm256_add_epi32(out.isum[h], _mm256_mullo_epi32(scale, s[j][h]));
-                        out.mneg[h] = _mm256_add_epi32(out.mneg[h], _mm256_mullo_epi32(min, nsum));
+                        for (int c = 0; c < NC; ++c) {
+                            const __m256i nsum = _mm256_set1_epi32(ab[c][4 * hh + j].nsum16[qd]);
+                            out[c].isum[h] =
+                                _mm256_add_epi32(out[c].isum[h], _mm256_mullo_epi32(scale, s[c][j][h]));
+                            out[c].mneg[h] = _mm256_add_epi32(out[c].mneg[h], _mm256_mullo_epi32(min, nsum));
+                        }
                     }
                 }
             }
-        for (int h = 0; h < 2; ++h) out.mneg[h] = _mm256_srai_epi32(out.mneg[h], 7);
+        for (int c = 0; c < NC; ++c)
+            for (int h = 0; h < 2; ++h) out[c].mneg[h] = _mm256_srai_epi32(out[c].mneg[h], 7);
     }
 };
 
@@ -288,14 +347,16 @@ struct X16Q6_K {
     static constexpr size_t kBytes = 3360;
     static constexpr int kActs = 8;
     static constexpr bool kMin = false;
-    static void sums(const uint8_t* g, const PanelActBlock* ab, Sums& out) {
+    template <int NC>
+    static void sums(const uint8_t* g, const PanelActBlock* const* ab, Sums* out) {
         const __m256i m4 = _mm256_set1_epi8(0x0F), m2 = _mm256_set1_epi8(0x30);
         __m256i sc[4][2];
         for (int p = 0; p < 4; ++p) load_words(g + 32 + 64 * p, sc[p]);
         for (int hh = 0; hh < 2; ++hh)
             for (int qd = 0; qd < 2; ++qd) {
-                __m256i s[4][2];
-                for (int m = 0; m < 4; ++m) zero2(s[m]);
+                __m256i s[NC][4][2];
+                for (int c = 0; c < NC; ++c)
+                    for (int m = 0; m < 4; ++m) zero2(s[c][m]);
                 for (int kk = 0; kk < 4; ++kk) {
                     const int k = 4 * qd + kk;
                     const uint8_t* base = g + 288 + 192 * (size_t)(8 * hh + k);
@@ -316,16 +377,21 @@ struct X16Q6_K {
                             _mm256_and_si256(_mm256_srli_epi16(B.v[h], 4), m4),
                             _mm256_and_si256(_mm256_srli_epi16(H.v[h], 2), m2));
                     }
-                    for (int m = 0; m < 4; ++m)
-                        dot4(s[m], w[m], bcast4(ab[4 * hh + m].qs + 4 * k));
+                    for (int c = 0; c < NC; ++c)
+                        for (int m = 0; m < 4; ++m)
+                            dot4(s[c][m], w[m], bcast4(ab[c][4 * hh + m].qs + 4 * k));
                 }
                 for (int m = 0; m < 4; ++m) {
                     const int sb = 8 * hh + 2 * m + qd;
-                    const __m256i corr = _mm256_set1_epi32(ab[4 * hh + m].nsum16[qd] >> 2);
-                    for (int h = 0; h < 2; ++h)
-                        out.isum[h] = _mm256_add_epi32(
-                            out.isum[h], _mm256_mullo_epi32(lane_sbyte(sc[sb / 4][h], sb % 4),
-                                                        _mm256_add_epi32(s[m][h], corr)));
+                    for (int h = 0; h < 2; ++h) {
+                        const __m256i scale = lane_sbyte(sc[sb / 4][h], sb % 4);
+                        for (int c = 0; c < NC; ++c) {
+                            const __m256i corr = _mm256_set1_epi32(ab[c][4 * hh + m].nsum16[qd] >> 2);
+                            out[c].isum[h] = _mm256_add_epi32(
+                                out[c].isum[h],
+                                _mm256_mullo_epi32(scale, _mm256_add_epi32(s[c][m][h], corr)));
+                        }
+                    }
                 }
             }
     }
