@@ -26,7 +26,8 @@ inline constexpr int64_t kPanelMinTokens = 8;
 // then costs little per token; the GEMV has no fixed cost and, taking four tokens per
 // unpacking, little per token too. Prefill, tokens/s, GEMV vs panel, 1.5B, 2 threads:
 // AVX-512 16 tokens 141 vs 52, 64: 168 vs 112, 128: 165 vs 146, 256: 164 vs 157, 512:
-// 154 vs 160; AVX2 (one token per unpacking) 16: 70 vs 31, 128: 79 vs 70. At 512 the
+// 154 vs 160; AVX2 (two tokens per unpacking) 16: 80 vs 31, 64: 84 vs 54, 256: 84 vs
+// ~70. At 512 the
 // GEMV wins on the 0.5B (Q4_K_M 488 vs 405) but loses on some 1.5B files (Q2_K_S, 1
 // thread: 66 vs 73), so x86 sets take the GEMV up to 256 tokens. ARM: not timed on a
 // board, 64.
