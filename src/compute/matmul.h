@@ -27,10 +27,9 @@ inline constexpr int64_t kPanelMinTokens = 8;
 // unpacking, little per token too. Prefill, tokens/s, GEMV vs panel, 1.5B, 2 threads:
 // AVX-512 16 tokens 141 vs 52, 64: 168 vs 112, 128: 165 vs 146, 256: 164 vs 157, 512:
 // 154 vs 160; AVX2 (two tokens per unpacking) 16: 80 vs 31, 64: 84 vs 54, 256: 84 vs
-// ~70. At 512 the
-// GEMV wins on the 0.5B (Q4_K_M 488 vs 405) but loses on some 1.5B files (Q2_K_S, 1
-// thread: 66 vs 73), so x86 sets take the GEMV up to 256 tokens. ARM: not timed on a
-// board, 64.
+// ~70. At 512 the GEMV wins on the 0.5B (Q4_K_M 488 vs 405) but loses on some 1.5B files
+// (Q2_K_S, 1 thread: 66 vs 73), so x86 sets take the GEMV up to 256 tokens. ARM: not
+// timed on a board, 64.
 int64_t x16_gemv_max_tokens(TensorType t);
 
 // xq[t] = quantize(x[t * x_stride .. + w.ne[0]]) in the vec_dot_type of w (and the panel
