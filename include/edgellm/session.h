@@ -104,6 +104,9 @@ class Session {
 
     // Tokens whose K/V the context holds, in order.
     const std::vector<int32_t>& cached_tokens() const { return cached_; }
+    // How many tokens the cache holds; unlike cached_tokens(), safe to read from another
+    // thread while the session generates (for reports).
+    int64_t n_cached() const { return n_cached_.load(std::memory_order_relaxed); }
     void clear();
     int seq() const { return seq_; }
     // Save the cached tokens and their KV cache to a file (atomically); bytes written.
@@ -118,6 +121,7 @@ class Session {
     Context& ctx_;
     int seq_ = 0;
     std::vector<int32_t> cached_;
+    std::atomic<int64_t> n_cached_{0};
 };
 
 }  // namespace edgellm

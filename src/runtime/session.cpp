@@ -209,6 +209,7 @@ Session::Session(const Model& model, const Tokenizer& tok, Context& ctx, int seq
 
 void Session::clear() {
     cached_.clear();
+    n_cached_.store((int64_t)cached_.size(), std::memory_order_relaxed);
     ctx_.truncate(0, seq_);
 }
 
@@ -218,9 +219,11 @@ Result<size_t> Session::save(const std::string& path) const {
 
 Result<int64_t> Session::restore(const std::string& path) {
     cached_.clear();
+    n_cached_.store((int64_t)cached_.size(), std::memory_order_relaxed);
     auto tokens = ctx_.load_sequence(seq_, path);
     if (!tokens) return Result<int64_t>::fail(tokens.error());
     cached_ = std::move(*tokens);
+    n_cached_.store((int64_t)cached_.size(), std::memory_order_relaxed);
     return (int64_t)cached_.size();
 }
 
@@ -244,6 +247,7 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
     if (common == prompt.size()) --common;
     common = (size_t)ctx_.truncate((int64_t)common, seq_);
     cached_.resize(common);
+    n_cached_.store((int64_t)cached_.size(), std::memory_order_relaxed);
     res.n_cached = (int64_t)common;
 
     Sampler sampler(p.sampling, model_.hparams().n_vocab);
@@ -281,6 +285,7 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
         auto logits = step(prompt.subspan(done, n), p.cancel);
         if (!logits) {
             cached_.resize((size_t)ctx_.n_past(seq_));  // what the cache still holds
+            n_cached_.store((int64_t)cached_.size(), std::memory_order_relaxed);
             if (cancel_raised() && logits.error() == Context::kAborted) {
                 cancelled = true;
                 break;
@@ -288,6 +293,7 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
             return R::fail(logits.error());
         }
         cached_.insert(cached_.end(), prompt.begin() + (long)done, prompt.begin() + (long)(done + n));
+        n_cached_.store((int64_t)cached_.size(), std::memory_order_relaxed);
         done += n;
         if (done == prompt.size()) next = sampler.sample(*logits);
     }
@@ -355,6 +361,7 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
         auto logits = step(std::span<const int32_t>(&tok, 1), nullptr);
         if (!logits) return R::fail(logits.error());
         cached_.push_back(tok);
+        n_cached_.store((int64_t)cached_.size(), std::memory_order_relaxed);
         next = sampler.sample(*logits);
     }
     if (!cancelled && res.stop != StopReason::StopString) {

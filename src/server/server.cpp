@@ -831,7 +831,7 @@ void Server::Impl::slots_get(http::Response& res) {
         arr.push_back({{"id", s->id},
                        {"n_ctx", n_ctx_slot},
                        {"is_processing", s->busy},
-                       {"n_cached", ctx->n_past(s->id)},
+                       {"n_cached", s->session->n_cached()},
                        {"params", sampling_json(cfg.defaults)},
                        {"next_token",
                         {{"has_next_token", s->busy},
@@ -916,7 +916,7 @@ void Server::Impl::metrics_get(http::Response& res) {
     const double gen_s = (double)metrics.generate_us / 1e6;
     const double new_prompt = (double)(metrics.prompt_tokens - metrics.cached_tokens);
     int64_t kv_tokens = 0;
-    for (const auto& s : slots) kv_tokens += ctx->n_past(s->id);
+    for (const auto& s : slots) kv_tokens += s->session->n_cached();
     const auto bill = Context::memory_bill(*model, ctx->params());
     const double kv_total = bill ? (double)bill->kv_cache : 0.0;
     const double kv_capacity = (double)n_ctx_slot * (double)slots.size();
