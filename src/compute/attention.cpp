@@ -84,8 +84,9 @@ Scratch carve(uint8_t* p, const AttentionShape& s, TensorType kv_type, int64_t n
 }
 
 // The inner loops run per cached position and head: compiled for AVX-512 and AVX2 as well,
-// the best chosen at load time from the CPU's (and OS's) features.
-#if defined(__x86_64__) && defined(__GNUC__)
+// the best chosen at load time from the CPU's (and OS's) features. (Not under
+// ThreadSanitizer: the clones' resolver runs before its runtime is up.)
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
 #define EDGELLM_ATTN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define EDGELLM_ATTN_CLONES
