@@ -4,7 +4,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <deque>
 #include <variant>
 #include <condition_variable>
 #include <cstdint>
@@ -48,7 +47,7 @@ class StepBatcher {
     const std::chrono::microseconds gather_;
     mutable std::mutex mu_;
     std::condition_variable cv_;
-    std::deque<Request*> pending_;
+    std::vector<Request*> pending_;  // in arrival order; reserved once (no allocation per step)
     bool running_ = false;
     int active_ = 0;
     uint64_t passes_ = 0, steps_ = 0;

@@ -69,4 +69,13 @@ void x16_unpack_block(TensorType t, const uint8_t* group, int r, int64_t b, uint
 // The scalar definition of the GEMV for type t (nullptr when x16_layout(t) is false).
 GemvX16Fn gemv_x16_ref(TensorType t);
 
+// A kernel set's GEMVs, one per type with the layout, and the largest batch (in tokens)
+// they take before the panel GEMM does (TypeKernels::gemv_x16_cols).
+struct X16Gemvs {
+    GemvX16Fn q4_0, q5_0, q8_0, q2_K, q4_K, q6_K;
+    int64_t max_cols;
+};
+struct TypeKernels;
+void set_x16_gemvs(TypeKernels* table, const X16Gemvs& g);
+
 }  // namespace edgellm

@@ -65,7 +65,9 @@ struct StepBatcher::Request {
 };
 
 StepBatcher::StepBatcher(Context& ctx, std::chrono::microseconds gather)
-    : ctx_(ctx), gather_(gather) {}
+    : ctx_(ctx), gather_(gather) {
+    pending_.reserve(256);  // a session has at most one step waiting; at most 256 sequences
+}
 
 void StepBatcher::enter() {
     std::lock_guard<std::mutex> lock(mu_);

@@ -2,9 +2,11 @@
 // segments per type, the packing both ways, and the scalar GEMV that defines the result.
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "kernels/block_formats.h"
 #include "kernels/fp16.h"
+#include "kernels/kernels.h"
 #include "kernels/ref/ref_kernels.h"
 #include "kernels/x16.h"
 
@@ -303,6 +305,17 @@ void gemv_ref(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t 
 }
 
 }  // namespace
+
+void set_x16_gemvs(TypeKernels* table, const X16Gemvs& g) {
+    using T = TensorType;
+    const std::pair<T, GemvX16Fn> fns[] = {{T::Q4_0, g.q4_0}, {T::Q5_0, g.q5_0},
+                                           {T::Q8_0, g.q8_0}, {T::Q2_K, g.q2_K},
+                                           {T::Q4_K, g.q4_K}, {T::Q6_K, g.q6_K}};
+    for (const auto& [t, fn] : fns) {
+        table[(uint32_t)t].gemv_x16 = fn;
+        table[(uint32_t)t].gemv_x16_cols = g.max_cols;
+    }
+}
 
 bool x16_layout(TensorType t) {
     return layout(t).n > 0;

@@ -377,17 +377,10 @@ struct X16Q6_K {
 }  // namespace
 
 void fill_x16_avx512(TypeKernels* table) {
-    using T = TensorType;
-    table[(uint32_t)T::Q4_0].gemv_x16 = gemv<Legacy<X16Q4_0>>;
-    table[(uint32_t)T::Q5_0].gemv_x16 = gemv<Legacy<X16Q5_0>>;
-    table[(uint32_t)T::Q8_0].gemv_x16 = gemv<Legacy<X16Q8_0>>;
-    table[(uint32_t)T::Q2_K].gemv_x16 = gemv<X16Q2_K>;
-    table[(uint32_t)T::Q4_K].gemv_x16 = gemv<X16Q4_K>;
-    table[(uint32_t)T::Q6_K].gemv_x16 = gemv<X16Q6_K>;
     // Measured here (Qwen2.5 0.5B and 1.5B): the GEMV is faster than the panel GEMM up to
     // 256-token batches; at 512 it depends on the model and type; see compute/matmul.h.
-    for (TensorType t : {T::Q4_0, T::Q5_0, T::Q8_0, T::Q2_K, T::Q4_K, T::Q6_K})
-        table[(uint32_t)t].gemv_x16_cols = 256;
+    set_x16_gemvs(table, {gemv<Legacy<X16Q4_0>>, gemv<Legacy<X16Q5_0>>, gemv<Legacy<X16Q8_0>>,
+                          gemv<X16Q2_K>, gemv<X16Q4_K>, gemv<X16Q6_K>, 256});
 }
 
 }  // namespace edgellm
