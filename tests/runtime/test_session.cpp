@@ -315,3 +315,22 @@ TEST(Session, SaveAndRestoreTheCache) {
     EXPECT_FALSE(r.restore(path + ".missing").ok());
     fs::remove(path);
 }
+
+// More threads than the process may run on only wait for each other: a context uses at
+// most as many as there are usable CPUs, and its affinity line says what was asked for.
+TEST(Context, ThreadsAreCappedAtTheUsableCpus) {
+    Fixture f;
+    if (!load(&f)) GTEST_SKIP() << "no golden models at " << test::golden_dir();
+    ContextParams cp;
+    cp.n_ctx = 64;
+    cp.n_threads = 1000;
+    auto ctx = Context::create(*f.model, cp);
+    ASSERT_TRUE(ctx.ok()) << ctx.error();
+    const int cpus = (int)std::max(1u, std::thread::hardware_concurrency());
+    EXPECT_LE((*ctx)->params().n_threads, cpus);
+    EXPECT_GE((*ctx)->params().n_threads, 1);
+    EXPECT_NE((*ctx)->affinity_report().find("1000 asked for"), std::string::npos)
+        << (*ctx)->affinity_report();
+    // and it still evaluates
+    EXPECT_TRUE((*ctx)->eval(kPrompt, false).ok());
+}

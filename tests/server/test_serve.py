@@ -1056,8 +1056,8 @@ class OneSlotServer(unittest.TestCase):
                            "with -np 1 the second request generated before the first ended")
 
     def test_queue_is_bounded(self):
-        # The bound is ServerConfig::max_queue = 16 (no flag sets it): one request on the
-        # slot, 16 waiting, and every further one is refused at once with 503.
+        # The default bound (--max-queue 16): one request on the slot, 16 waiting, and every
+        # further one is refused at once with 503.
         max_queue, extra = 16, 4
         a = RawStream(self.port, "POST", "/completion",
                       {"prompt": "Count to a thousand:", "n_predict": 2000, "ignore_eos": True, "stream": True})
@@ -1221,6 +1221,80 @@ class TwoSlotServer(unittest.TestCase):
 
 
 # ---- API keys ----------------------------------------------------------------------------
+
+
+THINK_TEMPLATE = ("{% for m in messages %}<start_of_turn>{{ m.role }}\n{{ m.content }}<end_of_turn>\n"
+                  "{% endfor %}<start_of_turn>model\n<think>\n")
+
+
+class ServerOptions(unittest.TestCase):
+    """Flags no other class exercises: --max-queue, --chat-template (a built-in name and
+    Jinja source), --reasoning-format. A template that opens a <think> block in the
+    generation prompt makes any model's reply a thinking model's reply."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model = need_model(GEMMA)
+
+    def start(self, *flags):
+        srv = Server(["-m", self.model, "--port", "0", "-c", "512", *flags])
+        self.addCleanup(srv.stop)
+        srv.wait_ready()
+        return srv.port
+
+    def chat(self, port, stream=False):
+        body = {"messages": [{"role": "user", "content": "Why is the sky blue?"}],
+                "max_tokens": 8, "ignore_eos": True, "temperature": 0, "stream": stream}
+        r = request(port, "POST", "/v1/chat/completions", body)
+        self.assertEqual(r.status, 200, r)
+        return r
+
+    def test_max_queue_zero_refuses_while_the_slot_is_busy(self):
+        port = self.start("-np", "1", "--max-queue", "0")
+        # an idle slot still serves a request at once
+        r = request(port, "POST", "/completion", {"prompt": "hi", "n_predict": 1})
+        self.assertEqual(r.status, 200, r)
+        a = RawStream(port, "POST", "/completion",
+                      {"prompt": "Count to a thousand:", "n_predict": 2000, "ignore_eos": True,
+                       "stream": True})
+        try:
+            a.read_until_events(2)
+            r = request(port, "POST", "/completion", {"prompt": "second", "n_predict": 1})
+            self.assertEqual(r.status, 503, r)
+            self.assertIn("busy", r.json()["error"]["message"])
+        finally:
+            a.close()
+
+    def test_builtin_chat_template_by_name(self):
+        port = self.start("--chat-template", "chatml")
+        r = request(port, "POST", "/apply-template",
+                    {"messages": [{"role": "user", "content": "hi"}]})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json()["prompt"], "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n")
+
+    def test_reasoning_goes_out_as_reasoning_content(self):
+        port = self.start("--chat-template", THINK_TEMPLATE)
+        r = request(port, "POST", "/apply-template",
+                    {"messages": [{"role": "user", "content": "hi"}]})
+        # (jinja2 drops a template's one trailing newline, as transformers renders it)
+        self.assertTrue(r.json()["prompt"].endswith("<start_of_turn>model\n<think>"), r.json())
+        # 8 tokens that never close the block: all of them reasoning, no content
+        msg = self.chat(port).json()["choices"][0]["message"]
+        self.assertTrue(msg.get("reasoning_content"), msg)
+        self.assertEqual(msg["content"], "")
+        events = [json.loads(e[6:]) for e in self.chat(port, stream=True).body.decode().split("\n\n")
+                  if e.startswith("data: {")]
+        deltas = [e["choices"][0]["delta"] for e in events if e["choices"]]
+        self.assertTrue(any(d.get("reasoning_content") for d in deltas))
+        self.assertFalse(any(d.get("content") for d in deltas))
+        self.assertEqual("".join(d.get("reasoning_content") or "" for d in deltas),
+                         msg["reasoning_content"])
+
+    def test_reasoning_format_none_keeps_it_in_the_content(self):
+        port = self.start("--chat-template", THINK_TEMPLATE, "--reasoning-format", "none")
+        msg = self.chat(port).json()["choices"][0]["message"]
+        self.assertNotIn("reasoning_content", msg)
+        self.assertTrue(msg["content"], msg)
 
 
 class ApiKey(unittest.TestCase):
