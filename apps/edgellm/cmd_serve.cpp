@@ -10,29 +10,12 @@
 
 #include "args.h"
 #include "commands.h"
+#include "edgellm/chat.h"
 #include "server/server.h"
 
 namespace edgellm::cli {
 
 namespace {
-
-// Built-in templates for llama-server's --chat-template NAME.
-const char* builtin_template(const std::string& name) {
-    if (name == "chatml")
-        return "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n"
-               "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
-    if (name == "llama3")
-        return "{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m.role }}"
-               "<|end_header_id|>\n\n{{ m.content | trim }}<|eot_id|>{% endfor %}"
-               "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n"
-               "{% endif %}";
-    if (name == "gemma")
-        return "{{ bos_token }}{% for m in messages %}{% set role = 'model' if m.role == "
-               "'assistant' else 'user' %}<start_of_turn>{{ role }}\n{{ m.content | trim }}"
-               "<end_of_turn>\n{% endfor %}{% if add_generation_prompt %}<start_of_turn>model\n"
-               "{% endif %}";
-    return nullptr;
-}
 
 bool read_file(const std::string& path, std::string* out) {
     std::ifstream in(path, std::ios::binary);
@@ -169,8 +152,8 @@ int cmd_serve(const std::vector<std::string>& args) {
         cfg.reasoning = rf != "none";
     }
     if (auto t = p.get("--chat-template")) {
-        if (const char* b = builtin_template(*t))
-            cfg.chat_template = b;
+        if (auto fmt = chat_format_from_name(*t))
+            cfg.chat_format = fmt;
         else if (t->find("{%") != std::string::npos || t->find("{{") != std::string::npos)
             cfg.chat_template = *t;
         else

@@ -2,7 +2,9 @@
 // later issue; until then the format is chosen from the vocabulary and the template text.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -28,6 +30,9 @@ enum class ChatFormat { ChatML, Llama3, Gemma };
 // The format the model was trained with, from its special tokens and template.
 ChatFormat detect_chat_format(const GgufFile& f, const Tokenizer& t);
 const char* chat_format_name(ChatFormat f);
+// The format of a name chat_format_name gives ("chatml", "llama3", "gemma"; llama.cpp's
+// --chat-template NAME), or nullopt.
+std::optional<ChatFormat> chat_format_from_name(std::string_view name);
 
 // Render messages as the prompt text; with add_generation_prompt the text ends where the
 // assistant's reply begins. Control tokens appear as text: tokenize with parse_special.

@@ -426,6 +426,10 @@ void Server::Impl::route(const http::Request& req, http::Response& res, std::str
 // ---- generation ---------------------------------------------------------------------
 
 std::string Server::Impl::render(const GenRequest& g, bool* bos_in_text) const {
+    if (cfg.chat_format) {  // --chat-template NAME: the built-in format
+        *bos_in_text = false;
+        return render_chat(*cfg.chat_format, g.messages, true, default_system_prompt(model->file()));
+    }
     std::string kwargs = cfg.chat_template_kwargs;
     if (!g.template_kwargs_json.empty()) {
         json merged = kwargs.empty() ? json::object() : json::parse(kwargs, nullptr, false);
@@ -815,9 +819,11 @@ void Server::Impl::props(http::Response& res) {
               {"model_alias", model_name},
               {"model_path", cfg.model_path},
               {"chat_template", tmpl},
-              {"chat_format", tmpl.empty() ? "built-in " + std::string(chat_format_name(
-                                                 detect_chat_format(model->file(), *tok)))
-                                           : std::string("jinja")},
+              {"chat_format",
+               cfg.chat_format ? "built-in " + std::string(chat_format_name(*cfg.chat_format))
+               : tmpl.empty()  ? "built-in " + std::string(chat_format_name(
+                                                  detect_chat_format(model->file(), *tok)))
+                               : std::string("jinja")},
               {"bos_token", tok->bos() >= 0 ? tok->token_to_piece(tok->bos(), true) : ""},
               {"eos_token", tok->eos() >= 0 ? tok->token_to_piece(tok->eos(), true) : ""},
               {"modalities", {{"vision", false}, {"audio", false}}},

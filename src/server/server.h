@@ -10,9 +10,11 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "edgellm/chat.h"
 #include "edgellm/error.h"
 #include "edgellm/model.h"
 #include "edgellm/session.h"
@@ -34,6 +36,7 @@ struct ServerConfig {
     bool slots_endpoint = true;
     std::string slot_save_path;  // directory for POST /slots/N?action=save|restore; empty: off
     std::string chat_template;   // Jinja source to use instead of the model's; empty: the model's
+    std::optional<ChatFormat> chat_format;  // a built-in format instead (--chat-template NAME)
     std::string chat_template_kwargs;  // JSON object, default template variables
     bool webui = true;
     bool warmup = true;

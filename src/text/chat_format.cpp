@@ -29,6 +29,12 @@ const char* chat_format_name(ChatFormat f) {
     return "?";
 }
 
+std::optional<ChatFormat> chat_format_from_name(std::string_view name) {
+    for (ChatFormat f : {ChatFormat::ChatML, ChatFormat::Llama3, ChatFormat::Gemma})
+        if (name == chat_format_name(f)) return f;
+    return std::nullopt;
+}
+
 std::string default_system_prompt(const GgufFile& f) {
     // Qwen2 / Qwen2.5 templates insert this system message when the caller gives none.
     const std::string tmpl = f.get_string("tokenizer.chat_template").value_or("");
