@@ -147,7 +147,8 @@ struct Server::Impl {
     std::vector<std::unique_ptr<Slot>> slots;
     std::unique_ptr<StepBatcher> batcher;  // with several slots: their steps in one pass
     std::string model_name;
-    int64_t n_ctx_slot = 0;
+    // Positions each slot holds: the context's per-sequence size.
+    int64_t n_ctx_slot() const { return ctx->params().n_ctx; }
     int64_t created = 0;
 
     // Slot assignment: a FIFO of waiting requests (tickets), bounded by cfg.max_queue.
@@ -258,8 +259,7 @@ int Server::run() {
     if (err.empty()) {
         ContextParams cp = d.cfg.ctx;
         if (cp.n_ctx <= 0) cp.n_ctx = std::min<int64_t>((*model)->hparams().n_ctx_train, 4096);
-        d.n_ctx_slot = std::max<int64_t>(1, cp.n_ctx / std::max(1, d.cfg.n_parallel));
-        cp.n_ctx = d.n_ctx_slot;
+        cp.n_ctx = std::max<int64_t>(1, cp.n_ctx / std::max(1, d.cfg.n_parallel));
         cp.n_seq = std::max(1, d.cfg.n_parallel);
         auto c = Context::create(**model, cp);
         if (!c)
@@ -295,7 +295,7 @@ int Server::run() {
     const auto bill = Context::memory_bill(*d.model, d.ctx->params());
     d.log("model %s: %s, %lld slot%s of %lld tokens, KV %s, %s; ready in %.0f ms",
           d.model_name.c_str(), d.model->hparams().arch.c_str(), (long long)d.slots.size(),
-          d.slots.size() > 1 ? "s" : "", (long long)d.n_ctx_slot,
+          d.slots.size() > 1 ? "s" : "", (long long)d.n_ctx_slot(),
           tensor_type_name(d.ctx->params().kv_type), d.ctx->affinity_report().c_str(),
           ms_between(t0, Clock::now()));
     if (bill) d.log("memory: weights %.0f MiB, KV cache %.0f MiB, scratch %.0f MiB",
@@ -535,14 +535,14 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
         metrics.requests_failed++;
         return send_error(res, bad_request("the prompt is empty"));
     }
-    if ((int64_t)prompt.size() >= n_ctx_slot) {
+    if ((int64_t)prompt.size() >= n_ctx_slot()) {
         metrics.requests_failed++;
         ApiError e{400, "exceed_context_size_error",
                    "the request exceeds the available context size: the prompt has " +
                        std::to_string(prompt.size()) + " tokens and a slot holds " +
-                       std::to_string(n_ctx_slot) + " (at most " + std::to_string(n_ctx_slot - 1) +
+                       std::to_string(n_ctx_slot()) + " (at most " + std::to_string(n_ctx_slot() - 1) +
                        " prompt tokens, leaving room for one generated token)",
-                   {{"n_prompt_tokens", prompt.size()}, {"n_ctx", n_ctx_slot}}};
+                   {{"n_prompt_tokens", prompt.size()}, {"n_ctx", n_ctx_slot()}}};
         return send_error(res, e);
     }
     if (g.id_slot >= (int)slots.size()) {
@@ -573,7 +573,7 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
     o.created = (int64_t)std::time(nullptr);
     o.slot = slot->id;
     o.prompt_text = prompt_text;
-    o.n_ctx = n_ctx_slot;
+    o.n_ctx = n_ctx_slot();
 
     GenerateParams gp = g.gen;
     gp.cancel = &slot->cancel;
@@ -813,7 +813,7 @@ void Server::Impl::props(http::Response& res) {
                                  ? model->file().get_string("tokenizer.chat_template").value_or("")
                                  : cfg.chat_template;
     json j = {{"default_generation_settings",
-               {{"id", 0}, {"n_ctx", n_ctx_slot}, {"params", sampling_json(cfg.defaults)},
+               {{"id", 0}, {"n_ctx", n_ctx_slot()}, {"params", sampling_json(cfg.defaults)},
                 {"model", model_name}}},
               {"total_slots", slots.size()},
               {"model_alias", model_name},
@@ -838,7 +838,7 @@ void Server::Impl::slots_get(http::Response& res) {
         const int64_t decoded = s->n_decoded;
         const int64_t n_predict = s->n_predict;
         arr.push_back({{"id", s->id},
-                       {"n_ctx", n_ctx_slot},
+                       {"n_ctx", n_ctx_slot()},
                        {"is_processing", s->busy},
                        {"n_cached", s->session->n_cached()},
                        {"params", sampling_json(cfg.defaults)},
@@ -928,7 +928,7 @@ void Server::Impl::metrics_get(http::Response& res) {
     for (const auto& s : slots) kv_tokens += s->session->n_cached();
     const auto bill = Context::memory_bill(*model, ctx->params());
     const double kv_total = bill ? (double)bill->kv_cache : 0.0;
-    const double kv_capacity = (double)n_ctx_slot * (double)slots.size();
+    const double kv_capacity = (double)n_ctx_slot() * (double)slots.size();
     // llama.cpp's names, so its dashboards work, then ours.
     metric("llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed.",
            new_prompt);
