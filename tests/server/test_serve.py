@@ -1265,6 +1265,12 @@ class ServerOptions(unittest.TestCase):
         finally:
             a.close()
 
+    def test_gpu_layers_are_accepted_and_said_once(self):
+        srv = Server(["-m", self.model, "--port", "0", "-c", "512", "-ngl", "99"])
+        self.addCleanup(srv.stop)
+        srv.wait_ready()
+        self.assertEqual(srv.log_text().count("-ngl: edgellm runs on the CPU"), 1, srv.log_text())
+
     def test_builtin_chat_template_by_name(self):
         port = self.start("--chat-template", "chatml")
         r = request(port, "POST", "/apply-template",
