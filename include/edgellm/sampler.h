@@ -1,25 +1,61 @@
-// The sampler: turns one row of logits into the next token through a chain of small stages,
-// in llama.cpp's default order (common/sampling.cpp):
+// The sampler: turns one row of logits into the next token through a chain of small stages
+// (src/text/sampler_chain.h has the stage interface). The default order is llama.cpp's
+// (common/sampling.cpp); `order` (llama.cpp's `samplers`) changes it:
 //
-//   logits -> penalties -> top-k -> top-p -> min-p -> temperature -> draw
-//   logits -> penalties -> argmax                         (temperature <= 0: greedy)
+//   logits -> logit bias -> penalties -> top-n-sigma -> top-k -> typical -> top-p -> min-p
+//          -> xtc -> temperature -> dist
+//   logits -> logit bias -> penalties -> temperature -> mirostat (1 or 2)   (mirostat on)
+//   logits -> logit bias -> penalties -> argmax                     (temperature <= 0: greedy)
 //
 // Disabled stages are left out of the chain. The filters (top-k, top-p, min-p) and their
 // probabilities work on the logits before temperature, as in llama.cpp; temperature only
 // reshapes the distribution the final draw is made from.
 //
-// Bad numbers never crash it: a NaN logit counts as -inf (never chosen); a +inf logit wins
-// over every finite one; if every logit is NaN or -inf the result is token 0.
+// A grammar (GBNF or a JSON schema's) is one more stage, run the way llama.cpp's
+// common_sampler runs it: the chain first chooses a token without it; only when the
+// grammar rejects that token are the logits masked by the grammar and the chain run again.
+// A lazy grammar waits for one of its triggers in the generated text (a tool call's opening)
+// and constrains from there on.
 //
-// Not thread-safe: one Sampler per sequence. sample() does not allocate.
+// Bad numbers never crash it: a NaN logit counts as -inf (never chosen); a +inf logit wins
+// over every finite one; if every logit is NaN or -inf the result is token 0 (with a grammar:
+// an end-of-generation token).
+//
+// Not thread-safe: one Sampler per sequence. clone() copies the whole state (history,
+// random stream, grammar position, mirostat's mu), so a draft can sample ahead on a copy.
+// sample() does not allocate without a grammar.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "edgellm/grammar.h"
 
 namespace edgellm {
+
+// The stages whose order `SamplerParams::order` sets (llama.cpp's `samplers` names).
+enum class SamplerStageKind { Penalties, Dry, TopNSigma, TopK, TypicalP, TopP, MinP, Xtc, Temperature };
+// "top_k", "typ_p" / "typical_p", "top_p", "min_p", "xtc", "temperature" / "temp",
+// "penalties", "dry", "top_n_sigma"; nullopt for anything else.
+std::optional<SamplerStageKind> sampler_stage_from_name(std::string_view name);
+// llama.cpp's one-letter codes (--sampling-seq "edkypmxt"): e penalties, d dry, s
+// top_n_sigma, k top_k, y typ_p, p top_p, m min_p, x xtc, t temperature.
+std::optional<SamplerStageKind> sampler_stage_from_letter(char c);
+const char* sampler_stage_name(SamplerStageKind k);
+
+// Where a lazy grammar starts constraining: the first occurrence of `word` in the generated
+// text (from its first byte), or, with at_start, the word at the very start of the reply
+// (after white space).
+struct GrammarTrigger {
+    std::string word;
+    bool at_start = false;
+};
 
 // SamplerParams::seed value that asks for a random seed (llama.cpp's LLAMA_DEFAULT_SEED).
 inline constexpr uint64_t kRandomSeed = 0xFFFFFFFF;
@@ -41,6 +77,31 @@ struct SamplerParams {
     float frequency_penalty = 0.0f;  // subtracted once per occurrence in the window
     int32_t repeat_last_n = 64;      // window in tokens; 0: penalties off; -1 (any < 0): all
     uint64_t seed = kRandomSeed;     // kRandomSeed: draw a random seed (see seed_used())
+    // Locally typical sampling (Meister et al. 2022): keep the tokens whose surprise is
+    // closest to the entropy, up to this mass; >= 1: off.
+    float typical_p = 1.0f;
+    // XTC (exclude top choices): with this probability per token, drop every token whose
+    // probability is >= xtc_threshold except the least likely of them; 0: off; a threshold
+    // above 0.5 never finds two such tokens (off).
+    float xtc_probability = 0.0f;
+    float xtc_threshold = 0.1f;
+    // top-n-sigma (Tang et al. 2024): keep logits >= max - n * standard deviation; <= 0: off.
+    float top_n_sigma = -1.0f;
+    // Mirostat (Basu et al. 2021): 1 or 2 replaces top-k .. min-p with a surprise target tau
+    // and learning rate eta; 0: off.
+    int32_t mirostat = 0;
+    float mirostat_tau = 5.0f;
+    float mirostat_eta = 0.1f;
+    // Added to a token's logit before every stage; -inf: never chosen.
+    std::vector<std::pair<int32_t, float>> logit_bias;
+    // The filter stages in the order to run them (llama.cpp's `samplers`); empty: the default
+    // order above. A stage left out of a non-empty order does not run.
+    std::vector<SamplerStageKind> order;
+    // Constrain the output to this grammar (null: none). grammar_vocab must be the model's.
+    std::shared_ptr<const Grammar> grammar;
+    std::shared_ptr<const GrammarVocab> grammar_vocab;
+    // Non-empty: the grammar is lazy and starts at the first of these triggers.
+    std::vector<GrammarTrigger> grammar_triggers;
 };
 
 class Sampler {
@@ -50,15 +111,24 @@ class Sampler {
     ~Sampler();
     Sampler(Sampler&&) noexcept;
     Sampler& operator=(Sampler&&) noexcept;
+    // An independent copy of the whole state (allocates like the constructor).
+    Sampler clone() const;
 
     // Choose the next token from logits[n_vocab] (read only). Uses the history given by
     // accept(); does not record the chosen token (call accept() with it).
     // PRECONDITION: logits.size() == n_vocab.
     int32_t sample(std::span<const float> logits);
 
-    // Record a token of the sequence (prompt tokens too) for the penalties. Ids outside
-    // [0, n_vocab) are ignored.
+    // Record a generated token: the penalties' history, the grammar's position, mirostat's
+    // surprise target. Ids outside [0, n_vocab) are ignored.
     void accept(int32_t token);
+    // Record a prompt token: the penalties' history only.
+    void accept_prompt(int32_t token);
+
+    // A grammar is set and constraining now (a lazy one only after its trigger).
+    bool grammar_active() const;
+    // The grammar is set and has nothing more to admit but the end of generation.
+    bool grammar_done() const;
 
     // Forget the history, keep the params, restart the random stream: a fixed seed repeats
     // the same stream; kRandomSeed draws a fresh random seed (as llama.cpp's reset does).
@@ -74,9 +144,22 @@ class Sampler {
     // -> dist" (for logs).
     std::string describe() const;
 
-  private:
     struct Impl;
+
+  private:
+    explicit Sampler(std::unique_ptr<Impl> impl);
     std::unique_ptr<Impl> impl_;
 };
+
+// One token's log-probability under the model (log-softmax of the raw logits, before any
+// sampling stage), as OpenAI's logprobs and llama.cpp's n_probs report it.
+struct TokenLogprob {
+    int32_t id;
+    float logprob;
+};
+// The log-probability of `chosen` and, in *top, the n most likely tokens (most likely
+// first, lower id on ties). NaN logits count as -inf. O(n_vocab).
+float token_logprobs(std::span<const float> logits, int32_t chosen, size_t n,
+                     std::vector<TokenLogprob>* top);
 
 }  // namespace edgellm

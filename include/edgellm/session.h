@@ -53,6 +53,13 @@ class StepBatcher {
     uint64_t passes_ = 0, steps_ = 0;
 };
 
+// A generated token's log-probability and the most likely alternatives (logprobs, n_probs).
+struct TokenProbs {
+    int32_t id = 0;
+    float logprob = 0.0f;
+    std::vector<TokenLogprob> top;
+};
+
 struct GenerateParams {
     int32_t n_predict = -1;         // most tokens to generate; -1: until EOS or context full
     std::vector<std::string> stop;  // stop strings (not emitted)
@@ -65,9 +72,15 @@ struct GenerateParams {
     StepBatcher* batcher = nullptr;
     // When set, counts the tokens generated so far (for progress reports from other threads).
     std::atomic<int64_t>* progress = nullptr;
+    // When set: one entry per generated token (end-of-generation tokens too), appended as it
+    // is sampled, with the n_probs most likely tokens (n_probs may be 0: the token's own
+    // logprob only).
+    std::vector<TokenProbs>* probs = nullptr;
+    int32_t n_probs = 0;
 };
 
 enum class StopReason { Eos, StopString, Length, ContextFull, Cancelled };
+// (Eos also when a grammar has ended and end-of-generation tokens are ignored.)
 const char* stop_reason_name(StopReason r);
 
 struct GenerateResult {

@@ -253,7 +253,17 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
     res.n_cached = (int64_t)common;
 
     Sampler sampler(p.sampling, model_.hparams().n_vocab);
-    for (int32_t t : prompt) sampler.accept(t);
+    for (int32_t t : prompt) sampler.accept_prompt(t);
+    auto sample = [&](std::span<const float> logits) {
+        const int32_t t = sampler.sample(logits);
+        if (p.probs) {
+            TokenProbs tp;
+            tp.id = t;
+            tp.logprob = token_logprobs(logits, t, (size_t)std::max(0, p.n_probs), &tp.top);
+            p.probs->push_back(std::move(tp));
+        }
+        return t;
+    };
 
     // Prefill in batches. The first token is sampled from the last batch's logits.
     Generating generating(p.batcher);
@@ -297,7 +307,7 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
         cached_.insert(cached_.end(), prompt.begin() + (long)done, prompt.begin() + (long)(done + n));
         n_cached_.store((int64_t)cached_.size(), std::memory_order_relaxed);
         done += n;
-        if (done == prompt.size()) next = sampler.sample(*logits);
+        if (done == prompt.size()) next = sample(*logits);
     }
     res.prompt_ms = ms_since(t0);
     if (cancelled) {
@@ -348,6 +358,10 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
             cancelled = true;
             break;
         }
+        if (p.ignore_eos && sampler.grammar_done()) {  // nothing but the end can follow
+            res.stop = StopReason::Eos;
+            break;
+        }
         if (p.n_predict > 0 && res.n_generated >= p.n_predict) {
             res.stop = StopReason::Length;
             break;
@@ -364,7 +378,7 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
         if (!logits) return R::fail(logits.error());
         cached_.push_back(tok);
         n_cached_.store((int64_t)cached_.size(), std::memory_order_relaxed);
-        next = sampler.sample(*logits);
+        next = sample(*logits);
     }
     if (!cancelled && res.stop != StopReason::StopString) {
         pending += detok.flush();

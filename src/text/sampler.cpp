@@ -1,6 +1,6 @@
-// The sampler chain (see include/edgellm/sampler.h). Each stage is a small function. The
-// first ones work on a dense row of logits, the rest on a list of candidates; both buffers
-// are sized n_vocab at construction:
+// The sampler chain (see include/edgellm/sampler.h and src/text/sampler_chain.h). Each
+// stage is a small class over a few functions. The first ones work on a dense row of
+// logits, the rest on a list of candidates; both buffers are sized n_vocab at construction:
 //
 //   stage        works on                                                       cost
 //   copy         logits -> row[n_vocab], NaN read as -inf                        O(n_vocab)
@@ -33,9 +33,14 @@
 #include <vector>
 
 #include "edgellm/error.h"
+#include "text/sampler_chain.h"
 
 namespace edgellm {
 namespace {
+
+using sampling::TokenData;
+using sampling::Work;
+using sampling::Rng;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 // The penalty window is a ring buffer allocated up front; longer windows act as this one.
@@ -54,13 +59,6 @@ constexpr float kTopPBandsPerLogit = 4.0f;
 // (a guard against quadratic pivots).
 constexpr size_t kSortBelow = 16;
 constexpr int kMaxSelectRounds = 64;
-
-// One candidate token; `p` holds a weight for the stages that need one.
-struct TokenData {
-    int32_t id;
-    float logit;
-    float p;
-};
 
 // The total order every stage ranks by: higher logit first, lower id on ties.
 inline bool ranks_before(const TokenData& a, const TokenData& b) {
@@ -380,6 +378,14 @@ SamplerParams normalize(SamplerParams p) {
     if (!std::isfinite(p.frequency_penalty)) p.frequency_penalty = 0.0f;
     if (p.repeat_last_n < 0) p.repeat_last_n = -1;
     p.repeat_last_n = std::min(p.repeat_last_n, kMaxPenaltyWindow);
+    if (std::isnan(p.typical_p)) p.typical_p = 1.0f;
+    if (!std::isfinite(p.xtc_probability)) p.xtc_probability = 0.0f;
+    if (std::isnan(p.xtc_threshold)) p.xtc_threshold = 1.0f;
+    if (!std::isfinite(p.top_n_sigma)) p.top_n_sigma = -1.0f;
+    if (!std::isfinite(p.mirostat_tau)) p.mirostat_tau = 5.0f;
+    if (!std::isfinite(p.mirostat_eta)) p.mirostat_eta = 0.1f;
+    for (auto& b : p.logit_bias)
+        if (std::isnan(b.second)) b.second = 0.0f;
     return p;
 }
 
@@ -399,24 +405,553 @@ uint64_t resolve_seed(uint64_t seed) {
     return s;
 }
 
+std::string fmt3(const char* prefix, float v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s%.3f", prefix, (double)v);
+    return buf;
+}
+
+// ---- stages ---------------------------------------------------------------------------
+
+inline Candidates as_candidates(Work& w) {
+    return {w.cand, w.n};
+}
+
+class BiasStage final : public sampling::Stage {
+  public:
+    explicit BiasStage(std::vector<std::pair<int32_t, float>> bias) : bias_(std::move(bias)) {}
+    void apply(Work& w, Rng&) override {
+        if (!w.is_list) {
+            for (const auto& [id, b] : bias_) w.row[(size_t)id] += b;
+            return;
+        }
+        for (size_t i = 0; i < w.n; ++i)
+            for (const auto& [id, b] : bias_)
+                if (w.cand[i].id == id) w.cand[i].logit += b;
+    }
+    std::unique_ptr<Stage> clone() const override { return std::make_unique<BiasStage>(*this); }
+    std::string describe() const override {
+        return " -> logit-bias (" + std::to_string(bias_.size()) + " tokens)";
+    }
+
+  private:
+    std::vector<std::pair<int32_t, float>> bias_;  // ids in [0, n_vocab); NaN sums read as -inf
+};
+
+class PenaltiesStage final : public sampling::Stage {
+  public:
+    PenaltiesStage(const SamplerParams& p, int32_t n_vocab) : p_(p) {
+        h_.counts.assign((size_t)n_vocab, 0);
+        h_.distinct.resize((size_t)n_vocab);
+        h_.slot.resize((size_t)n_vocab);
+        if (p.repeat_last_n > 0) h_.window.resize((size_t)p.repeat_last_n);
+    }
+    void apply(Work& w, Rng&) override {
+        if (!w.is_list) return apply_penalties(w.row, h_, p_);
+        for (size_t i = 0; i < w.n; ++i) {
+            const int32_t t = w.cand[i].id;
+            const int32_t c = h_.counts[(size_t)t];
+            if (c == 0) continue;
+            float& l = w.cand[i].logit;
+            l = l > 0.0f ? l / p_.repeat_penalty : l * p_.repeat_penalty;
+            l -= (float)c * p_.frequency_penalty + p_.presence_penalty;
+            if (std::isnan(l)) l = -kInf;
+        }
+    }
+    void accept(int32_t token, bool) override { h_.push(token); }
+    void reset() override { h_.clear(); }
+    std::unique_ptr<Stage> clone() const override { return std::make_unique<PenaltiesStage>(*this); }
+    std::string describe() const override {
+        char buf[160];
+        std::snprintf(buf, sizeof buf,
+                      " -> penalties (last %d, repeat %.3f, frequency %.3f, presence %.3f)",
+                      (int)p_.repeat_last_n, (double)p_.repeat_penalty,
+                      (double)p_.frequency_penalty, (double)p_.presence_penalty);
+        return buf;
+    }
+
+  private:
+    SamplerParams p_;
+    PenaltyHistory h_;
+};
+
+class TopKStage final : public sampling::Stage {
+  public:
+    explicit TopKStage(size_t k) : k_(k) {}
+    void apply(Work& w, Rng&) override {
+        if (!w.is_list) {
+            const Candidates c = top_k_candidates(w.row, w.n_vocab, k_, w.cand);
+            w.n = c.size;
+            w.is_list = true;
+            return;
+        }
+        if (w.n <= k_) return;
+        std::nth_element(w.cand, w.cand + (k_ - 1), w.cand + w.n, ranks_before);
+        w.n = k_;
+    }
+    std::unique_ptr<Stage> clone() const override { return std::make_unique<TopKStage>(*this); }
+    std::string describe() const override { return " -> top-k " + std::to_string(k_); }
+
+  private:
+    size_t k_;  // 0 < k < n_vocab
+};
+
+class TopPStage final : public sampling::Stage {
+  public:
+    explicit TopPStage(float p) : p_(p) {}
+    void apply(Work& w, Rng&) override {
+        w.to_list();
+        Candidates c = as_candidates(w);
+        keep_top_p(c, p_);
+        w.n = c.size;
+    }
+    std::unique_ptr<Stage> clone() const override { return std::make_unique<TopPStage>(*this); }
+    std::string describe() const override { return fmt3(" -> top-p ", p_); }
+
+  private:
+    float p_;
+};
+
+class MinPStage final : public sampling::Stage {
+  public:
+    explicit MinPStage(float p) : p_(p) {}
+    void apply(Work& w, Rng&) override {
+        w.to_list();
+        Candidates c = as_candidates(w);
+        keep_min_p(c, p_);
+        w.n = c.size;
+    }
+    std::unique_ptr<Stage> clone() const override { return std::make_unique<MinPStage>(*this); }
+    std::string describe() const override { return fmt3(" -> min-p ", p_); }
+
+  private:
+    float p_;
+};
+
+// Locally typical sampling: rank by |surprise - entropy|, keep up to mass p (at least one).
+class TypicalStage final : public sampling::Stage {
+  public:
+    explicit TypicalStage(float p) : p_(p) {}
+    void apply(Work& w, Rng&) override {
+        w.to_list();
+        Candidates c = as_candidates(w);
+        if (c.size <= 1) return;
+        const double total = exp_weights(c);
+        double entropy = 0.0;
+        for (size_t i = 0; i < c.size; ++i) {
+            const double q = c.data[i].p / total;
+            if (q > 0) entropy -= q * std::log(q);
+        }
+        // sort by the distance of each surprise from the entropy; p keeps the weight
+        auto score = [&](const TokenData& t) {
+            const double q = t.p / total;
+            return q > 0 ? std::fabs(-std::log(q) - entropy) : std::numeric_limits<double>::infinity();
+        };
+        std::sort(c.data, c.data + c.size, [&](const TokenData& a, const TokenData& b) {
+            const double sa = score(a), sb = score(b);
+            return sa < sb || (sa == sb && ranks_before(a, b));
+        });
+        double cum = 0.0;
+        size_t keep = c.size;
+        for (size_t i = 0; i < c.size; ++i) {
+            cum += c.data[i].p / total;
+            if (cum >= p_) {
+                keep = i + 1;
+                break;
+            }
+        }
+        w.n = keep;
+    }
+    std::unique_ptr<Stage> clone() const override { return std::make_unique<TypicalStage>(*this); }
+    std::string describe() const override { return fmt3(" -> typical ", p_); }
+
+  private:
+    float p_;
+};
+
+// XTC: sometimes drop the most likely tokens, keeping the least likely one above threshold.
+class XtcStage final : public sampling::Stage {
+  public:
+    XtcStage(float probability, float threshold) : probability_(probability), threshold_(threshold) {}
+    void apply(Work& w, Rng& rng) override {
+        const double u = (double)(rng() >> 11) * 0x1.0p-53;
+        if (u >= probability_) return;
+        w.to_list();
+        Candidates c = as_candidates(w);
+        if (c.size < 2) return;
+        const double total = exp_weights(c);
+        size_t above = 0;
+        const TokenData* last = nullptr;  // the least likely token above the threshold
+        for (size_t i = 0; i < c.size; ++i)
+            if (c.data[i].p / total >= threshold_) {
+                ++above;
+                if (!last || ranks_before(*last, c.data[i])) last = &c.data[i];
+            }
+        if (above < 2) return;
+        const TokenData keep = *last;
+        size_t n = 0;
+        for (size_t i = 0; i < c.size; ++i)
+            if (c.data[i].p / total < threshold_) c.data[n++] = c.data[i];
+        c.data[n++] = keep;
+        w.n = n;
+    }
+    std::unique_ptr<Stage> clone() const override { return std::make_unique<XtcStage>(*this); }
+    std::string describe() const override {
+        char buf[80];
+        std::snprintf(buf, sizeof buf, " -> xtc (p %.3f, threshold %.3f)", (double)probability_,
+                      (double)threshold_);
+        return buf;
+    }
+
+  private:
+    float probability_, threshold_;
+};
+
+class TopNSigmaStage final : public sampling::Stage {
+  public:
+    explicit TopNSigmaStage(float n) : n_(n) {}
+    void apply(Work& w, Rng&) override {
+        w.to_list();
+        double sum = 0.0, sq = 0.0;
+        size_t count = 0;
+        float max = -kInf;
+        for (size_t i = 0; i < w.n; ++i) {
+            const float l = w.cand[i].logit;
+            if (!std::isfinite(l)) continue;
+            sum += l;
+            sq += (double)l * l;
+            ++count;
+            max = std::max(max, l);
+        }
+        if (count < 2) return;
+        const double mean = sum / (double)count;
+        const double sd = std::sqrt(std::max(0.0, sq / (double)count - mean * mean));
+        const float threshold = (float)(max - n_ * sd);
+        size_t n = 0;
+        for (size_t i = 0; i < w.n; ++i)
+            if (w.cand[i].logit >= threshold) w.cand[n++] = w.cand[i];
+        w.n = n;
+    }
+    std::unique_ptr<Stage> clone() const override { return std::make_unique<TopNSigmaStage>(*this); }
+    std::string describe() const override { return fmt3(" -> top-n-sigma ", n_); }
+
+  private:
+    float n_;
+};
+
+class TemperatureStage final : public sampling::Stage {
+  public:
+    explicit TemperatureStage(float t) : t_(t) {}
+    void apply(Work& w, Rng&) override {
+        w.to_list();
+        Candidates c = as_candidates(w);
+        scale_logits(c, 1.0f / t_);
+    }
+    std::unique_ptr<Stage> clone() const override { return std::make_unique<TemperatureStage>(*this); }
+    std::string describe() const override { return fmt3(" -> temp ", t_); }
+
+  private:
+    float t_;
+};
+
+// ---- selectors ------------------------------------------------------------------------
+
+class GreedySelector final : public sampling::Selector {
+  public:
+    int32_t select(Work& w, Rng&) override {
+        if (!w.is_list) return argmax(w.row, w.n_vocab);
+        const TokenData* best = w.cand;
+        for (size_t i = 1; i < w.n; ++i)
+            if (ranks_before(w.cand[i], *best)) best = &w.cand[i];
+        return best->id;
+    }
+    std::unique_ptr<Selector> clone() const override { return std::make_unique<GreedySelector>(*this); }
+    std::string describe() const override { return " -> greedy"; }
+};
+
+class DistSelector final : public sampling::Selector {
+  public:
+    explicit DistSelector(const uint64_t* seed) : seed_(seed) {}
+    int32_t select(Work& w, Rng& rng) override {
+        w.to_list();
+        Candidates c = as_candidates(w);
+        return pick_random(c, rng);
+    }
+    std::unique_ptr<Selector> clone() const override { return std::make_unique<DistSelector>(*this); }
+    std::string describe() const override {
+        return " -> dist (seed " + std::to_string((unsigned long long)*seed_) + ")";
+    }
+    const uint64_t* seed_;  // the sampler's seed_used (re-pointed on clone)
+};
+
+// Mirostat 1 and 2: choose among the tokens whose surprise (-log2 p) stays below mu, and
+// move mu towards the target surprise tau after each token (Basu et al. 2021; llama.cpp's
+// llama_sampler_mirostat*). mu changes in accept(), for the token actually kept.
+class MirostatSelector final : public sampling::Selector {
+  public:
+    MirostatSelector(int version, float tau, float eta, int32_t n_vocab)
+        : version_(version), tau_(tau), eta_(eta), n_vocab_(n_vocab), mu_(2.0f * tau) {}
+    int32_t select(Work& w, Rng& rng) override {
+        w.to_list();
+        Candidates c = as_candidates(w);
+        double total = exp_weights(c);
+        if (version_ == 2) {
+            // keep p >= 2^-mu (at least the best), then draw
+            const double floor_p = std::exp2(-(double)mu_) * total;
+            size_t n = 0;
+            const TokenData* best = c.data;
+            for (size_t i = 0; i < c.size; ++i) {
+                if (ranks_before(c.data[i], *best)) best = &c.data[i];
+            }
+            const TokenData top = *best;
+            for (size_t i = 0; i < c.size; ++i)
+                if (c.data[i].p >= floor_p) c.data[n++] = c.data[i];
+            if (n == 0) c.data[n++] = top;
+            c.size = n;
+        } else {
+            // estimate the Zipf exponent from the top 100, then top-k with the k it implies
+            const size_t m = std::min<size_t>(100, c.size);
+            std::partial_sort(c.data, c.data + m, c.data + c.size, ranks_before);
+            double num = 0.0, den = 0.0;
+            for (size_t i = 0; i + 1 < m; ++i) {
+                const double t = std::log((double)(i + 2) / (double)(i + 1));
+                if (!(c.data[i + 1].p > 0.0f) || !(c.data[i].p > 0.0f)) break;
+                const double b = std::log((double)c.data[i].p / (double)c.data[i + 1].p);
+                num += t * b;
+                den += t * t;
+            }
+            const double s_hat = den > 0 ? num / den : 1.0;
+            const double eps = s_hat - 1.0;
+            double k = 1.0;
+            if (s_hat > 0 && std::fabs(eps) > 1e-9)
+                k = std::pow(eps * std::exp2((double)mu_) / (1.0 - std::pow((double)n_vocab_, -eps)),
+                             1.0 / s_hat);
+            if (!std::isfinite(k) || k < 1.0) k = 1.0;
+            const size_t kk = std::min(c.size, (size_t)k);
+            if (kk < c.size) {
+                std::nth_element(c.data, c.data + (kk - 1), c.data + c.size, ranks_before);
+                c.size = kk;
+            }
+        }
+        total = exp_weights(c);
+        const int32_t id = pick_random(c, rng);
+        double p_id = 0.0;
+        for (size_t i = 0; i < c.size; ++i)
+            if (c.data[i].id == id) p_id = c.data[i].p / total;
+        pending_ = id;
+        pending_surprise_ = p_id > 0 ? (float)-std::log2(p_id) : tau_;
+        return id;
+    }
+    void accept(int32_t token) override {
+        if (token == pending_) mu_ -= eta_ * (pending_surprise_ - tau_);
+        pending_ = -1;
+    }
+    void reset() override {
+        mu_ = 2.0f * tau_;
+        pending_ = -1;
+    }
+    std::unique_ptr<Selector> clone() const override { return std::make_unique<MirostatSelector>(*this); }
+    std::string describe() const override {
+        char buf[96];
+        std::snprintf(buf, sizeof buf, " -> mirostat%s (tau %.3f, eta %.3f)",
+                      version_ == 2 ? " v2" : "", (double)tau_, (double)eta_);
+        return buf;
+    }
+
+  private:
+    int version_;
+    float tau_, eta_;
+    int32_t n_vocab_;
+    float mu_;
+    int32_t pending_ = -1;
+    float pending_surprise_ = 0.0f;
+};
+
+// The grammar: masks the row to the tokens that fit. Lazy with triggers: inactive until a
+// trigger appears in the generated text, then constraining from the trigger's first byte.
+class GrammarStage {
+  public:
+    GrammarStage(const SamplerParams& p)
+        : vocab_(p.grammar_vocab), matcher_(p.grammar, p.grammar_vocab),
+          triggers_(p.grammar_triggers), active_(p.grammar_triggers.empty()) {}
+    bool active() const { return active_; }
+    bool allows(int32_t token) const { return !active_ || matcher_.allows(token); }
+    void mask(float* row, size_t n) const {
+        if (active_) matcher_.mask(std::span<float>(row, n));
+    }
+    bool done() const { return active_ && (matcher_.must_end() || matcher_.finished()); }
+    void accept(int32_t token) {
+        if (token < 0 || token >= vocab_->n_vocab()) return;
+        if (active_) {
+            (void)matcher_.accept(token);  // a token the grammar rejected cannot be chosen
+            return;
+        }
+        if (gave_up_) return;
+        text_ += vocab_->piece(token);
+        size_t at = std::string::npos;
+        for (const GrammarTrigger& t : triggers_) {
+            size_t pos = std::string::npos;
+            if (t.at_start) {
+                const size_t lead = text_.find_first_not_of(" \t\r\n");
+                if (lead != std::string::npos && text_.compare(lead, t.word.size(), t.word) == 0)
+                    pos = lead;
+            } else {
+                pos = text_.find(t.word);
+            }
+            at = std::min(at, pos);
+        }
+        if (at == std::string::npos) return;
+        active_ = true;
+        // The text from the trigger on is the grammar's; if it does not fit (the trigger
+        // token carried text the grammar cannot start with), the grammar stays off.
+        if (!matcher_.accept_bytes(std::string_view(text_).substr(at))) {
+            active_ = false;
+            gave_up_ = true;
+        }
+        text_.clear();
+    }
+    void reset() {
+        matcher_.reset();
+        active_ = triggers_.empty();
+        gave_up_ = false;
+        text_.clear();
+    }
+    std::string describe() const { return triggers_.empty() ? " -> grammar" : " -> grammar (lazy)"; }
+    int32_t fallback() const {  // a token when nothing fits: the first end-of-generation token
+        for (int32_t t = 0; t < vocab_->n_vocab(); ++t)
+            if (vocab_->is_eog(t)) return t;
+        return 0;
+    }
+
+  private:
+    std::shared_ptr<const GrammarVocab> vocab_;
+    GrammarMatcher matcher_;
+    std::vector<GrammarTrigger> triggers_;
+    bool active_ = true;
+    bool gave_up_ = false;
+    std::string text_;  // generated text while waiting for a trigger
+};
+
 }  // namespace
+
+void sampling::Work::to_list() {
+    if (is_list) return;
+    all_candidates(row, n_vocab, cand);
+    n = n_vocab;
+    is_list = true;
+}
+
+namespace {
+struct NameCode {
+    const char* name;
+    char letter;
+    SamplerStageKind kind;
+};
+constexpr NameCode kStageNames[] = {
+    {"penalties", 'e', SamplerStageKind::Penalties},  {"dry", 'd', SamplerStageKind::Dry},
+    {"top_n_sigma", 's', SamplerStageKind::TopNSigma}, {"top_k", 'k', SamplerStageKind::TopK},
+    {"typ_p", 'y', SamplerStageKind::TypicalP},       {"top_p", 'p', SamplerStageKind::TopP},
+    {"min_p", 'm', SamplerStageKind::MinP},           {"xtc", 'x', SamplerStageKind::Xtc},
+    {"temperature", 't', SamplerStageKind::Temperature},
+};
+}  // namespace
+
+std::optional<SamplerStageKind> sampler_stage_from_name(std::string_view name) {
+    if (name == "typical_p") return SamplerStageKind::TypicalP;
+    if (name == "temp") return SamplerStageKind::Temperature;
+    for (const NameCode& n : kStageNames)
+        if (name == n.name) return n.kind;
+    return std::nullopt;
+}
+
+std::optional<SamplerStageKind> sampler_stage_from_letter(char c) {
+    for (const NameCode& n : kStageNames)
+        if (c == n.letter) return n.kind;
+    return std::nullopt;
+}
+
+const char* sampler_stage_name(SamplerStageKind k) {
+    for (const NameCode& n : kStageNames)
+        if (k == n.kind) return n.name;
+    return "?";
+}
+
+float token_logprobs(std::span<const float> logits, int32_t chosen, size_t n,
+                     std::vector<TokenLogprob>* top) {
+    const size_t nv = logits.size();
+    float max = -kInf;
+    for (float x : logits)
+        if (x == x && x > max) max = x;
+    double sum = 0.0;
+    if (std::isfinite(max))
+        for (float x : logits)
+            if (x == x) sum += std::exp((double)x - max);
+    const double log_z = std::isfinite(max) ? (double)max + std::log(sum) : 0.0;
+    auto lp = [&](size_t i) {
+        const float x = logits[i];
+        return x == x ? (float)((double)x - log_z) : -kInf;
+    };
+    if (top) {
+        top->clear();
+        n = std::min(n, nv);
+        std::vector<TokenLogprob> best;
+        best.reserve(n + 1);
+        auto worse = [](const TokenLogprob& a, const TokenLogprob& b) {
+            return a.logprob > b.logprob || (a.logprob == b.logprob && a.id < b.id);
+        };
+        for (size_t i = 0; i < nv && n > 0; ++i) {
+            const TokenLogprob t{(int32_t)i, lp(i)};
+            if (best.size() == n && !worse(t, best.front())) continue;
+            best.push_back(t);
+            std::push_heap(best.begin(), best.end(), worse);
+            if (best.size() > n) {
+                std::pop_heap(best.begin(), best.end(), worse);
+                best.pop_back();
+            }
+        }
+        std::sort_heap(best.begin(), best.end(), worse);
+        *top = std::move(best);
+    }
+    return chosen >= 0 && (size_t)chosen < nv ? lp((size_t)chosen) : -kInf;
+}
 
 struct Sampler::Impl {
     SamplerParams params;
     int32_t n_vocab = 0;
-    // The chain: which stages run (in the fixed order of the header).
-    bool penalties = false;
-    bool greedy = false;
-    bool top_k = false;
-    bool top_p = false;
-    bool min_p = false;
-    bool temperature = false;
+    std::vector<std::unique_ptr<sampling::Stage>> stages;  // in order
+    std::unique_ptr<sampling::Selector> selector;
+    std::optional<GrammarStage> grammar;
 
     std::vector<float> row;             // [n_vocab] working logits
-    std::vector<TokenData> candidates;  // [n_vocab]
-    PenaltyHistory history;             // sized only when penalties run
+    std::vector<TokenData> candidates;  // [n_vocab] (empty when no stage makes a list)
     uint64_t seed_used = 0;
-    std::mt19937_64 rng;
+    Rng rng;
+
+    Impl() = default;
+    Impl(const Impl& o)
+        : params(o.params), n_vocab(o.n_vocab), grammar(o.grammar), row(o.row),
+          candidates(o.candidates), seed_used(o.seed_used), rng(o.rng) {
+        for (const auto& s : o.stages) stages.push_back(s->clone());
+        selector = o.selector->clone();
+        if (auto* d = dynamic_cast<DistSelector*>(selector.get())) d->seed_ = &seed_used;
+    }
+
+    // One pass of the chain over logits; grammar_mask: mask the row by the grammar first.
+    // Returns -1 when no token is left.
+    int32_t run(std::span<const float> logits, bool grammar_mask) {
+        float* r = row.data();
+        if (!copy_logits(logits, r)) return -1;
+        if (grammar_mask) {
+            grammar->mask(r, (size_t)n_vocab);
+            if (!(max_of(r, (size_t)n_vocab) > -kInf)) return -1;
+        }
+        Work w;
+        w.row = r;
+        w.n_vocab = (size_t)n_vocab;
+        w.cand = candidates.data();
+        for (auto& s : stages) s->apply(w, rng);
+        return selector->select(w, rng);
+    }
 };
 
 Sampler::Sampler(const SamplerParams& params, int32_t n_vocab) : impl_(std::make_unique<Impl>()) {
@@ -424,26 +959,73 @@ Sampler::Sampler(const SamplerParams& params, int32_t n_vocab) : impl_(std::make
     Impl& s = *impl_;
     s.params = normalize(params);
     s.n_vocab = n_vocab;
-    const SamplerParams& p = s.params;
+    SamplerParams& p = s.params;
+    std::erase_if(p.logit_bias, [&](const auto& b) { return b.first < 0 || b.first >= n_vocab; });
 
-    s.penalties =
+    const bool penalties =
         p.repeat_last_n != 0 &&
         (p.repeat_penalty != 1.0f || p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f);
-    s.greedy = !(p.temperature > 0.0f);
-    s.top_k = !s.greedy && p.top_k > 0 && p.top_k < n_vocab;
-    s.top_p = !s.greedy && p.top_p < 1.0f;
-    s.min_p = !s.greedy && p.min_p > 0.0f;
-    s.temperature = !s.greedy && p.temperature != 1.0f;
+    const bool greedy = !(p.temperature > 0.0f);
+    std::vector<SamplerStageKind> order = p.order;
+    if (order.empty())
+        order = {SamplerStageKind::Penalties, SamplerStageKind::Dry, SamplerStageKind::TopNSigma,
+                 SamplerStageKind::TopK,      SamplerStageKind::TypicalP, SamplerStageKind::TopP,
+                 SamplerStageKind::MinP,      SamplerStageKind::Xtc,
+                 SamplerStageKind::Temperature};
+    if (p.mirostat != 0 && !greedy)  // mirostat replaces the filters
+        order = {SamplerStageKind::Penalties, SamplerStageKind::Temperature};
+    if (greedy) std::erase_if(order, [](SamplerStageKind k) { return k != SamplerStageKind::Penalties; });
+
+    if (!p.logit_bias.empty()) s.stages.push_back(std::make_unique<BiasStage>(p.logit_bias));
+    bool makes_list = false;
+    for (SamplerStageKind k : order) {
+        std::unique_ptr<sampling::Stage> st;
+        switch (k) {
+            case SamplerStageKind::Penalties:
+                if (penalties) st = std::make_unique<PenaltiesStage>(p, n_vocab);
+                break;
+            case SamplerStageKind::Dry:  // refused by the API layers; never built here
+                break;
+            case SamplerStageKind::TopNSigma:
+                if (p.top_n_sigma > 0.0f && std::isfinite(p.top_n_sigma))
+                    st = std::make_unique<TopNSigmaStage>(p.top_n_sigma);
+                break;
+            case SamplerStageKind::TopK:
+                if (p.top_k > 0 && p.top_k < n_vocab) st = std::make_unique<TopKStage>((size_t)p.top_k);
+                break;
+            case SamplerStageKind::TypicalP:
+                if (p.typical_p < 1.0f && p.typical_p > 0.0f) st = std::make_unique<TypicalStage>(p.typical_p);
+                break;
+            case SamplerStageKind::TopP:
+                if (p.top_p < 1.0f) st = std::make_unique<TopPStage>(p.top_p);
+                break;
+            case SamplerStageKind::MinP:
+                if (p.min_p > 0.0f) st = std::make_unique<MinPStage>(p.min_p);
+                break;
+            case SamplerStageKind::Xtc:
+                if (p.xtc_probability > 0.0f && p.xtc_threshold <= 0.5f)
+                    st = std::make_unique<XtcStage>(p.xtc_probability, p.xtc_threshold);
+                break;
+            case SamplerStageKind::Temperature:
+                if (p.temperature != 1.0f) st = std::make_unique<TemperatureStage>(p.temperature);
+                break;
+        }
+        if (!st) continue;
+        makes_list |= k != SamplerStageKind::Penalties;
+        s.stages.push_back(std::move(st));
+    }
+    if (greedy)
+        s.selector = std::make_unique<GreedySelector>();
+    else if (p.mirostat == 1 || p.mirostat == 2)
+        s.selector = std::make_unique<MirostatSelector>(p.mirostat, p.mirostat_tau,
+                                                        p.mirostat_eta, n_vocab);
+    else
+        s.selector = std::make_unique<DistSelector>(&s.seed_used);
+    makes_list |= !greedy;
+    if (p.grammar && p.grammar_vocab && p.grammar_vocab->n_vocab() == n_vocab) s.grammar.emplace(p);
 
     s.row.resize((size_t)n_vocab);
-    s.candidates.resize(s.greedy ? 0 : (size_t)n_vocab);
-    if (s.penalties) {
-        PenaltyHistory& h = s.history;
-        h.counts.assign((size_t)n_vocab, 0);
-        h.distinct.resize((size_t)n_vocab);
-        h.slot.resize((size_t)n_vocab);
-        if (p.repeat_last_n > 0) h.window.resize((size_t)p.repeat_last_n);
-    }
+    s.candidates.resize(makes_list ? (size_t)n_vocab : 0);
     reset();
 }
 
@@ -451,34 +1033,52 @@ Sampler::~Sampler() = default;
 Sampler::Sampler(Sampler&&) noexcept = default;
 Sampler& Sampler::operator=(Sampler&&) noexcept = default;
 
+Sampler Sampler::clone() const {
+    Sampler out(std::unique_ptr<Impl>(new Impl(*impl_)));
+    return out;
+}
+
+Sampler::Sampler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
 int32_t Sampler::sample(std::span<const float> logits) {
     Impl& s = *impl_;
     EDGELLM_ASSERT(logits.size() == (size_t)s.n_vocab, "logits row is not n_vocab long");
-    const SamplerParams& p = s.params;
-    const size_t n = logits.size();
-    float* row = s.row.data();
-
-    if (!copy_logits(logits, row)) return 0;  // every logit NaN or -inf
-    if (s.penalties) apply_penalties(row, s.history, p);
-    if (s.greedy) return argmax(row, n);
-
-    Candidates c = s.top_k ? top_k_candidates(row, n, (size_t)p.top_k, s.candidates.data())
-                           : all_candidates(row, n, s.candidates.data());
-    if (s.top_p) keep_top_p(c, p.top_p);
-    if (s.min_p) keep_min_p(c, p.min_p);
-    if (s.temperature) scale_logits(c, 1.0f / p.temperature);
-    return pick_random(c, s.rng);
+    const bool constrained = s.grammar && s.grammar->active();
+    int32_t tok = s.run(logits, false);
+    if (!constrained) return tok < 0 ? 0 : tok;
+    // The grammar checks the chain's choice; only a miss pays for the mask.
+    if (tok >= 0 && s.grammar->allows(tok)) return tok;
+    tok = s.run(logits, true);
+    return tok < 0 ? s.grammar->fallback() : tok;
 }
 
 void Sampler::accept(int32_t token) {
     Impl& s = *impl_;
-    if (!s.penalties || token < 0 || token >= s.n_vocab) return;
-    s.history.push(token);
+    if (token < 0 || token >= s.n_vocab) return;
+    for (auto& st : s.stages) st->accept(token, true);
+    s.selector->accept(token);
+    if (s.grammar) s.grammar->accept(token);
+}
+
+void Sampler::accept_prompt(int32_t token) {
+    Impl& s = *impl_;
+    if (token < 0 || token >= s.n_vocab) return;
+    for (auto& st : s.stages) st->accept(token, false);
+}
+
+bool Sampler::grammar_active() const {
+    return impl_->grammar && impl_->grammar->active();
+}
+
+bool Sampler::grammar_done() const {
+    return impl_->grammar && impl_->grammar->done();
 }
 
 void Sampler::reset() {
     Impl& s = *impl_;
-    if (s.penalties) s.history.clear();
+    for (auto& st : s.stages) st->reset();
+    s.selector->reset();
+    if (s.grammar) s.grammar->reset();
     s.seed_used = resolve_seed(s.params.seed);
     s.rng.seed(s.seed_used);
 }
@@ -495,35 +1095,10 @@ int32_t Sampler::n_vocab() const {
 
 std::string Sampler::describe() const {
     const Impl& s = *impl_;
-    const SamplerParams& p = s.params;
     std::string out = "logits";
-    char buf[160];
-    if (s.penalties) {
-        std::snprintf(buf, sizeof buf,
-                      " -> penalties (last %d, repeat %.3f, frequency %.3f, presence %.3f)",
-                      (int)p.repeat_last_n, (double)p.repeat_penalty, (double)p.frequency_penalty,
-                      (double)p.presence_penalty);
-        out += buf;
-    }
-    if (s.greedy) return out + " -> greedy";
-    if (s.top_k) {
-        std::snprintf(buf, sizeof buf, " -> top-k %d", (int)p.top_k);
-        out += buf;
-    }
-    if (s.top_p) {
-        std::snprintf(buf, sizeof buf, " -> top-p %.3f", (double)p.top_p);
-        out += buf;
-    }
-    if (s.min_p) {
-        std::snprintf(buf, sizeof buf, " -> min-p %.3f", (double)p.min_p);
-        out += buf;
-    }
-    if (s.temperature) {
-        std::snprintf(buf, sizeof buf, " -> temp %.3f", (double)p.temperature);
-        out += buf;
-    }
-    std::snprintf(buf, sizeof buf, " -> dist (seed %llu)", (unsigned long long)s.seed_used);
-    return out + buf;
+    if (s.grammar) out += s.grammar->describe();
+    for (const auto& st : s.stages) out += st->describe();
+    return out + s.selector->describe();
 }
 
 }  // namespace edgellm
