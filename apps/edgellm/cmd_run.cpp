@@ -12,6 +12,7 @@
 #include "commands.h"
 #include "compute/cpu_topology.h"
 #include "edgellm/chat.h"
+#include "edgellm/json_schema.h"
 #include "edgellm/session.h"
 
 namespace edgellm::cli {
@@ -26,6 +27,86 @@ void add_sampling_options(ArgParser& p) {
     p.option({"--presence-penalty"}, "X", "subtract X once from repeated tokens (default 0)");
     p.option({"--frequency-penalty"}, "X", "subtract X per repetition (default 0)");
     p.option({"-s", "--seed"}, "S", "random seed; -1 = random (default)");
+    p.option({"--typical"}, "P", "locally typical sampling; 1 = off (default 1)");
+    p.option({"--top-nsigma"}, "N", "keep logits within N standard deviations of the best; -1 = off");
+    p.option({"--xtc-probability"}, "P", "XTC: chance per token of dropping the top choices (default 0)");
+    p.option({"--xtc-threshold"}, "P", "XTC: probability from which a token is a top choice (default 0.1)");
+    p.option({"--mirostat"}, "N", "mirostat 1 or 2 instead of top-k/top-p/min-p; 0 = off (default)");
+    p.option({"--mirostat-lr"}, "ETA", "mirostat learning rate (default 0.1)");
+    p.option({"--mirostat-ent"}, "TAU", "mirostat target entropy (default 5.0)");
+    p.option({"--samplers"}, "LIST",
+             "stage order, ';'-separated: penalties;top_n_sigma;top_k;typ_p;top_p;min_p;xtc;temperature");
+    p.option({"--sampling-seq", "--sampler-seq"}, "CODES", "stage order as letters, e.g. ekypmxt");
+    p.option({"-l", "--logit-bias"}, "ID(+|-)BIAS",
+             "add BIAS to token ID's logit, e.g. 15043+1 or 15043-inf (several: comma-separated)");
+    p.option({"--dry-multiplier"}, "X", "refused unless 0: DRY is not implemented");
+}
+
+void add_grammar_options(ArgParser& p) {
+    p.option({"--grammar"}, "GBNF", "constrain the output to this grammar (llama.cpp's GBNF)");
+    p.option({"--grammar-file"}, "FILE", "constrain the output to the grammar in FILE");
+    p.option({"-j", "--json-schema"}, "JSON", "constrain the output to JSON matching this schema");
+    p.option({"-jf", "--json-schema-file"}, "FILE",
+             "constrain the output to JSON matching the schema in FILE");
+}
+
+bool read_grammar_options(const ArgParser& p, std::shared_ptr<const Grammar>* out,
+                          std::string* err) {
+    out->reset();
+    int given = 0;
+    for (const char* name : {"--grammar", "--grammar-file", "--json-schema", "--json-schema-file"})
+        given += p.has(name);
+    if (given == 0) return true;
+    if (given > 1) {
+        *err = "give only one of --grammar, --grammar-file, --json-schema, --json-schema-file";
+        return false;
+    }
+    auto read = [&](const std::string& flag, std::string* text) {
+        const std::string path = *p.get(flag);
+        std::ifstream in(path, std::ios::binary);
+        if (!in) {
+            *err = flag + ": cannot read " + path;
+            return false;
+        }
+        text->assign(std::istreambuf_iterator<char>(in), {});
+        return true;
+    };
+    std::string gbnf, where;
+    if (p.has("--grammar")) {
+        gbnf = *p.get("--grammar");
+        where = "--grammar";
+    } else if (p.has("--grammar-file")) {
+        if (!read("--grammar-file", &gbnf)) return false;
+        where = "--grammar-file " + *p.get("--grammar-file");
+    } else {
+        std::string text;
+        const bool file = p.has("--json-schema-file");
+        if (file) {
+            if (!read("--json-schema-file", &text)) return false;
+        } else {
+            text = *p.get("--json-schema");
+        }
+        where = file ? "--json-schema-file " + *p.get("--json-schema-file") : "--json-schema";
+        const auto schema = nlohmann::ordered_json::parse(text, nullptr, false);
+        if (schema.is_discarded()) {
+            *err = where + ": not valid JSON";
+            return false;
+        }
+        SchemaRefusal why;
+        auto g = json_schema_to_gbnf(schema, &why);
+        if (!g) {
+            *err = where + ": " + why.message;
+            return false;
+        }
+        gbnf = std::move(*g);
+    }
+    auto g = Grammar::parse(gbnf);
+    if (!g) {
+        *err = where + ": " + g.error();
+        return false;
+    }
+    *out = std::move(*g);
+    return true;
 }
 
 void add_cpu_options(ArgParser& p) {
@@ -112,6 +193,79 @@ bool read_sampling_options(const ArgParser& p, SamplerParams* s, std::string* er
     s->top_k = (int32_t)top_k;
     s->repeat_last_n = (int32_t)last_n;
     s->seed = seed < 0 ? kRandomSeed : (uint64_t)seed;
+    int64_t mirostat = 0;
+    float dry = 0.0f;
+    if (!get_float(p, "--typical", &s->typical_p, err) ||
+        !get_float(p, "--top-nsigma", &s->top_n_sigma, err) ||
+        !get_float(p, "--xtc-probability", &s->xtc_probability, err) ||
+        !get_float(p, "--xtc-threshold", &s->xtc_threshold, err) ||
+        !get_float(p, "--mirostat-lr", &s->mirostat_eta, err) ||
+        !get_float(p, "--mirostat-ent", &s->mirostat_tau, err) ||
+        !get_float(p, "--dry-multiplier", &dry, err) ||
+        !p.get_int("--mirostat", 0, 2, &mirostat, err))
+        return false;
+    s->mirostat = (int32_t)mirostat;
+    if (dry != 0.0f) {
+        *err = "--dry-multiplier: DRY sampling is not implemented (use --repeat-penalty, "
+               "--presence-penalty or --frequency-penalty)";
+        return false;
+    }
+    if (auto list = p.get("--samplers")) {
+        s->order.clear();
+        size_t at = 0;
+        while (at <= list->size()) {
+            size_t end = list->find_first_of(";,", at);
+            if (end == std::string::npos) end = list->size();
+            const std::string name = list->substr(at, end - at);
+            at = end + 1;
+            if (name.empty()) continue;
+            const auto k = sampler_stage_from_name(name);
+            if (!k || *k == SamplerStageKind::Dry) {
+                *err = "--samplers: unknown or unsupported stage \"" + name + "\"";
+                return false;
+            }
+            s->order.push_back(*k);
+        }
+    }
+    if (auto seq = p.get("--sampling-seq")) {
+        s->order.clear();
+        for (char c : *seq) {
+            const auto k = sampler_stage_from_letter(c);
+            if (!k || *k == SamplerStageKind::Dry) {
+                *err = std::string("--sampling-seq: unknown or unsupported stage letter '") + c + "'";
+                return false;
+            }
+            s->order.push_back(*k);
+        }
+    }
+    if (auto lb = p.get("--logit-bias")) {
+        size_t at = 0;
+        while (at <= lb->size()) {
+            size_t end = lb->find(',', at);
+            if (end == std::string::npos) end = lb->size();
+            const std::string item = lb->substr(at, end - at);
+            at = end + 1;
+            if (item.empty()) continue;
+            const size_t sign = item.find_first_of("+-", 1);
+            char* e1 = nullptr;
+            const long id = sign == std::string::npos ? -1 : std::strtol(item.c_str(), &e1, 10);
+            const std::string bias_text = sign == std::string::npos ? "" : item.substr(sign);
+            float bias = 0.0f;
+            if (bias_text == "-inf" || bias_text == "-INF") {
+                bias = -INFINITY;
+            } else if (!bias_text.empty()) {
+                char* e2 = nullptr;
+                bias = std::strtof(bias_text.c_str(), &e2);
+                if (*e2 != '\0' || !std::isfinite(bias)) bias = NAN;
+            }
+            if (id < 0 || e1 != item.c_str() + sign || std::isnan(bias)) {
+                *err = "--logit-bias takes TOKEN_ID+BIAS or TOKEN_ID-BIAS (e.g. 15043+1), got \"" +
+                       item + "\"";
+                return false;
+            }
+            s->logit_bias.push_back({(int32_t)id, bias});
+        }
+    }
     return true;
 }
 
@@ -139,10 +293,13 @@ int cmd_run(const std::vector<std::string>& args) {
     p.flag({"--no-bos"}, "do not add BOS even if the model asks for it");
     p.option({"--kernels"}, "NAME", "kernel set (default: the best available)");
     add_sampling_options(p);
+    add_grammar_options(p);
     add_cpu_options(p);
     if (auto done = parse_command_line(p, args)) return *done;
     std::string err;
     if (!p.positional().empty()) return fail("run", "unexpected argument " + p.positional()[0], 2);
+    std::shared_ptr<const Grammar> grammar;
+    if (!read_grammar_options(p, &grammar, &err)) return fail("run", err, 2);
     auto model_path = model_path_or_default(p);
     if (!model_path) return fail("run", model_path.error(), 2);
     if (p.has("-p") == p.has("-f"))
@@ -175,6 +332,14 @@ int cmd_run(const std::vector<std::string>& args) {
     if (!model) return fail("run", model.error());
     auto tok = Tokenizer::load((*model)->file());
     if (!tok) return fail("run", tok.error());
+    for (const auto& [id, bias] : gp.sampling.logit_bias)
+        if (id >= (*tok)->n_vocab())
+            return fail("run", "--logit-bias: token " + std::to_string(id) +
+                                   " is outside the vocabulary of " + std::to_string((*tok)->n_vocab()), 2);
+    if (grammar) {
+        gp.sampling.grammar = grammar;
+        gp.sampling.grammar_vocab = GrammarVocab::build(**tok);
+    }
     ContextParams cp;
     cp.n_ctx = n_ctx;
     cp.n_batch = n_batch;

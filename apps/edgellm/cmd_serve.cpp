@@ -27,6 +27,7 @@ bool read_file(const std::string& path, std::string* out) {
 }  // namespace
 
 int cmd_serve(const std::vector<std::string>& args) {
+    std::shared_ptr<const Grammar> cfg_grammar;
     ArgParser p("serve", "edgellm serve [-m MODEL] [--host HOST] [--port PORT] [options]");
     p.option({"-m", "--model"}, "FILE",
              "GGUF model (default: the model scripts/fetch-models.sh installed)");
@@ -85,9 +86,11 @@ int cmd_serve(const std::vector<std::string>& args) {
     for (const auto& names : draft_flags)
         p.option(names, "X", "refused: speculative decoding is not supported yet");
     add_sampling_options(p);
+    add_grammar_options(p);
     add_cpu_options(p);
     if (auto done = parse_command_line(p, args)) return *done;
     std::string err;
+    if (!read_grammar_options(p, &cfg_grammar, &err)) return fail("serve", err, 2);
     if (!p.positional().empty()) return fail("serve", "unexpected argument " + p.positional()[0], 2);
     for (const auto& names : draft_flags)
         if (p.has(names[0]))
@@ -145,6 +148,7 @@ int cmd_serve(const std::vector<std::string>& args) {
     cfg.webui = !p.has("--no-webui");
     cfg.log = !p.has("--log-disable");
     cfg.chat_template_kwargs = p.get_or("--chat-template-kwargs", "");
+    cfg.grammar = cfg_grammar;
     {
         const std::string rf = p.get_or("--reasoning-format", "auto");
         if (rf != "auto" && rf != "deepseek" && rf != "none" && rf != "deepseek-legacy")

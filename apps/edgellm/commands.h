@@ -26,6 +26,7 @@ std::string choose_kernels(const std::string& requested);
 
 }  // namespace edgellm::cli
 
+#include <memory>
 #include <optional>
 
 #include "edgellm/tensor_type.h"
@@ -40,6 +41,7 @@ bool parse_token_ids(const std::string& s, std::vector<int32_t>* out, std::strin
 #include "args.h"
 #include "edgellm/error.h"
 #include "edgellm/model.h"
+#include "edgellm/grammar.h"
 #include "edgellm/sampler.h"
 
 namespace edgellm::cli {
@@ -56,6 +58,15 @@ std::optional<int> parse_command_line(ArgParser& p, const std::vector<std::strin
 // The sampling options shared by run and serve (llama.cpp's names).
 void add_sampling_options(ArgParser& p);
 bool read_sampling_options(const ArgParser& p, SamplerParams* s, std::string* err);
+
+// Grammar options shared by run, serve and bench (llama.cpp's names): --grammar TEXT,
+// --grammar-file FILE, -j/--json-schema JSON, -jf/--json-schema-file FILE.
+void add_grammar_options(ArgParser& p);
+// The grammar they give, parsed (null when none). False with the reason in *err: a GBNF
+// error with its line and column, a schema keyword that cannot be enforced (with its JSON
+// path), an unreadable file, or more than one of the options.
+bool read_grammar_options(const ArgParser& p, std::shared_ptr<const Grammar>* out,
+                          std::string* err);
 
 // Thread placement and memory options shared by run, bench and serve: --cpu-mask, --cpus,
 // --mlock, --no-warmup, --no-repack.

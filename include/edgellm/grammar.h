@@ -115,6 +115,10 @@ class GrammarMatcher {
     bool must_end() const;
     // No continuation at all (only after accept() of an end-of-generation token).
     bool finished() const;
+    // The grammar proved too ambiguous to follow (one position with more than 4096 parses,
+    // e.g. nested optional repetitions): states past that point are dead. Check it after
+    // construction to refuse such a grammar up front.
+    bool overflowed() const;
     // Back to the start of the grammar.
     void reset();
 

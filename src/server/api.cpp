@@ -3,6 +3,8 @@
 #include <cmath>
 #include <random>
 
+#include "edgellm/json_schema.h"
+
 namespace edgellm::server {
 
 namespace {
@@ -163,12 +165,51 @@ void parse_messages(const json& body, Fields& f, GenRequest* out) {
     }
     if (const json* tools = f.get("tools")) {
         if (!tools->is_array()) return f.fail("tools must be an array");
-        std::string choice = "auto";
-        if (const json* tc = f.get("tool_choice"); tc && tc->is_string()) choice = *tc;
-        if (choice != "none" && !tools->empty()) {
-            out->tools_json = tools->dump();
-            out->tool_names = tool_names(*tools);
+        for (size_t i = 0; i < tools->size(); ++i) {
+            const json& t = (*tools)[i];
+            const std::string at = "tools[" + std::to_string(i) + "]";
+            if (!t.is_object()) return f.fail(at + " must be an object");
+            if (t.contains("type") && t["type"] != "function")
+                return f.fail(at + ".type must be \"function\"");
+            if (!t.contains("function") || !t["function"].is_object())
+                return f.fail(at + ".function must be an object");
+            const json& fn = t["function"];
+            if (!fn.contains("name") || !fn["name"].is_string() || fn["name"].get<std::string>().empty())
+                return f.fail(at + ".function.name must be a non-empty string");
+            if (fn.contains("parameters") && !fn["parameters"].is_null() &&
+                !fn["parameters"].is_object())
+                return f.fail(at + ".function.parameters must be a JSON schema object");
         }
+        out->tools = *tools;
+    }
+    if (const json* tc = f.get("tool_choice")) {
+        if (tc->is_string()) {
+            out->tool_choice = tc->get<std::string>();
+            if (out->tool_choice != "auto" && out->tool_choice != "none" &&
+                out->tool_choice != "required")
+                return f.fail("tool_choice must be \"auto\", \"none\", \"required\" or "
+                              "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+        } else if (tc->is_object() && tc->contains("function") && (*tc)["function"].is_object() &&
+                   (*tc)["function"].contains("name") && (*tc)["function"]["name"].is_string()) {
+            out->tool_choice = (*tc)["function"]["name"].get<std::string>();
+            out->tool_choice_named = true;
+        } else {
+            return f.fail("tool_choice must be \"auto\", \"none\", \"required\" or "
+                          "{\"type\": \"function\", \"function\": {\"name\": ...}}");
+        }
+        if (out->tool_choice != "none" && out->tool_choice != "auto" && out->tools.empty())
+            return f.fail("tool_choice \"" + out->tool_choice + "\" needs tools");
+        if (out->tool_choice_named) {
+            const auto names = tool_names(out->tools);
+            if (std::find(names.begin(), names.end(), out->tool_choice) == names.end())
+                return f.fail("tool_choice names the function \"" + out->tool_choice +
+                              "\", which is not among the tools");
+        }
+    }
+    f.boolean("parallel_tool_calls", &out->parallel_tool_calls);
+    if (out->tool_choice != "none" && !out->tools.empty()) {
+        out->tools_json = out->tools.dump();
+        out->tool_names = tool_names(out->tools);
     }
     if (const json* kw = f.get("chat_template_kwargs")) {
         if (!kw->is_object()) return f.fail("chat_template_kwargs must be an object");
@@ -207,6 +248,229 @@ void parse_prompt(Fields& f, GenRequest* out) {
     if (p->is_array() && p->size() > 1 && (*p)[0].is_string())
         return f.fail("only one prompt per request is supported");
     f.fail("prompt must be a string or an array of token ids");
+}
+
+
+// The schema refusal as a 400 that names the keyword and its JSON path.
+ApiError schema_error(const std::string& field, const SchemaRefusal& why) {
+    ApiError e = bad_request(field + ": " + why.message);
+    e.extra["param"] = field;
+    if (!why.keyword.empty()) e.extra["keyword"] = why.keyword;
+    if (!why.path.empty()) e.extra["path"] = why.path;
+    return e;
+}
+
+std::optional<ApiError> compile_grammar(const std::string& field, const std::string& gbnf,
+                                        GenRequest* out) {
+    auto g = Grammar::parse(gbnf);
+    if (!g) {
+        ApiError e = bad_request(field + ": " + g.error());
+        e.extra["param"] = field;
+        return e;
+    }
+    out->grammar = std::move(*g);
+    out->grammar_source = field;
+    return std::nullopt;
+}
+
+std::optional<ApiError> compile_schema(const std::string& field, const json& schema,
+                                       GenRequest* out) {
+    SchemaRefusal why;
+    auto gbnf = json_schema_to_gbnf(schema, &why);
+    if (!gbnf) return schema_error(field, why);
+    return compile_grammar(field, *gbnf, out);
+}
+
+// grammar, json_schema, response_format: at most one of them.
+std::optional<ApiError> parse_constraint(const json& j, Fields& f, GenRequest* out) {
+    (void)j;
+    int given = 0;
+    for (const char* k : {"grammar", "json_schema"}) given += f.get(k) != nullptr;
+    const json* rf = f.get("response_format");
+    bool rf_constrains = false;
+    if (rf) {
+        if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
+            return bad_request("response_format must be an object with a \"type\"");
+        const std::string t = (*rf)["type"].get<std::string>();
+        if (t != "text" && t != "json_object" && t != "json_schema")
+            return bad_request("response_format.type must be \"text\", \"json_object\" or "
+                               "\"json_schema\", got \"" + t + "\"");
+        rf_constrains = t != "text";
+    }
+    given += rf_constrains;
+    if (given > 1)
+        return bad_request("give only one of grammar, json_schema and response_format");
+    if (given == 1 && !out->tool_names.empty())
+        return bad_request("a grammar or response_format together with tools is not supported: "
+                           "give tool_choice \"none\" or leave the tools out");
+    if (const json* g = f.get("grammar")) {
+        if (!g->is_string()) return bad_request("grammar must be a string (GBNF)");
+        if (!g->get<std::string>().empty()) return compile_grammar("grammar", *g, out);
+    }
+    if (const json* s = f.get("json_schema")) {
+        if (!s->is_object() && !s->is_boolean())
+            return bad_request("json_schema must be a JSON schema object");
+        return compile_schema("json_schema", *s, out);
+    }
+    if (!rf_constrains) return std::nullopt;
+    const std::string t = (*rf)["type"].get<std::string>();
+    if (t == "json_object") {
+        // llama.cpp also takes a schema here
+        if (rf->contains("schema") && !(*rf)["schema"].is_null())
+            return compile_schema("response_format.schema", (*rf)["schema"], out);
+        JsonSchemaGrammar b;
+        const std::string root = b.add_any_object();
+        return compile_grammar("response_format", b.gbnf(root), out);
+    }
+    // json_schema: OpenAI's {"json_schema": {"name", "schema", "strict"}}; llama.cpp's
+    // {"schema": ...} too
+    const json* schema = nullptr;
+    if (rf->contains("json_schema") && (*rf)["json_schema"].is_object()) {
+        const json& js = (*rf)["json_schema"];
+        if (js.contains("schema")) schema = &js["schema"];
+        if (js.contains("strict") && !js["strict"].is_boolean() && !js["strict"].is_null())
+            return bad_request("response_format.json_schema.strict must be true or false");
+    } else if (rf->contains("schema")) {
+        schema = &(*rf)["schema"];
+    }
+    if (!schema || !(schema->is_object() || schema->is_boolean()))
+        return bad_request("response_format of type json_schema needs json_schema.schema, a "
+                           "JSON schema object");
+    return compile_schema("response_format.json_schema.schema", *schema, out);
+}
+
+// logit_bias as OpenAI ({"id": bias}) and llama.cpp ([[id or text, bias or false], ...])
+// send it.
+std::optional<ApiError> parse_logit_bias(const json& lb, bool openai, GenRequest* out) {
+    auto add = [&](const json& key, const json& val, const std::string& at) -> std::optional<ApiError> {
+        float bias = 0.0f;
+        if (val.is_boolean()) {
+            if (val.get<bool>()) return bad_request(at + ": a bias of true means nothing; give a number or false");
+            bias = -INFINITY;  // llama.cpp: false = never
+        } else if (val.is_number()) {
+            const double b = val.get<double>();
+            if (!std::isfinite(b) || (openai && (b < -100 || b > 100)))
+                return bad_request(at + ": a bias must be a number" +
+                                   std::string(openai ? " between -100 and 100" : ""));
+            bias = (float)b;
+        } else {
+            return bad_request(at + ": a bias must be a number or false");
+        }
+        if (key.is_number_integer()) {
+            out->bias_ids.push_back({key.get<int64_t>(), bias});
+        } else if (key.is_string()) {
+            const std::string k = key.get<std::string>();
+            char* end = nullptr;
+            const long long id = std::strtoll(k.c_str(), &end, 10);
+            if (!k.empty() && *end == '\0')
+                out->bias_ids.push_back({(int64_t)id, bias});
+            else
+                out->bias_texts.push_back({k, bias});
+        } else {
+            return bad_request(at + ": a token must be an id or a string");
+        }
+        return std::nullopt;
+    };
+    if (lb.is_object()) {
+        for (const auto& [k, v] : lb.items())
+            if (auto e = add(json(k), v, "logit_bias[\"" + k + "\"]")) return e;
+        return std::nullopt;
+    }
+    if (lb.is_array()) {
+        for (size_t i = 0; i < lb.size(); ++i) {
+            const json& pair = lb[i];
+            const std::string at = "logit_bias[" + std::to_string(i) + "]";
+            if (!pair.is_array() || pair.size() != 2)
+                return bad_request(at + " must be a pair [token, bias]");
+            if (auto e = add(pair[0], pair[1], at)) return e;
+        }
+        return std::nullopt;
+    }
+    return bad_request("logit_bias must be an object {\"token id\": bias} or an array of "
+                       "[token, bias] pairs");
+}
+
+// The sampling fields beyond llama.cpp's basic ones, and the probabilities.
+std::optional<ApiError> parse_sampling_extras(Api api, Fields& f, GenRequest* out) {
+    SamplerParams& s = out->gen.sampling;
+    f.number("typical_p", 0.0, 1.0, &s.typical_p);
+    f.number("top_n_sigma", -1.0, 1e6, &s.top_n_sigma);
+    f.number("xtc_probability", 0.0, 1.0, &s.xtc_probability);
+    f.number("xtc_threshold", 0.0, 1.0, &s.xtc_threshold);
+    f.number("mirostat_tau", 0.0, 1e6, &s.mirostat_tau);
+    f.number("mirostat_eta", 0.0, 1e6, &s.mirostat_eta);
+    int64_t mirostat = s.mirostat, n = 1, min_keep = 0, n_probs = 0, top_lp = 0;
+    f.integer("mirostat", 0, 2, &mirostat);
+    s.mirostat = (int32_t)mirostat;
+    f.integer("n", 1, 16, &n);
+    out->n_choices = (int)n;
+    f.integer("min_keep", 0, INT32_MAX, &min_keep);
+    f.integer("n_probs", 0, 100, &n_probs);
+    f.boolean("constrain", &out->constrain);
+    if (f.err) return f.err;
+    if (min_keep > 1)
+        return bad_request("min_keep above 1 is not supported (every filter keeps at least one "
+                           "token)");
+    float dry = 0.0f;
+    f.number("dry_multiplier", 0.0, 1e6, &dry);
+    if (f.err) return f.err;
+    if (dry > 0.0f)
+        return bad_request("dry_multiplier: DRY sampling is not implemented; use repeat_penalty, "
+                           "presence_penalty or frequency_penalty");
+    if (const json* post = f.get("post_sampling_probs"); post && !(post->is_boolean() && !post->get<bool>()))
+        return bad_request("post_sampling_probs is not supported: n_probs reports the model's "
+                           "probabilities before sampling");
+    if (const json* t = f.get("t_max_predict_ms"); t && !(t->is_number() && t->get<double>() <= 0))
+        return bad_request("t_max_predict_ms is not supported; use n_predict");
+    if (const json* sm = f.get("samplers")) {
+        s.order.clear();
+        if (sm->is_string()) {
+            for (char c : sm->get<std::string>()) {
+                const auto k = sampler_stage_from_letter(c);
+                if (!k || *k == SamplerStageKind::Dry)
+                    return bad_request(std::string("samplers: unknown or unsupported stage '") + c + "'");
+                s.order.push_back(*k);
+            }
+        } else if (sm->is_array()) {
+            for (const json& x : *sm) {
+                const auto k = x.is_string() ? sampler_stage_from_name(x.get<std::string>()) : std::nullopt;
+                if (!k || *k == SamplerStageKind::Dry)
+                    return bad_request("samplers: unknown or unsupported stage " + x.dump() +
+                                       " (penalties, top_n_sigma, top_k, typ_p, top_p, min_p, "
+                                       "xtc, temperature)");
+                s.order.push_back(*k);
+            }
+        } else {
+            return bad_request("samplers must be an array of stage names");
+        }
+    }
+    if (const json* lb = f.get("logit_bias"))
+        if (auto e = parse_logit_bias(*lb, api != Api::Native, out)) return e;
+    // Probabilities: chat's logprobs (bool) + top_logprobs; completions' logprobs (an int,
+    // the legacy API); the native API's n_probs.
+    if (const json* lp = f.get("logprobs")) {
+        if (api == Api::Completions && lp->is_number_integer()) {
+            f.integer("logprobs", 0, 20, &top_lp);
+            out->logprobs = true;
+        } else if (lp->is_boolean()) {
+            out->logprobs = lp->get<bool>();
+        } else {
+            return bad_request(api == Api::Completions ? "logprobs must be an integer 0..20"
+                                                       : "logprobs must be true or false");
+        }
+    }
+    if (api != Api::Completions) f.integer("top_logprobs", 0, 20, &top_lp);
+    if (f.err) return f.err;
+    if (api == Api::Chat && top_lp > 0 && !out->logprobs)
+        return bad_request("top_logprobs needs logprobs: true");
+    if (api == Api::Native && n_probs > 0) {
+        out->logprobs = true;
+        top_lp = n_probs;
+    }
+    out->top_logprobs = (int)top_lp;
+    if (out->n_choices > 1 && api == Api::Native)
+        return bad_request("n: the native API gives one completion per request");
+    return std::nullopt;
 }
 
 }  // namespace
@@ -267,8 +531,6 @@ std::optional<ApiError> parse_gen_request(Api api, const std::string& body,
         (void)seed;
         s.seed = v < 0 ? kRandomSeed : (uint64_t)v;
     }
-    int64_t n = 1;
-    f.integer("n", 1, 1, &n);  // one choice per request
     f.boolean("stream", &out->stream);
     f.boolean("ignore_eos", &out->gen.ignore_eos);
     f.boolean("cache_prompt", &out->cache_prompt);
@@ -299,21 +561,8 @@ std::optional<ApiError> parse_gen_request(Api api, const std::string& body,
         }
         std::erase_if(out->gen.stop, [](const std::string& x) { return x.empty(); });
     }
-    if (const json* lp = f.get("logprobs")) {
-        if (!(lp->is_boolean() && !lp->get<bool>()))
-            return ApiError{501, "not_supported_error", "logprobs are not supported yet", {}};
-    }
-    if (const json* rf = f.get("response_format")) {
-        if (!rf->is_object() || !rf->contains("type") || !(*rf)["type"].is_string())
-            return bad_request("response_format must be an object with a \"type\"");
-        const std::string t = (*rf)["type"].get<std::string>();
-        if (t != "text")
-            return ApiError{501, "not_supported_error",
-                            "response_format \"" + t +
-                                "\" is not supported yet (constrained JSON output comes with "
-                                "grammar support)",
-                            {}};
-    }
+    if (auto e = parse_sampling_extras(api, f, out)) return e;
+    if (auto e = parse_constraint(j, f, out)) return e;
     return std::nullopt;
 }
 
@@ -405,7 +654,8 @@ json chat_response(const GenOutcome& o) {
         message["tool_calls"] = tool_calls_json(o, false);
         finish = "tool_calls";
     }
-    json choice = {{"finish_reason", finish}, {"index", 0}, {"message", message}};
+    json choice = {{"finish_reason", finish}, {"index", o.index}, {"message", message}};
+    choice["logprobs"] = o.logprobs;
     json j = envelope(o, "chat.completion", json::array({choice}));
     j["usage"] = usage_json(o.result);
     j["timings"] = timings_json(o.result);
@@ -414,8 +664,8 @@ json chat_response(const GenOutcome& o) {
 
 json completions_response(const GenOutcome& o) {
     json choice = {{"text", o.result.text},
-                   {"index", 0},
-                   {"logprobs", nullptr},
+                   {"index", o.index},
+                   {"logprobs", o.logprobs},
                    {"finish_reason", finish_reason(o.result.stop)}};
     json j = envelope(o, "text_completion", json::array({choice}));
     j["usage"] = usage_json(o.result);
@@ -443,7 +693,7 @@ json native_response(const GenOutcome& o, const GenRequest& req) {
     const GenerateResult& r = o.result;
     json settings = sampling_json(req.gen);
     settings["n_ctx"] = o.n_ctx;
-    json j = {{"index", 0},
+    json j = {{"index", o.index},
               {"content", r.text},
               {"tokens", req.return_tokens ? json(r.tokens) : json::array()},
               {"id_slot", o.slot},
@@ -459,6 +709,7 @@ json native_response(const GenOutcome& o, const GenRequest& req) {
               {"stopping_word", r.stop_string},
               {"tokens_cached", r.n_prompt + r.n_generated},
               {"timings", timings_json(r)}};
+    if (!o.logprobs.is_null()) j["completion_probabilities"] = o.logprobs;
     // Not in llama.cpp's answer, but read by clients written against it (seed 001's Rust
     // client): the decode speed at the top level.
     j["tokens_per_second"] = r.generate_per_second();
@@ -471,47 +722,48 @@ std::string sse(const json& j) {
 
 json chat_chunk_role(const GenOutcome& o) {
     json choice = {{"finish_reason", nullptr},
-                   {"index", 0},
+                   {"index", o.index},
                    {"delta", {{"role", "assistant"}, {"content", nullptr}}}};
     return envelope(o, "chat.completion.chunk", json::array({choice}));
 }
 
-json chat_chunk_text(const GenOutcome& o, const std::string& text) {
-    json choice = {{"finish_reason", nullptr}, {"index", 0}, {"delta", {{"content", text}}}};
+json chat_chunk_text(const GenOutcome& o, const std::string& text, const json& logprobs) {
+    json choice = {{"finish_reason", nullptr}, {"index", o.index}, {"delta", {{"content", text}}}};
+    if (!logprobs.is_null()) choice["logprobs"] = logprobs;
     return envelope(o, "chat.completion.chunk", json::array({choice}));
 }
 
 json chat_chunk_reasoning(const GenOutcome& o, const std::string& text) {
     json choice = {{"finish_reason", nullptr},
-                   {"index", 0},
+                   {"index", o.index},
                    {"delta", {{"reasoning_content", text}}}};
     return envelope(o, "chat.completion.chunk", json::array({choice}));
 }
 
 json chat_chunk_tool_calls(const GenOutcome& o) {
     json choice = {{"finish_reason", nullptr},
-                   {"index", 0},
+                   {"index", o.index},
                    {"delta", {{"tool_calls", tool_calls_json(o, true)}}}};
     return envelope(o, "chat.completion.chunk", json::array({choice}));
 }
 
 json chat_chunk_final(const GenOutcome& o) {
     json choice = {{"finish_reason", o.parsed ? "tool_calls" : finish_reason(o.result.stop)},
-                   {"index", 0},
+                   {"index", o.index},
                    {"delta", json::object()}};
     json j = envelope(o, "chat.completion.chunk", json::array({choice}));
     j["timings"] = timings_json(o.result);
     return j;
 }
 
-json completions_chunk_text(const GenOutcome& o, const std::string& text) {
-    json choice = {{"text", text}, {"index", 0}, {"logprobs", nullptr}, {"finish_reason", nullptr}};
+json completions_chunk_text(const GenOutcome& o, const std::string& text, const json& logprobs) {
+    json choice = {{"text", text}, {"index", o.index}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
     return envelope(o, "text_completion", json::array({choice}));
 }
 
 json completions_chunk_final(const GenOutcome& o) {
     json choice = {{"text", ""},
-                   {"index", 0},
+                   {"index", o.index},
                    {"logprobs", nullptr},
                    {"finish_reason", finish_reason(o.result.stop)}};
     json j = envelope(o, "text_completion", json::array({choice}));
@@ -525,9 +777,86 @@ json usage_chunk(const GenOutcome& o, bool chat) {
     return j;
 }
 
-json native_chunk_text(const GenOutcome& o, const std::string& text) {
-    return json{{"index", 0}, {"content", text}, {"tokens", json::array()}, {"stop", false},
-                {"id_slot", o.slot}};
+json native_chunk_text(const GenOutcome& o, const std::string& text, const json& probs) {
+    json j{{"index", o.index}, {"content", text}, {"tokens", json::array()}, {"stop", false},
+           {"id_slot", o.slot}};
+    if (!probs.is_null()) j["completion_probabilities"] = probs;
+    return j;
+}
+
+namespace {
+
+json bytes_of(const std::string& s) {
+    json b = json::array();
+    for (unsigned char c : s) b.push_back((int)c);
+    return b;
+}
+
+std::string piece_of(const Tokenizer& tok, int32_t id) {
+    std::string p = tok.token_to_piece(id, false);
+    if (p.empty()) p = tok.token_to_piece(id, true);  // a control token: its name
+    return p;
+}
+
+}  // namespace
+
+json logprobs_json(Api api, const std::vector<TokenProbs>& probs, size_t from, size_t to,
+                   const Tokenizer& tok, size_t text_offset) {
+    to = std::min(to, probs.size());
+    if (api == Api::Chat) {
+        json content = json::array();
+        for (size_t i = from; i < to; ++i) {
+            const TokenProbs& tp = probs[i];
+            const std::string piece = piece_of(tok, tp.id);
+            json top = json::array();
+            for (const TokenLogprob& t : tp.top) {
+                const std::string alt = piece_of(tok, t.id);
+                top.push_back({{"token", alt}, {"logprob", t.logprob}, {"bytes", bytes_of(alt)}});
+            }
+            content.push_back({{"token", piece},
+                               {"logprob", tp.logprob},
+                               {"bytes", bytes_of(piece)},
+                               {"top_logprobs", top}});
+        }
+        return json{{"content", content}, {"refusal", nullptr}};
+    }
+    if (api == Api::Completions) {
+        json tokens = json::array(), lps = json::array(), tops = json::array(),
+             offsets = json::array();
+        size_t at = text_offset;
+        for (size_t i = from; i < to; ++i) {
+            const TokenProbs& tp = probs[i];
+            const std::string piece = piece_of(tok, tp.id);
+            tokens.push_back(piece);
+            lps.push_back(tp.logprob);
+            json top = json::object();
+            for (const TokenLogprob& t : tp.top) top[piece_of(tok, t.id)] = t.logprob;
+            tops.push_back(top);
+            offsets.push_back(at);
+            at += piece.size();
+        }
+        return json{{"tokens", tokens},
+                    {"token_logprobs", lps},
+                    {"top_logprobs", tops},
+                    {"text_offset", offsets}};
+    }
+    // llama.cpp's completion_probabilities
+    json out = json::array();
+    for (size_t i = from; i < to; ++i) {
+        const TokenProbs& tp = probs[i];
+        const std::string piece = piece_of(tok, tp.id);
+        json top = json::array();
+        for (const TokenLogprob& t : tp.top) {
+            const std::string alt = piece_of(tok, t.id);
+            top.push_back({{"id", t.id}, {"token", alt}, {"bytes", bytes_of(alt)}, {"logprob", t.logprob}});
+        }
+        out.push_back({{"id", tp.id},
+                       {"token", piece},
+                       {"bytes", bytes_of(piece)},
+                       {"logprob", tp.logprob},
+                       {"top_logprobs", top}});
+    }
+    return out;
 }
 
 std::string make_id(const char* prefix) {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "edgellm/chat.h"
+#include "edgellm/grammar.h"
 #include "edgellm/session.h"
 #include "server/tool_calls.h"
 
@@ -44,6 +45,28 @@ struct GenRequest {
     bool cache_prompt = true;    // reuse the slot's cached prefix (native API's cache_prompt)
     int id_slot = -1;            // native API: ask for this slot; -1: the best one
     bool return_tokens = false;  // native API: ids of the generated tokens in the answer
+
+    // Constrained output: a grammar from `grammar`, `json_schema` or `response_format`
+    // (compiled here; null: none). The tool-call grammar is built by the server, which knows
+    // the model's call format, from `tools` and the choice below.
+    std::shared_ptr<const Grammar> grammar;
+    std::string grammar_source;  // which field gave it ("grammar", "response_format", ...)
+    nlohmann::ordered_json tools = nlohmann::ordered_json::array();  // declared tools
+    // "auto", "none", "required", or the name of the one function to call.
+    std::string tool_choice = "auto";
+    bool tool_choice_named = false;
+    bool parallel_tool_calls = true;
+    // edgellm's extension: false skips every grammar (for measuring what they add); tool
+    // calls are still parsed from the text.
+    bool constrain = true;
+    // logit_bias: by token id (checked against the vocabulary by the server) and by text
+    // (tokenized by the server; every token of the text gets the bias).
+    std::vector<std::pair<int64_t, float>> bias_ids;
+    std::vector<std::pair<std::string, float>> bias_texts;
+    // Probabilities: OpenAI's logprobs / top_logprobs, llama.cpp's n_probs.
+    bool logprobs = false;
+    int top_logprobs = 0;
+    int n_choices = 1;  // OpenAI's n
 };
 
 // An error for the client: HTTP status, OpenAI error type and message.
@@ -65,6 +88,8 @@ std::optional<ApiError> parse_gen_request(Api api, const std::string& body,
 
 // Everything a finished (or cancelled) generation reports.
 struct GenOutcome {
+    int index = 0;        // the choice (OpenAI's n)
+    json logprobs = nullptr;  // the choice's logprobs (logprobs_json), null when not asked
     std::string id;       // "chatcmpl-..." / "cmpl-..."
     std::string model;    // name to report
     int64_t created = 0;  // unix seconds
@@ -99,15 +124,22 @@ std::string sse(const json& j);
 // last (finish_reason, timings), and the usage-only chunk (chat / completions with
 // stream_options.include_usage).
 json chat_chunk_role(const GenOutcome& o);
-json chat_chunk_text(const GenOutcome& o, const std::string& text);
+json chat_chunk_text(const GenOutcome& o, const std::string& text, const json& logprobs = nullptr);
 json chat_chunk_reasoning(const GenOutcome& o, const std::string& text);
 json chat_chunk_final(const GenOutcome& o);
 // The calls of o.parsed as one delta (index, id, type, function name and arguments).
 json chat_chunk_tool_calls(const GenOutcome& o);
-json completions_chunk_text(const GenOutcome& o, const std::string& text);
+json completions_chunk_text(const GenOutcome& o, const std::string& text,
+                            const json& logprobs = nullptr);
 json completions_chunk_final(const GenOutcome& o);
 json usage_chunk(const GenOutcome& o, bool chat);
-json native_chunk_text(const GenOutcome& o, const std::string& text);
+json native_chunk_text(const GenOutcome& o, const std::string& text, const json& probs = nullptr);
+
+// Token probabilities probs[from, to) in each API's shape: chat {"content": [{token, logprob,
+// bytes, top_logprobs}]}, completions {tokens, token_logprobs, top_logprobs, text_offset}
+// (offsets from text_offset), native llama.cpp's completion_probabilities array.
+json logprobs_json(Api api, const std::vector<TokenProbs>& probs, size_t from, size_t to,
+                   const Tokenizer& tok, size_t text_offset = 0);
 
 // A random id with the API's prefix ("chatcmpl-" + 32 alphanumerics).
 std::string make_id(const char* prefix);

@@ -21,6 +21,7 @@
 #include "edgellm/version.h"
 #include "server/api.h"
 #include "server/reasoning.h"
+#include "server/tool_calls.h"
 #include "server/webui.h"
 
 namespace edgellm::server {
@@ -132,6 +133,8 @@ std::string json_str(const json& j) {
 
 }  // namespace
 
+struct Prepared;
+
 struct Server::Impl {
     ServerConfig cfg;
     std::unique_ptr<http::Server> http;
@@ -146,6 +149,7 @@ struct Server::Impl {
     std::unique_ptr<Context> ctx;
     std::vector<std::unique_ptr<Slot>> slots;
     std::unique_ptr<StepBatcher> batcher;  // with several slots: their steps in one pass
+    std::shared_ptr<const GrammarVocab> grammar_vocab;  // the model's tokens as grammars see them
     std::string model_name;
     // Positions each slot holds: the context's per-sequence size.
     int64_t n_ctx_slot() const { return ctx->params().n_ctx; }
@@ -167,6 +171,13 @@ struct Server::Impl {
     bool authorized(const http::Request& req) const;
 
     void generate(Api api, const http::Request& req, http::Response& res, std::string* log_extra);
+    struct Choice;
+    std::optional<ApiError> prepare(Api api, GenRequest& g, Prepared* p);
+    void run_choice(Api api, const GenRequest& g, const Prepared& p, Slot* slot,
+                    http::Response& res, bool* stream_ok, Clock::time_point t_start, Choice* c);
+    // How the model writes tool calls (from its chat template).
+    ToolFormat tool_format() const;
+    std::string template_text() const;  // the chat template in use (empty: a built-in format)
     void tokenize(const http::Request& req, http::Response& res);
     void detokenize(const http::Request& req, http::Response& res);
     void apply_template(const http::Request& req, http::Response& res);
@@ -275,6 +286,7 @@ int Server::run() {
     }
     d.model = std::move(*model);
     d.tok = std::move(tok);
+    d.grammar_vocab = GrammarVocab::build(*d.tok);
     if (d.ctx->n_seq() > 1) d.batcher = std::make_unique<StepBatcher>(*d.ctx);
     for (int i = 0; i < d.ctx->n_seq(); ++i) {
         auto s = std::make_unique<Slot>();
@@ -439,11 +451,32 @@ std::string Server::Impl::render(const GenRequest& g, bool* bos_in_text) const {
             for (const auto& [k, v] : given.items()) merged[k] = v;
         kwargs = merged.dump();
     }
+    std::vector<ChatMessage> messages = g.messages;
+    if (!g.tools_json.empty() && !template_renders_tools(template_text())) {
+        // A template without tools (Gemma 3): our system prompt declares them and the
+        // documented call format.
+        const std::string decl = tool_system_prompt(g.tools);
+        if (!messages.empty() && messages[0].role == "system")
+            messages[0].content = decl + "\n\n" + messages[0].content;
+        else
+            messages.insert(messages.begin(), ChatMessage("system", decl));
+    }
     const ChatPrompt cp =
-        chat_prompt(model->file(), *tok, g.messages, true, kwargs, g.tools_json, cfg.chat_template);
+        chat_prompt(model->file(), *tok, messages, true, kwargs, g.tools_json, cfg.chat_template);
     if (!cp.warning.empty()) log("warning: %s; using the %s format", cp.warning.c_str(), cp.how.c_str());
     *bos_in_text = cp.bos_in_text;
     return cp.text;
+}
+
+std::string Server::Impl::template_text() const {
+    if (!cfg.chat_template.empty()) return cfg.chat_template;
+    if (cfg.chat_format) return "";
+    return model->file().get_string("tokenizer.chat_template").value_or("");
+}
+
+ToolFormat Server::Impl::tool_format() const {
+    if (cfg.chat_format) return cfg.chat_format == ChatFormat::Llama3 ? ToolFormat::Llama3 : ToolFormat::Hermes;
+    return tool_format_for_template(template_text());
 }
 
 Slot* Server::Impl::acquire(const std::vector<int32_t>& prompt, int want, http::Response& res,
@@ -504,107 +537,145 @@ void Server::Impl::release(Slot* s) {
     cv.notify_all();
 }
 
-void Server::Impl::generate(Api api, const http::Request& req, http::Response& res,
-                            std::string* log_extra) {
-    const auto t_start = Clock::now();
-    GenRequest g;
-    if (auto e = parse_gen_request(api, req.body, cfg.defaults, &g)) {
-        metrics.requests_failed++;
-        return send_error(res, *e);
-    }
+// What a validated request needs to run: its prompt and its generation settings with the
+// grammar, logit bias and probabilities resolved against the model.
+struct Prepared {
     std::string prompt_text;
     std::vector<int32_t> prompt;
+    GenerateParams gp;
+    std::string constraint;  // what constrains the output, for the log ("" for nothing)
+};
+
+std::optional<ApiError> Server::Impl::prepare(Api api, GenRequest& g, Prepared* p) {
     if (api == Api::Chat) {
         bool bos_in_text = false;
-        prompt_text = render(g, &bos_in_text);
-        prompt = tok->tokenize(prompt_text, !bos_in_text, true);
+        p->prompt_text = render(g, &bos_in_text);
+        p->prompt = tok->tokenize(p->prompt_text, !bos_in_text, true);
     } else if (g.prompt_is_tokens) {
-        prompt = g.prompt_tokens;
-        for (int32_t t : prompt)
-            if (t >= tok->n_vocab()) {
-                metrics.requests_failed++;
-                return send_error(res, bad_request("token id " + std::to_string(t) +
-                                                   " is outside the vocabulary of " +
-                                                   std::to_string(tok->n_vocab())));
-            }
+        p->prompt = g.prompt_tokens;
+        for (int32_t t : p->prompt)
+            if (t >= tok->n_vocab())
+                return bad_request("token id " + std::to_string(t) +
+                                   " is outside the vocabulary of " + std::to_string(tok->n_vocab()));
     } else {
-        prompt_text = g.prompt;
-        prompt = tok->tokenize(prompt_text, true, true);
+        p->prompt_text = g.prompt;
+        p->prompt = tok->tokenize(p->prompt_text, true, true);
     }
-    if (prompt.empty()) {
-        metrics.requests_failed++;
-        return send_error(res, bad_request("the prompt is empty"));
+    if (p->prompt.empty()) return bad_request("the prompt is empty");
+    if ((int64_t)p->prompt.size() >= n_ctx_slot())
+        return ApiError{400, "exceed_context_size_error",
+                        "the request exceeds the available context size: the prompt has " +
+                            std::to_string(p->prompt.size()) + " tokens and a slot holds " +
+                            std::to_string(n_ctx_slot()) + " (at most " +
+                            std::to_string(n_ctx_slot() - 1) +
+                            " prompt tokens, leaving room for one generated token)",
+                        {{"n_prompt_tokens", p->prompt.size()}, {"n_ctx", n_ctx_slot()}}};
+    if (g.id_slot >= (int)slots.size())
+        return bad_request("id_slot " + std::to_string(g.id_slot) + " does not exist (slots: 0.." +
+                           std::to_string(slots.size() - 1) + ")");
+    p->gp = g.gen;
+    SamplerParams& s = p->gp.sampling;
+    // logit_bias: ids checked, texts tokenized (each of their tokens gets the bias).
+    for (const auto& [id, bias] : g.bias_ids) {
+        if (id < 0 || id >= tok->n_vocab())
+            return bad_request("logit_bias: token " + std::to_string(id) +
+                               " is outside the vocabulary of " + std::to_string(tok->n_vocab()));
+        s.logit_bias.push_back({(int32_t)id, bias});
     }
-    if ((int64_t)prompt.size() >= n_ctx_slot()) {
-        metrics.requests_failed++;
-        ApiError e{400, "exceed_context_size_error",
-                   "the request exceeds the available context size: the prompt has " +
-                       std::to_string(prompt.size()) + " tokens and a slot holds " +
-                       std::to_string(n_ctx_slot()) + " (at most " + std::to_string(n_ctx_slot() - 1) +
-                       " prompt tokens, leaving room for one generated token)",
-                   {{"n_prompt_tokens", prompt.size()}, {"n_ctx", n_ctx_slot()}}};
-        return send_error(res, e);
+    for (const auto& [text, bias] : g.bias_texts) {
+        const auto ids = tok->tokenize(text, false, false);
+        if (ids.empty()) return bad_request("logit_bias: \"" + text + "\" has no tokens");
+        for (int32_t id : ids) s.logit_bias.push_back({id, bias});
     }
-    if (g.id_slot >= (int)slots.size()) {
-        metrics.requests_failed++;
-        return send_error(res, bad_request("id_slot " + std::to_string(g.id_slot) +
-                                           " does not exist (slots: 0.." +
-                                           std::to_string(slots.size() - 1) + ")"));
-    }
-
-    ApiError err;
-    Slot* slot = acquire(prompt, g.id_slot, res, &err);
-    if (!slot) {
-        if (err.status == 499) {
-            metrics.cancelled++;
-            *log_extra = " | cancelled while waiting for a slot";
-            return;
+    // The grammar: the request's own, else the tool-call grammar, else the server's default.
+    if (g.constrain) {
+        if (g.grammar) {
+            s.grammar = g.grammar;
+            p->constraint = g.grammar_source;
+        } else if (!g.tool_names.empty()) {
+            SchemaRefusal why;
+            const std::string choice = g.tool_choice_named ? g.tool_choice
+                                       : g.tool_choice == "required" ? "required"
+                                                                     : "auto";
+            auto tg = tool_call_grammar(g.tools, tool_format(), choice, g.parallel_tool_calls, &why);
+            if (!tg) {
+                ApiError e = bad_request(why.message);
+                e.extra["param"] = "tools";
+                if (!why.keyword.empty()) e.extra["keyword"] = why.keyword;
+                if (!why.path.empty()) e.extra["path"] = why.path;
+                return e;
+            }
+            auto compiled = Grammar::parse(tg->gbnf);
+            if (!compiled)  // our own grammar: a bug, but the client's request is fine
+                return ApiError{400, "invalid_request_error",
+                                "the tool-call grammar for these tools did not compile: " +
+                                    compiled.error(),
+                                {}};
+            s.grammar = std::move(*compiled);
+            s.grammar_triggers = std::move(tg->triggers);
+            p->constraint = s.grammar_triggers.empty() ? "tool calls (required)" : "tool calls (lazy)";
+        } else if (cfg.grammar) {
+            s.grammar = cfg.grammar;
+            p->constraint = "--grammar";
         }
-        metrics.requests_failed++;
-        return send_error(res, err);
+        if (s.grammar) {
+            s.grammar_vocab = grammar_vocab;
+            GrammarMatcher probe(s.grammar, grammar_vocab);
+            if (probe.overflowed())
+                return bad_request(p->constraint + ": the grammar is too ambiguous to follow "
+                                                   "(more than 4096 parses at its start; nested "
+                                                   "optional repetitions?)");
+        }
     }
-    metrics.processing++;
-    Session& session = *slot->session;
-    if (!g.cache_prompt) session.clear();
+    p->gp.n_probs = g.logprobs ? g.top_logprobs : 0;
+    return std::nullopt;
+}
 
+// One choice of a request on a slot: generate, streaming as the API frames it when asked.
+struct Server::Impl::Choice {
     GenOutcome o;
-    o.id = make_id(api == Api::Chat ? "chatcmpl-" : "cmpl-");
-    o.model = g.model.empty() ? model_name : g.model;
-    o.created = (int64_t)std::time(nullptr);
-    o.slot = slot->id;
-    o.prompt_text = prompt_text;
-    o.n_ctx = n_ctx_slot();
+    Result<GenerateResult> r = Result<GenerateResult>::fail("not run");
+    std::vector<TokenProbs> probs;
+    bool client_gone = false;
+    double ttft_ms = -1.0;
+};
 
-    GenerateParams gp = g.gen;
+void Server::Impl::run_choice(Api api, const GenRequest& g, const Prepared& p, Slot* slot,
+                              http::Response& res, bool* stream_ok, Clock::time_point t_start,
+                              Choice* c) {
+    GenOutcome& o = c->o;
+    GenerateParams gp = p.gp;
     gp.cancel = &slot->cancel;
     gp.batcher = batcher.get();
     slot->n_decoded = 0;
     slot->n_predict = gp.n_predict;
     gp.progress = &slot->n_decoded;
+    if (g.logprobs) gp.probs = &c->probs;
+    if (c->o.index > 0 && gp.sampling.seed != kRandomSeed) gp.sampling.seed += (uint64_t)c->o.index;
+    Session& session = *slot->session;
+    if (g.stream && api == Api::Chat && *stream_ok) *stream_ok = res.write(sse(chat_chunk_role(o)));
 
-    bool stream_ok = true;
-    double ttft_ms = -1.0;
-    if (g.stream) {
-        stream_ok = res.begin_stream(200, "text/event-stream",
-                                     {{"Cache-Control", "no-cache"},
-                                      {"Access-Control-Allow-Origin", "*"}});
-        if (stream_ok && api == Api::Chat) stream_ok = res.write(sse(chat_chunk_role(o)));
-    }
-    Result<GenerateResult> r = Result<GenerateResult>::fail("not run");
-    bool client_gone = false;
     // Streaming: the answer's content so far and how much of it went out (with tools, what
     // may still become a call is held back until the reply ends); a thinking model's
     // reasoning goes out on its own as reasoning_content.
     std::string reply;
-    size_t streamed = 0;
+    size_t streamed = 0, probs_sent = 0, text_sent = 0;
     const bool think = api == Api::Chat && cfg.reasoning;
-    const bool opened = think && prompt_opens_thinking(prompt_text);
+    const bool opened = think && prompt_opens_thinking(p.prompt_text);
     ReasoningStream thinking(opened);
     auto send_content = [&](const std::string& text) {
-        json chunk = api == Api::Chat          ? chat_chunk_text(o, text)
-                     : api == Api::Completions ? completions_chunk_text(o, text)
-                                               : native_chunk_text(o, text);
-        stream_ok = stream_ok && res.write(sse(chunk));
+        json lp = nullptr;
+        if (g.logprobs) {
+            size_t upto = c->probs.size();
+            while (upto > probs_sent && tok->is_eog(c->probs[upto - 1].id)) --upto;
+            lp = logprobs_json(api, c->probs, probs_sent, upto, *tok, text_sent);
+            probs_sent = upto;
+        }
+        text_sent += text.size();
+        json chunk = api == Api::Chat          ? chat_chunk_text(o, text, lp)
+                     : api == Api::Completions ? completions_chunk_text(o, text, lp)
+                                               : native_chunk_text(o, text, lp);
+        *stream_ok = *stream_ok && res.write(sse(chunk));
     };
     auto content_piece = [&](std::string_view text) {
         reply.append(text);
@@ -614,13 +685,12 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
         streamed = safe;
     };
     auto reasoning_piece = [&](const std::string& text) {
-        if (!text.empty()) stream_ok = stream_ok && res.write(sse(chat_chunk_reasoning(o, text)));
+        if (!text.empty()) *stream_ok = *stream_ok && res.write(sse(chat_chunk_reasoning(o, text)));
     };
-    auto t_gen = Clock::now();
     {
         DisconnectWatch watch(res, slot->cancel);
         auto on_text = [&](std::string_view piece) {
-            if (ttft_ms < 0) ttft_ms = ms_between(t_start, Clock::now());
+            if (c->ttft_ms < 0) c->ttft_ms = ms_between(t_start, Clock::now());
             if (!g.stream) return true;
             if (think) {
                 std::string reasoning, content;
@@ -630,35 +700,15 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
             } else {
                 content_piece(piece);
             }
-            return stream_ok;
+            return *stream_ok;
         };
-        t_gen = Clock::now();
-        if (stream_ok) r = session.generate(prompt, gp, on_text);
-        client_gone = watch.gone() || !stream_ok;
+        if (*stream_ok) c->r = session.generate(p.prompt, gp, on_text);
+        c->client_gone = watch.gone() || !*stream_ok;
     }
-    metrics.processing--;
-    release(slot);
-    if (!r && client_gone) {  // the stream could not even start: nobody to answer
-        metrics.cancelled++;
-        *log_extra = " | cancelled: the client went away";
-        return;
-    }
-
-    if (!r) {
-        metrics.requests_failed++;
-        ApiError e{500, "server_error", r.error(), {}};
-        if (g.stream && res.started()) {
-            if (stream_ok) {
-                res.write(sse(json::parse(error_body(e))));
-                res.end_stream();
-            }
-        } else {
-            send_error(res, e);
-        }
-        *log_extra = " | error: " + r.error();
-        return;
-    }
-    o.result = std::move(*r);
+    if (!c->r) return;
+    o.result = std::move(*c->r);
+    c->r = Result<GenerateResult>(o.result);
+    std::erase_if(c->probs, [&](const TokenProbs& tp) { return tok->is_eog(tp.id); });
     if (api == Api::Chat) {
         ReasoningSplit split;
         if (think)
@@ -673,65 +723,173 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
         if (o.parsed)
             for (size_t i = 0; i < o.parsed->calls.size(); ++i) o.call_ids.push_back(make_id("call_"));
     }
-    const GenerateResult& gr = o.result;
+    if (g.logprobs) o.logprobs = logprobs_json(api, c->probs, 0, c->probs.size(), *tok);
+    const bool cancelled = o.result.stop == StopReason::Cancelled || c->client_gone;
+    if (!g.stream || cancelled || !*stream_ok) return;
+    // The end of this choice's stream.
+    if (api == Api::Chat) {
+        if (think) {  // what the reasoning splitter still held
+            std::string reasoning, content;
+            thinking.finish(&reasoning, &content);
+            reasoning_piece(reasoning);
+            reply.append(content);
+        }
+        if (o.parsed)
+            *stream_ok = res.write(sse(chat_chunk_tool_calls(o)));
+        else if (streamed < reply.size())
+            send_content(reply.substr(streamed));
+        *stream_ok = *stream_ok && res.write(sse(chat_chunk_final(o)));
+    } else if (api == Api::Completions) {
+        *stream_ok = res.write(sse(completions_chunk_final(o)));
+    }
+}
+
+void Server::Impl::generate(Api api, const http::Request& req, http::Response& res,
+                            std::string* log_extra) {
+    const auto t_start = Clock::now();
+    GenRequest g;
+    Prepared p;
+    std::optional<ApiError> bad = parse_gen_request(api, req.body, cfg.defaults, &g);
+    if (!bad) bad = prepare(api, g, &p);
+    if (bad) {
+        metrics.requests_failed++;
+        return send_error(res, *bad);
+    }
+
+    ApiError err;
+    Slot* slot = acquire(p.prompt, g.id_slot, res, &err);
+    if (!slot) {
+        if (err.status == 499) {
+            metrics.cancelled++;
+            *log_extra = " | cancelled while waiting for a slot";
+            return;
+        }
+        metrics.requests_failed++;
+        return send_error(res, err);
+    }
+    metrics.processing++;
+    if (!g.cache_prompt) slot->session->clear();
+
+    const std::string id = make_id(api == Api::Chat ? "chatcmpl-" : "cmpl-");
+    const int64_t created = (int64_t)std::time(nullptr);
+    bool stream_ok = true;
+    if (g.stream)
+        stream_ok = res.begin_stream(200, "text/event-stream",
+                                     {{"Cache-Control", "no-cache"},
+                                      {"Access-Control-Allow-Origin", "*"}});
+    const auto t_gen = Clock::now();
+    // n choices, one after the other on the slot: each after the first finds the prompt in
+    // the slot's cache and evaluates only its last token.
+    std::vector<Choice> choices((size_t)g.n_choices);
+    std::string failure;
+    for (int i = 0; i < g.n_choices; ++i) {
+        Choice& c = choices[(size_t)i];
+        c.o.index = i;
+        c.o.id = id;
+        c.o.model = g.model.empty() ? model_name : g.model;
+        c.o.created = created;
+        c.o.slot = slot->id;
+        c.o.prompt_text = p.prompt_text;
+        c.o.n_ctx = n_ctx_slot();
+        run_choice(api, g, p, slot, res, &stream_ok, t_start, &c);
+        if (!c.r) {
+            failure = c.r.error();
+            break;
+        }
+        if (c.client_gone || c.o.result.stop == StopReason::Cancelled) break;
+    }
+    metrics.processing--;
+    release(slot);
+
+    const Choice& first = choices[0];
+    const bool client_gone = std::any_of(choices.begin(), choices.end(), [](const Choice& c) {
+        return c.client_gone || (c.r && c.o.result.stop == StopReason::Cancelled);
+    });
+    if (!failure.empty() && client_gone) {  // the stream could not even start: nobody to answer
+        metrics.cancelled++;
+        *log_extra = " | cancelled: the client went away";
+        return;
+    }
+    if (!failure.empty()) {
+        metrics.requests_failed++;
+        ApiError e{500, "server_error", failure, {}};
+        if (g.stream && res.started()) {
+            if (stream_ok) {
+                res.write(sse(json::parse(error_body(e))));
+                res.end_stream();
+            }
+        } else {
+            send_error(res, e);
+        }
+        *log_extra = " | error: " + failure;
+        return;
+    }
+    // Usage over every choice: the prompt once, the generated tokens of all.
+    GenerateResult total = first.o.result;
+    for (size_t i = 1; i < choices.size(); ++i) total.n_generated += choices[i].o.result.n_generated;
+    double ttft_ms = first.ttft_ms;
+    const GenerateResult& gr = first.o.result;
     if (ttft_ms < 0 && gr.n_generated > 0) ttft_ms = ms_between(t_start, Clock::now());
     metrics.requests++;
     metrics.prompt_tokens += (uint64_t)gr.n_prompt;
     metrics.cached_tokens += (uint64_t)gr.n_cached;
-    metrics.generated_tokens += (uint64_t)gr.n_generated;
-    metrics.prompt_us += (uint64_t)(gr.prompt_ms * 1000.0);
-    metrics.generate_us += (uint64_t)(gr.generate_ms * 1000.0);
+    for (const Choice& c : choices) {
+        metrics.generated_tokens += (uint64_t)c.o.result.n_generated;
+        metrics.prompt_us += (uint64_t)(c.o.result.prompt_ms * 1000.0);
+        metrics.generate_us += (uint64_t)(c.o.result.generate_ms * 1000.0);
+    }
     if (gr.first_token_ms > 0)
         metrics.observe_ttft((ms_between(t_start, t_gen) + gr.first_token_ms) / 1000.0);
-    const bool cancelled = gr.stop == StopReason::Cancelled || client_gone;
-    if (cancelled) metrics.cancelled++;
+    if (client_gone) metrics.cancelled++;
 
-    char buf[320];
+    char buf[400];
     std::snprintf(buf, sizeof buf,
-                  " | slot %d | prompt %lld (cached %lld) %.1f ms | generated %lld, %.1f t/s | "
-                  "ttft %.0f ms | %s",
+                  " | slot %d | prompt %lld (cached %lld) %.1f ms | generated %lld%s, %.1f t/s | "
+                  "ttft %.0f ms%s%s | %s",
                   slot->id, (long long)gr.n_prompt, (long long)gr.n_cached, gr.prompt_ms,
-                  (long long)gr.n_generated, gr.generate_per_second(), std::max(0.0, ttft_ms),
-                  cancelled ? "cancelled: the client went away" : stop_reason_name(gr.stop));
+                  (long long)total.n_generated,
+                  choices.size() > 1 ? (" in " + std::to_string(choices.size()) + " choices").c_str() : "",
+                  gr.generate_per_second(), std::max(0.0, ttft_ms),
+                  p.constraint.empty() ? "" : " | constrained: ", p.constraint.c_str(),
+                  client_gone ? "cancelled: the client went away" : stop_reason_name(gr.stop));
     *log_extra = buf;
-    if (cancelled) return;  // nobody to answer
+    if (client_gone) return;  // nobody to answer
 
+    GenOutcome summary = first.o;
+    summary.result = total;
     if (g.stream) {
-        if (api == Api::Chat) {
-            if (think) {  // what the reasoning splitter still held
-                std::string reasoning, content;
-                thinking.finish(&reasoning, &content);
-                reasoning_piece(reasoning);
-                reply.append(content);
-            }
-            if (o.parsed)
-                res.write(sse(chat_chunk_tool_calls(o)));
-            else if (streamed < reply.size())
-                send_content(reply.substr(streamed));
-            res.write(sse(chat_chunk_final(o)));
-            if (g.include_usage) res.write(sse(usage_chunk(o, true)));
-            res.write("data: [DONE]\n\n");
-        } else if (api == Api::Completions) {
-            res.write(sse(completions_chunk_final(o)));
-            if (g.include_usage) res.write(sse(usage_chunk(o, false)));
+        if (api == Api::Chat || api == Api::Completions) {
+            if (g.include_usage) res.write(sse(usage_chunk(summary, api == Api::Chat)));
             res.write("data: [DONE]\n\n");
         } else {
-            json last = native_response(o, g);
+            json last = native_response(first.o, g);
             last["content"] = "";
+            last.erase("completion_probabilities");  // (sent with the text)
             res.write(sse(last));
         }
         res.end_stream();
         return;
     }
+    json body;
     switch (api) {
         case Api::Chat:
-            return send_json(res, 200, chat_response(o));
+            body = chat_response(first.o);
+            for (size_t i = 1; i < choices.size(); ++i)
+                body["choices"].push_back(chat_response(choices[i].o)["choices"][0]);
+            break;
         case Api::Completions:
-            return send_json(res, 200, completions_response(o));
+            body = completions_response(first.o);
+            for (size_t i = 1; i < choices.size(); ++i)
+                body["choices"].push_back(completions_response(choices[i].o)["choices"][0]);
+            break;
         case Api::Native:
-            return send_json(res, 200, native_response(o, g));
+            body = native_response(first.o, g);
+            break;
     }
+    if (api != Api::Native) body["usage"] = usage_json(total);
+    send_json(res, 200, body);
 }
+
 
 // ---- the other endpoints ------------------------------------------------------------
 

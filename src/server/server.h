@@ -16,6 +16,7 @@
 
 #include "edgellm/chat.h"
 #include "edgellm/error.h"
+#include "edgellm/grammar.h"
 #include "edgellm/model.h"
 #include "edgellm/session.h"
 #include "server/http.h"
@@ -45,6 +46,9 @@ struct ServerConfig {
     // A thinking model's <think>...</think> goes out as reasoning_content (llama-server's
     // --reasoning-format auto / deepseek); false: left in the content (none).
     bool reasoning = true;
+    // --grammar / --json-schema: constrains every request that brings no grammar, schema or
+    // tools of its own (null: none).
+    std::shared_ptr<const Grammar> grammar;
 };
 
 class Server {

@@ -3,6 +3,7 @@
 #include "server/text_scan.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <string_view>
 
 namespace edgellm::server {
@@ -137,6 +138,107 @@ size_t tool_safe_prefix(const std::string& text) {
     const size_t open = t.find(kOpen);
     if (open != std::string_view::npos) return open;
     return t.size() - partial_suffix(t, kOpen);
+}
+
+ToolFormat tool_format_for_template(const std::string& t) {
+    if (t.find("<tool_call>") != std::string::npos) return ToolFormat::Hermes;
+    if (t.find("<|python_tag|>") != std::string::npos || t.find("\"parameters\"") != std::string::npos ||
+        (t.find("<|start_header_id|>") != std::string::npos && t.find("tools") != std::string::npos))
+        return ToolFormat::Llama3;
+    return ToolFormat::Hermes;
+}
+
+bool template_renders_tools(const std::string& t) {
+    return t.find("tools") != std::string::npos;
+}
+
+std::string tool_system_prompt(const json& tools) {
+    std::string s =
+        "You can call functions to help the user. The functions, as JSON schemas:\n<tools>\n";
+    for (const json& t : tools) s += t.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+    s += "</tools>\n\nTo call a function, answer with only this, one block per call:\n"
+         "<tool_call>\n{\"name\": <function name>, \"arguments\": <arguments as a JSON "
+         "object>}\n</tool_call>\nOtherwise answer the user normally.";
+    return s;
+}
+
+namespace {
+
+// A GBNF literal for s.
+std::string gbnf_literal(const std::string& s) {
+    std::string out = "\"";
+    for (unsigned char c : s) {
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += (char)c;
+        } else if (c == '\n') {
+            out += "\\n";
+        } else if (c == '\r') {
+            out += "\\r";
+        } else if (c == '\t') {
+            out += "\\t";
+        } else if (c < 0x20) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\x%02X", c);
+            out += buf;
+        } else {
+            out += (char)c;
+        }
+    }
+    return out + "\"";
+}
+
+}  // namespace
+
+std::optional<ToolGrammar> tool_call_grammar(const json& tools, ToolFormat fmt,
+                                             const std::string& choice, bool parallel,
+                                             SchemaRefusal* why) {
+    JsonSchemaGrammar b;
+    std::vector<std::string> alts;
+    const bool hermes = fmt == ToolFormat::Hermes;
+    const std::string args_key = hermes ? "arguments" : "parameters";
+    for (size_t i = 0; i < tools.size(); ++i) {
+        const json& fn = tools[i]["function"];
+        const std::string name = fn["name"].get<std::string>();
+        if (choice != "auto" && choice != "required" && choice != name) continue;
+        json params = fn.contains("parameters") && fn["parameters"].is_object()
+                          ? fn["parameters"]
+                          : json{{"type", "object"}};
+        auto rule = b.add(params, "tool-" + std::to_string(i) + "-args");
+        if (!rule) {
+            *why = b.refusal();
+            why->path = "$.tools[" + std::to_string(i) + "].function.parameters" +
+                        (why->path.size() > 1 ? why->path.substr(1) : std::string());
+            why->message = "tools[" + std::to_string(i) + "] (" + name + "): " + why->message;
+            return std::nullopt;
+        }
+        // {"name": "f", "arguments": {...}} with the model's usual spacing allowed
+        alts.push_back(gbnf_literal("\"" + name + "\"") + " tc-ws \",\" tc-ws " +
+                       gbnf_literal("\"" + args_key + "\"") + " tc-ws \":\" tc-ws " + *rule);
+    }
+    if (alts.empty()) {
+        why->keyword = "tool_choice";
+        why->message = "tool_choice names a function that is not among the tools";
+        return std::nullopt;
+    }
+    std::string rules;
+    rules += "tc-ws ::= [ \\t\\n]{0,4}\n";
+    rules += "tc-fn ::= ";
+    for (size_t i = 0; i < alts.size(); ++i) rules += (i ? " | " : "") + alts[i];
+    rules += "\n";
+    rules += "tc-obj ::= \"{\" tc-ws \"\\\"name\\\"\" tc-ws \":\" tc-ws tc-fn tc-ws \"}\"\n";
+    ToolGrammar out;
+    if (hermes) {
+        rules += "tc-call ::= \"<tool_call>\" tc-ws tc-obj tc-ws \"</tool_call>\"\n";
+        out.triggers = {{"<tool_call>", false}};
+    } else {
+        rules += "tc-call ::= tc-obj\n";
+        out.triggers = {{"{", true}};
+    }
+    const std::string root = parallel ? "tc-call ( tc-ws tc-call )*" : "tc-call";
+    if (choice != "auto") out.triggers.clear();  // a call from the first token
+    out.gbnf = "root ::= " + root + "\n" + rules + b.gbnf("");
+    return out;
 }
 
 }  // namespace edgellm::server

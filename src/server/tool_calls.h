@@ -20,6 +20,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "edgellm/json_schema.h"
+#include "edgellm/sampler.h"
+
 namespace edgellm::server {
 
 struct ToolCall {
@@ -43,5 +46,33 @@ std::optional<ParsedReply> parse_tool_calls(const std::string& text,
 // While streaming: how many bytes of `text` (the reply so far) can be sent as content now.
 // The rest may still become a tool call and is held back until the reply ends.
 size_t tool_safe_prefix(const std::string& text);
+
+// How a model family writes a call, and so what the tool-call grammar makes it write:
+//   Hermes: <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>  (Qwen 2.5 / 3,
+//           Hermes; also the format edgellm documents for families without one, Gemma 3,
+//           whose template is then given the tools in a system prompt of ours)
+//   Llama3: {"name": "f", "parameters": {...}}  (Llama 3.1 / 3.2 JSON tool calling)
+enum class ToolFormat { Hermes, Llama3 };
+// The format a chat template asks for (Hermes when it names none).
+ToolFormat tool_format_for_template(const std::string& template_text);
+// Whether the template renders `tools` itself (else tool_system_prompt() describes them).
+bool template_renders_tools(const std::string& template_text);
+// A system prompt that declares the tools and the Hermes call format, for templates that
+// do not render tools (Gemma 3).
+std::string tool_system_prompt(const nlohmann::ordered_json& tools);
+
+// The grammar of a reply that calls tools: each call's name one of the tools (or only the
+// named one) and its arguments constrained to that tool's `parameters` schema.
+// choice "required" or a function name: the reply is calls from its first token (no
+// triggers); "auto": lazy, triggered where the model opens a call, free text before it.
+// parallel: several calls may follow each other. nullopt with *why when a tool's
+// parameters cannot be enforced (why->path starts "$.tools[i].function.parameters").
+struct ToolGrammar {
+    std::string gbnf;
+    std::vector<GrammarTrigger> triggers;
+};
+std::optional<ToolGrammar> tool_call_grammar(const nlohmann::ordered_json& tools, ToolFormat fmt,
+                                             const std::string& choice, bool parallel,
+                                             SchemaRefusal* why);
 
 }  // namespace edgellm::server

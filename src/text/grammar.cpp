@@ -31,6 +31,7 @@
 #include <limits>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "edgellm/tokenizer.h"
 
@@ -39,6 +40,7 @@ namespace edgellm {
 namespace {
 
 constexpr uint32_t kMaxCodePoint = 0x10FFFF;
+constexpr int kMaxGroupDepth = 256;  // nesting of ( ... ): the parser recurses per level
 
 enum class ElemKind : uint8_t { End, Class, Ref };
 
@@ -247,6 +249,11 @@ class Parser {
             cp = (cp << 6) | (d & 0x3F);
             ++pos_;
         }
+        // overlong forms, surrogates, code points beyond U+10FFFF
+        constexpr uint32_t min_of_length[4] = {0, 0x80, 0x800, 0x10000};
+        if (c >= 0xF8 || cp < min_of_length[n] || cp > kMaxCodePoint ||
+            (cp >= 0xD800 && cp <= 0xDFFF))
+            fail_at(at, "invalid UTF-8 in the grammar");
         return cp;
     }
     uint32_t add_class(CharClass cc) {
@@ -261,23 +268,37 @@ class Parser {
     }
     uint32_t rule_id(const std::string& name, size_t pos) {
         auto it = ids_.find(name);
-        if (it != ids_.end()) return it->second;
+        if (it != ids_.end()) {
+            const uint32_t old = it->second;
+            if (base_of_[old].empty()) return old;
+            // The grammar names a rule like one generated for a group or repetition
+            // ("root-1"; JSON schema grammars name rules "name-2"): the generated one moves.
+            const std::string fresh = fresh_name(base_of_[old]);
+            ids_.erase(it);
+            ids_[fresh] = old;
+            g_->rule_names[old] = fresh;
+        }
         const uint32_t id = (uint32_t)rules_.size();
         ids_[name] = id;
         rules_.emplace_back();
         defined_.push_back(false);
         first_use_.push_back(pos);
         def_pos_.push_back(pos);
+        base_of_.emplace_back();
         g_->rule_names.push_back(name);
         return id;
     }
-    uint32_t new_rule(const std::string& base, size_t pos) {
+    std::string fresh_name(const std::string& base) {
         std::string name;
         do {
             name = base + "-" + std::to_string(++generated_);
         } while (ids_.count(name));
-        const uint32_t id = rule_id(name, pos);
+        return name;
+    }
+    uint32_t new_rule(const std::string& base, size_t pos) {
+        const uint32_t id = rule_id(fresh_name(base), pos);
         defined_[id] = true;
+        base_of_[id] = base;
         return id;
     }
 
@@ -367,12 +388,15 @@ class Parser {
                 have_term = true;
             } else if (c == '(') {
                 ++pos_;
+                if (++group_depth_ > kMaxGroupDepth)
+                    fail_at(at, "groups nested deeper than " + std::to_string(kMaxGroupDepth));
                 skip_space(true);
                 const uint32_t id = new_rule(rule, at);
                 auto alts = parse_alternatives(rule, true);
                 skip_space(true);
                 if (peek() != ')') fail_at(at, "unclosed (");
                 ++pos_;
+                --group_depth_;
                 rules_[id] = std::move(alts);
                 last_start = seq.size();
                 seq.push_back({true, id});
@@ -472,9 +496,11 @@ class Parser {
     std::map<std::string, uint32_t> ids_;
     std::vector<std::vector<Alt>> rules_;
     std::vector<bool> defined_;
-    std::vector<size_t> first_use_;  // where a rule was first named
-    std::vector<size_t> def_pos_;    // where it was defined
+    std::vector<size_t> first_use_;     // where a rule was first named
+    std::vector<size_t> def_pos_;       // where it was defined
+    std::vector<std::string> base_of_;  // a generated rule: the rule it came from; else ""
     int generated_ = 0;
+    int group_depth_ = 0;
 };
 
 void Parser::check_left_recursion() {
@@ -522,11 +548,7 @@ void Parser::check_left_recursion() {
                 const uint32_t s = first[r][i++];
                 if (mark[s] == 1) {
                     // a generated rule ("value-3") is reported by the rule it came from
-                    std::string name = g_->rule_names[s];
-                    const size_t dash = name.rfind('-');
-                    if (dash != std::string::npos && ids_.count(name.substr(0, dash)) &&
-                        std::all_of(name.begin() + (long)dash + 1, name.end(), ::isdigit))
-                        name = name.substr(0, dash);
+                    const std::string& name = base_of_[s].empty() ? g_->rule_names[s] : base_of_[s];
                     fail_at(def_pos_[s], "rule " + name +
                                              " is left-recursive: it can reach itself without "
                                              "consuming a character");
@@ -568,7 +590,8 @@ Result<std::shared_ptr<const Grammar::Impl>> Parser::run(std::string_view root) 
             if (!defined_[r])
                 fail_at(first_use_[r], "rule " + g_->rule_names[r] + " is used but never defined");
         auto it = ids_.find(std::string(root));
-        if (it == ids_.end()) fail_at(s_.size(), "the grammar has no rule named " + std::string(root));
+        if (it == ids_.end() || !base_of_[it->second].empty())
+            fail_at(s_.size(), "the grammar has no rule named " + std::string(root));
         check_left_recursion();
         // Flatten.
         Grammar::Impl& g = *g_;
@@ -761,6 +784,9 @@ constexpr uint32_t kUnknown = 0xFFFFFFFFu;
 // demand (the interned stacks and states stay: the live state refers to them).
 constexpr size_t kMaxTransitionTables = 32768;  // 1 KiB each
 constexpr size_t kMaxMasks = 512;
+// Bounds on the parse: stacks in one state, stack nodes in all.
+constexpr size_t kMaxStacksPerState = 4096;
+constexpr size_t kMaxNodes = 4u << 20;
 
 struct StackNode {
     uint32_t pos;
@@ -798,6 +824,9 @@ struct GrammarMatcher::Tables {
     std::unordered_map<uint32_t, std::vector<uint64_t>> masks;  // state -> allowed-token bits
     uint32_t start = 0;
     std::vector<uint32_t> scratch;
+    bool overflow = false;  // a state grew past the bounds: the grammar is too ambiguous
+    std::vector<uint32_t> expand_work;      // expand()'s worklist
+    std::unordered_set<uint32_t> expanded;  // stacks expanded in this pass
 
     uint32_t node(uint32_t pos, uint32_t rest) {
         const uint64_t key = ((uint64_t)pos << 32) | rest;
@@ -807,25 +836,34 @@ struct GrammarMatcher::Tables {
     }
 
     // Expand stack `id` until a class is on top (or it is empty), appending results.
+    // Within one pass (clear `expanded` before it) a stack is expanded once: its expansion
+    // is already in *out. Without that, n nullable rules in a row with two empty ways
+    // through expand 2^n times; the worklist keeps long nullable chains off the call stack.
     void expand(uint32_t id, std::vector<uint32_t>* out) {
-        if (id == 0) {
-            out->push_back(0);
-            return;
-        }
-        const StackNode n = nodes[id];
-        const Element& e = g->elements[n.pos];
-        if (e.kind == ElemKind::Class) {
-            out->push_back(id);
-            return;
-        }
-        // a rule reference: each alternative on top of what follows the reference
-        uint32_t rest = n.rest;
-        if (g->elements[n.pos + 1].kind != ElemKind::End) rest = node(n.pos + 1, rest);
-        for (uint32_t a : g->rule_alts[e.value]) {
-            if (g->elements[a].kind == ElemKind::End)
-                expand(rest, out);
-            else
-                expand(node(a, rest), out);
+        expand_work.assign(1, id);
+        while (!expand_work.empty()) {
+            if (out->size() > kMaxStacksPerState) {  // intern() refuses the state
+                expand_work.clear();
+                break;
+            }
+            id = expand_work.back();
+            expand_work.pop_back();
+            if (!expanded.insert(id).second) continue;
+            if (id == 0) {
+                out->push_back(0);
+                continue;
+            }
+            const StackNode n = nodes[id];
+            const Element& e = g->elements[n.pos];
+            if (e.kind == ElemKind::Class) {
+                out->push_back(id);
+                continue;
+            }
+            // a rule reference: each alternative on top of what follows the reference
+            uint32_t rest = n.rest;
+            if (g->elements[n.pos + 1].kind != ElemKind::End) rest = node(n.pos + 1, rest);
+            for (uint32_t a : g->rule_alts[e.value])
+                expand_work.push_back(g->elements[a].kind == ElemKind::End ? rest : node(a, rest));
         }
     }
 
@@ -834,6 +872,12 @@ struct GrammarMatcher::Tables {
         std::sort(stacks.begin(), stacks.end());
         stacks.erase(std::unique(stacks.begin(), stacks.end()), stacks.end());
         if (stacks.empty()) return kDead;
+        // A grammar so ambiguous that one position holds this many parses (nested optional
+        // repetitions) would stall generation: the matcher gives up instead.
+        if (stacks.size() > kMaxStacksPerState || nodes.size() > kMaxNodes) {
+            overflow = true;
+            return kDead;
+        }
         uint64_t h = hash_mix(partial, ((uint64_t)len << 8) | remain);
         for (uint32_t s : stacks) h = hash_mix(h, s);
         auto& bucket = state_ids[h];
@@ -893,7 +937,10 @@ struct GrammarMatcher::Tables {
         if (remain > 0) {
             // keep the stacks whose class can match some completion of the prefix
             const uint32_t lo = std::max(partial << (6 * remain), kMinOfLength[len]);
-            const uint32_t hi = std::min(kMaxCodePoint, ((partial + 1) << (6 * remain)) - 1);
+            uint32_t hi = std::min(kMaxCodePoint, ((partial + 1) << (6 * remain)) - 1);
+            // no completion of ED A0..BF is a character (UTF-16 surrogates); ED leaves D000..D7FF
+            if (lo >= 0xD800 && hi <= 0xDFFF) return kDead;
+            if (lo < 0xD800 && hi >= 0xD800 && hi <= 0xDFFF) hi = 0xD7FF;
             if (lo > hi) return kDead;
             for (uint32_t st : s.stacks) {
                 if (st == 0) continue;
@@ -902,6 +949,7 @@ struct GrammarMatcher::Tables {
             }
             return intern(next, partial, remain, len);
         }
+        expanded.clear();
         for (uint32_t st : s.stacks) {
             if (st == 0) continue;
             const StackNode n = nodes[st];
@@ -984,6 +1032,7 @@ GrammarMatcher::GrammarMatcher(std::shared_ptr<const Grammar> g,
     t.trans.emplace_back();
     // the start: each alternative of root
     std::vector<uint32_t> stacks;
+    t.expanded.clear();
     for (uint32_t a : t.g->rule_alts[t.g->root]) {
         if (t.g->elements[a].kind == ElemKind::End)
             stacks.push_back(0);
@@ -1065,6 +1114,9 @@ bool GrammarMatcher::can_end() const {
 }
 bool GrammarMatcher::must_end() const {
     return !finished_ && tables_->states[state_].only_end;
+}
+bool GrammarMatcher::overflowed() const {
+    return tables_->overflow;
 }
 bool GrammarMatcher::finished() const {
     return finished_;
