@@ -747,8 +747,29 @@ json chat_chunk_tool_calls(const GenOutcome& o) {
     return envelope(o, "chat.completion.chunk", json::array({choice}));
 }
 
+json chat_chunk_call_start(const GenOutcome& o, int index, const std::string& id,
+                           const std::string& name) {
+    json call = {{"index", index},
+                 {"id", id},
+                 {"type", "function"},
+                 {"function", {{"name", name}, {"arguments", ""}}}};
+    json choice = {{"finish_reason", nullptr},
+                   {"index", o.index},
+                   {"delta", {{"tool_calls", json::array({call})}}}};
+    return envelope(o, "chat.completion.chunk", json::array({choice}));
+}
+
+json chat_chunk_call_arguments(const GenOutcome& o, int index, const std::string& fragment) {
+    json call = {{"index", index}, {"function", {{"arguments", fragment}}}};
+    json choice = {{"finish_reason", nullptr},
+                   {"index", o.index},
+                   {"delta", {{"tool_calls", json::array({call})}}}};
+    return envelope(o, "chat.completion.chunk", json::array({choice}));
+}
+
 json chat_chunk_final(const GenOutcome& o) {
-    json choice = {{"finish_reason", o.parsed ? "tool_calls" : finish_reason(o.result.stop)},
+    json choice = {{"finish_reason", o.parsed || o.streamed_calls > 0 ? "tool_calls"
+                                                                       : finish_reason(o.result.stop)},
                    {"index", o.index},
                    {"delta", json::object()}};
     json j = envelope(o, "chat.completion.chunk", json::array({choice}));

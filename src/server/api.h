@@ -101,6 +101,7 @@ struct GenOutcome {
     // ids ("call_...").
     std::optional<ParsedReply> parsed;
     std::vector<std::string> call_ids;
+    int streamed_calls = 0;  // calls sent as they were written (then finish_reason "tool_calls")
     // Chat: the answer, and the reasoning a thinking model wrote before it (<think>).
     std::string content;
     std::string reasoning;
@@ -127,6 +128,11 @@ json chat_chunk_role(const GenOutcome& o);
 json chat_chunk_text(const GenOutcome& o, const std::string& text, const json& logprobs = nullptr);
 json chat_chunk_reasoning(const GenOutcome& o, const std::string& text);
 json chat_chunk_final(const GenOutcome& o);
+// A call streamed as it is written: its start (index, id, name, empty arguments), then
+// fragments of its arguments.
+json chat_chunk_call_start(const GenOutcome& o, int index, const std::string& id,
+                           const std::string& name);
+json chat_chunk_call_arguments(const GenOutcome& o, int index, const std::string& fragment);
 // The calls of o.parsed as one delta (index, id, type, function name and arguments).
 json chat_chunk_tool_calls(const GenOutcome& o);
 json completions_chunk_text(const GenOutcome& o, const std::string& text,

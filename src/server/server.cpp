@@ -22,6 +22,7 @@
 #include "server/api.h"
 #include "server/reasoning.h"
 #include "server/tool_calls.h"
+#include "server/tool_stream.h"
 #include "server/webui.h"
 
 namespace edgellm::server {
@@ -132,6 +133,27 @@ std::string json_str(const json& j) {
 }
 
 }  // namespace
+
+// Whether each call's arguments match its tool's `parameters` (checked with the schema's
+// grammar; a schema that cannot be written as one is not checked).
+bool arguments_valid(const json& tools, const ParsedReply& parsed) {
+    auto vocab = GrammarVocab::from_pieces({}, {});
+    for (const ToolCall& c : parsed.calls)
+        for (const json& t : tools) {
+            const json& fn = t["function"];
+            if (fn["name"] != c.name || !fn.contains("parameters") || !fn["parameters"].is_object())
+                continue;
+            SchemaRefusal why;
+            auto gbnf = json_schema_to_gbnf(fn["parameters"], &why);
+            if (!gbnf) break;
+            auto g = Grammar::parse(*gbnf);
+            if (!g) break;
+            GrammarMatcher m(*g, vocab);
+            if (!m.accept_bytes(c.arguments) || !m.can_end()) return false;
+            break;
+        }
+    return true;
+}
 
 struct Prepared;
 
@@ -613,7 +635,7 @@ std::optional<ApiError> Server::Impl::prepare(Api api, GenRequest& g, Prepared* 
                                 {}};
             s.grammar = std::move(*compiled);
             s.grammar_triggers = std::move(tg->triggers);
-            p->constraint = s.grammar_triggers.empty() ? "tool calls (required)" : "tool calls (lazy)";
+            p->constraint = "tool calls (" + choice + ")";
         } else if (cfg.grammar) {
             s.grammar = cfg.grammar;
             p->constraint = "--grammar";
@@ -677,8 +699,46 @@ void Server::Impl::run_choice(Api api, const GenRequest& g, const Prepared& p, S
                                                : native_chunk_text(o, text, lp);
         *stream_ok = *stream_ok && res.write(sse(chunk));
     };
+    // With a tool-call grammar the calls are valid as they are written, so they stream as
+    // OpenAI streams them; without one (constrain: false) a call is checked first, so what
+    // may become one is held back until the reply ends.
+    const bool stream_calls = api == Api::Chat && !g.tool_names.empty() && gp.sampling.grammar &&
+                              p.constraint.rfind("tool calls", 0) == 0;
+    // (the streamer reads <tool_call> blocks and bare objects; a fenced call is held whole)
+    std::optional<ToolCallStreamer> calls;
+    if (stream_calls) calls.emplace(g.tool_names, true);
+    bool fenced = false, opened_reply = false;
+    std::vector<ToolStreamEvent> events;
+    auto send_events = [&] {
+        for (const ToolStreamEvent& e : events) {
+            if (e.kind == ToolStreamEvent::Kind::Content) {
+                send_content(e.text);
+            } else if (e.kind == ToolStreamEvent::Kind::CallStart) {
+                o.call_ids.push_back(make_id("call_"));
+                o.streamed_calls = e.index + 1;
+                *stream_ok = *stream_ok &&
+                             res.write(sse(chat_chunk_call_start(o, e.index, o.call_ids.back(), e.text)));
+            } else {
+                *stream_ok = *stream_ok && res.write(sse(chat_chunk_call_arguments(o, e.index, e.text)));
+            }
+        }
+        events.clear();
+    };
     auto content_piece = [&](std::string_view text) {
         reply.append(text);
+        if (calls && !opened_reply) {
+            const size_t lead = reply.find_first_not_of(" \t\r\n");
+            if (lead != std::string::npos) {
+                opened_reply = true;
+                fenced = reply[lead] == '`';
+                if (fenced) calls.reset();
+            }
+        }
+        if (calls) {
+            calls->push(text, &events);
+            return send_events();
+        }
+        if (fenced) return;  // parsed when the reply ends
         const size_t safe = g.tool_names.empty() ? reply.size() : tool_safe_prefix(reply);
         if (safe <= streamed) return;
         send_content(reply.substr(streamed, safe - streamed));
@@ -718,7 +778,16 @@ void Server::Impl::run_choice(Api api, const GenRequest& g, const Prepared& p, S
         o.reasoning = std::move(split.reasoning);
         o.content = std::move(split.content);
     }
-    if (!g.tool_names.empty()) {
+    if (!g.tool_names.empty() && (!calls || fenced)) {
+        o.parsed = parse_tool_calls(o.content, g.tool_names);
+        if (o.parsed && !stream_calls && !arguments_valid(g.tools, *o.parsed)) {
+            log("tool call with arguments that do not match the tool's parameters: sent as content");
+            o.parsed.reset();
+        }
+        if (o.parsed)
+            for (size_t i = 0; i < o.parsed->calls.size(); ++i) o.call_ids.push_back(make_id("call_"));
+    }
+    if (calls && !g.stream) {  // (not streaming: the finished reply, parsed whole)
         o.parsed = parse_tool_calls(o.content, g.tool_names);
         if (o.parsed)
             for (size_t i = 0; i < o.parsed->calls.size(); ++i) o.call_ids.push_back(make_id("call_"));
@@ -734,10 +803,14 @@ void Server::Impl::run_choice(Api api, const GenRequest& g, const Prepared& p, S
             reasoning_piece(reasoning);
             reply.append(content);
         }
-        if (o.parsed)
+        if (calls) {
+            calls->finish(&events);
+            send_events();
+        } else if (o.parsed) {
             *stream_ok = res.write(sse(chat_chunk_tool_calls(o)));
-        else if (streamed < reply.size())
+        } else if (streamed < reply.size()) {
             send_content(reply.substr(streamed));
+        }
         *stream_ok = *stream_ok && res.write(sse(chat_chunk_final(o)));
     } else if (api == Api::Completions) {
         *stream_ok = res.write(sse(completions_chunk_final(o)));

@@ -228,16 +228,30 @@ std::optional<ToolGrammar> tool_call_grammar(const json& tools, ToolFormat fmt,
     rules += "\n";
     rules += "tc-obj ::= \"{\" tc-ws \"\\\"name\\\"\" tc-ws \":\" tc-ws tc-fn tc-ws \"}\"\n";
     ToolGrammar out;
-    if (hermes) {
-        rules += "tc-call ::= \"<tool_call>\" tc-ws tc-obj tc-ws \"</tool_call>\"\n";
-        out.triggers = {{"<tool_call>", false}};
-    } else {
+    const std::string calls = parallel ? "tc-call ( tc-ws tc-call )*" : "tc-call";
+    rules += "tc-calls ::= " + calls + "\n";
+    if (!hermes) {
+        // Llama 3: a reply that opens with "{" is a call (lazy: free text otherwise).
         rules += "tc-call ::= tc-obj\n";
-        out.triggers = {{"{", true}};
+        if (choice == "auto") out.triggers = {{"{", true}};
+        out.gbnf = "root ::= tc-calls\n" + rules + b.gbnf("");
+        return out;
     }
-    const std::string root = parallel ? "tc-call ( tc-ws tc-call )*" : "tc-call";
-    if (choice != "auto") out.triggers.clear();  // a call from the first token
-    out.gbnf = "root ::= " + root + "\n" + rules + b.gbnf("");
+    if (choice != "auto") {  // a call from the first token, in the template's form
+        rules += "tc-call ::= \"<tool_call>\" tc-ws tc-obj tc-ws \"</tool_call>\"\n";
+        out.gbnf = "root ::= tc-calls\n" + rules + b.gbnf("");
+        return out;
+    }
+    // auto: calls, or text that may end in calls. Small models open a call in the forms they
+    // were trained on more than in the template's: a <tool_call> block, a bare object, or a
+    // fenced one (```json or even ```python). Each of those is a constrained call here, and
+    // text may not open like one ({, [, `) nor contain "<to" outside a call.
+    rules += "tc-call ::= \"<tool_call>\" tc-ws tc-obj tc-ws \"</tool_call>\" | tc-obj | "
+             "\"```\" [a-z]{0,10} tc-ws tc-obj tc-ws \"```\"\n";
+    rules += "tc-text ::= tc-first tc-char* tc-calls?\n";
+    rules += "tc-first ::= [^{[`< \\t\\n\\r] | \"<\" [^t] | \"<t\" [^o]\n";
+    rules += "tc-char ::= [^<] | \"<\" [^t] | \"<t\" [^o]\n";
+    out.gbnf = "root ::= tc-calls | tc-text\n" + rules + b.gbnf("");
     return out;
 }
 
