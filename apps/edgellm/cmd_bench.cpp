@@ -13,9 +13,16 @@
 #include <sstream>
 #include <thread>
 
+#include <fstream>
+
 #include "args.h"
 #include "commands.h"
+#include "edgellm/chat.h"
+#include "edgellm/grammar.h"
+#include "edgellm/json_schema.h"
 #include "edgellm/model.h"
+#include "edgellm/session.h"
+#include "edgellm/tokenizer.h"
 #include "kernels/kernels.h"
 
 namespace edgellm::cli {
@@ -107,6 +114,128 @@ bool parse_int_list(const std::string& s, std::vector<int>* out) {
     return !out->empty();
 }
 
+double median_of(std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
+}
+
+// bench --grammar FILE / --json-schema FILE: decode with the grammar beside decode without
+// it, on the same model, prompt and threads. Each repetition starts from an empty cache, so
+// the first-token times include the prompt; the constrained one also compiles the grammar
+// (and the schema) and builds its first state, which is what a request pays.
+int bench_constrained(const ArgParser& p, const std::string& model_path, int64_t n_gen,
+                      int64_t reps, int threads) {
+    const bool schema = p.has("--json-schema");
+    const std::string file = *p.get(schema ? "--json-schema" : "--grammar");
+    std::ifstream in(file, std::ios::binary);
+    if (!in) return fail("bench", "cannot read " + file, 2);
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    // Compile once up front to report errors before loading the model.
+    auto compile = [&](std::string* err) -> std::shared_ptr<const Grammar> {
+        std::string gbnf = text;
+        if (schema) {
+            const auto j = nlohmann::ordered_json::parse(text, nullptr, false);
+            if (j.is_discarded()) {
+                *err = file + ": not valid JSON";
+                return nullptr;
+            }
+            SchemaRefusal why;
+            auto g = json_schema_to_gbnf(j, &why);
+            if (!g) {
+                *err = file + ": " + why.message;
+                return nullptr;
+            }
+            gbnf = *g;
+        }
+        auto g = Grammar::parse(gbnf);
+        if (!g) {
+            *err = file + ": " + g.error();
+            return nullptr;
+        }
+        return *g;
+    };
+    std::string err;
+    if (!compile(&err)) return fail("bench", err, 2);
+
+    auto model = Model::load(model_path, load_options(p));
+    if (!model) return fail("bench", model.error());
+    if (!prepare_model(p, **model, &err)) return fail("bench", err);
+    auto tok = Tokenizer::load((*model)->file());
+    if (!tok) return fail("bench", tok.error());
+    ContextParams cp;
+    cp.n_ctx = 4096;
+    cp.n_threads = threads;
+    if (!read_cpu_options(p, &cp, &err)) return fail("bench", err, 2);
+    auto ctx = Context::create(**model, cp);
+    if (!ctx) return fail("bench", ctx.error());
+    const auto t_vocab = Clock::now();
+    auto vocab = GrammarVocab::build(**tok);
+    const double vocab_ms = seconds_since(t_vocab) * 1000.0;
+
+    const std::string user = p.get_or(
+        "--prompt", schema ? "Describe a user of our app as a JSON object."
+                           : "北京明天天气怎么样？用 JSON 回答，包含 tool 和 args。");
+    const ChatPrompt chat = chat_prompt((*model)->file(), **tok, {{"user", user}}, true);
+    const auto prompt = (*tok)->tokenize(chat.text, !chat.bos_in_text, true);
+    Session session(**model, **tok, **ctx);
+
+    struct Run {
+        std::vector<double> tps, first_ms;
+        int64_t tokens = 0;
+        std::string text;
+    } free_run, constrained_run;
+    std::vector<double> compile_ms;
+    for (int64_t rep = -1; rep < reps; ++rep) {  // rep -1 warms up
+        for (int which = 0; which < 2; ++which) {
+            session.clear();
+            GenerateParams gp;
+            gp.n_predict = (int32_t)n_gen;
+            gp.sampling.temperature = 0.0f;
+            const auto t0 = Clock::now();
+            if (which == 1) {
+                gp.sampling.grammar = compile(&err);
+                gp.sampling.grammar_vocab = vocab;
+                if (rep >= 0) compile_ms.push_back(seconds_since(t0) * 1000.0);
+            } else {
+                gp.ignore_eos = true;  // as many tokens as asked
+            }
+            auto r = session.generate(prompt, gp, nullptr);
+            if (!r) return fail("bench", r.error());
+            Run& run = which ? constrained_run : free_run;
+            const double first = seconds_since(t0) * 1000.0 - r->generate_ms;
+            std::fprintf(stderr, "bench: %s %s %lld/%lld: %lld tokens, %.2f tokens/s, first token %.1f ms\n",
+                         which ? "constrained" : "free", rep < 0 ? "warm-up" : "run",
+                         (long long)rep + 1, (long long)reps, (long long)r->n_generated,
+                         r->generate_per_second(), first);
+            if (rep < 0) continue;
+            run.tps.push_back(r->generate_per_second());
+            run.first_ms.push_back(first);
+            run.tokens = r->n_generated;
+            run.text = r->text;
+        }
+    }
+    const double free_tps = median_of(free_run.tps), con_tps = median_of(constrained_run.tps);
+    std::printf("model: %s; threads: %d; kernels: %s\n", model_path.c_str(),
+                (*ctx)->params().n_threads, active_kernel_set().c_str());
+    std::printf("%s: %s; vocabulary for grammars built in %.1f ms (once per model)\n",
+                schema ? "JSON schema" : "grammar", file.c_str(), vocab_ms);
+    std::printf("prompt: %zu tokens; median of %lld runs after a warm-up, greedy\n\n",
+                prompt.size(), (long long)reps);
+    std::printf("| decode | tokens | t/s (median) | first token ms (median) | compile ms (median) |\n");
+    std::printf("|---|---:|---:|---:|---:|\n");
+    std::printf("| free | %lld | %.2f | %.1f | |\n", (long long)free_run.tokens, free_tps,
+                median_of(free_run.first_ms));
+    std::printf("| constrained | %lld | %.2f | %.1f | %.2f |\n", (long long)constrained_run.tokens,
+                con_tps, median_of(constrained_run.first_ms), median_of(compile_ms));
+    std::printf("\nconstrained / free decode: %.3f; first token: %+.1f ms\n",
+                free_tps > 0 ? con_tps / free_tps : 0.0,
+                median_of(constrained_run.first_ms) - median_of(free_run.first_ms));
+    std::printf("constrained output: %s\n", constrained_run.text.c_str());
+    return 0;
+}
+
 }  // namespace
 
 int cmd_bench(const std::vector<std::string>& args) {
@@ -123,6 +252,11 @@ int cmd_bench(const std::vector<std::string>& args) {
     p.option({"-o", "--output"}, "FMT", "md (default), json or csv");
     p.option({"--kernels"}, "NAME", "kernel set (default: the best available)");
     p.flag({"--no-bandwidth"}, "skip measuring the machine's read bandwidth");
+    p.option({"--grammar"}, "FILE",
+             "instead: decode constrained by the GBNF grammar in FILE beside free decode");
+    p.option({"--json-schema"}, "FILE",
+             "instead: decode constrained by the JSON schema in FILE beside free decode");
+    p.option({"--prompt"}, "TEXT", "the user message for --grammar / --json-schema");
     add_cpu_options(p);
     if (auto done = parse_command_line(p, args)) return *done;
     std::string err;
@@ -140,6 +274,14 @@ int cmd_bench(const std::vector<std::string>& args) {
         if (!parse_int_list(*t, &threads)) return fail("bench", "-t must be a list like 1,2", 2);
     } else {
         threads.push_back((int)std::max(1u, std::thread::hardware_concurrency()));
+    }
+    if (p.has("--grammar") || p.has("--json-schema")) {
+        if (p.has("--grammar") && p.has("--json-schema"))
+            return fail("bench", "give one of --grammar and --json-schema", 2);
+        if (threads.size() != 1) return fail("bench", "--grammar / --json-schema take one -t", 2);
+        err = choose_kernels(p.get_or("--kernels", ""));
+        if (!err.empty()) return fail("bench", err, 2);
+        return bench_constrained(p, *model_path, n_gen, reps, threads[0]);
     }
     const std::string fmt = p.get_or("-o", "md");
     if (fmt != "md" && fmt != "json" && fmt != "csv")

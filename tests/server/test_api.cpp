@@ -217,3 +217,165 @@ TEST(Reasoning, StreamingMatchesTheWholeReply) {
             EXPECT_EQ(content, whole.content) << reply << " / " << step;
         }
 }
+
+// ---- constrained output and the request options of the structured-output issue ----------
+
+namespace {
+
+std::optional<ApiError> parse_req(Api api, const std::string& body, GenRequest* g) {
+    return parse_gen_request(api, body, GenerateParams{}, g);
+}
+
+const char* kToolsJson = R"([{"type":"function","function":{"name":"get_weather","parameters":{
+    "type":"object","properties":{"city":{"type":"string"},"days":{"type":"integer","minimum":1,
+    "maximum":7}},"required":["city"]}}},{"type":"function","function":{"name":"play_music",
+    "parameters":{"type":"object","properties":{"song":{"type":"string"}},"required":["song"]}}}])";
+
+bool grammar_accepts(const std::string& gbnf, const std::string& text) {
+    auto g = Grammar::parse(gbnf);
+    if (!g) return false;
+    GrammarMatcher m(*g, GrammarVocab::from_pieces({}, {}));
+    return m.accept_bytes(text) && m.can_end();
+}
+
+}  // namespace
+
+TEST(ConstrainedRequests, GrammarErrorsNameLineAndColumn) {
+    GenRequest g;
+    auto e = parse_req(Api::Native, R"({"prompt":"x","grammar":"root ::= foo"})", &g);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->status, 400);
+    EXPECT_NE(e->message.find("line 1, column 10"), std::string::npos) << e->message;
+    EXPECT_EQ(e->extra["param"], "grammar");
+    EXPECT_FALSE(parse_req(Api::Native, R"({"prompt":"x","grammar":"root ::= \"a\""})", &g));
+    EXPECT_TRUE(g.grammar);
+}
+
+TEST(ConstrainedRequests, SchemaRefusalsNameKeywordAndPath) {
+    GenRequest g;
+    auto e = parse_req(Api::Chat, R"({"messages":[{"role":"user","content":"hi"}],
+        "response_format":{"type":"json_schema","json_schema":{"name":"x","schema":{
+        "type":"object","properties":{"a":{"not":{"type":"string"}}}}}}})", &g);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->status, 400);
+    EXPECT_EQ(e->extra["keyword"], "not");
+    EXPECT_EQ(e->extra["path"], "$.properties.a.not");
+    e = parse_req(Api::Native, R"({"prompt":"x","json_schema":{"type":"string","format":"uri"}})", &g);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->extra["keyword"], "format");
+    // json_object and json_schema compile; text does not constrain.
+    EXPECT_FALSE(parse_req(Api::Chat, R"({"messages":[{"role":"user","content":"hi"}],
+        "response_format":{"type":"json_object"}})", &g));
+    EXPECT_TRUE(g.grammar);
+    EXPECT_FALSE(parse_req(Api::Chat, R"({"messages":[{"role":"user","content":"hi"}],
+        "response_format":{"type":"text"}})", &g));
+    EXPECT_FALSE(g.grammar);
+    e = parse_req(Api::Chat, R"({"messages":[{"role":"user","content":"hi"}],
+        "response_format":{"type":"xml"}})", &g);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->status, 400) << "a 5xx would make the openai client retry";
+    e = parse_req(Api::Native, R"({"prompt":"x","grammar":"root ::= \"a\"","json_schema":{}})", &g);
+    ASSERT_TRUE(e);
+}
+
+TEST(ConstrainedRequests, ToolChoice) {
+    GenRequest g;
+    const std::string base = std::string(R"({"messages":[{"role":"user","content":"hi"}],"tools":)") + kToolsJson;
+    EXPECT_FALSE(parse_req(Api::Chat, base + R"(,"tool_choice":"required"})", &g));
+    EXPECT_EQ(g.tool_choice, "required");
+    EXPECT_FALSE(parse_req(Api::Chat, base + R"(,"tool_choice":{"type":"function","function":{"name":"play_music"}}})", &g));
+    EXPECT_EQ(g.tool_choice, "play_music");
+    EXPECT_TRUE(g.tool_choice_named);
+    auto e = parse_req(Api::Chat, base + R"(,"tool_choice":{"type":"function","function":{"name":"nope"}}})", &g);
+    ASSERT_TRUE(e);
+    EXPECT_NE(e->message.find("nope"), std::string::npos);
+    EXPECT_TRUE(parse_req(Api::Chat, base + R"(,"tool_choice":"sometimes"})", &g));
+    EXPECT_FALSE(parse_req(Api::Chat, base + R"(,"tool_choice":"none"})", &g));
+    EXPECT_TRUE(g.tool_names.empty()) << "tool_choice none: the reply is not parsed for calls";
+    EXPECT_TRUE(parse_req(Api::Chat, R"({"messages":[{"role":"user","content":"hi"}],"tool_choice":"required"})", &g));
+}
+
+TEST(ConstrainedRequests, ToolCallGrammarConstrainsArguments) {
+    const auto tools = nlohmann::ordered_json::parse(kToolsJson);
+    SchemaRefusal why;
+    auto req = tool_call_grammar(tools, ToolFormat::Hermes, "required", true, &why);
+    ASSERT_TRUE(req) << why.message;
+    EXPECT_TRUE(req->triggers.empty());
+    const std::string call = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 3}}\n</tool_call>";
+    EXPECT_TRUE(grammar_accepts(req->gbnf, call));
+    EXPECT_TRUE(grammar_accepts(req->gbnf, call + "\n" + call)) << "parallel calls";
+    EXPECT_FALSE(grammar_accepts(req->gbnf, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"days\": 3}}\n</tool_call>"))
+        << "the required city is missing";
+    EXPECT_FALSE(grammar_accepts(req->gbnf, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"P\", \"days\": 9}}\n</tool_call>"))
+        << "days is at most 7";
+    EXPECT_FALSE(grammar_accepts(req->gbnf, "Sure!")) << "required: a call from the first token";
+    auto named = tool_call_grammar(tools, ToolFormat::Hermes, "play_music", false, &why);
+    ASSERT_TRUE(named);
+    EXPECT_FALSE(grammar_accepts(named->gbnf, call));
+    EXPECT_TRUE(grammar_accepts(named->gbnf, "<tool_call>{\"name\":\"play_music\",\"arguments\":{\"song\":\"x\"}}</tool_call>"));
+    auto aut = tool_call_grammar(tools, ToolFormat::Hermes, "auto", false, &why);
+    ASSERT_TRUE(aut);
+    EXPECT_TRUE(grammar_accepts(aut->gbnf, "It is sunny."));
+    EXPECT_TRUE(grammar_accepts(aut->gbnf, call));
+    EXPECT_TRUE(grammar_accepts(aut->gbnf, "```json\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n```"));
+    EXPECT_FALSE(grammar_accepts(aut->gbnf, "{\"name\": \"get_weather\", \"arguments\": {}}"));
+    auto llama = tool_call_grammar(tools, ToolFormat::Llama3, "auto", false, &why);
+    ASSERT_TRUE(llama);
+    EXPECT_TRUE(grammar_accepts(llama->gbnf, "{\"name\": \"play_music\", \"parameters\": {\"song\": \"x\"}}"));
+    ASSERT_EQ(llama->triggers.size(), 1u);
+    EXPECT_TRUE(llama->triggers[0].at_start);
+    // A tool whose parameters cannot be enforced: refused, naming the tool's path.
+    auto bad = nlohmann::ordered_json::parse(R"([{"type":"function","function":{"name":"f",
+        "parameters":{"type":"object","properties":{"x":{"type":"string","format":"uri"}}}}}])");
+    EXPECT_FALSE(tool_call_grammar(bad, ToolFormat::Hermes, "auto", false, &why));
+    EXPECT_EQ(why.keyword, "format");
+    EXPECT_EQ(why.path.rfind("$.tools[0].function.parameters", 0), 0u) << why.path;
+}
+
+TEST(ConstrainedRequests, SamplingOptionsHonouredOrRefused) {
+    GenRequest g;
+    EXPECT_FALSE(parse_req(Api::Native, R"({"prompt":"x","typical_p":0.9,"mirostat":2,"mirostat_tau":4,
+        "mirostat_eta":0.2,"xtc_probability":0.5,"xtc_threshold":0.2,"top_n_sigma":1.5,
+        "samplers":["top_k","temperature"],"n_probs":3,"dry_multiplier":0})", &g));
+    EXPECT_FLOAT_EQ(g.gen.sampling.typical_p, 0.9f);
+    EXPECT_EQ(g.gen.sampling.mirostat, 2);
+    EXPECT_EQ(g.gen.sampling.order.size(), 2u);
+    EXPECT_TRUE(g.logprobs);
+    EXPECT_EQ(g.top_logprobs, 3);
+    for (const char* body : {R"({"prompt":"x","dry_multiplier":0.8})", R"({"prompt":"x","samplers":["bogus"]})",
+                             R"({"prompt":"x","min_keep":5})", R"({"prompt":"x","post_sampling_probs":true})",
+                             R"({"prompt":"x","mirostat":3})", R"({"prompt":"x","logit_bias":5})"}) {
+        auto e = parse_req(Api::Native, body, &g);
+        ASSERT_TRUE(e) << body;
+        EXPECT_EQ(e->status, 400) << body;
+    }
+    auto e = parse_req(Api::Native, R"({"prompt":"x","dry_multiplier":0.8})", &g);
+    EXPECT_NE(e->message.find("dry_multiplier"), std::string::npos);
+}
+
+TEST(ConstrainedRequests, LogitBiasForms) {
+    GenRequest g;
+    EXPECT_FALSE(parse_req(Api::Chat, R"({"messages":[{"role":"user","content":"hi"}],"logit_bias":{"15":-100,"7":5}})", &g));
+    ASSERT_EQ(g.bias_ids.size(), 2u);
+    EXPECT_EQ(g.bias_ids[0].first, 15);
+    EXPECT_FLOAT_EQ(g.bias_ids[0].second, -100.0f);
+    EXPECT_TRUE(parse_req(Api::Chat, R"({"messages":[{"role":"user","content":"hi"}],"logit_bias":{"15":-101}})", &g))
+        << "OpenAI's range is -100..100";
+    EXPECT_FALSE(parse_req(Api::Native, R"({"prompt":"x","logit_bias":[[15,false],["Hello",2.5]]})", &g));
+    ASSERT_EQ(g.bias_ids.size(), 1u);
+    EXPECT_TRUE(std::isinf(g.bias_ids[0].second));
+    ASSERT_EQ(g.bias_texts.size(), 1u);
+    EXPECT_EQ(g.bias_texts[0].first, "Hello");
+}
+
+TEST(ConstrainedRequests, LogprobsAndChoices) {
+    GenRequest g;
+    EXPECT_FALSE(parse_req(Api::Chat, R"({"messages":[{"role":"user","content":"hi"}],"logprobs":true,"top_logprobs":4,"n":3})", &g));
+    EXPECT_TRUE(g.logprobs);
+    EXPECT_EQ(g.top_logprobs, 4);
+    EXPECT_EQ(g.n_choices, 3);
+    EXPECT_TRUE(parse_req(Api::Chat, R"({"messages":[{"role":"user","content":"hi"}],"top_logprobs":4})", &g));
+    EXPECT_FALSE(parse_req(Api::Completions, R"({"prompt":"x","logprobs":2})", &g));
+    EXPECT_EQ(g.top_logprobs, 2);
+    EXPECT_TRUE(parse_req(Api::Chat, R"({"messages":[{"role":"user","content":"hi"}],"n":17})", &g));
+}
