@@ -53,9 +53,10 @@ if [ ! -x "$venv/bin/python3" ]; then
   /usr/bin/python3 -m venv --system-site-packages "$venv" ||
     echo "setup: WARNING: could not create $venv; the openai client tests will skip"
 fi
-if [ -x "$venv/bin/python3" ] && ! "$venv/bin/python3" -c "import openai" 2>/dev/null; then
-  "$venv/bin/python3" -m pip install -q --disable-pip-version-check openai ||
-    echo "setup: WARNING: pip could not install openai; the openai client tests will skip"
+if [ -x "$venv/bin/python3" ] && ! "$venv/bin/python3" -c "import openai, jsonschema" 2>/dev/null; then
+  # openai: the official client; jsonschema: an independent validator of constrained output
+  "$venv/bin/python3" -m pip install -q --disable-pip-version-check openai jsonschema ||
+    echo "setup: WARNING: pip could not install openai and jsonschema; the tests that use them will skip"
 fi
 
 if [ "${SETUP_SKIP_BUILD:-0}" != "1" ]; then

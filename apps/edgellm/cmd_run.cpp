@@ -95,7 +95,7 @@ bool read_grammar_options(const ArgParser& p, std::shared_ptr<const Grammar>* ou
         SchemaRefusal why;
         auto g = json_schema_to_gbnf(schema, &why);
         if (!g) {
-            *err = where + ": " + why.message;
+            *err = where + ": " + why.message + (why.path.empty() ? "" : " (at " + why.path + ")");
             return false;
         }
         gbnf = std::move(*g);
