@@ -244,12 +244,14 @@ std::optional<ToolGrammar> tool_call_grammar(const json& tools, ToolFormat fmt,
     }
     // auto: calls, or text that may end in calls. Small models open a call in the forms they
     // were trained on more than in the template's: a <tool_call> block, a bare object, or a
-    // fenced one (```json or even ```python). Each of those is a constrained call here, and
-    // text may not open like one ({, [, `) nor contain "<to" outside a call.
+    // fenced one (```json or even ```python), or one wrapped in a tag of their own
+    // (<response>, <fn .../>). The first three are constrained calls here; text may not open
+    // like any of them ({, [, `, <; a thinking model's <think> may) nor contain "<to"
+    // outside a call.
     rules += "tc-call ::= \"<tool_call>\" tc-ws tc-obj tc-ws \"</tool_call>\" | tc-obj | "
              "\"```\" [a-z]{0,10} tc-ws tc-obj tc-ws \"```\"\n";
     rules += "tc-text ::= tc-first tc-char* tc-calls?\n";
-    rules += "tc-first ::= [^{[`< \\t\\n\\r] | \"<\" [^t] | \"<t\" [^o]\n";
+    rules += "tc-first ::= [^{[`< \\t\\n\\r] | \"<think>\"\n";
     rules += "tc-char ::= [^<] | \"<\" [^t] | \"<t\" [^o]\n";
     out.gbnf = "root ::= tc-calls | tc-text\n" + rules + b.gbnf("");
     return out;

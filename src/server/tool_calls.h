@@ -65,8 +65,8 @@ std::string tool_system_prompt(const nlohmann::ordered_json& tools);
 // named one) and its arguments constrained to that tool's `parameters` schema.
 // choice "required" or a function name: the reply is calls from its first token (no
 // triggers). "auto", Hermes: the reply is calls, or text that may end in calls, where text
-// may not open like bare or fenced JSON (so a call is always a constrained <tool_call>
-// block) nor contain "<to" outside a call; Llama 3: lazy, a reply that opens with "{" is a
+// may not open like bare or fenced JSON or a tag (so a call is always a constrained
+// <tool_call> block, bare or fenced object) nor contain "<to" outside a call; Llama 3: lazy, a reply that opens with "{" is a
 // call, anything else free text.
 // parallel: several calls may follow each other. nullopt with *why when a tool's
 // parameters cannot be enforced (why->path starts "$.tools[i].function.parameters").
