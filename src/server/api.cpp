@@ -253,7 +253,11 @@ void parse_prompt(Fields& f, GenRequest* out) {
 
 // The schema refusal as a 400 that names the keyword and its JSON path.
 ApiError schema_error(const std::string& field, const SchemaRefusal& why) {
-    ApiError e = bad_request(field + ": " + why.message);
+    std::string where;
+    if (!why.keyword.empty()) where = " (keyword \"" + why.keyword + "\"";
+    if (!why.path.empty()) where += (where.empty() ? " (at " : " at ") + why.path;
+    if (!where.empty()) where += ")";
+    ApiError e = bad_request(field + ": " + why.message + where);
     e.extra["param"] = field;
     if (!why.keyword.empty()) e.extra["keyword"] = why.keyword;
     if (!why.path.empty()) e.extra["path"] = why.path;

@@ -621,7 +621,8 @@ std::optional<ApiError> Server::Impl::prepare(Api api, GenRequest& g, Prepared* 
                                                                      : "auto";
             auto tg = tool_call_grammar(g.tools, tool_format(), choice, g.parallel_tool_calls, &why);
             if (!tg) {
-                ApiError e = bad_request(why.message);
+                ApiError e = bad_request(why.message + (why.path.empty() ? "" : " (keyword \"" +
+                                                        why.keyword + "\" at " + why.path + ")"));
                 e.extra["param"] = "tools";
                 if (!why.keyword.empty()) e.extra["keyword"] = why.keyword;
                 if (!why.path.empty()) e.extra["path"] = why.path;

@@ -19,6 +19,7 @@ import atexit
 import ctypes
 import http.client
 import json
+import math
 import os
 import re
 import select
@@ -44,6 +45,7 @@ REQUEST_TIMEOUT_S = 180
 
 GEMMA = "gemma3-270m"
 QWEN = "qwen2.5-coder-1.5b"
+QWEN_SMALL = "qwen2.5-coder-0.5b"  # tool calls: follows tool prompts, faster than the 1.5B
 
 
 # ---- models ----------------------------------------------------------------------------
@@ -735,7 +737,7 @@ class OneSlotServer(unittest.TestCase):
             "temperature above 2": chat_body("hi", temperature=3),
             "temperature below 0": chat_body("hi", temperature=-0.5),
             "top_p above 1": chat_body("hi", top_p=1.5),
-            "n > 1": chat_body("hi", n=2),
+            "n above 16": chat_body("hi", n=17),
             "content of the wrong type": {"messages": [{"role": "user", "content": 7}]},
         }
         for what, body in cases.items():
@@ -1354,6 +1356,682 @@ class ApiKey(unittest.TestCase):
         self.assertNotIn("WARNING", self.flag.log_text())
 
 
+# ---- constrained output: grammar, json_schema, response_format (Gemma 3 270M) ----------------
+
+YES_NO = 'root ::= "yes" | "no"'
+
+# Every field bounded, so a constrained answer ends well within max_tokens.
+PERSON_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "minLength": 1, "maxLength": 12},
+        "age": {"type": "integer", "minimum": 0, "maximum": 120},
+        "color": {"enum": ["red", "green", "blue"]},
+        "pets": {"type": "array", "items": {"type": "string", "maxLength": 8}, "maxItems": 2},
+    },
+    "required": ["name", "age", "color"],
+    "additionalProperties": False,
+}
+
+
+def assert_person(tc, text):
+    """The text is one JSON value that PERSON_SCHEMA admits (checked here, and by jsonschema too
+    when it is installed)."""
+    try:
+        v = json.loads(text)
+    except ValueError as e:
+        tc.fail(f"not JSON ({e}): {text!r}")
+    tc.assertIsInstance(v, dict, text)
+    tc.assertLessEqual(set(v), {"name", "age", "color", "pets"}, text)
+    tc.assertIsInstance(v.get("name"), str, text)
+    tc.assertTrue(1 <= len(v["name"]) <= 12, text)
+    tc.assertIs(type(v.get("age")), int, text)
+    tc.assertTrue(0 <= v["age"] <= 120, text)
+    tc.assertIn(v.get("color"), ("red", "green", "blue"), text)
+    if "pets" in v:
+        tc.assertIsInstance(v["pets"], list, text)
+        tc.assertLessEqual(len(v["pets"]), 2, text)
+        for p in v["pets"]:
+            tc.assertIsInstance(p, str, text)
+            tc.assertLessEqual(len(p), 8, text)
+    try:
+        import jsonschema
+    except ImportError:
+        return v
+    jsonschema.validate(v, PERSON_SCHEMA)
+    return v
+
+
+def sse_objects(tc, reply, done=True):
+    """The JSON payloads of an SSE body; with done, it ends with exactly one [DONE]."""
+    events = sse_events(reply.body)
+    if done:
+        tc.assertEqual(events[-1], "[DONE]", events[-3:])
+        tc.assertEqual(events.count("[DONE]"), 1)
+        events = events[:-1]
+    return [json.loads(e) for e in events]
+
+
+class GemmaServer(unittest.TestCase):
+    """A base: one Gemma 3 270M server for the class (-np 1), and short helpers."""
+
+    FLAGS = []
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model = need_model(GEMMA)
+        cls.srv = start_server(cls, ["-m", cls.model, "--port", "0", "-np", "1", "-c", "2048",
+                                     *cls.FLAGS])
+        cls.port = cls.srv.port
+
+    def post(self, path, body):
+        return request(self.port, "POST", path, body)
+
+    def ok(self, path, body):
+        r = self.post(path, body)
+        self.assertEqual(r.status, 200, f"{path} {body}: {r}")
+        return r.json()
+
+    def chat(self, content, **kw):
+        return self.ok("/v1/chat/completions", chat_body(content, **kw))
+
+    def native_text(self, body):
+        return self.ok("/completion", body)["content"]
+
+
+class ConstrainedOutput(GemmaServer):
+    # -- grammar --
+
+    def test_grammar_yes_no_on_every_endpoint(self):
+        # a base model left alone never answers just "yes" or "no"; seeded sampling (not
+        # greedy) so the grammar, not the argmax, decides
+        for seed in (1, 2):
+            with self.subTest(seed=seed):
+                j = self.ok("/completion", {"prompt": "Is the sky blue? Answer:", "n_predict": 8,
+                                            "grammar": YES_NO, "seed": seed, "temperature": 1})
+                self.assertIn(j["content"], ("yes", "no"), j)
+                self.assertEqual(j["stop_type"], "eos", j)
+                j = self.ok("/v1/completions", {"prompt": "Is the sky blue? Answer:", "max_tokens": 8,
+                                                "grammar": YES_NO, "seed": seed, "temperature": 1})
+                self.assertIn(j["choices"][0]["text"], ("yes", "no"), j)
+                self.assertEqual(j["choices"][0]["finish_reason"], "stop", j)
+                j = self.chat("Is the sky blue?", max_tokens=8, grammar=YES_NO, seed=seed, temperature=1)
+                self.assertIn(j["choices"][0]["message"]["content"], ("yes", "no"), j)
+                self.assertEqual(j["choices"][0]["finish_reason"], "stop", j)
+        # streamed: the pieces make "yes" or "no" too
+        s = RawStream(self.port, "POST", "/v1/chat/completions",
+                      chat_body("Is the sky blue?", max_tokens=8, grammar=YES_NO, stream=True)).read_all()
+        self.assertEqual(s.status, 200, s.body[:300])
+        objs = sse_objects(self, s)
+        text = "".join(o["choices"][0]["delta"].get("content") or "" for o in objs if o["choices"])
+        self.assertIn(text, ("yes", "no"), s.body[-600:])
+
+    def test_grammar_with_repetition_and_classes(self):
+        g = 'root ::= "(" [a-z]{3} ") " num ("," num){2}\nnum ::= [0-9] | [1-9] [0-9]'
+        for path, body in [("/completion", {"prompt": "Data:", "n_predict": 32, "grammar": g}),
+                           ("/v1/completions", {"prompt": "Data:", "max_tokens": 32, "grammar": g})]:
+            with self.subTest(path=path):
+                j = self.ok(path, body)
+                text = j["content"] if path == "/completion" else j["choices"][0]["text"]
+                self.assertRegex(text, r"\A\([a-z]{3}\) (?:[0-9]|[1-9][0-9])(?:,(?:[0-9]|[1-9][0-9])){2}\Z")
+
+    def test_bad_grammar_is_400_with_line_and_column(self):
+        cases = [('root ::= "yes" | nope', "line 1, column 18"),  # nope: never defined
+                 ('root :: "a"', "line 1, column"),
+                 ('root ::= "a"\nnum ::= [0-9', "line 2, column")]
+        for grammar, where in cases:
+            for path, body in [("/completion", {"prompt": "x", "n_predict": 4, "grammar": grammar}),
+                               ("/v1/completions", {"prompt": "x", "max_tokens": 4, "grammar": grammar}),
+                               ("/v1/chat/completions", chat_body("x", max_tokens=4, grammar=grammar))]:
+                with self.subTest(grammar=grammar, path=path):
+                    err = assert_error_shape(self, self.post(path, body), 400)
+                    self.assertIn(where, err["message"])
+                    self.assertEqual(err.get("param"), "grammar", err)
+        err = assert_error_shape(self, self.post("/completion", {"prompt": "x", "grammar": 5}), 400)
+        self.assertIn("grammar", err["message"])
+        # one constraint at a time
+        err = assert_error_shape(self, self.post("/v1/chat/completions", chat_body(
+            "x", grammar=YES_NO, response_format={"type": "json_object"})), 400)
+        self.assertIn("grammar", err["message"])
+
+    # -- JSON schemas --
+
+    def test_json_schema_field_on_every_endpoint(self):
+        for path, body in [
+                ("/completion", {"prompt": "A person as JSON:", "n_predict": 96, "json_schema": PERSON_SCHEMA}),
+                ("/v1/completions", {"prompt": "A person as JSON:", "max_tokens": 96,
+                                     "json_schema": PERSON_SCHEMA}),
+                ("/v1/chat/completions", chat_body("Describe a person as JSON.", max_tokens=96,
+                                                   json_schema=PERSON_SCHEMA))]:
+            with self.subTest(path=path):
+                j = self.ok(path, body)
+                if path == "/completion":
+                    text = j["content"]
+                    self.assertEqual(j["stop_type"], "eos", j)
+                else:
+                    c = j["choices"][0]
+                    text = c["text"] if "text" in c else c["message"]["content"]
+                    self.assertEqual(c["finish_reason"], "stop", j)
+                assert_person(self, text)
+
+    def test_response_format_json_schema_strict(self):
+        rf = {"type": "json_schema", "json_schema": {"name": "person", "schema": PERSON_SCHEMA, "strict": True}}
+        for seed in (3, 4):
+            with self.subTest(seed=seed):
+                j = self.chat("Describe a person as JSON.", max_tokens=96, seed=seed, response_format=rf)
+                self.assertEqual(j["choices"][0]["finish_reason"], "stop", j)
+                assert_person(self, j["choices"][0]["message"]["content"])
+        j = self.ok("/v1/completions", {"prompt": "A person as JSON:", "max_tokens": 96, "response_format": rf})
+        self.assertEqual(j["choices"][0]["finish_reason"], "stop", j)
+        assert_person(self, j["choices"][0]["text"])
+        # streamed: the pieces make the same kind of object
+        s = RawStream(self.port, "POST", "/v1/chat/completions",
+                      chat_body("Describe a person as JSON.", max_tokens=96, stream=True,
+                                response_format=rf)).read_all()
+        self.assertEqual(s.status, 200, s.body[:300])
+        objs = sse_objects(self, s)
+        assert_person(self, "".join(o["choices"][0]["delta"].get("content") or "" for o in objs if o["choices"]))
+
+    def test_response_format_json_object(self):
+        j = self.chat('Example: {"name": "Bob", "age": 3}\nExample:', max_tokens=64, temperature=0,
+                      response_format={"type": "json_object"})
+        self.assertEqual(j["choices"][0]["finish_reason"], "stop", j)
+        v = json.loads(j["choices"][0]["message"]["content"])
+        self.assertIsInstance(v, dict, j)
+        j = self.ok("/v1/completions", {"prompt": 'Example: {"name": "Bob", "age": 3}\nExample:',
+                                        "max_tokens": 64, "response_format": {"type": "json_object"}})
+        self.assertEqual(j["choices"][0]["finish_reason"], "stop", j)
+        self.assertIsInstance(json.loads(j["choices"][0]["text"]), dict, j)
+        # "text" is no constraint
+        j = self.chat("Say hi.", max_tokens=4, response_format={"type": "text"})
+        self.assertIsInstance(j["choices"][0]["message"]["content"], str)
+        assert_error_shape(self, self.post("/v1/chat/completions",
+                                           chat_body("x", response_format={"type": "xml"})), 400)
+
+    def test_unenforceable_schema_keyword_is_400_naming_it(self):
+        cases = [
+            ({"type": "object", "properties": {"a": {"not": {"type": "string"}}}}, "not", "$.properties.a.not"),
+            ({"type": "object", "properties": {"u": {"type": "string", "format": "uri"}}},
+             "format", "$.properties.u.format"),
+            ({"type": "object", "patternProperties": {"^x": {"type": "integer"}}},
+             "patternProperties", "$.patternProperties"),
+            ({"if": {"type": "string"}, "then": {"maxLength": 3}}, "if", "$.if"),
+        ]
+        for schema, keyword, path in cases:
+            for where, url, body in [
+                    ("json_schema", "/completion", {"prompt": "x", "n_predict": 4, "json_schema": schema}),
+                    ("json_schema", "/v1/completions", {"prompt": "x", "max_tokens": 4, "json_schema": schema}),
+                    ("json_schema", "/v1/chat/completions", chat_body("x", max_tokens=4, json_schema=schema)),
+                    ("response_format.json_schema.schema", "/v1/chat/completions", chat_body(
+                        "x", max_tokens=4, response_format={"type": "json_schema", "json_schema": {
+                            "name": "t", "schema": schema, "strict": True}}))]:
+                with self.subTest(keyword=keyword, url=url, field=where):
+                    err = assert_error_shape(self, self.post(url, body), 400)
+                    self.assertEqual(err.get("keyword"), keyword, err)
+                    self.assertEqual(err.get("path"), path, err)
+                    self.assertEqual(err.get("param"), where, err)
+
+
+# ---- probabilities, n choices, logit_bias, sampler fields (Gemma 3 270M) ---------------------
+
+
+class SamplingAndProbabilities(GemmaServer):
+    def assert_top(self, tc_entry, k):
+        """One token's entry: its top list has k entries, sorted, the chosen token first
+        (greedy), and every logprob <= 0."""
+        self.assertLessEqual(tc_entry["logprob"], 0.0)
+        top = tc_entry["top_logprobs"]
+        self.assertEqual(len(top), k, tc_entry)
+        lps = [t["logprob"] for t in top]
+        self.assertEqual(lps, sorted(lps, reverse=True), tc_entry)
+        self.assertTrue(all(lp <= 0.0 for lp in lps), tc_entry)
+        self.assertLessEqual(sum(math.exp(lp) for lp in lps), 1.0 + 1e-4, tc_entry)
+        self.assertEqual(top[0]["token"], tc_entry["token"], tc_entry)
+        self.assertAlmostEqual(top[0]["logprob"], tc_entry["logprob"], places=4)
+
+    # -- logprobs --
+
+    def test_chat_logprobs(self):
+        j = self.chat("Say hello.", max_tokens=6, ignore_eos=True, temperature=0, logprobs=True, top_logprobs=3)
+        c = j["choices"][0]
+        content = c["logprobs"]["content"]
+        self.assertIsInstance(content, list, c)
+        self.assertEqual(len(content), j["usage"]["completion_tokens"], j)
+        self.assertEqual(len(content), 6)
+        for e in content:
+            self.assertIsInstance(e["token"], str)
+            self.assertEqual(bytes(e["bytes"]).decode("utf-8", "replace"), e["token"], e)
+            self.assert_top(e, 3)
+            for t in e["top_logprobs"]:
+                self.assertIsInstance(t["bytes"], list, t)
+        # the tokens, byte for byte, are the answer
+        self.assertEqual(b"".join(bytes(e["bytes"]) for e in content).decode(), c["message"]["content"])
+        # without logprobs there are none
+        j = self.chat("Say hello.", max_tokens=2)
+        self.assertIsNone(j["choices"][0]["logprobs"])
+        assert_error_shape(self, self.post("/v1/chat/completions",
+                                           chat_body("x", max_tokens=1, top_logprobs=2)), 400)
+
+    def test_chat_logprobs_streamed(self):
+        body = chat_body("Say hello.", max_tokens=5, ignore_eos=True, temperature=0, logprobs=True,
+                         top_logprobs=2, stream=True, stream_options={"include_usage": True})
+        s = RawStream(self.port, "POST", "/v1/chat/completions", body).read_all()
+        self.assertEqual(s.status, 200, s.body[:300])
+        objs = sse_objects(self, s)
+        entries, text = [], ""
+        for o in objs:
+            if not o["choices"] or not o["choices"][0]["delta"].get("content"):
+                continue
+            lp = o["choices"][0].get("logprobs")
+            self.assertTrue(lp and lp["content"], f"a content chunk without logprobs: {o}")
+            entries += lp["content"]
+            text += o["choices"][0]["delta"]["content"]
+        self.assertEqual(len(entries), objs[-1]["usage"]["completion_tokens"])
+        self.assertEqual("".join(e["token"] for e in entries), text)
+        for e in entries:
+            self.assert_top(e, 2)
+        # the same as the whole answer's
+        body.update(stream=False)
+        whole = self.ok("/v1/chat/completions", body)["choices"][0]["logprobs"]["content"]
+        self.assertEqual([(e["token"], round(e["logprob"], 4)) for e in entries],
+                         [(e["token"], round(e["logprob"], 4)) for e in whole])
+
+    def test_completions_logprobs(self):
+        prompt = "The capital of France is"
+        j = self.ok("/v1/completions", {"prompt": prompt, "max_tokens": 4, "ignore_eos": True,
+                                        "temperature": 0, "logprobs": 2})
+        c = j["choices"][0]
+        lp = c["logprobs"]
+        n = j["usage"]["completion_tokens"]
+        for key in ("tokens", "token_logprobs", "top_logprobs", "text_offset"):
+            self.assertEqual(len(lp[key]), n, lp)
+        self.assertEqual("".join(lp["tokens"]), c["text"])
+        self.assertIn(lp["text_offset"][0], (0, len(prompt)), lp)
+        for i in range(1, n):
+            self.assertEqual(lp["text_offset"][i] - lp["text_offset"][i - 1], len(lp["tokens"][i - 1]), lp)
+        for tok, tlp, top in zip(lp["tokens"], lp["token_logprobs"], lp["top_logprobs"]):
+            self.assertLessEqual(tlp, 0.0)
+            self.assertEqual(len(top), 2, top)
+            self.assertIn(tok, top)
+            self.assertEqual(max(top, key=top.get), tok, top)  # greedy: the top one
+            self.assertAlmostEqual(top[tok], tlp, places=4)
+
+    def test_native_n_probs(self):
+        j = self.ok("/completion", {"prompt": "The capital of France is", "n_predict": 3, "ignore_eos": True,
+                                    "temperature": 0, "n_probs": 2, "return_tokens": True})
+        probs = j["completion_probabilities"]
+        self.assertIsInstance(probs, list, j)
+        self.assertEqual(len(probs), j["tokens_predicted"])
+        self.assertEqual([p["id"] for p in probs], j["tokens"])
+        self.assertEqual("".join(p["token"] for p in probs), j["content"])
+        for p in probs:
+            self.assert_top(p, 2)
+            self.assertEqual(p["top_logprobs"][0]["id"], p["id"])
+        self.assertNotIn("completion_probabilities", self.ok("/completion", {"prompt": "x", "n_predict": 1}))
+
+    # -- n choices --
+
+    def test_chat_n_two_choices(self):
+        body = chat_body("Tell a story.", n=2, temperature=1, seed=42, max_tokens=8, ignore_eos=True)
+        j = self.ok("/v1/chat/completions", body)
+        self.assertEqual([c["index"] for c in j["choices"]], [0, 1], j)
+        texts = [c["message"]["content"] for c in j["choices"]]
+        self.assertNotEqual(texts[0], texts[1], "the two choices are one sample twice")
+        for c in j["choices"]:
+            self.assertEqual(c["finish_reason"], "length")
+            self.assertEqual(c["message"]["role"], "assistant")
+        self.assertEqual(j["usage"]["completion_tokens"], 16, j["usage"])
+        self.assertEqual(j["usage"]["total_tokens"], j["usage"]["prompt_tokens"] + 16)
+        # the same seed, the same two choices; streamed too, each under its index
+        self.assertEqual([c["message"]["content"] for c in self.ok("/v1/chat/completions", body)["choices"]], texts)
+        body.update(stream=True, stream_options={"include_usage": True})
+        s = RawStream(self.port, "POST", "/v1/chat/completions", body).read_all()
+        self.assertEqual(s.status, 200, s.body[:300])
+        objs = sse_objects(self, s)
+        streamed, finishes, roles = {0: "", 1: ""}, {}, {}
+        for o in objs[:-1]:
+            self.assertEqual(len(o["choices"]), 1, o)
+            ch = o["choices"][0]
+            i = ch["index"]
+            if ch["delta"].get("role"):
+                roles[i] = ch["delta"]["role"]
+            streamed[i] += ch["delta"].get("content") or ""
+            if ch["finish_reason"]:
+                self.assertNotIn(i, finishes, "two finish_reasons for one choice")
+                finishes[i] = ch["finish_reason"]
+        self.assertEqual(roles, {0: "assistant", 1: "assistant"})
+        self.assertEqual(finishes, {0: "length", 1: "length"})
+        self.assertEqual([streamed[0], streamed[1]], texts)
+        self.assertEqual(objs[-1]["choices"], [])
+        self.assertEqual(objs[-1]["usage"]["completion_tokens"], 16)
+
+    def test_completions_n_and_native_refusal(self):
+        j = self.ok("/v1/completions", {"prompt": "The capital of France is", "max_tokens": 3, "n": 2,
+                                        "temperature": 1, "seed": 3, "ignore_eos": True})
+        self.assertEqual([c["index"] for c in j["choices"]], [0, 1], j)
+        self.assertEqual(j["usage"]["completion_tokens"], 6, j)
+        assert_error_shape(self, self.post("/completion", {"prompt": "x", "n": 2, "n_predict": 1}), 400)
+        assert_error_shape(self, self.post("/v1/chat/completions", chat_body("x", n=17)), 400)
+
+    # -- logit_bias --
+
+    def first_token(self, **kw):
+        j = self.chat("Say hello.", max_tokens=1, temperature=0, logprobs=True, top_logprobs=2, **kw)
+        return j["choices"][0]["logprobs"]["content"][0]
+
+    def token_id(self, text):
+        ids = self.ok("/tokenize", {"content": text})["tokens"]
+        self.assertEqual(len(ids), 1, f"{text!r} is more than one token: {ids}")
+        return ids[0]
+
+    def test_logit_bias_openai_form(self):
+        first = self.first_token()
+        banned = self.token_id(first["token"])
+        second = first["top_logprobs"][1]["token"]
+        after = self.first_token(logit_bias={str(banned): -100})
+        self.assertNotEqual(after["token"], first["token"])
+        self.assertEqual(after["token"], second, "the ban should leave the next best token")
+        # on /v1/completions: banned, and forced
+        j = self.ok("/v1/completions", {"prompt": "The capital of France is", "max_tokens": 1, "temperature": 0})
+        plain = j["choices"][0]["text"]
+        j = self.ok("/v1/completions", {"prompt": "The capital of France is", "max_tokens": 1, "temperature": 0,
+                                        "logit_bias": {str(self.token_id(plain)): -100}})
+        self.assertNotEqual(j["choices"][0]["text"], plain)
+        j = self.ok("/v1/completions", {"prompt": "The capital of France is", "max_tokens": 2, "temperature": 0,
+                                        "logit_bias": {str(self.token_id(" banana")): 100}})
+        self.assertEqual(j["choices"][0]["text"], " banana banana")
+        assert_error_shape(self, self.post("/v1/completions", {"prompt": "x", "logit_bias": {"5": -101}}), 400)
+
+    def test_logit_bias_llama_cpp_form(self):
+        prompt = "Hello!\nHello!\nHello!\n"
+        hello = self.token_id("Hello")
+        base = self.ok("/completion", {"prompt": prompt, "n_predict": 4, "temperature": 0, "return_tokens": True})
+        self.assertEqual(base["tokens"][0], hello, base)  # (else this test shows nothing)
+        for bias in ([["Hello", False]], [[hello, False]]):
+            with self.subTest(bias=bias):
+                j = self.ok("/completion", {"prompt": prompt, "n_predict": 4, "temperature": 0,
+                                            "return_tokens": True, "logit_bias": bias})
+                self.assertNotIn(hello, j["tokens"], j)
+                self.assertFalse(j["content"].startswith("Hello"), j)
+        assert_error_shape(self, self.post("/completion", {"prompt": "x", "logit_bias": [["Hello", True]]}), 400)
+
+    # -- sampler fields --
+
+    def samples(self, seeds=(1, 2, 3), **kw):
+        """The answers to one prompt at a high temperature, unfiltered, one per seed."""
+        return [self.native_text({"prompt": "Once upon a time", "n_predict": 6, "temperature": 1.5, "top_k": 0,
+                                  "top_p": 1, "min_p": 0, "seed": seed, **kw}) for seed in seeds]
+
+    def test_sampler_fields_take_effect(self):
+        greedy = self.native_text({"prompt": "Once upon a time", "n_predict": 6, "temperature": 0})
+        control = self.samples()
+        self.assertGreater(len(set(control)), 1, f"the seeds make no difference: {control}")
+        # each of these leaves one token at every step: every seed gives the same answer
+        for what, kw, expect in [
+                ("typical_p tiny", {"typical_p": 0.001}, None),
+                ("mirostat 1, tau 0", {"mirostat": 1, "mirostat_tau": 0.0}, greedy),
+                ("mirostat 2, tau 0", {"mirostat": 2, "mirostat_tau": 0.0, "mirostat_eta": 0.1}, greedy),
+                ("top_n_sigma tiny", {"top_n_sigma": 0.001}, greedy),
+                ("samplers with top_k, top_k 1", {"samplers": ["top_k", "temperature"], "top_k": 1}, greedy)]:
+            with self.subTest(what):
+                got = self.samples(seeds=(1, 2), **kw)
+                self.assertEqual(got[0], got[1], f"{what}: {got}")
+                if expect is not None:
+                    self.assertEqual(got[0], expect, what)
+        # the order is the one given: top_k left out of it does nothing
+        got = self.samples(samplers=["temperature"], top_k=1)
+        self.assertGreater(len(set(got)), 1, f"top_k acted though samplers left it out: {got}")
+        # XTC at probability 1 takes out every likely token but the least likely of them (','
+        # is 0.6 likely after this prompt, ' in' 0.1): then top_k 1 cannot pick the greedy one
+        self.assertTrue(greedy.startswith(","), greedy)
+        got = self.native_text({"prompt": "Once upon a time", "n_predict": 2, "temperature": 1, "top_k": 1,
+                                "samplers": ["xtc", "top_k", "temperature"], "xtc_probability": 1.0,
+                                "xtc_threshold": 0.05})
+        self.assertFalse(got.startswith(","), got)
+
+    def test_sampler_fields_accepted_on_chat(self):
+        for kw in [{"typical_p": 0.5}, {"mirostat": 1}, {"mirostat": 2, "mirostat_tau": 3.0, "mirostat_eta": 0.2},
+                   {"xtc_probability": 0.5, "xtc_threshold": 0.1}, {"top_n_sigma": 1.0},
+                   {"samplers": ["top_k", "temperature"]}, {"dry_multiplier": 0}, {"min_keep": 1},
+                   {"post_sampling_probs": False}]:
+            with self.subTest(**kw):
+                j = self.chat("Count: one, two,", max_tokens=3, **kw)
+                self.assertIsInstance(j["choices"][0]["message"]["content"], str)
+
+    def test_unsupported_sampler_fields_are_400_naming_them(self):
+        for kw, needle in [({"dry_multiplier": 0.5}, "dry_multiplier"), ({"samplers": ["bogus"]}, "bogus"),
+                           ({"samplers": ["top_k", "dry"]}, "dry"), ({"min_keep": 5}, "min_keep"),
+                           ({"post_sampling_probs": True}, "post_sampling_probs"), ({"mirostat": 3}, "mirostat"),
+                           ({"typical_p": 2}, "typical_p")]:
+            for path, body in [("/v1/chat/completions", chat_body("x", max_tokens=2, **kw)),
+                               ("/completion", {"prompt": "x", "n_predict": 2, **kw})]:
+                with self.subTest(path=path, **kw):
+                    err = assert_error_shape(self, self.post(path, body), 400)
+                    self.assertIn(needle, err["message"])
+
+
+# ---- --grammar-file and --json-schema on serve ------------------------------------------------
+
+# A tool call as one JSON object, bounded so it ends within max_tokens.
+TOOL_GBNF = r"""# a tool call, as one JSON object
+root ::= "{" ws "\"tool\":" ws tool "," ws "\"args\":" ws args ws "}"
+tool ::= "\"" ("search" | "calc") "\""
+args ::= "{" ws (pair ("," ws pair)?)? ws "}"
+pair ::= key ":" ws (key | num)
+key  ::= "\"" [a-z]{1,6} "\""
+num  ::= [0-9]{1,3}
+ws   ::= " "?
+"""
+_TOOL_PAIR = r'"[a-z]{1,6}": ?(?:"[a-z]{1,6}"|[0-9]{1,3})'
+TOOL_RX = r'\A\{ ?"tool": ?"(?:search|calc)", ?"args": ?\{ ?(?:' + _TOOL_PAIR + r"(?:, ?" + _TOOL_PAIR + r")?)? ?\} ?\}\Z"
+
+
+class ServeGrammarFlags(unittest.TestCase):
+    """serve --grammar-file / --json-schema: a default constraint on every request."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model = need_model(GEMMA)
+        cls.dir = tempfile.mkdtemp(prefix="edgellm-grammar-")
+        cls.addClassCleanup(lambda: shutil.rmtree(cls.dir, ignore_errors=True))
+
+    def write(self, name, text):
+        path = os.path.join(self.dir, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def start(self, *flags):
+        srv = Server(["-m", self.model, "--port", "0", "-np", "1", "-c", "1024", *flags])
+        self.addCleanup(srv.stop)
+        srv.wait_ready()
+        return srv.port
+
+    def texts(self, port, max_tokens):
+        """The answer of each endpoint to a plain request (no constraint of its own)."""
+        out = {}
+        for path, body in [("/completion", {"prompt": "Call a tool:", "n_predict": max_tokens}),
+                           ("/v1/completions", {"prompt": "Call a tool:", "max_tokens": max_tokens}),
+                           ("/v1/chat/completions", chat_body("Hi there.", max_tokens=max_tokens))]:
+            r = request(port, "POST", path, body)
+            self.assertEqual(r.status, 200, r)
+            j = r.json()
+            out[path] = (j["content"] if path == "/completion" else
+                         j["choices"][0]["text"] if path == "/v1/completions" else j["choices"][0]["message"]["content"])
+        return out
+
+    def test_grammar_file_constrains_every_request(self):
+        port = self.start("--grammar-file", self.write("tool.gbnf", TOOL_GBNF))
+        for path, text in self.texts(port, 64).items():
+            with self.subTest(path=path):
+                self.assertRegex(text, TOOL_RX)
+                v = json.loads(text)
+                self.assertIn(v["tool"], ("search", "calc"))
+                self.assertIsInstance(v["args"], dict)
+        # a request's own grammar takes its place
+        r = request(port, "POST", "/completion", {"prompt": "Is it?", "n_predict": 8, "grammar": YES_NO})
+        self.assertIn(r.json()["content"], ("yes", "no"), r)
+
+    def test_grammar_file_with_a_syntax_error_exits_2_naming_line_and_column(self):
+        path = self.write("bad.gbnf", '# a comment\nroot ::= "{" body "}"\nbody ::= [a-z]+ missing\n')
+        r = run_cli(["-m", self.model, "--port", "0", "--grammar-file", path])
+        self.assertEqual(r.returncode, 2, r)
+        self.assertIn("line 3, column 17", r.stderr)
+        self.assertIn("missing", r.stderr)
+        self.assertIn(path, r.stderr)
+        path = self.write("bad2.gbnf", 'root ::= "a" (\n')
+        r = run_cli(["-m", self.model, "--port", "0", "--grammar-file", path])
+        self.assertEqual(r.returncode, 2, r)
+        self.assertRegex(r.stderr, r"line \d+, column \d+")
+
+    def test_json_schema_flag_constrains_every_request(self):
+        schema = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]}
+        port = self.start("--json-schema", json.dumps(schema))
+        for path, text in self.texts(port, 64).items():
+            with self.subTest(path=path):
+                v = json.loads(text)
+                self.assertIsInstance(v, dict, text)
+                self.assertIs(type(v.get("a")), int, text)
+
+    def test_bad_json_schema_flag_exits_2(self):
+        r = run_cli(["-m", self.model, "--port", "0", "--json-schema",
+                     '{"type":"object","properties":{"a":{"not":{"type":"string"}}}}'])
+        self.assertEqual(r.returncode, 2, r)
+        self.assertIn("--json-schema", r.stderr)
+        self.assertIn("$.properties.a.not", r.stderr)
+        r = run_cli(["-m", self.model, "--port", "0", "--json-schema", '{"type":'])
+        self.assertEqual(r.returncode, 2, r)
+        self.assertIn("--json-schema", r.stderr)
+
+
+# ---- tool calls on Qwen2.5-Coder 0.5B ----------------------------------------------------------
+
+MUSIC_TOOL = {"type": "function", "function": {
+    "name": "play_music", "description": "Play a song",
+    "parameters": {"type": "object", "properties": {
+        "song": {"type": "string"}, "volume": {"type": "integer", "minimum": 0, "maximum": 10}},
+        "required": ["song"]}}}
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "Get the current weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+TOOLS = [MUSIC_TOOL, WEATHER_TOOL]
+
+
+class ToolCalls(unittest.TestCase):
+    """tools and tool_choice; a model that follows tool prompts, the calls constrained to
+    each function's parameters."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model = need_model(QWEN_SMALL)
+        cls.srv = start_server(cls, ["-m", cls.model, "--port", "0", "-np", "1", "-c", "2048"])
+        cls.port = cls.srv.port
+
+    def chat(self, content, status=200, **kw):
+        r = request(self.port, "POST", "/v1/chat/completions",
+                    chat_body(content, **{"temperature": 0, "max_tokens": 64, "tools": TOOLS, **kw}))
+        if status != 200:
+            return assert_error_shape(self, r, status)
+        self.assertEqual(r.status, 200, r)
+        return r.json()["choices"][0]
+
+    def assert_call(self, choice, name=None):
+        """The one call of a choice: its arguments JSON with the function's required keys
+        of the right types. Returns (name, arguments)."""
+        self.assertEqual(choice["finish_reason"], "tool_calls", choice)
+        self.assertFalse(choice["message"].get("content"), choice)
+        calls = choice["message"]["tool_calls"]
+        self.assertTrue(calls, choice)
+        call = calls[0]
+        self.assertEqual(call["type"], "function")
+        self.assertTrue(call["id"].startswith("call_"), call)
+        fn = call["function"]["name"]
+        if name:
+            self.assertEqual(fn, name, choice)
+        self.assertIn(fn, ("play_music", "get_weather"), choice)
+        args = json.loads(call["function"]["arguments"])
+        self.assertIsInstance(args, dict, call)
+        if fn == "play_music":
+            self.assertIsInstance(args.get("song"), str, args)
+            if "volume" in args:
+                self.assertIs(type(args["volume"]), int, args)
+                self.assertTrue(0 <= args["volume"] <= 10, args)
+        else:
+            self.assertIsInstance(args.get("city"), str, args)
+        return fn, args
+
+    def test_auto(self):
+        fn, args = self.assert_call(self.chat("What is the weather in Paris?", tool_choice="auto"))
+        self.assertEqual(fn, "get_weather")
+        self.assertEqual(args["city"], "Paris")
+
+    def test_none_gives_plain_content(self):
+        c = self.chat("What is the weather in Paris?", tool_choice="none", max_tokens=16)
+        self.assertNotIn("tool_calls", c["message"], c)
+        self.assertNotEqual(c["finish_reason"], "tool_calls", c)
+        self.assertTrue(c["message"]["content"], c)
+
+    def test_required_calls_even_for_a_joke(self):
+        self.assert_call(self.chat("Tell me a joke.", tool_choice="required"))
+
+    def test_named_function(self):
+        choice = {"type": "function", "function": {"name": "play_music"}}
+        # even for a question that is about another tool
+        self.assert_call(self.chat("What is the weather in Paris?", tool_choice=choice), name="play_music")
+        err = self.chat("x", status=400, tool_choice={"type": "function", "function": {"name": "nope"}})
+        self.assertIn("nope", err["message"])
+        self.chat("x", status=400, tool_choice="sometimes")
+
+    def test_unenforceable_parameters_are_400_naming_the_keyword(self):
+        bad = {"type": "function", "function": {"name": "f", "parameters": {
+            "type": "object", "properties": {"a": {"not": {"type": "string"}}}}}}
+        r = request(self.port, "POST", "/v1/chat/completions", chat_body("x", tools=[WEATHER_TOOL, bad]))
+        err = assert_error_shape(self, r, 400)
+        self.assertEqual(err.get("keyword"), "not", err)
+        self.assertEqual(err.get("path"), "$.tools[1].function.parameters.properties.a.not", err)
+
+    def openai_client(self):
+        try:
+            import openai
+        except ImportError:
+            self.skipTest(f"the openai package is not installed for {sys.executable} "
+                          "(scripts/setup.sh installs it into build/venv)")
+        return openai.OpenAI(base_url=f"http://127.0.0.1:{self.port}/v1", api_key="anything",
+                             timeout=120, max_retries=0)
+
+    def streamed_call(self, **kw):
+        """A streamed call read by the openai client: (name, id, argument fragments)."""
+        client = self.openai_client()
+        chunks = list(client.chat.completions.create(
+            model="local", temperature=0, max_tokens=64, stream=True, tools=TOOLS,
+            messages=[{"role": "user", "content": "What is the weather in Paris?"}], **kw))
+        deltas = [c.choices[0].delta for c in chunks if c.choices]
+        self.assertFalse(any(d.content for d in deltas), "the call leaked out as content")
+        calls = [tc for d in deltas for tc in (d.tool_calls or [])]
+        self.assertTrue(calls, deltas)
+        first, rest = calls[0], calls[1:]
+        self.assertEqual(first.index, 0)
+        self.assertTrue(first.id and first.id.startswith("call_"), first)
+        self.assertEqual(first.function.name, "get_weather")
+        for tc in rest:
+            self.assertEqual(tc.index, 0)
+            self.assertFalse(tc.id, "an id after the first delta")
+            self.assertFalse(tc.function.name, "a name after the first delta")
+        fragments = [first.function.arguments or ""] + [tc.function.arguments or "" for tc in rest]
+        args = json.loads("".join(fragments))
+        self.assertEqual(args.get("city"), "Paris", fragments)
+        finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+        self.assertEqual(finishes, ["tool_calls"])
+        return fragments
+
+    def test_streamed_call_with_the_openai_client(self):
+        # required: constrained from the first token, so the arguments stream as written
+        fragments = self.streamed_call(tool_choice="required")
+        self.assertGreater(len([f for f in fragments if f]), 1, f"arguments in one piece: {fragments}")
+        # auto: the call comes out the same way (in one piece or more)
+        self.streamed_call(tool_choice="auto")
+
+
 # ---- the command line --------------------------------------------------------------------
 
 
@@ -1633,6 +2311,19 @@ class Seed002Agent(unittest.TestCase):
         self.assertEqual(j["choices"][0]["finish_reason"], "stop")
         self.assertIn('"name"', msg["content"])
         self.assertIn('"age"', msg["content"])
+
+    def test_chat_json_object_answer(self):
+        # the seed's curl, asking for JSON mode: the answer is JSON, with both fields
+        body = {"model": "local", "temperature": 0.1, "response_format": {"type": "json_object"},
+                "messages": [{"role": "user", "content": "返回一个 JSON，包含 name 和 age 两个字段"}]}
+        r = request(self.port, "POST", "/v1/chat/completions", body, host="localhost")
+        self.assertEqual(r.status, 200, r)
+        choice = r.json()["choices"][0]
+        self.assertEqual(choice["finish_reason"], "stop", choice)
+        v = json.loads(choice["message"]["content"])
+        self.assertIsInstance(v, dict, v)
+        self.assertIn("name", v)
+        self.assertIn("age", v)
 
     WEATHER_TOOL = {"type": "function", "function": {
         "name": "get_weather", "description": "Get the current weather in a city",
