@@ -15,6 +15,8 @@ using json = nlohmann::ordered_json;
 constexpr std::string_view kOpen = "<tool_call>";
 constexpr std::string_view kClose = "</tool_call>";
 constexpr std::string_view kPythonTag = "<|python_tag|>";
+// The most calls one reply may make when parallel calls are allowed.
+constexpr int kMaxParallelCalls = 8;
 
 // The inside of a ``` code fence (```json ... ```), or s itself.
 std::string_view strip_fence(std::string_view s) {
@@ -72,6 +74,37 @@ std::optional<std::vector<ToolCall>> calls_from_json(std::string_view s,
     return calls;
 }
 
+// Several JSON objects one after another, separated by blanks or commas (small models write
+// parallel calls so, and Llama 3 does): their extents, or nullopt when s is not only that.
+std::optional<std::vector<std::string_view>> split_objects(std::string_view s) {
+    std::vector<std::string_view> out;
+    size_t i = 0;
+    while (i < s.size()) {
+        while (i < s.size() && (is_blank(s[i]) || s[i] == ',' || s[i] == ';')) ++i;
+        if (i == s.size()) break;
+        if (s[i] != '{') return std::nullopt;
+        const size_t start = i;
+        int depth = 0;
+        bool in_string = false, escaped = false;
+        for (; i < s.size(); ++i) {
+            const char c = s[i];
+            if (in_string) {
+                if (escaped) escaped = false;
+                else if (c == '\\') escaped = true;
+                else if (c == '"') in_string = false;
+                continue;
+            }
+            if (c == '"') in_string = true;
+            else if (c == '{' || c == '[') ++depth;
+            else if ((c == '}' || c == ']') && --depth == 0) break;
+        }
+        if (i == s.size()) return std::nullopt;  // an unfinished object
+        out.push_back(s.substr(start, ++i - start));
+    }
+    if (out.size() < 2) return std::nullopt;
+    return out;
+}
+
 }  // namespace
 
 std::vector<std::string> tool_names(const json& tools) {
@@ -119,7 +152,17 @@ std::optional<ParsedReply> parse_tool_calls(const std::string& text,
     s = strip_fence(s);
     if (s.empty() || (s.front() != '{' && s.front() != '[')) return std::nullopt;
     auto calls = calls_from_json(s, names);
-    if (!calls) return std::nullopt;
+    if (!calls) {
+        // parallel calls as objects one after another
+        auto parts = split_objects(s);
+        if (!parts) return std::nullopt;
+        calls.emplace();
+        for (std::string_view part : *parts) {
+            auto c = calls_from_json(part, names);
+            if (!c || c->size() != 1) return std::nullopt;
+            calls->push_back(std::move((*c)[0]));
+        }
+    }
     out.calls = std::move(*calls);
     return out;
 }
@@ -228,7 +271,10 @@ std::optional<ToolGrammar> tool_call_grammar(const json& tools, ToolFormat fmt,
     rules += "\n";
     rules += "tc-obj ::= \"{\" tc-ws \"\\\"name\\\"\" tc-ws \":\" tc-ws tc-fn tc-ws \"}\"\n";
     ToolGrammar out;
-    const std::string calls = parallel ? "tc-call ( tc-ws tc-call )*" : "tc-call";
+    // (at most kMaxParallelCalls: a small model may repeat one call until max_tokens)
+    const std::string calls = parallel ? "tc-call ( tc-ws tc-call ){0," +
+                                             std::to_string(kMaxParallelCalls - 1) + "}"
+                                       : "tc-call";
     rules += "tc-calls ::= " + calls + "\n";
     if (!hermes) {
         // Llama 3: a reply that opens with "{" is a call (lazy: free text otherwise).

@@ -379,3 +379,27 @@ TEST(ConstrainedRequests, LogprobsAndChoices) {
     EXPECT_EQ(g.top_logprobs, 2);
     EXPECT_TRUE(parse_req(Api::Chat, R"({"messages":[{"role":"user","content":"hi"}],"n":17})", &g));
 }
+
+TEST(ToolCalls, ParallelBareObjectsOneAfterAnother) {
+    auto p = parse("{\"name\": \"get_weather\", \"arguments\": {\"city\": \"杭州\"}}\n"
+                   "{\"name\": \"search\", \"arguments\": {\"q\": \"{not a brace}\"}}");
+    ASSERT_TRUE(p);
+    ASSERT_EQ(p->calls.size(), 2u);
+    EXPECT_EQ(p->calls[1].arguments, "{\"q\":\"{not a brace}\"}");
+    // an unfinished last object (cut by max_tokens), or an undeclared tool: content
+    EXPECT_FALSE(parse("{\"name\": \"search\", \"arguments\": {}}\n{\"name\": \"search\", \"argu"));
+    EXPECT_FALSE(parse("{\"name\": \"search\", \"arguments\": {}}\n{\"name\": \"rm\", \"arguments\": {}}"));
+}
+
+TEST(ConstrainedRequests, ParallelCallsAreBounded) {
+    const auto tools = nlohmann::ordered_json::parse(kToolsJson);
+    SchemaRefusal why;
+    auto g = tool_call_grammar(tools, ToolFormat::Hermes, "required", true, &why);
+    ASSERT_TRUE(g);
+    const std::string call = "<tool_call>{\"name\": \"play_music\", \"arguments\": {\"song\": \"x\"}}</tool_call>";
+    std::string eight, nine;
+    for (int i = 0; i < 8; ++i) eight += call + "\n";
+    nine = eight + call;
+    EXPECT_TRUE(grammar_accepts(g->gbnf, eight.substr(0, eight.size() - 1)));
+    EXPECT_FALSE(grammar_accepts(g->gbnf, nine));
+}
