@@ -656,7 +656,9 @@ json chat_response(const GenOutcome& o) {
     if (o.parsed) {
         message["content"] = o.parsed->content.empty() ? json(nullptr) : json(o.parsed->content);
         message["tool_calls"] = tool_calls_json(o, false);
-        finish = "tool_calls";
+        // (cut by max_tokens: the complete calls go out, and the reason says it was cut)
+        if (o.result.stop != StopReason::Length && o.result.stop != StopReason::ContextFull)
+            finish = "tool_calls";
     }
     json choice = {{"finish_reason", finish}, {"index", o.index}, {"message", message}};
     choice["logprobs"] = o.logprobs;
@@ -772,8 +774,10 @@ json chat_chunk_call_arguments(const GenOutcome& o, int index, const std::string
 }
 
 json chat_chunk_final(const GenOutcome& o) {
-    json choice = {{"finish_reason", o.parsed || o.streamed_calls > 0 ? "tool_calls"
-                                                                       : finish_reason(o.result.stop)},
+    const bool cut = o.result.stop == StopReason::Length || o.result.stop == StopReason::ContextFull;
+    json choice = {{"finish_reason", (o.parsed || o.streamed_calls > 0) && !cut
+                                         ? "tool_calls"
+                                         : finish_reason(o.result.stop)},
                    {"index", o.index},
                    {"delta", json::object()}};
     json j = envelope(o, "chat.completion.chunk", json::array({choice}));

@@ -779,8 +779,9 @@ void Server::Impl::run_choice(Api api, const GenRequest& g, const Prepared& p, S
         o.reasoning = std::move(split.reasoning);
         o.content = std::move(split.content);
     }
+    const bool cut = o.result.stop == StopReason::Length || o.result.stop == StopReason::ContextFull;
     if (!g.tool_names.empty() && (!calls || fenced)) {
-        o.parsed = parse_tool_calls(o.content, g.tool_names);
+        o.parsed = parse_tool_calls(o.content, g.tool_names, cut);
         if (o.parsed && !stream_calls && !arguments_valid(g.tools, *o.parsed)) {
             log("tool call with arguments that do not match the tool's parameters: sent as content");
             o.parsed.reset();
@@ -789,7 +790,7 @@ void Server::Impl::run_choice(Api api, const GenRequest& g, const Prepared& p, S
             for (size_t i = 0; i < o.parsed->calls.size(); ++i) o.call_ids.push_back(make_id("call_"));
     }
     if (calls && !g.stream) {  // (not streaming: the finished reply, parsed whole)
-        o.parsed = parse_tool_calls(o.content, g.tool_names);
+        o.parsed = parse_tool_calls(o.content, g.tool_names, cut);
         if (o.parsed)
             for (size_t i = 0; i < o.parsed->calls.size(); ++i) o.call_ids.push_back(make_id("call_"));
     }

@@ -76,7 +76,7 @@ std::optional<std::vector<ToolCall>> calls_from_json(std::string_view s,
 
 // Several JSON objects one after another, separated by blanks or commas (small models write
 // parallel calls so, and Llama 3 does): their extents, or nullopt when s is not only that.
-std::optional<std::vector<std::string_view>> split_objects(std::string_view s) {
+std::optional<std::vector<std::string_view>> split_objects(std::string_view s, bool cut) {
     std::vector<std::string_view> out;
     size_t i = 0;
     while (i < s.size()) {
@@ -98,10 +98,14 @@ std::optional<std::vector<std::string_view>> split_objects(std::string_view s) {
             else if (c == '{' || c == '[') ++depth;
             else if ((c == '}' || c == ']') && --depth == 0) break;
         }
-        if (i == s.size()) return std::nullopt;  // an unfinished object
+        if (i == s.size()) {  // an unfinished object: dropped only when the reply was cut
+            if (cut && !out.empty()) break;
+            return std::nullopt;
+        }
         out.push_back(s.substr(start, ++i - start));
     }
-    if (out.size() < 2) return std::nullopt;
+    if (out.size() < 2 && !cut) return std::nullopt;
+    if (out.empty()) return std::nullopt;
     return out;
 }
 
@@ -121,7 +125,7 @@ std::vector<std::string> tool_names(const json& tools) {
 }
 
 std::optional<ParsedReply> parse_tool_calls(const std::string& text,
-                                            const std::vector<std::string>& names) {
+                                            const std::vector<std::string>& names, bool cut) {
     if (names.empty()) return std::nullopt;
     const std::string_view t = text;
     ParsedReply out;
@@ -140,6 +144,7 @@ std::optional<ParsedReply> parse_tool_calls(const std::string& text,
             size_t close = t.find(kClose, body);
             const size_t end = close == std::string_view::npos ? t.size() : close;
             auto calls = calls_from_json(strip_fence(t.substr(body, end - body)), names);
+            if (!calls && cut && close == std::string_view::npos && !out.calls.empty()) break;
             if (!calls) return std::nullopt;
             for (auto& c : *calls) out.calls.push_back(std::move(c));
             at = close == std::string_view::npos ? t.size() : close + kClose.size();
@@ -154,7 +159,7 @@ std::optional<ParsedReply> parse_tool_calls(const std::string& text,
     auto calls = calls_from_json(s, names);
     if (!calls) {
         // parallel calls as objects one after another
-        auto parts = split_objects(s);
+        auto parts = split_objects(s, cut);
         if (!parts) return std::nullopt;
         calls.emplace();
         for (std::string_view part : *parts) {

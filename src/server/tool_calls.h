@@ -40,8 +40,11 @@ struct ParsedReply {
 std::vector<std::string> tool_names(const nlohmann::ordered_json& tools);
 
 // The calls in a finished reply, or nullopt when it holds none (then it is plain content).
+// cut: the reply was cut short (max_tokens): an unfinished last call is dropped, the
+// complete ones before it count.
 std::optional<ParsedReply> parse_tool_calls(const std::string& text,
-                                            const std::vector<std::string>& names);
+                                            const std::vector<std::string>& names,
+                                            bool cut = false);
 
 // While streaming: how many bytes of `text` (the reply so far) can be sent as content now.
 // The rest may still become a tool call and is held back until the reply ends.

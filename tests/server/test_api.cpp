@@ -403,3 +403,17 @@ TEST(ConstrainedRequests, ParallelCallsAreBounded) {
     EXPECT_TRUE(grammar_accepts(g->gbnf, eight.substr(0, eight.size() - 1)));
     EXPECT_FALSE(grammar_accepts(g->gbnf, nine));
 }
+
+TEST(ToolCalls, ACutReplyKeepsItsCompleteCalls) {
+    const std::string two = "{\"name\": \"search\", \"arguments\": {\"q\": \"a\"}}\n"
+                            "{\"name\": \"search\", \"arguments\": {\"q\": \"b\"}}\n{\"name\": \"sea";
+    EXPECT_FALSE(parse_tool_calls(two, kTools, false));
+    auto p = parse_tool_calls(two, kTools, true);
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p->calls.size(), 2u);
+    auto h = parse_tool_calls("<tool_call>{\"name\":\"search\",\"arguments\":{\"q\":1}}</tool_call>\n"
+                              "<tool_call>{\"name\":\"search\",\"argu", kTools, true);
+    ASSERT_TRUE(h);
+    EXPECT_EQ(h->calls.size(), 1u);
+    EXPECT_FALSE(parse_tool_calls("{\"name\": \"sea", kTools, true)) << "nothing complete";
+}
