@@ -3,6 +3,6 @@
 # command and what CI runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# the default model, and Gemma 3 270M (small) for the gemma3 tests
-SETUP_MODELS="${SETUP_MODELS:-qwen2.5-coder-1.5b gemma3-270m}" scripts/setup.sh
+# the default model, Qwen2.5-Coder 0.5B (the tool-call tests) and Gemma 3 270M (small) for the gemma3 and protocol tests
+SETUP_MODELS="${SETUP_MODELS:-qwen2.5-coder-1.5b qwen2.5-coder-0.5b gemma3-270m}" scripts/setup.sh
 ctest --test-dir build --output-on-failure -j1 "$@"
