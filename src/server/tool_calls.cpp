@@ -149,6 +149,8 @@ std::optional<ParsedReply> parse_tool_calls(const std::string& text,
             for (auto& c : *calls) out.calls.push_back(std::move(c));
             at = close == std::string_view::npos ? t.size() : close + kClose.size();
         }
+        // (cut short: the start of a next block that never came is not content)
+        if (cut) content.resize(content.size() - partial_suffix(content, kOpen));
         out.content = std::string(trim(content));
         return out;
     }

@@ -417,3 +417,11 @@ TEST(ToolCalls, ACutReplyKeepsItsCompleteCalls) {
     EXPECT_EQ(h->calls.size(), 1u);
     EXPECT_FALSE(parse_tool_calls("{\"name\": \"sea", kTools, true)) << "nothing complete";
 }
+
+TEST(ToolCalls, ACutReplyDropsTheOpeningOfACallThatNeverCame) {
+    auto p = parse_tool_calls("<tool_call>{\"name\":\"search\",\"arguments\":{\"q\":1}}</tool_call>\n<tool_",
+                              kTools, true);
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p->calls.size(), 1u);
+    EXPECT_EQ(p->content, "");
+}
