@@ -39,6 +39,13 @@ namespace edgellm {
 
 class Tokenizer;
 
+// GBNF source for one code point inside a literal (in_class false) or a character class:
+// quotes, backslash, the class's own syntax and control characters escaped, anything beyond
+// ASCII as \uHHHH / \UHHHHHHHH.
+std::string gbnf_escape(uint32_t cp, bool in_class);
+// A GBNF literal ("...") matching exactly this UTF-8 text (invalid bytes read as U+FFFD).
+std::string gbnf_literal(std::string_view utf8);
+
 // A parsed and compiled grammar. Immutable: share it between requests and threads.
 class Grammar {
   public:

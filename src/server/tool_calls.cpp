@@ -3,7 +3,6 @@
 #include "server/text_scan.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <string_view>
 
 namespace edgellm::server {
@@ -211,34 +210,6 @@ std::string tool_system_prompt(const json& tools) {
          "object>}\n</tool_call>\nOtherwise answer the user normally.";
     return s;
 }
-
-namespace {
-
-// A GBNF literal for s.
-std::string gbnf_literal(const std::string& s) {
-    std::string out = "\"";
-    for (unsigned char c : s) {
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += (char)c;
-        } else if (c == '\n') {
-            out += "\\n";
-        } else if (c == '\r') {
-            out += "\\r";
-        } else if (c == '\t') {
-            out += "\\t";
-        } else if (c < 0x20) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\x%02X", c);
-            out += buf;
-        } else {
-            out += (char)c;
-        }
-    }
-    return out + "\"";
-}
-
-}  // namespace
 
 std::optional<ToolGrammar> tool_call_grammar(const json& tools, ToolFormat fmt,
                                              const std::string& choice, bool parallel,

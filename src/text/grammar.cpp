@@ -34,6 +34,7 @@
 #include <unordered_set>
 
 #include "edgellm/tokenizer.h"
+#include "text/unicode.h"
 
 namespace edgellm {
 
@@ -93,7 +94,9 @@ struct CharClass {
     }
 };
 
-std::string fmt_cp(uint32_t cp, bool in_class) {
+}  // namespace
+
+std::string gbnf_escape(uint32_t cp, bool in_class) {
     char buf[16];
     if (cp == '"' && !in_class) return "\\\"";
     if (cp == '\\') return "\\\\";
@@ -117,7 +120,11 @@ std::string fmt_cp(uint32_t cp, bool in_class) {
     return buf;
 }
 
-}  // namespace
+std::string gbnf_literal(std::string_view utf8) {
+    std::string out = "\"";
+    for (size_t i = 0; i < utf8.size();) out += gbnf_escape(unicode::decode(utf8, &i), false);
+    return out + "\"";
+}
 
 struct Grammar::Impl {
     std::vector<Element> elements;
@@ -643,7 +650,7 @@ std::string Grammar::to_string() const {
                 }
                 const CharClass& cc = g.classes[e.value];
                 if (!cc.negated && cc.ranges.size() == 1 && cc.ranges[0].first == cc.ranges[0].second) {
-                    out += " \"" + fmt_cp(cc.ranges[0].first, false) + "\"";
+                    out += " \"" + gbnf_escape(cc.ranges[0].first, false) + "\"";
                     continue;
                 }
                 if (cc.negated && cc.ranges.empty()) {
@@ -652,8 +659,8 @@ std::string Grammar::to_string() const {
                 }
                 out += cc.negated ? " [^" : " [";
                 for (const auto& [lo, hi] : cc.ranges) {
-                    out += fmt_cp(lo, true);
-                    if (hi != lo) out += "-" + fmt_cp(hi, true);
+                    out += gbnf_escape(lo, true);
+                    if (hi != lo) out += "-" + gbnf_escape(hi, true);
                 }
                 out += "]";
             }

@@ -19,6 +19,7 @@
 #include <string_view>
 
 #include "edgellm/error.h"
+#include "edgellm/grammar.h"
 
 namespace edgellm {
 namespace {
@@ -307,49 +308,7 @@ bool decode_utf8(std::string_view s, std::u32string* out) {
     return true;
 }
 
-void append_hex(std::string& out, const char* prefix, uint32_t v, int digits) {
-    char buf[16];
-    std::snprintf(buf, sizeof buf, "%s%0*X", prefix, digits, static_cast<unsigned>(v));
-    out += buf;
-}
 
-// A GBNF literal for `utf8` (valid UTF-8). Non-ASCII as \u / \U escapes.
-std::string gbnf_literal(std::string_view utf8) {
-    std::u32string cps;
-    const bool ok = decode_utf8(utf8, &cps);
-    EDGELLM_ASSERT(ok, "gbnf_literal: text is not UTF-8");
-    std::string out = "\"";
-    for (char32_t c : cps) {
-        switch (c) {
-            case '"':
-                out += "\\\"";
-                break;
-            case '\\':
-                out += "\\\\";
-                break;
-            case '\n':
-                out += "\\n";
-                break;
-            case '\r':
-                out += "\\r";
-                break;
-            case '\t':
-                out += "\\t";
-                break;
-            default:
-                if (c < 0x20 || c == 0x7F) {
-                    append_hex(out, "\\x", c, 2);
-                } else if (c < 0x80) {
-                    out += char(c);
-                } else if (c <= 0xFFFF) {
-                    append_hex(out, "\\u", c, 4);
-                } else {
-                    append_hex(out, "\\U", c, 8);
-                }
-        }
-    }
-    return out + "\"";
-}
 
 // Sets of code points: sorted, disjoint, non-adjacent inclusive ranges.
 struct CodeRange {
@@ -398,49 +357,14 @@ bool set_contains(const CodeSet& s, char32_t c) {
     return false;
 }
 
-std::string class_char(char32_t c) {
-    std::string out;
-    switch (c) {
-        case ']':
-            return "\\]";
-        case '[':
-            return "\\[";
-        case '\\':
-            return "\\\\";
-        case '-':
-            return "\\-";
-        case '"':
-            return "\\\"";
-        case '^':
-            return "\\x5E";
-        case '\n':
-            return "\\n";
-        case '\r':
-            return "\\r";
-        case '\t':
-            return "\\t";
-        default:
-            break;
-    }
-    if (c < 0x20 || c == 0x7F) {
-        append_hex(out, "\\x", c, 2);
-    } else if (c < 0x80) {
-        out += char(c);
-    } else if (c <= 0xFFFF) {
-        append_hex(out, "\\u", c, 4);
-    } else {
-        append_hex(out, "\\U", c, 8);
-    }
-    return out;
-}
 
 std::string class_items(const CodeSet& s) {
     std::string out;
     for (CodeRange r : s) {
-        out += class_char(r.lo);
+        out += gbnf_escape(r.lo, true);
         if (r.hi == r.lo) continue;
         if (r.hi > r.lo + 1) out += '-';
-        out += class_char(r.hi);
+        out += gbnf_escape(r.hi, true);
     }
     return out;
 }
