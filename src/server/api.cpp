@@ -746,31 +746,32 @@ json chat_chunk_reasoning(const GenOutcome& o, const std::string& text) {
     return envelope(o, "chat.completion.chunk", json::array({choice}));
 }
 
-json chat_chunk_tool_calls(const GenOutcome& o) {
+namespace {
+
+// A chunk whose delta is tool calls (all of them, or one call's start or fragment).
+json tool_calls_chunk(const GenOutcome& o, json calls) {
     json choice = {{"finish_reason", nullptr},
                    {"index", o.index},
-                   {"delta", {{"tool_calls", tool_calls_json(o, true)}}}};
+                   {"delta", {{"tool_calls", std::move(calls)}}}};
     return envelope(o, "chat.completion.chunk", json::array({choice}));
+}
+
+}  // namespace
+
+json chat_chunk_tool_calls(const GenOutcome& o) {
+    return tool_calls_chunk(o, tool_calls_json(o, true));
 }
 
 json chat_chunk_call_start(const GenOutcome& o, int index, const std::string& id,
                            const std::string& name) {
-    json call = {{"index", index},
-                 {"id", id},
-                 {"type", "function"},
-                 {"function", {{"name", name}, {"arguments", ""}}}};
-    json choice = {{"finish_reason", nullptr},
-                   {"index", o.index},
-                   {"delta", {{"tool_calls", json::array({call})}}}};
-    return envelope(o, "chat.completion.chunk", json::array({choice}));
+    return tool_calls_chunk(o, json::array({{{"index", index},
+                                             {"id", id},
+                                             {"type", "function"},
+                                             {"function", {{"name", name}, {"arguments", ""}}}}}));
 }
 
 json chat_chunk_call_arguments(const GenOutcome& o, int index, const std::string& fragment) {
-    json call = {{"index", index}, {"function", {{"arguments", fragment}}}};
-    json choice = {{"finish_reason", nullptr},
-                   {"index", o.index},
-                   {"delta", {{"tool_calls", json::array({call})}}}};
-    return envelope(o, "chat.completion.chunk", json::array({choice}));
+    return tool_calls_chunk(o, json::array({{{"index", index}, {"function", {{"arguments", fragment}}}}}));
 }
 
 json chat_chunk_final(const GenOutcome& o) {

@@ -566,6 +566,7 @@ struct Prepared {
     std::vector<int32_t> prompt;
     GenerateParams gp;
     std::string constraint;  // what constrains the output, for the log ("" for nothing)
+    bool tool_grammar = false;  // the constraint is the tool calls' grammar
 };
 
 std::optional<ApiError> Server::Impl::prepare(Api api, GenRequest& g, Prepared* p) {
@@ -637,6 +638,7 @@ std::optional<ApiError> Server::Impl::prepare(Api api, GenRequest& g, Prepared* 
             s.grammar = std::move(*compiled);
             s.grammar_triggers = std::move(tg->triggers);
             p->constraint = "tool calls (" + choice + ")";
+            p->tool_grammar = true;
         } else if (cfg.grammar) {
             s.grammar = cfg.grammar;
             p->constraint = "--grammar";
@@ -703,8 +705,7 @@ void Server::Impl::run_choice(Api api, const GenRequest& g, const Prepared& p, S
     // With a tool-call grammar the calls are valid as they are written, so they stream as
     // OpenAI streams them; without one (constrain: false) a call is checked first, so what
     // may become one is held back until the reply ends.
-    const bool stream_calls = api == Api::Chat && !g.tool_names.empty() && gp.sampling.grammar &&
-                              p.constraint.rfind("tool calls", 0) == 0;
+    const bool stream_calls = api == Api::Chat && p.tool_grammar;
     // (the streamer reads <tool_call> blocks and bare objects; a fenced call is held whole)
     std::optional<ToolCallStreamer> calls;
     if (stream_calls) calls.emplace(g.tool_names, true);
