@@ -133,29 +133,7 @@ int bench_constrained(const ArgParser& p, const std::string& model_path, int64_t
     if (!in) return fail("bench", "cannot read " + file, 2);
     const std::string text((std::istreambuf_iterator<char>(in)), {});
     // Compile once up front to report errors before loading the model.
-    auto compile = [&](std::string* err) -> std::shared_ptr<const Grammar> {
-        std::string gbnf = text;
-        if (schema) {
-            const auto j = nlohmann::ordered_json::parse(text, nullptr, false);
-            if (j.is_discarded()) {
-                *err = file + ": not valid JSON";
-                return nullptr;
-            }
-            SchemaRefusal why;
-            auto g = json_schema_to_gbnf(j, &why);
-            if (!g) {
-                *err = file + ": " + why.message;
-                return nullptr;
-            }
-            gbnf = *g;
-        }
-        auto g = Grammar::parse(gbnf);
-        if (!g) {
-            *err = file + ": " + g.error();
-            return nullptr;
-        }
-        return *g;
-    };
+    auto compile = [&](std::string* err) { return compile_grammar_text(text, schema, file, err); };
     std::string err;
     if (!compile(&err)) return fail("bench", err, 2);
 

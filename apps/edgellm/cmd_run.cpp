@@ -71,42 +71,50 @@ bool read_grammar_options(const ArgParser& p, std::shared_ptr<const Grammar>* ou
         text->assign(std::istreambuf_iterator<char>(in), {});
         return true;
     };
-    std::string gbnf, where;
+    std::string text, where;
+    bool schema = false;
     if (p.has("--grammar")) {
-        gbnf = *p.get("--grammar");
+        text = *p.get("--grammar");
         where = "--grammar";
     } else if (p.has("--grammar-file")) {
-        if (!read("--grammar-file", &gbnf)) return false;
+        if (!read("--grammar-file", &text)) return false;
         where = "--grammar-file " + *p.get("--grammar-file");
+    } else if (p.has("--json-schema-file")) {
+        if (!read("--json-schema-file", &text)) return false;
+        where = "--json-schema-file " + *p.get("--json-schema-file");
+        schema = true;
     } else {
-        std::string text;
-        const bool file = p.has("--json-schema-file");
-        if (file) {
-            if (!read("--json-schema-file", &text)) return false;
-        } else {
-            text = *p.get("--json-schema");
-        }
-        where = file ? "--json-schema-file " + *p.get("--json-schema-file") : "--json-schema";
-        const auto schema = nlohmann::ordered_json::parse(text, nullptr, false);
-        if (schema.is_discarded()) {
+        text = *p.get("--json-schema");
+        where = "--json-schema";
+        schema = true;
+    }
+    *out = compile_grammar_text(text, schema, where, err);
+    return *out != nullptr;
+}
+
+std::shared_ptr<const Grammar> compile_grammar_text(const std::string& text, bool schema,
+                                                    const std::string& where, std::string* err) {
+    std::string gbnf = text;
+    if (schema) {
+        const auto j = nlohmann::ordered_json::parse(text, nullptr, false);
+        if (j.is_discarded()) {
             *err = where + ": not valid JSON";
-            return false;
+            return nullptr;
         }
         SchemaRefusal why;
-        auto g = json_schema_to_gbnf(schema, &why);
+        auto g = json_schema_to_gbnf(j, &why);
         if (!g) {
             *err = where + ": " + why.message + (why.path.empty() ? "" : " (at " + why.path + ")");
-            return false;
+            return nullptr;
         }
         gbnf = std::move(*g);
     }
     auto g = Grammar::parse(gbnf);
     if (!g) {
         *err = where + ": " + g.error();
-        return false;
+        return nullptr;
     }
-    *out = std::move(*g);
-    return true;
+    return std::move(*g);
 }
 
 void add_cpu_options(ArgParser& p) {

@@ -67,6 +67,9 @@ void add_grammar_options(ArgParser& p);
 // path), an unreadable file, or more than one of the options.
 bool read_grammar_options(const ArgParser& p, std::shared_ptr<const Grammar>* out,
                           std::string* err);
+// GBNF text, or a JSON schema's text (schema), compiled; null with "<where>: reason" in *err.
+std::shared_ptr<const Grammar> compile_grammar_text(const std::string& text, bool schema,
+                                                    const std::string& where, std::string* err);
 
 // Thread placement and memory options shared by run, bench and serve: --cpu-mask, --cpus,
 // --mlock, --no-warmup, --no-repack.
