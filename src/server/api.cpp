@@ -776,7 +776,7 @@ json chat_chunk_call_arguments(const GenOutcome& o, int index, const std::string
 
 json chat_chunk_final(const GenOutcome& o) {
     const bool cut = o.result.stop == StopReason::Length || o.result.stop == StopReason::ContextFull;
-    json choice = {{"finish_reason", (o.parsed || o.streamed_calls > 0) && !cut
+    json choice = {{"finish_reason", (o.parsed || !o.call_ids.empty()) && !cut
                                          ? "tool_calls"
                                          : finish_reason(o.result.stop)},
                    {"index", o.index},

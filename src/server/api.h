@@ -100,8 +100,7 @@ struct GenOutcome {
     // Chat with tools: the reply's tool calls (then finish_reason "tool_calls"), with their
     // ids ("call_...").
     std::optional<ParsedReply> parsed;
-    std::vector<std::string> call_ids;
-    int streamed_calls = 0;  // calls sent as they were written (then finish_reason "tool_calls")
+    std::vector<std::string> call_ids;  // (also of calls streamed as they were written)
     // Chat: the answer, and the reasoning a thinking model wrote before it (<think>).
     std::string content;
     std::string reasoning;

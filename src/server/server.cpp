@@ -717,7 +717,6 @@ void Server::Impl::run_choice(Api api, const GenRequest& g, const Prepared& p, S
                 send_content(e.text);
             } else if (e.kind == ToolStreamEvent::Kind::CallStart) {
                 o.call_ids.push_back(make_id("call_"));
-                o.streamed_calls = e.index + 1;
                 *stream_ok = *stream_ok &&
                              res.write(sse(chat_chunk_call_start(o, e.index, o.call_ids.back(), e.text)));
             } else {

@@ -164,6 +164,37 @@ TEST(Cli, RunGeneratesAndReportsTimings) {
     EXPECT_NE(r.err.find("--temp"), std::string::npos) << r.err;
 }
 
+// run takes llama.cpp's grammar and sampling flags: a grammar constrains the continuation
+// (and ends it where the grammar ends); a bad grammar or schema, or DRY, exits 2 naming why.
+TEST(Cli, RunHonoursGrammarFlagsOrRefusesThem) {
+    const fs::path model = kGolden / "tiny-llama-q8_0.gguf";
+    if (!fs::exists(model)) GTEST_SKIP() << "no golden models at " << kGolden;
+    const std::string m = "run -m " + model.string() + " -p 'abc' -n 12 --temp 0 -t 1 ";
+    Outcome r = run(m + "--grammar 'root ::= \" xyz\" [0-9]{2}'");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.out, "abc xyz" + r.out.substr(7)) << r.out;
+    ASSERT_EQ(r.out.size(), 10u) << r.out;  // "abc" + " xyz" + two digits, then the end
+    EXPECT_TRUE(isdigit((unsigned char)r.out[7]) && isdigit((unsigned char)r.out[8])) << r.out;
+    EXPECT_NE(r.err.find("stop: eos"), std::string::npos) << r.err;
+    r = run(m + "-j '{\"enum\": [\"yes\", \"no\"]}' --temp 1 -s 4");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_TRUE(r.out == "abc\"yes\"\n" || r.out == "abc\"no\"\n") << r.out;
+    r = run(m + "--grammar 'root ::= \"a\" b'");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("line 1, column 14"), std::string::npos) << r.err;
+    r = run(m + "-j '{\"type\": \"string\", \"format\": \"uri\"}'");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("$.format"), std::string::npos) << r.err;
+    r = run(m + "--dry-multiplier 0.8");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("--dry-multiplier"), std::string::npos) << r.err;
+    r = run(m + "--samplers 'top_k;bogus'");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("bogus"), std::string::npos) << r.err;
+    r = run(m + "-l 999999+1");
+    EXPECT_EQ(r.code, 2) << "a token outside the vocabulary";
+}
+
 // A real model from its package answers a plain question (greedy, so it is repeatable).
 TEST(RealModel, ChatAnswersAPlainQuestion) {
     const fs::path model = edgellm::test::qwen_model();
