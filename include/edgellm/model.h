@@ -137,6 +137,7 @@ class Context {
     // One line on thread placement: the CPUs pinned to and whether the OS applied it.
     std::string affinity_report() const;
     int64_t n_past(int seq = 0) const;  // positions held in sequence seq's KV cache
+    int64_t n_vocab() const;            // floats in one row of logits
 
     // Evaluate tokens at positions n_past() .. n_past()+n-1 of sequence seq (in steps of
     // n_batch) and keep their K/V. Returns logits [n_out][n_vocab], valid until the next
@@ -148,11 +149,14 @@ class Context {
 
     // Several sequences' tokens in one forward step (their weights read once): each
     // part's tokens go to its own sequence's cache. Every sequence at most once, at most
-    // n_batch tokens in all. Returns the logits of each part's last token, [parts][n_vocab],
-    // valid until the next eval. The abort flag stops it as eval (every part dropped).
+    // n_batch tokens in all. Returns, part after part, the logits of each part's last token
+    // (of every token for a part with all_logits; at most n_outputs rows in all),
+    // [rows][n_vocab], valid until the next eval. The abort flag stops it as eval (every
+    // part dropped).
     struct SeqTokens {
         int seq;
         std::span<const int32_t> tokens;
+        bool all_logits = false;
     };
     Result<std::span<const float>> eval_batch(std::span<const SeqTokens> parts);
 

@@ -127,6 +127,9 @@ class Sampler {
 
     // A grammar is set and constraining now (a lazy one only after its trigger).
     bool grammar_active() const;
+    // A copy of the grammar's position while it constrains (nullopt otherwise), e.g. for a
+    // draft that must fit the grammar too.
+    std::optional<GrammarMatcher> grammar_matcher() const;
     // The grammar is set and has nothing more to admit but the end of generation.
     bool grammar_done() const;
 

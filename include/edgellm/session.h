@@ -29,10 +29,11 @@ class StepBatcher {
     explicit StepBatcher(Context& ctx,
                          std::chrono::microseconds gather = std::chrono::microseconds(2000));
     // Evaluate tokens for sequence seq in the next forward pass and copy the logits of the
-    // last one to out (n_vocab floats). A step that runs alone stops at the next layer
-    // when *cancel is raised (fails with Context::kAborted).
+    // last one to out (n_vocab floats), or of every token when all_logits (n x n_vocab).
+    // A step that runs alone stops at the next layer when *cancel is raised (fails with
+    // Context::kAborted).
     Result<std::monostate> eval(int seq, std::span<const int32_t> tokens, std::span<float> out,
-                                const std::atomic<bool>* cancel);
+                                const std::atomic<bool>* cancel, bool all_logits = false);
     // A session generating now (its steps are waited for).
     void enter();
     void leave();
@@ -51,6 +52,67 @@ class StepBatcher {
     bool running_ = false;
     int active_ = 0;
     uint64_t passes_ = 0, steps_ = 0;
+};
+
+// What one sequence of a context holds: the tokens whose K/V its cache has, in order. The
+// only code that changes the sequence's cache, so the tokens and the cache never disagree:
+// every evaluation appends through it, and every roll-back (a new prompt that shares only
+// a prefix, a rejected draft) goes through rollback(). Not thread-safe, except size().
+class KvSequence {
+  public:
+    // Sequence `seq` of ctx (which must outlive this); it starts empty.
+    KvSequence(Context& ctx, int seq);
+
+    Context& context() const { return ctx_; }
+    int seq() const { return seq_; }
+    const std::vector<int32_t>& tokens() const { return tokens_; }
+    // How many tokens the cache holds; safe to read from another thread while it evaluates.
+    int64_t size() const { return n_.load(std::memory_order_relaxed); }
+
+    // Evaluate tokens after those held (through the batcher when one is given, with the
+    // steps of the context's other sequences) and hold them. Returns the logits of every
+    // token ([n][n_vocab]) when all_logits, else of the last; valid until this sequence's
+    // next eval. A raised cancel flag stops the evaluation at the next layer (fails with
+    // Context::kAborted); what the cache kept is what the sequence then holds.
+    Result<std::span<const float>> eval(std::span<const int32_t> tokens, bool all_logits,
+                                        const std::atomic<bool>* cancel = nullptr,
+                                        StepBatcher* batcher = nullptr);
+    // Forget every token from position n_keep on. Returns how many are held: n_keep (or
+    // fewer when fewer were held), or 0 when a sliding-window ring could not go back so far.
+    int64_t rollback(int64_t n_keep);
+    // Keep the longest common prefix with `tokens`, at most max_keep of it; returns its length.
+    int64_t keep_prefix(std::span<const int32_t> tokens, int64_t max_keep);
+    void clear() { rollback(0); }
+
+    // Save the tokens and their KV cache to a file (atomically); bytes written.
+    Result<size_t> save(const std::string& path) const;
+    // Load what save() wrote; returns the positions restored. On failure it is empty.
+    Result<int64_t> restore(const std::string& path);
+
+  private:
+    void sync();  // the tokens cut to what the cache holds (after a failed eval)
+    Context& ctx_;
+    int seq_;
+    std::vector<int32_t> tokens_;
+    std::atomic<int64_t> n_{0};
+    std::vector<float> logits_;  // a batched step's logits, copied out for this sequence
+};
+
+class Drafter;
+class SpecController;
+
+// Speculative decoding (edgellm/speculative.h): before each step a drafter proposes tokens
+// to follow, the model evaluates the step's token and the drafts in one batched step, and
+// the sampler, run on each position's logits in turn, keeps the drafts as long as it
+// chooses them. The sampler sees the same logits and draws the same random numbers as
+// without speculation, so the output is the same token for token (greedy or seeded).
+struct SpeculativeParams {
+    Drafter* drafter = nullptr;  // null: no speculation
+    // Per sequence, kept across requests: acceptance and costs measured, draft length
+    // chosen (null: always draft up to n_max).
+    SpecController* controller = nullptr;
+    int32_t n_max = 16;  // most tokens drafted per step (llama.cpp's --draft-max)
+    int32_t n_min = 0;   // fewer drafted than this: evaluate the step alone (--draft-min)
 };
 
 // A generated token's log-probability and the most likely alternatives (logprobs, n_probs).
@@ -77,6 +139,7 @@ struct GenerateParams {
     // logprob only).
     std::vector<TokenProbs>* probs = nullptr;
     int32_t n_probs = 0;
+    SpeculativeParams spec;
 };
 
 enum class StopReason { Eos, StopString, Length, ContextFull, Cancelled };
@@ -94,6 +157,8 @@ struct GenerateResult {
     double prompt_ms = 0.0;    // evaluating the new prompt tokens
     double first_token_ms = 0.0;  // from the call to the first sampled token (0: none)
     double generate_ms = 0.0;  // from the first sampled token to the end
+    int64_t n_drafted = 0;     // tokens drafted (speculative decoding)
+    int64_t n_accepted = 0;    // of those, kept
     // Tokens per second of generation; 0 when fewer than two tokens were generated (the
     // first comes from the prompt's step, so there was no decode step to time).
     double prompt_per_second() const;
@@ -114,26 +179,24 @@ class Session {
     Result<GenerateResult> generate(std::span<const int32_t> prompt, const GenerateParams& p,
                                     const std::function<bool(std::string_view)>& on_text);
 
+    // What the sequence's KV cache holds (its tokens, roll-back, save and restore).
+    KvSequence& cache() { return cache_; }
+    const KvSequence& cache() const { return cache_; }
     // Tokens whose K/V the context holds, in order.
-    const std::vector<int32_t>& cached_tokens() const { return cached_; }
+    const std::vector<int32_t>& cached_tokens() const { return cache_.tokens(); }
     // How many tokens the cache holds; unlike cached_tokens(), safe to read from another
     // thread while the session generates (for reports).
-    int64_t n_cached() const { return n_cached_.load(std::memory_order_relaxed); }
-    void clear();
-    int seq() const { return seq_; }
-    // Save the cached tokens and their KV cache to a file (atomically); bytes written.
-    Result<size_t> save(const std::string& path) const;
-    // Load what save() wrote; returns the positions restored. On failure the session is
-    // empty.
-    Result<int64_t> restore(const std::string& path);
+    int64_t n_cached() const { return cache_.size(); }
+    void clear() { cache_.clear(); }
+    int seq() const { return cache_.seq(); }
+    Result<size_t> save(const std::string& path) const { return cache_.save(path); }
+    Result<int64_t> restore(const std::string& path) { return cache_.restore(path); }
 
   private:
     const Model& model_;
     const Tokenizer& tok_;
     Context& ctx_;
-    int seq_ = 0;
-    std::vector<int32_t> cached_;
-    std::atomic<int64_t> n_cached_{0};
+    KvSequence cache_;
 };
 
 }  // namespace edgellm

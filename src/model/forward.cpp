@@ -240,6 +240,10 @@ int64_t Context::n_past(int seq) const {
     return impl_->kv[(size_t)seq]->n_used();
 }
 
+int64_t Context::n_vocab() const {
+    return impl_->model->hparams().n_vocab;
+}
+
 int64_t Context::truncate(int64_t n_keep, int seq) {
     EDGELLM_ASSERT(seq >= 0 && seq < n_seq(), "sequence index in range");
     return impl_->kv[(size_t)seq]->truncate(n_keep);
@@ -540,9 +544,12 @@ Result<std::span<const float>> Context::eval_batch(std::span<const SeqTokens> pa
     Impl& c = *impl_;
     const HParams& h = c.model->hparams();
     if (parts.empty()) return R::fail("no tokens to evaluate");
-    if ((int64_t)parts.size() > params_.n_outputs)
-        return R::fail(std::to_string(parts.size()) + " sequences in one step, the context "
-                       "returns logits for at most " + std::to_string(params_.n_outputs));
+    int64_t n_rows_out = 0;
+    for (const SeqTokens& p : parts)
+        n_rows_out += p.all_logits ? (int64_t)p.tokens.size() : 1;
+    if (n_rows_out > params_.n_outputs)
+        return R::fail("logits of " + std::to_string(n_rows_out) + " positions in one step, the "
+                       "context returns at most " + std::to_string(params_.n_outputs));
     if (panel_kernel().rows != c.panel_rows)
         return R::fail("the kernel set changed after this context was created; create a new "
                        "context");
@@ -573,21 +580,23 @@ Result<std::span<const float>> Context::eval_batch(std::span<const SeqTokens> pa
     std::array<Segment, kMaxSeq> seg_store;
     const std::span<Segment> segs(seg_store.data(), parts.size());
     int64_t row = 0;
+    size_t n_out = 0;
     for (size_t i = 0; i < parts.size(); ++i) {
         KvCache& kv = *c.kv[(size_t)parts[i].seq];
         const int64_t k = (int64_t)parts[i].tokens.size();
         std::copy(parts[i].tokens.begin(), parts[i].tokens.end(), c.tokens + row);
         segs[i] = Segment{&kv, row, k, kv.n_used()};
         kv.append(k);
+        for (int64_t r = parts[i].all_logits ? row : row + k - 1; r < row + k; ++r)
+            c.out_rows[n_out++] = r;
         row += k;
-        c.out_rows[i] = row - 1;
     }
-    if (!forward_step(c, segs, c.tokens, n, std::span<const int64_t>(c.out_rows, parts.size()),
+    if (!forward_step(c, segs, c.tokens, n, std::span<const int64_t>(c.out_rows, n_out),
                       c.logits)) {
         for (const Segment& sg : segs) sg.kv->truncate(sg.first_cell);
         return R::fail(kAborted);
     }
-    return std::span<const float>(c.logits, parts.size() * (size_t)h.n_vocab);
+    return std::span<const float>(c.logits, n_out * (size_t)h.n_vocab);
 }
 
 }  // namespace edgellm

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <optional>
+
+#include "edgellm/speculative.h"
 
 namespace edgellm {
 
@@ -59,6 +62,7 @@ struct StepBatcher::Request {
     std::span<const int32_t> tokens;
     std::span<float> out;
     const std::atomic<bool>* cancel;
+    bool all_logits;
     Clock::time_point since;
     bool done = false;
     std::string error;
@@ -102,13 +106,14 @@ uint64_t StepBatcher::steps() const {
 }
 
 Result<std::monostate> StepBatcher::eval(int seq, std::span<const int32_t> tokens,
-                                         std::span<float> out, const std::atomic<bool>* cancel) {
+                                         std::span<float> out, const std::atomic<bool>* cancel,
+                                         bool all_logits) {
     using R = Result<std::monostate>;
     const int64_t n_batch = ctx_.params().n_batch;
     if (tokens.empty() || (int64_t)tokens.size() > n_batch)
         return R::fail("a step of " + std::to_string(tokens.size()) + " tokens (1.." +
                        std::to_string(n_batch) + ")");
-    Request me{seq, tokens, out, cancel, Clock::now(), false, {}};
+    Request me{seq, tokens, out, cancel, all_logits, Clock::now(), false, {}};
     std::unique_lock<std::mutex> lock(mu_);
     pending_.push_back(&me);
     cv_.notify_all();
@@ -129,18 +134,22 @@ Result<std::monostate> StepBatcher::eval(int seq, std::span<const int32_t> token
         std::array<Request*, 256> batch;
         std::array<Context::SeqTokens, 256> parts;
         size_t n = 0;
-        int64_t total = 0;
+        int64_t total = 0, rows = 0;
+        const int64_t max_rows = ctx_.params().n_outputs;
         for (auto it = pending_.begin(); it != pending_.end() && n < batch.size();) {
             Request* r = *it;
             bool dup = false;
             for (size_t i = 0; i < n; ++i) dup |= batch[i]->seq == r->seq;
-            if (dup || total + (int64_t)r->tokens.size() > n_batch) {
+            const int64_t r_rows = r->all_logits ? (int64_t)r->tokens.size() : 1;
+            if (dup || total + (int64_t)r->tokens.size() > n_batch ||
+                (n > 0 && rows + r_rows > max_rows)) {
                 ++it;
                 continue;
             }
             batch[n] = r;
-            parts[n] = {r->seq, r->tokens};
+            parts[n] = {r->seq, r->tokens, r->all_logits};
             total += (int64_t)r->tokens.size();
+            rows += r_rows;
             ++n;
             it = pending_.erase(it);
         }
@@ -150,10 +159,14 @@ Result<std::monostate> StepBatcher::eval(int seq, std::span<const int32_t> token
         auto logits = ctx_.eval_batch(std::span<const Context::SeqTokens>(parts.data(), n));
         ctx_.set_abort_flag(nullptr);
         if (logits) {
-            const size_t n_vocab = logits->size() / n;
-            for (size_t i = 0; i < n; ++i)
-                std::copy_n(logits->data() + i * n_vocab, std::min(n_vocab, batch[i]->out.size()),
-                            batch[i]->out.data());
+            const size_t n_vocab = logits->size() / (size_t)rows;
+            size_t at = 0;
+            for (size_t i = 0; i < n; ++i) {
+                const size_t k = batch[i]->all_logits ? batch[i]->tokens.size() : 1;
+                std::copy_n(logits->data() + at * n_vocab,
+                            std::min(k * n_vocab, batch[i]->out.size()), batch[i]->out.data());
+                at += k;
+            }
         }
         lock.lock();
         for (size_t i = 0; i < n; ++i) {
@@ -203,31 +216,78 @@ class AbortScope {
 
 }  // namespace
 
-Session::Session(const Model& model, const Tokenizer& tok, Context& ctx, int seq)
-    : model_(model), tok_(tok), ctx_(ctx), seq_(seq) {
-    EDGELLM_ASSERT(seq >= 0 && seq < ctx.n_seq(), "the session's sequence is in the context");
+KvSequence::KvSequence(Context& ctx, int seq) : ctx_(ctx), seq_(seq) {
+    EDGELLM_ASSERT(seq >= 0 && seq < ctx.n_seq(), "the sequence is in the context");
     ctx_.truncate(0, seq_);
 }
 
-void Session::clear() {
-    cached_.clear();
-    n_cached_.store((int64_t)cached_.size(), std::memory_order_relaxed);
-    ctx_.truncate(0, seq_);
+void KvSequence::sync() {
+    tokens_.resize((size_t)std::min<int64_t>((int64_t)tokens_.size(), ctx_.n_past(seq_)));
+    n_.store((int64_t)tokens_.size(), std::memory_order_relaxed);
 }
 
-Result<size_t> Session::save(const std::string& path) const {
-    return ctx_.save_sequence(seq_, path, cached_);
+Result<std::span<const float>> KvSequence::eval(std::span<const int32_t> tokens, bool all_logits,
+                                                const std::atomic<bool>* cancel,
+                                                StepBatcher* batcher) {
+    using R = Result<std::span<const float>>;
+    std::span<const float> out;
+    if (!batcher) {
+        AbortScope scope(ctx_, cancel);
+        auto r = ctx_.eval(tokens, all_logits, seq_);
+        if (!r) {
+            sync();
+            return r;
+        }
+        out = *r;
+    } else {
+        const size_t n_vocab = (size_t)ctx_.n_vocab();
+        const size_t need = (all_logits ? tokens.size() : 1) * n_vocab;
+        if (logits_.size() < need) logits_.resize(need);
+        auto r = batcher->eval(seq_, tokens, std::span<float>(logits_.data(), need), cancel,
+                               all_logits);
+        if (!r) {
+            sync();
+            return R::fail(r.error());
+        }
+        out = std::span<const float>(logits_.data(), need);
+    }
+    tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+    n_.store((int64_t)tokens_.size(), std::memory_order_relaxed);
+    return out;
 }
 
-Result<int64_t> Session::restore(const std::string& path) {
-    cached_.clear();
-    n_cached_.store((int64_t)cached_.size(), std::memory_order_relaxed);
+int64_t KvSequence::rollback(int64_t n_keep) {
+    n_keep = std::clamp<int64_t>(n_keep, 0, (int64_t)tokens_.size());
+    const int64_t kept = ctx_.truncate(n_keep, seq_);
+    tokens_.resize((size_t)kept);
+    n_.store(kept, std::memory_order_relaxed);
+    return kept;
+}
+
+int64_t KvSequence::keep_prefix(std::span<const int32_t> tokens, int64_t max_keep) {
+    int64_t common = 0;
+    const int64_t limit = std::min<int64_t>({(int64_t)tokens_.size(), (int64_t)tokens.size(), max_keep});
+    while (common < limit && tokens_[(size_t)common] == tokens[(size_t)common]) ++common;
+    if (common == (int64_t)tokens_.size()) return common;
+    return rollback(common);
+}
+
+Result<size_t> KvSequence::save(const std::string& path) const {
+    return ctx_.save_sequence(seq_, path, tokens_);
+}
+
+Result<int64_t> KvSequence::restore(const std::string& path) {
+    tokens_.clear();
+    n_.store(0, std::memory_order_relaxed);
     auto tokens = ctx_.load_sequence(seq_, path);
     if (!tokens) return Result<int64_t>::fail(tokens.error());
-    cached_ = std::move(*tokens);
-    n_cached_.store((int64_t)cached_.size(), std::memory_order_relaxed);
-    return (int64_t)cached_.size();
+    tokens_ = std::move(*tokens);
+    n_.store((int64_t)tokens_.size(), std::memory_order_relaxed);
+    return (int64_t)tokens_.size();
 }
+
+Session::Session(const Model& model, const Tokenizer& tok, Context& ctx, int seq)
+    : model_(model), tok_(tok), ctx_(ctx), cache_(ctx, seq) {}
 
 Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const GenerateParams& p,
                                          const std::function<bool(std::string_view)>& on_text) {
@@ -243,13 +303,7 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
 
     // Reuse the longest common prefix; at least the last prompt token is evaluated, since
     // its logits start the generation.
-    size_t common = 0;
-    while (common < cached_.size() && common < prompt.size() && cached_[common] == prompt[common])
-        ++common;
-    if (common == prompt.size()) --common;
-    common = (size_t)ctx_.truncate((int64_t)common, seq_);
-    cached_.resize(common);
-    n_cached_.store((int64_t)cached_.size(), std::memory_order_relaxed);
+    const size_t common = (size_t)cache_.keep_prefix(prompt, (int64_t)prompt.size() - 1);
     res.n_cached = (int64_t)common;
 
     Sampler sampler(p.sampling, model_.hparams().n_vocab);
@@ -267,20 +321,6 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
 
     // Prefill in batches. The first token is sampled from the last batch's logits.
     Generating generating(p.batcher);
-    std::vector<float> own_logits;  // a batched step's logits, copied out for this session
-    if (p.batcher) own_logits.resize((size_t)model_.hparams().n_vocab);
-    // One step: through the batcher (with the other sessions' steps) or straight on the
-    // context. The logits stay valid until this session's next step.
-    auto step = [&](std::span<const int32_t> toks, const std::atomic<bool>* abort_flag)
-        -> Result<std::span<const float>> {
-        if (!p.batcher) {
-            AbortScope scope(ctx_, abort_flag);
-            return ctx_.eval(toks, false, seq_);
-        }
-        auto r = p.batcher->eval(seq_, toks, own_logits, abort_flag);
-        if (!r) return Result<std::span<const float>>::fail(r.error());
-        return std::span<const float>(own_logits);
-    };
     const auto t0 = Clock::now();
     int32_t next = -1;
     bool cancelled = false;
@@ -294,18 +334,14 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
             cancelled = true;
             break;
         }
-        auto logits = step(prompt.subspan(done, n), p.cancel);
+        auto logits = cache_.eval(prompt.subspan(done, n), false, p.cancel, p.batcher);
         if (!logits) {
-            cached_.resize((size_t)ctx_.n_past(seq_));  // what the cache still holds
-            n_cached_.store((int64_t)cached_.size(), std::memory_order_relaxed);
             if (cancel_raised() && logits.error() == Context::kAborted) {
                 cancelled = true;
                 break;
             }
             return R::fail(logits.error());
         }
-        cached_.insert(cached_.end(), prompt.begin() + (long)done, prompt.begin() + (long)(done + n));
-        n_cached_.store((int64_t)cached_.size(), std::memory_order_relaxed);
         done += n;
         if (done == prompt.size()) next = sample(*logits);
     }
@@ -323,17 +359,16 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
         res.text.append(s);
         if (on_text && !on_text(s)) cancelled = true;
     };
-
-    const auto t1 = Clock::now();
-    while (p.n_predict != 0) {
-        const int32_t tok = next;
+    // Takes a sampled token into the reply: true when generation goes on after it.
+    bool stopped = false;
+    auto take = [&](int32_t tok) {
         sampler.accept(tok);
         res.tokens.push_back(tok);
         ++res.n_generated;
         if (p.progress) p.progress->store(res.n_generated, std::memory_order_relaxed);
         if (!p.ignore_eos && tok_.is_eog(tok)) {
             res.stop = StopReason::Eos;
-            break;
+            return false;
         }
         pending += detok.push(tok);
         // A stop string ends the reply; the text before it is emitted, the rest dropped.
@@ -349,24 +384,40 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
             emit(std::string_view(pending).substr(0, hit));
             pending.clear();
             res.stop = StopReason::StopString;
-            break;
+            return false;
         }
         const size_t keep = held_back(pending, p.stop);
         emit(std::string_view(pending).substr(0, pending.size() - keep));
         pending.erase(0, pending.size() - keep);
         if (cancelled || cancel_raised()) {
             cancelled = true;
-            break;
+            return false;
         }
         if (p.ignore_eos && sampler.grammar_done()) {  // nothing but the end can follow
             res.stop = StopReason::Eos;
-            break;
+            return false;
         }
         if (p.n_predict > 0 && res.n_generated >= p.n_predict) {
             res.stop = StopReason::Length;
-            break;
+            return false;
         }
-        if (ctx_.n_past(seq_) >= n_ctx) {
+        return true;
+    };
+
+    // Speculation: the drafter's proposals for what follows `next`, checked in the step
+    // that evaluates it.
+    const SpeculativeParams& sp = p.spec;
+    std::vector<int32_t> history, drafts, step;
+    if (sp.drafter) {
+        history.reserve((size_t)n_ctx);
+        drafts.reserve((size_t)std::max(0, sp.n_max));
+        step.reserve((size_t)std::max(0, sp.n_max) + 1);
+    }
+    const auto t1 = Clock::now();
+    while (p.n_predict != 0 && !stopped) {
+        if (!take(next)) break;
+        const int64_t held = cache_.size();
+        if (held >= n_ctx) {
             res.stop = StopReason::ContextFull;
             break;
         }
@@ -374,11 +425,61 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
             cancelled = true;
             break;
         }
-        auto logits = step(std::span<const int32_t>(&tok, 1), nullptr);
+        // How many drafts this step may carry: the controller's choice, within the context
+        // and the tokens still to generate (the step's own sample is one of them).
+        drafts.clear();
+        int max_draft = 0;
+        if (sp.drafter) {
+            max_draft = sp.controller ? sp.controller->choose() : sp.n_max;
+            max_draft = (int)std::min<int64_t>(max_draft, n_ctx - held - 1);
+            if (p.n_predict > 0)
+                max_draft = (int)std::min<int64_t>(max_draft, p.n_predict - res.n_generated - 1);
+        }
+        if (max_draft > 0 && max_draft >= sp.n_min) {
+            history.assign(cache_.tokens().begin(), cache_.tokens().end());
+            history.push_back(next);
+            std::optional<GrammarMatcher> g = sampler.grammar_matcher();
+            auto d = sp.drafter->draft(history, max_draft, g ? &*g : nullptr, p.cancel, &drafts);
+            if (!d) return R::fail("drafting: " + d.error());
+            if ((int)drafts.size() < sp.n_min) drafts.clear();
+            if (sp.controller) sp.controller->observe_draft((int)drafts.size(), d->ms);
+            if (cancel_raised()) {
+                cancelled = true;
+                break;
+            }
+        }
+        step.assign(1, next);
+        step.insert(step.end(), drafts.begin(), drafts.end());
+        const auto ts = Clock::now();
+        auto logits = cache_.eval(step, !drafts.empty(), nullptr, p.batcher);
         if (!logits) return R::fail(logits.error());
-        cached_.push_back(tok);
-        n_cached_.store((int64_t)cached_.size(), std::memory_order_relaxed);
-        next = sample(*logits);
+        if (sp.controller) sp.controller->observe_step((int)step.size(), ms_since(ts));
+        const size_t n_vocab = (size_t)model_.hparams().n_vocab;
+        // Each position's logits in turn: a draft the sampler also chooses is kept (it is
+        // evaluated already), the first one it does not choose ends the step.
+        size_t kept = 0;
+        for (size_t i = 0;; ++i) {
+            const int32_t t = sample(logits->subspan(i * n_vocab, n_vocab));
+            if (i < drafts.size() && t == drafts[i]) {
+                ++kept;
+                if (!take(t)) {
+                    stopped = true;
+                    break;
+                }
+                continue;
+            }
+            next = t;
+            break;
+        }
+        if (!drafts.empty()) {
+            // Forget the K/V of the drafts that were not kept.
+            const int64_t want = held + 1 + (int64_t)kept;
+            if (cache_.rollback(want) != want)
+                return R::fail("the KV cache could not drop the drafts that were not kept");
+            res.n_drafted += (int64_t)drafts.size();
+            res.n_accepted += (int64_t)kept;
+            if (sp.controller) sp.controller->observe_accept((int)drafts.size(), (int)kept);
+        }
     }
     if (!cancelled && res.stop != StopReason::StopString) {
         pending += detok.flush();

@@ -775,6 +775,7 @@ class GrammarStage {
         : vocab_(p.grammar_vocab), matcher_(p.grammar, p.grammar_vocab),
           triggers_(p.grammar_triggers), active_(p.grammar_triggers.empty()) {}
     bool active() const { return active_; }
+    const GrammarMatcher& matcher() const { return matcher_; }
     bool allows(int32_t token) const { return !active_ || matcher_.allows(token); }
     void mask(float* row, size_t n) const {
         if (active_) matcher_.mask(std::span<float>(row, n));
@@ -1068,6 +1069,11 @@ void Sampler::accept_prompt(int32_t token) {
 
 bool Sampler::grammar_active() const {
     return impl_->grammar && impl_->grammar->active();
+}
+
+std::optional<GrammarMatcher> Sampler::grammar_matcher() const {
+    if (!grammar_active()) return std::nullopt;
+    return impl_->grammar->matcher();
 }
 
 bool Sampler::grammar_done() const {

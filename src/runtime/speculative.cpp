@@ -1,0 +1,298 @@
+#include "edgellm/speculative.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+
+namespace edgellm {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// The most likely token of a row and its probability (softmax over the whole row). NaN
+// counts as -inf.
+std::pair<int32_t, float> best_token(std::span<const float> row) {
+    int32_t best = -1;
+    float top = -std::numeric_limits<float>::infinity();
+    for (size_t i = 0; i < row.size(); ++i)
+        if (row[i] > top) {
+            top = row[i];
+            best = (int32_t)i;
+        }
+    if (best < 0 || !std::isfinite(top)) return {best, best < 0 ? 0.0f : 1.0f};
+    double sum = 0.0;
+    for (float v : row)
+        if (v > -std::numeric_limits<float>::infinity()) sum += std::exp((double)(v - top));
+    return {best, (float)(1.0 / sum)};
+}
+
+// Counts a drafter as generating on a shared draft context while it drafts.
+class Drafting {
+  public:
+    explicit Drafting(StepBatcher* b) : b_(b) {
+        if (b_) b_->enter();
+    }
+    ~Drafting() {
+        if (b_) b_->leave();
+    }
+    Drafting(const Drafting&) = delete;
+    Drafting& operator=(const Drafting&) = delete;
+
+  private:
+    StepBatcher* b_;
+};
+
+// A token's text for a message: control bytes escaped.
+std::string shown(const std::string& s) {
+    std::string out;
+    for (unsigned char c : s) {
+        if (c == '\n') {
+            out += "\\n";
+        } else if (c == '"' || c == '\\') {
+            out += '\\';
+            out += (char)c;
+        } else if (c < 0x20 || c == 0x7f) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\x%02x", c);
+            out += buf;
+        } else {
+            out += (char)c;
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+std::string draft_vocab_mismatch(const Tokenizer& main, const Tokenizer& draft) {
+    if (main.kind() != draft.kind())
+        return std::string("the draft model's tokenizer is ") +
+               (draft.kind() == Tokenizer::Kind::Bpe ? "BPE" : "SentencePiece") +
+               ", the model's is " + (main.kind() == Tokenizer::Kind::Bpe ? "BPE" : "SentencePiece");
+    if (main.add_bos() != draft.add_bos() || (main.add_bos() && main.bos() != draft.bos()))
+        return "the draft model's BOS token (" + std::to_string(draft.bos()) + ", added: " +
+               (draft.add_bos() ? "yes" : "no") + ") is not the model's (" +
+               std::to_string(main.bos()) + ", added: " + (main.add_bos() ? "yes" : "no") + ")";
+    if (main.add_eos() != draft.add_eos() || main.eos() != draft.eos())
+        return "the draft model's EOS token (" + std::to_string(draft.eos()) +
+               ") is not the model's (" + std::to_string(main.eos()) + ")";
+    const int32_t n_main = main.n_vocab(), n_draft = draft.n_vocab();
+    if (std::abs(n_main - n_draft) > 128)
+        return "the draft model has " + std::to_string(n_draft) + " tokens, the model " +
+               std::to_string(n_main) + " (they may differ by at most 128)";
+    for (int32_t id = 5; id < std::min(n_main, n_draft); ++id) {
+        const std::string a = main.token_to_piece(id, true), b = draft.token_to_piece(id, true);
+        if (a != b)
+            return "token " + std::to_string(id) + " is \"" + shown(a) + "\" in the model but \"" +
+                   shown(b) + "\" in the draft model";
+    }
+    return "";
+}
+
+ModelDrafter::ModelDrafter(const Model& model, Context& ctx, int seq, float p_min,
+                           int64_t main_n_vocab, StepBatcher* batcher)
+    : ctx_(ctx), cache_(ctx, seq), p_min_(p_min), main_n_vocab_(main_n_vocab), batcher_(batcher) {
+    row_.resize((size_t)model.hparams().n_vocab);
+}
+
+Result<DraftCost> ModelDrafter::draft(std::span<const int32_t> history, int max,
+                                      GrammarMatcher* grammar, const std::atomic<bool>* cancel,
+                                      std::vector<int32_t>* out) {
+    using R = Result<DraftCost>;
+    DraftCost cost;
+    if (history.empty() || max <= 0) return cost;
+    const int64_t n_ctx = ctx_.params().n_ctx;
+    // The draft model's context may be smaller than the sequence: then it cannot draft.
+    if ((int64_t)history.size() + max > n_ctx) return cost;
+    Drafting drafting(batcher_);
+    auto raised = [&] { return cancel && cancel->load(std::memory_order_relaxed); };
+
+    // Bring the cache up to the history (at least its last token is evaluated: its logits
+    // give the first draft).
+    auto t0 = Clock::now();
+    const int64_t keep = cache_.keep_prefix(history, (int64_t)history.size() - 1);
+    const int64_t n_batch = std::max<int64_t>(1, ctx_.params().n_batch);
+    std::span<const float> logits;
+    for (int64_t done = keep; done < (int64_t)history.size();) {
+        const int64_t n = std::min<int64_t>(n_batch, (int64_t)history.size() - done);
+        auto r = cache_.eval(history.subspan((size_t)done, (size_t)n), false, cancel, batcher_);
+        if (!r) {
+            if (raised() && r.error() == Context::kAborted) return cost;
+            return R::fail(r.error());
+        }
+        logits = *r;
+        done += n;
+    }
+    // (a step or two is part of drafting; more is a new prompt reaching the draft model)
+    if ((int64_t)history.size() - keep > 2) {
+        cost.catch_up_ms = ms_since(t0);
+        t0 = Clock::now();
+    }
+    const size_t n_vocab = row_.size();
+    for (int i = 0; i < max; ++i) {
+        auto [tok, p] = best_token(logits);
+        if (tok >= 0 && grammar && !grammar->allows(tok)) {
+            std::copy(logits.begin(), logits.end(), row_.begin());
+            grammar->mask(std::span<float>(row_.data(), n_vocab));
+            std::tie(tok, p) = best_token(row_);
+        }
+        if (tok < 0 || tok >= main_n_vocab_ || p < p_min_) break;
+        if (grammar && !grammar->accept(tok)) break;
+        out->push_back(tok);
+        if (i + 1 == max || raised()) break;
+        auto r = cache_.eval(std::span<const int32_t>(&tok, 1), false, cancel, batcher_);
+        if (!r) {
+            if (raised() && r.error() == Context::kAborted) break;
+            return R::fail(r.error());
+        }
+        logits = *r;
+    }
+    cost.ms = ms_since(t0);
+    return cost;
+}
+
+Result<DraftCost> NgramDrafter::draft(std::span<const int32_t> history, int max,
+                                      GrammarMatcher* grammar, const std::atomic<bool>*,
+                                      std::vector<int32_t>* out) {
+    const auto t0 = Clock::now();
+    DraftCost cost;
+    const int64_t n_hist = (int64_t)history.size();
+    if (max <= 0) return cost;
+    for (int n = n_max_; n >= n_min_ && n >= 1; --n) {
+        if (n_hist < n + 1) continue;
+        const int32_t* key = history.data() + n_hist - n;
+        // The latest earlier occurrence with at least one token after it.
+        for (int64_t j = n_hist - n - 1; j >= 0; --j) {
+            if (!std::equal(key, key + n, history.data() + j)) continue;
+            const int64_t from = j + n;
+            const int64_t upto = std::min<int64_t>(n_hist, from + max);
+            for (int64_t k = from; k < upto; ++k) {
+                if (grammar && !grammar->accept(history[(size_t)k])) break;
+                out->push_back(history[(size_t)k]);
+            }
+            cost.ms = ms_since(t0);
+            return cost;
+        }
+    }
+    cost.ms = ms_since(t0);
+    return cost;
+}
+
+SpecController::SpecController(int n_max, int n_min)
+    : n_max_(std::max(0, n_max)), n_min_(std::clamp(n_min, 0, std::max(0, n_max))),
+      step_ms_((size_t)std::max(0, n_max) + 2, 0.0) {}
+
+double SpecController::step_ms(int n) const {
+    if (n < 1 || n >= (int)step_ms_.size()) return -1.0;
+    if (step_ms_[(size_t)n] > 0) return step_ms_[(size_t)n];
+    int lo = -1, hi = -1;
+    for (int i = n - 1; i >= 1 && lo < 0; --i)
+        if (step_ms_[(size_t)i] > 0) lo = i;
+    for (int i = n + 1; i < (int)step_ms_.size() && hi < 0; ++i)
+        if (step_ms_[(size_t)i] > 0) hi = i;
+    if (lo > 0 && hi > 0) {
+        const double f = (double)(n - lo) / (double)(hi - lo);
+        return step_ms_[(size_t)lo] * (1.0 - f) + step_ms_[(size_t)hi] * f;
+    }
+    if (lo > 0) {
+        // Beyond the largest measured: the slope between the two largest, else 10 % of a
+        // step per token (a step is mostly reading the weights, shared by its tokens).
+        double slope = 0.1 * step_ms_[(size_t)lo];
+        for (int i = lo - 1; i >= 1; --i)
+            if (step_ms_[(size_t)i] > 0) {
+                slope = std::max(0.0, (step_ms_[(size_t)lo] - step_ms_[(size_t)i]) / (lo - i));
+                break;
+            }
+        return step_ms_[(size_t)lo] + slope * (n - lo);
+    }
+    if (hi > 0) return step_ms_[(size_t)hi];
+    return -1.0;
+}
+
+double SpecController::accept_rate() const {
+    return trials_ > 0 ? hits_ / trials_ : 0.0;
+}
+
+double SpecController::tokens_per_ms(int k) const {
+    const double t = step_ms(k + 1);
+    if (t <= 0) return 0.0;
+    if (k == 0) return 1.0 / t;
+    const double a = std::clamp(accept_rate(), 0.0, 0.999);
+    const double expected = (1.0 - std::pow(a, k + 1)) / (1.0 - a);
+    return expected / (k * std::max(0.0, draft_ms_) + t);
+}
+
+double SpecController::expected_gain(int k) const {
+    const double plain = tokens_per_ms(0);
+    if (plain <= 0 || draft_ms_ < 0 || trials_ <= 0) return 0.0;
+    return tokens_per_ms(k) / plain;
+}
+
+int SpecController::choose() {
+    if (n_max_ == 0) return 0;
+    // Until there is something to go on: draft the most (to measure drafting and checking),
+    // and measure one plain step.
+    if (trials_ < 2 || draft_ms_ < 0) return n_max_;
+    if (step_ms_[1] <= 0) return 0;
+    int best_k = 0;
+    double best = tokens_per_ms(0);
+    for (int k = std::max(1, n_min_); k <= n_max_; ++k) {
+        const double r = tokens_per_ms(k);
+        if (r > best) {
+            best = r;
+            best_k = k;
+        }
+    }
+    if (best_k > 0) {
+        if (off_) probe_every_ = 16;
+        off_ = false;
+        return best_k;
+    }
+    // Plain decoding wins: off, with a probe now and then (the text may have changed).
+    if (!off_) {
+        off_ = true;
+        plain_steps_ = 0;
+    }
+    if (++plain_steps_ < probe_every_) return 0;
+    plain_steps_ = 0;
+    probe_every_ = std::min(probe_every_ * 2, 512);
+    int probe = std::max(1, n_min_);
+    double probe_rate = 0.0;
+    for (int k = std::max(1, n_min_); k <= n_max_; ++k)
+        if (tokens_per_ms(k) > probe_rate) {
+            probe_rate = tokens_per_ms(k);
+            probe = k;
+        }
+    return probe;
+}
+
+void SpecController::observe_draft(int n_drafted, double ms) {
+    // Decayed sums: a draft that produced nothing still cost its time.
+    draft_time_ = draft_time_ * 0.9 + std::max(0.0, ms);
+    draft_tokens_ = draft_tokens_ * 0.9 + std::max(0, n_drafted);
+    if (draft_tokens_ > 0) draft_ms_ = draft_time_ / draft_tokens_;
+}
+
+void SpecController::observe_step(int n_tokens, double ms) {
+    if (n_tokens < 1 || n_tokens >= (int)step_ms_.size() || ms <= 0) return;
+    double& t = step_ms_[(size_t)n_tokens];
+    t = t > 0 ? 0.8 * t + 0.2 * ms : ms;
+}
+
+void SpecController::observe_accept(int n_drafted, int n_kept) {
+    if (n_drafted <= 0) return;
+    drafted_ += n_drafted;
+    accepted_ += n_kept;
+    // Positions tried: every kept draft and the first rejected one.
+    trials_ = trials_ * 0.9 + n_kept + (n_kept < n_drafted ? 1 : 0);
+    hits_ = hits_ * 0.9 + n_kept;
+}
+
+}  // namespace edgellm
