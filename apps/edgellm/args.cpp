@@ -1,5 +1,7 @@
 #include "args.h"
 
+#include <cmath>
+
 #include <cerrno>
 #include <cstdlib>
 
@@ -92,6 +94,22 @@ bool ArgParser::get_int(const std::string& name, int64_t lo, int64_t hi, int64_t
         return false;
     }
     *out = x;
+    return true;
+}
+
+bool ArgParser::get_float(const std::string& name, double lo, double hi, float* out,
+                          std::string* err) const {
+    const auto v = get(name);
+    if (!v) return true;
+    errno = 0;
+    char* end = nullptr;
+    const double x = std::strtod(v->c_str(), &end);
+    if (v->empty() || *end != '\0' || errno == ERANGE || !std::isfinite(x) || x < lo || x > hi) {
+        *err = name + " must be a number in " + std::to_string(lo).substr(0, 4) + ".." +
+               std::to_string(hi).substr(0, 4) + ", got \"" + *v + "\"";
+        return false;
+    }
+    *out = (float)x;
     return true;
 }
 

@@ -29,6 +29,9 @@ class ArgParser {
     // Parsed integer; false with a reason when present but not an integer in [lo, hi].
     bool get_int(const std::string& name, int64_t lo, int64_t hi, int64_t* out,
                  std::string* err) const;
+    // Parsed finite number; false with a reason when present but not a number in [lo, hi].
+    bool get_float(const std::string& name, double lo, double hi, float* out,
+                   std::string* err) const;
     const std::vector<std::string>& positional() const { return positional_; }
     bool help_requested() const { return help_; }
     const std::string& command() const { return command_; }

@@ -19,6 +19,7 @@
 #include "commands.h"
 #include "edgellm/chat.h"
 #include "edgellm/grammar.h"
+#include "edgellm/speculative.h"
 #include "edgellm/json_schema.h"
 #include "edgellm/model.h"
 #include "edgellm/session.h"
@@ -121,6 +122,48 @@ double median_of(std::vector<double> v) {
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
 }
 
+
+// bench's speculative decoding options.
+struct SpecSettingsCli {
+    std::string draft_model;
+    bool ngram = false;
+    int n_max = 3, n_min = 0;
+    float p_min = 0.0f;
+    bool adaptive = true;
+};
+
+bool read_bench_spec(const ArgParser& p, SpecSettingsCli* sc, std::string* err) {
+    sc->draft_model = p.get_or("--draft", "");
+    bool draft = !sc->draft_model.empty();
+    if (auto t = p.get("--spec-type")) {
+        size_t at = 0;
+        while (at <= t->size()) {
+            const size_t comma = std::min(t->find(',', at), t->size());
+            const std::string one = t->substr(at, comma - at);
+            at = comma + 1;
+            if (one.rfind("ngram", 0) == 0 || one == "lookup") {
+                sc->ngram = true;
+            } else if (one == "draft" || one == "draft-simple") {
+                if (!draft) {
+                    *err = "--spec-type draft needs --draft MODEL";
+                    return false;
+                }
+            } else if (!one.empty()) {
+                *err = "--spec-type: unknown type \"" + one + "\" (ngram, draft)";
+                return false;
+            }
+        }
+    }
+    int64_t n_max = draft ? 3 : 16, n_min = 0;
+    if (!p.get_int("--draft-max", 1, 64, &n_max, err) || !p.get_int("--draft-min", 0, 64, &n_min, err) ||
+        !p.get_float("--draft-p-min", 0.0, 1.0, &sc->p_min, err))
+        return false;
+    sc->n_max = (int)n_max;
+    sc->n_min = (int)std::min(n_min, n_max);
+    sc->adaptive = !p.has("--spec-fixed");
+    return true;
+}
+
 // bench --grammar FILE / --json-schema FILE: decode with the grammar beside decode without
 // it, on the same model, prompt and threads. Each repetition starts from an empty cache, so
 // the first-token times include the prompt; the constrained one also compiles the grammar
@@ -214,6 +257,162 @@ int bench_constrained(const ArgParser& p, const std::string& model_path, int64_t
     return 0;
 }
 
+
+// bench --draft MODEL / --spec-type ngram: speculative decoding beside plain decoding, on
+// prompt classes a user sends (chat in Chinese and English, a code edit, JSON, quoting a
+// given text), greedy, the same model and threads. Each repetition starts from empty caches
+// (the draft model's prompt evaluation counts in its decode time); each class and mode has
+// its own controller, kept across repetitions as a slot keeps it across requests.
+struct SpecPrompt {
+    const char* name;
+    const char* system;
+    const char* user;
+};
+
+const SpecPrompt kSpecPrompts[] = {
+    {"chat (zh)", "你是车载助手，回答简短口语化。", "今晚吃什么好"},
+    {"chat (en)", "You are a helpful in-car assistant. Answer briefly.",
+     "What should I cook tonight? Give me three quick ideas."},
+    {"code edit", "You are a coding assistant.",
+     "Rename the variable `total` to `acc` in this function and return the whole function, "
+     "nothing else:\n```python\ndef summarize(orders):\n    total = 0\n    count = 0\n"
+     "    for order in orders:\n        if order.status != \"paid\":\n            continue\n"
+     "        total += order.amount\n        count += 1\n    if count == 0:\n"
+     "        return {\"total\": 0, \"average\": 0}\n"
+     "    return {\"total\": total, \"average\": total / count}\n```"},
+    {"json", "You convert text to JSON.",
+     "Turn this into a JSON array of objects with keys name, city and age, nothing else:\n"
+     "Alice Zhang lives in Shanghai and is 34. Bob Li lives in Shenzhen and is 28. "
+     "Carol Wang lives in Chengdu and is 41. David Chen lives in Hangzhou and is 25."},
+    {"quote", "You answer from the given text.",
+     "Repeat the following paragraph word for word, then stop:\n"
+     "The navigation system recalculates the route whenever traffic conditions change. "
+     "Drivers can choose between the fastest route, the shortest route, and a route that "
+     "avoids toll roads. Voice guidance announces each turn two hundred meters in advance."},
+};
+
+int bench_speculative(const ArgParser& p, const std::string& model_path, int64_t n_gen,
+                      int64_t reps, int threads) {
+    std::string err;
+    SpecSettingsCli sc;
+    if (!read_bench_spec(p, &sc, &err)) return fail("bench", err, 2);
+    auto model = Model::load(model_path, load_options(p));
+    if (!model) return fail("bench", model.error());
+    if (!prepare_model(p, **model, &err)) return fail("bench", err);
+    auto tok = Tokenizer::load((*model)->file());
+    if (!tok) return fail("bench", tok.error());
+    ContextParams cp;
+    cp.n_ctx = 2048;
+    cp.n_threads = threads;
+    cp.n_outputs = sc.n_max + 1;
+    if (auto kv = p.get("--kv-type")) {
+        auto t = parse_kv_type(*kv);
+        if (!t) return fail("bench", "--kv-type must be f16 or q8_0", 2);
+        cp.kv_type = *t;
+    }
+    if (!read_cpu_options(p, &cp, &err)) return fail("bench", err, 2);
+    auto ctx = Context::create(**model, cp);
+    if (!ctx) return fail("bench", ctx.error());
+    std::unique_ptr<Model> draft_model;
+    std::unique_ptr<Context> draft_ctx;
+    std::unique_ptr<ModelDrafter> model_drafter;
+    if (!sc.draft_model.empty()) {
+        auto dm = Model::load(sc.draft_model, load_options(p));
+        if (!dm) return fail("bench", "the draft model: " + dm.error());
+        auto dt = Tokenizer::load((*dm)->file());
+        if (!dt) return fail("bench", "the draft model: " + dt.error());
+        const std::string why = draft_vocab_mismatch(**tok, **dt);
+        if (!why.empty()) return fail("bench", "the draft model cannot draft for the model: " + why);
+        if (!prepare_model(p, **dm, &err)) return fail("bench", err);
+        ContextParams dcp = cp;
+        dcp.n_outputs = 1;
+        auto dc = Context::create(**dm, dcp);
+        if (!dc) return fail("bench", dc.error());
+        draft_model = std::move(*dm);
+        draft_ctx = std::move(*dc);
+        model_drafter = std::make_unique<ModelDrafter>(*draft_model, *draft_ctx, 0, sc.p_min,
+                                                       (*model)->hparams().n_vocab);
+    }
+    NgramDrafter ngram;
+    struct Mode {
+        std::string name;
+        Drafter* drafter;
+    };
+    std::vector<Mode> modes = {{"plain", nullptr}};
+    if (model_drafter) modes.push_back({"draft model", model_drafter.get()});
+    if (sc.ngram) modes.push_back({"ngram", &ngram});
+    Session session(**model, **tok, **ctx);
+
+    std::printf("model: %s; draft: %s; threads: %d; kernels: %s\n", model_path.c_str(),
+                sc.draft_model.empty() ? "(none)" : sc.draft_model.c_str(),
+                (*ctx)->params().n_threads, active_kernel_set().c_str());
+    std::printf("greedy, %lld tokens, median of %lld runs after a warm-up; --draft-max %d "
+                "--draft-min %d --draft-p-min %.2f; draft length %s\n\n",
+                (long long)n_gen, (long long)reps, sc.n_max, sc.n_min, sc.p_min,
+                sc.adaptive ? "chosen per step from the measured accept rate and costs"
+                            : "fixed (--spec-fixed)");
+    std::string header = "| prompt | tokens | plain t/s |";
+    std::string rule = "|---|---:|---:|";
+    for (size_t m = 1; m < modes.size(); ++m) {
+        header += " " + modes[m].name + " t/s | speed-up | accept rate | same text |";
+        rule += "---:|---:|---:|---|";
+    }
+    std::vector<std::string> rows;
+    for (const SpecPrompt& sp : kSpecPrompts) {
+        const ChatPrompt chat = chat_prompt((*model)->file(), **tok,
+                                            {{"system", sp.system}, {"user", sp.user}}, true);
+        const auto prompt = (*tok)->tokenize(chat.text, !chat.bos_in_text, true);
+        std::vector<std::vector<double>> tps(modes.size());
+        std::vector<int64_t> drafted(modes.size()), accepted(modes.size());
+        std::vector<std::string> text(modes.size());
+        int64_t tokens = 0;
+        std::vector<std::unique_ptr<SpecController>> ctl;
+        for (size_t m = 0; m < modes.size(); ++m)
+            ctl.push_back(std::make_unique<SpecController>(sc.n_max, sc.n_min));
+        for (int64_t rep = -1; rep < reps; ++rep) {
+            for (size_t m = 0; m < modes.size(); ++m) {
+                session.clear();
+                if (model_drafter) model_drafter->clear();
+                GenerateParams gp;
+                gp.n_predict = (int32_t)n_gen;
+                gp.sampling.temperature = 0.0f;
+                gp.spec.drafter = modes[m].drafter;
+                gp.spec.controller = sc.adaptive ? ctl[m].get() : nullptr;
+                gp.spec.n_max = sc.n_max;
+                gp.spec.n_min = sc.n_min;
+                auto r = session.generate(prompt, gp, nullptr);
+                if (!r) return fail("bench", r.error());
+                const double t = r->generate_ms > 0 ? 1000.0 * (double)r->n_generated / r->generate_ms : 0;
+                std::fprintf(stderr, "bench: %s, %s, %s %lld/%lld: %lld tokens, %.2f t/s, drafted %lld, kept %lld\n",
+                             sp.name, modes[m].name.c_str(), rep < 0 ? "warm-up" : "run",
+                             (long long)rep + 1, (long long)reps, (long long)r->n_generated, t,
+                             (long long)r->n_drafted, (long long)r->n_accepted);
+                if (rep < 0) continue;
+                tps[m].push_back(t);
+                drafted[m] += r->n_drafted;
+                accepted[m] += r->n_accepted;
+                text[m] = r->text;
+                tokens = r->n_generated;
+            }
+        }
+        char cell[256];
+        const double plain = median_of(tps[0]);
+        std::snprintf(cell, sizeof cell, "| %s | %lld | %.2f |", sp.name, (long long)tokens, plain);
+        std::string row = cell;
+        for (size_t m = 1; m < modes.size(); ++m) {
+            const double v = median_of(tps[m]);
+            std::snprintf(cell, sizeof cell, " %.2f | %.2f× | %s | %s |", v, plain > 0 ? v / plain : 0.0,
+                          drafted[m] > 0 ? std::to_string((double)accepted[m] / (double)drafted[m]).substr(0, 4).c_str() : "–",
+                          text[m] == text[0] ? "yes" : "NO");
+            row += cell;
+        }
+        rows.push_back(row);
+    }
+    std::printf("%s\n%s\n", header.c_str(), rule.c_str());
+    for (const std::string& r : rows) std::printf("%s\n", r.c_str());
+    return 0;
+}
+
 }  // namespace
 
 int cmd_bench(const std::vector<std::string>& args) {
@@ -235,6 +434,14 @@ int cmd_bench(const std::vector<std::string>& args) {
     p.option({"--json-schema"}, "FILE",
              "instead: decode constrained by the JSON schema in FILE beside free decode");
     p.option({"--prompt"}, "TEXT", "the user message for --grammar / --json-schema");
+    p.option({"--draft", "-md", "--model-draft"}, "FILE",
+             "instead: speculative decoding with this draft model beside plain decoding, on "
+             "chat, code-edit, JSON and quoting prompts");
+    p.option({"--spec-type"}, "LIST", "with or instead of --draft: ngram (prompt lookup), draft");
+    p.option({"--draft-max", "--spec-draft-n-max"}, "N", "most drafts per step (default 3, ngram only 16)");
+    p.option({"--draft-min", "--spec-draft-n-min"}, "N", "fewer drafts than this: none (default 0)");
+    p.option({"--draft-p-min", "--spec-draft-p-min"}, "P", "the draft model's least probability (default 0)");
+    p.flag({"--spec-fixed"}, "always draft up to --draft-max (default: adaptive)");
     add_cpu_options(p);
     if (auto done = parse_command_line(p, args)) return *done;
     std::string err;
@@ -252,6 +459,13 @@ int cmd_bench(const std::vector<std::string>& args) {
         if (!parse_int_list(*t, &threads)) return fail("bench", "-t must be a list like 1,2", 2);
     } else {
         threads.push_back((int)std::max(1u, std::thread::hardware_concurrency()));
+    }
+    if (p.has("--draft") || p.has("--spec-type")) {
+        if (threads.size() != 1) return fail("bench", "--draft / --spec-type take one -t", 2);
+        err = choose_kernels(p.get_or("--kernels", ""));
+        if (!err.empty()) return fail("bench", err, 2);
+        return bench_speculative(p, *model_path, p.has("-n") ? n_gen : 128, p.has("-r") ? reps : 3,
+                                 threads[0]);
     }
     if (p.has("--grammar") || p.has("--json-schema")) {
         if (p.has("--grammar") && p.has("--json-schema"))

@@ -24,10 +24,148 @@ bool read_file(const std::string& path, std::string* out) {
     return true;
 }
 
+// Speculative decoding's options (llama-server's names, old and new).
+void add_spec_options(ArgParser& p) {
+    p.option({"-md", "--model-draft", "--spec-draft-model"}, "FILE",
+             "draft model for speculative decoding: a small model with the same vocabulary");
+    p.option({"--spec-type"}, "LIST",
+             "speculative decoding: draft (draft-simple), ngram (ngram-simple, ngram-map-k, "
+             "ngram-map-k4v, ngram-mod, ngram-cache: prompt lookup), both comma-separated, or "
+             "none (default: draft with -md, else none)");
+    p.option({"--draft-max", "--draft", "--draft-n", "--spec-draft-n-max"}, "N",
+             "most tokens drafted per step (default 3 with a draft model, 16 for lookup)");
+    p.option({"--draft-min", "--draft-n-min", "--spec-draft-n-min"}, "N",
+             "fewer tokens drafted than this: the step goes without them (default 0)");
+    p.option({"--draft-p-min", "--spec-draft-p-min"}, "P",
+             "the draft model drafts while its most likely token has at least this probability "
+             "(default 0)");
+    p.option({"--spec-ngram-simple-size-n", "--spec-ngram-size-n"}, "N",
+             "longest run of tokens prompt lookup matches (default 4; it tries down to 2)");
+    p.option({"--spec-ngram-simple-size-m", "--spec-ngram-size-m", "--spec-ngram-mod-n-max"}, "N",
+             "most tokens prompt lookup drafts per step (default: --draft-max, else 16)");
+    p.option({"-cd", "--ctx-size-draft", "--spec-draft-ctx-size"}, "N",
+             "the draft model's context, shared by the slots (default: the same as -c)");
+    p.option({"-td", "--threads-draft", "--spec-draft-threads"}, "N",
+             "threads for the draft model (default: -t)");
+    p.option({"-tbd", "--threads-batch-draft", "--spec-draft-threads-batch"}, "N",
+             "accepted: the draft model uses -td for prompts too");
+    p.option({"-ctkd", "--cache-type-k-draft", "--spec-draft-type-k"}, "T",
+             "the draft model's KV cache type: f16 (default) or q8_0");
+    p.option({"-ctvd", "--cache-type-v-draft", "--spec-draft-type-v"}, "T",
+             "must equal -ctkd");
+    p.option({"-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft", "--spec-draft-ngl"}, "N",
+             "accepted: edgellm runs the draft model on the CPU too");
+    p.option({"-devd", "--device-draft", "--spec-draft-device"}, "LIST",
+             "none or cpu: the draft model runs on the CPU");
+    p.flag({"--spec-fixed"},
+           "always draft up to --draft-max (default: per slot, the draft length that the "
+           "measured accept rate and costs say is fastest, 0 when drafting does not pay)");
+}
+
+// Notes for the log in *notes (accepted flags that change nothing on the CPU).
+bool read_spec_options(const ArgParser& p, server::SpecConfig* sc, std::vector<std::string>* notes,
+                       std::string* err) {
+    sc->draft_model = p.get_or("-md", "");
+    std::string types = p.get_or("--spec-type", sc->draft_model.empty() ? "none" : "draft");
+    size_t at = 0;
+    bool none = false;
+    while (at <= types.size()) {
+        const size_t comma = std::min(types.find(',', at), types.size());
+        const std::string t = types.substr(at, comma - at);
+        at = comma + 1;
+        if (t == "draft" || t == "draft-simple") {
+            sc->draft = true;
+        } else if (t == "ngram" || t == "ngram-simple" || t == "ngram-map-k" ||
+                   t == "ngram-map-k4v" || t == "ngram-mod" || t == "ngram-cache" ||
+                   t == "lookup") {
+            sc->ngram = true;
+        } else if (t == "none") {
+            none = true;
+        } else if (t == "draft-eagle3" || t == "draft-mtp" || t == "draft-dflash" ||
+                   t == "draft-dspark") {
+            *err = "--spec-type " + t + " needs a model-specific draft head, which edgellm does "
+                   "not run; use draft (with -md) or ngram";
+            return false;
+        } else if (!t.empty()) {
+            *err = "--spec-type: unknown type \"" + t + "\" (none, draft, ngram)";
+            return false;
+        }
+    }
+    if (none && (sc->draft || sc->ngram)) {
+        *err = "--spec-type: none together with another type";
+        return false;
+    }
+    if (sc->draft && sc->draft_model.empty()) {
+        *err = "--spec-type draft needs a draft model (-md FILE)";
+        return false;
+    }
+    if (!sc->draft && !sc->draft_model.empty()) {
+        *err = "-md is given but --spec-type " + types + " does not use a draft model (add draft)";
+        return false;
+    }
+    int64_t n_max = sc->draft ? 3 : 16, n_min = 0, ctx = 0, td = 0, ngld = 0, size_n = 4, size_m = -1;
+    float p_min = 0.0f;
+    if (!p.get_int("--draft-max", 0, 64, &n_max, err) || !p.get_int("--draft-min", 0, 64, &n_min, err) ||
+        !p.get_int("-cd", 0, 1 << 24, &ctx, err) || !p.get_int("-td", 1, 1024, &td, err) ||
+        !p.get_int("-ngld", -1, 1 << 20, &ngld, err) ||
+        !p.get_int("--spec-ngram-simple-size-n", 1, 64, &size_n, err) ||
+        !p.get_int("--spec-ngram-simple-size-m", 1, 64, &size_m, err) ||
+        !p.get_float("--draft-p-min", 0.0, 1.0, &p_min, err))
+        return false;
+    const bool spec = sc->draft || sc->ngram;
+    for (const char* f : {"--draft-max", "--draft-min", "--draft-p-min", "-cd", "-td", "-tbd", "-ctkd",
+                          "-ctvd", "-ngld", "-devd", "--spec-fixed", "--spec-ngram-simple-size-n",
+                          "--spec-ngram-simple-size-m"})
+        if (p.has(f) && !spec) {
+            *err = std::string(f) + " is for speculative decoding, which is off: give -md DRAFT_MODEL "
+                   "or --spec-type ngram";
+            return false;
+        }
+    for (const char* f : {"--draft-p-min", "-cd", "-td", "-tbd", "-ctkd", "-ctvd", "-ngld", "-devd"})
+        if (p.has(f) && spec && !sc->draft) {
+            *err = std::string(f) + " is for the draft model, and there is none (-md)";
+            return false;
+        }
+    if (n_min > n_max) {
+        *err = "--draft-min " + std::to_string(n_min) + " is above --draft-max " + std::to_string(n_max);
+        return false;
+    }
+    sc->n_max = (int)std::max(n_max, sc->ngram && size_m > 0 ? size_m : 0);
+    sc->n_min = (int)n_min;
+    sc->p_min = p_min;
+    sc->ngram_max = (int)size_n;
+    sc->ngram_min = (int)std::min<int64_t>(2, size_n);
+    sc->n_ctx = ctx;
+    sc->n_threads = (int)td;
+    sc->adaptive = !p.has("--spec-fixed");
+    const std::string ctkd = p.get_or("-ctkd", "f16");
+    const std::string ctvd = p.get_or("-ctvd", ctkd);
+    const auto kv = parse_kv_type(ctkd);
+    if (!kv) {
+        *err = "-ctkd must be f16 or q8_0";
+        return false;
+    }
+    if (ctvd != ctkd) {
+        *err = "-ctvd must equal -ctkd (one type for the draft's K and V)";
+        return false;
+    }
+    sc->kv_type = *kv;
+    if (auto dev = p.get("-devd"); dev && *dev != "none" && *dev != "cpu" && *dev != "CPU") {
+        *err = "-devd " + *dev + ": edgellm runs the draft model on the CPU (none or cpu)";
+        return false;
+    }
+    if (p.has("-ngld") && ngld != 0)
+        notes->push_back("-ngld " + std::to_string(ngld) +
+                         ": the draft model runs on the CPU; no layers are offloaded");
+    if (p.has("-tbd")) notes->push_back("-tbd: the draft model uses -td (or -t) threads for prompts too");
+    return true;
+}
+
 }  // namespace
 
 int cmd_serve(const std::vector<std::string>& args) {
     std::shared_ptr<const Grammar> cfg_grammar;
+    server::SpecConfig cfg_spec;
     ArgParser p("serve", "edgellm serve [-m MODEL] [--host HOST] [--port PORT] [options]");
     p.option({"-m", "--model"}, "FILE",
              "GGUF model (default: the model scripts/fetch-models.sh installed)");
@@ -75,16 +213,7 @@ int cmd_serve(const std::vector<std::string>& args) {
     p.option({"--keep"}, "N", "accepted: the context is never shifted (a full context ends the reply)");
     p.flag({"--log-disable"}, "no log lines");
     p.option({"--kernels"}, "NAME", "kernel set (default: the best available)");
-    // Speculative decoding comes with its own issue; refuse its flags rather than ignore them.
-    const std::vector<std::vector<std::string>> draft_flags = {
-        {"-md", "--model-draft"},
-        {"--draft-max", "--draft", "--draft-n"},
-        {"--draft-min", "--draft-n-min"},
-        {"--draft-p-min"},
-        {"-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft"},
-        {"-devd", "--device-draft"}};
-    for (const auto& names : draft_flags)
-        p.option(names, "X", "refused: speculative decoding is not supported yet");
+    add_spec_options(p);
     add_sampling_options(p);
     add_grammar_options(p);
     add_cpu_options(p);
@@ -92,13 +221,8 @@ int cmd_serve(const std::vector<std::string>& args) {
     std::string err;
     if (!read_grammar_options(p, &cfg_grammar, &err)) return fail("serve", err, 2);
     if (!p.positional().empty()) return fail("serve", "unexpected argument " + p.positional()[0], 2);
-    for (const auto& names : draft_flags)
-        if (p.has(names[0]))
-            return fail("serve",
-                        names[0] +
-                            ": speculative decoding (a draft model) is not supported yet; "
-                            "start without -md, --draft-* and -ngld",
-                        2);
+    std::vector<std::string> spec_notes;
+    if (!read_spec_options(p, &cfg_spec, &spec_notes, &err)) return fail("serve", err, 2);
 
     server::ServerConfig cfg;
     auto model_path = model_path_or_default(p);
@@ -149,6 +273,7 @@ int cmd_serve(const std::vector<std::string>& args) {
     cfg.log = !p.has("--log-disable");
     cfg.chat_template_kwargs = p.get_or("--chat-template-kwargs", "");
     cfg.grammar = cfg_grammar;
+    cfg.spec = cfg_spec;
     {
         const std::string rf = p.get_or("--reasoning-format", "auto");
         if (rf != "auto" && rf != "deepseek" && rf != "none" && rf != "deepseek-legacy")
@@ -197,6 +322,7 @@ int cmd_serve(const std::vector<std::string>& args) {
     if (p.has("-tb") && tb != threads)
         note("-tb: prompts and decoding use the same " +
              (threads > 0 ? std::to_string(threads) : std::string("default")) + " threads (-t)");
+    for (const std::string& n : spec_notes) note(n);
     if (p.has("--no-mmap")) note("--no-mmap: the file is mapped read-only and warmed up instead");
     if (cfg.http.host != "127.0.0.1" && cfg.http.host != "localhost" && cfg.http.host != "::1" &&
         cfg.api_keys.empty())

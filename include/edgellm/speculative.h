@@ -62,6 +62,8 @@ class ModelDrafter final : public Drafter {
     // The draft model's cache of this sequence (its prefix is kept across requests).
     const KvSequence& cache() const { return cache_; }
     void clear() { cache_.clear(); }
+    void set_p_min(float p) { p_min_ = p; }
+    float p_min() const { return p_min_; }
 
   private:
     Context& ctx_;
@@ -76,13 +78,26 @@ class NgramDrafter final : public Drafter {
   public:
     // Looks up the last n tokens, n from n_max down to n_min, and drafts what followed their
     // latest earlier occurrence.
-    explicit NgramDrafter(int n_min = 2, int n_max = 4) : n_min_(n_min), n_max_(n_max) {}
+    explicit NgramDrafter(int n_min = 3, int n_max = 5) : n_min_(n_min), n_max_(n_max) {}
     const char* name() const override { return "ngram"; }
     Result<DraftCost> draft(std::span<const int32_t> history, int max, GrammarMatcher* grammar,
                             const std::atomic<bool>* cancel, std::vector<int32_t>* out) override;
 
   private:
     int n_min_, n_max_;
+};
+
+// Several drafters in turn (e.g. prompt lookup, which is free, before a draft model): the
+// first that proposes anything drafts the step.
+class ChainDrafter final : public Drafter {
+  public:
+    explicit ChainDrafter(std::vector<Drafter*> drafters) : d_(std::move(drafters)) {}
+    const char* name() const override { return "chain"; }
+    Result<DraftCost> draft(std::span<const int32_t> history, int max, GrammarMatcher* grammar,
+                            const std::atomic<bool>* cancel, std::vector<int32_t>* out) override;
+
+  private:
+    std::vector<Drafter*> d_;
 };
 
 // Per sequence: the acceptance rate and the measured cost of drafting and of checking
@@ -109,6 +124,7 @@ class SpecController {
 
   private:
     double step_ms(int n) const;  // a step of n tokens: measured, else interpolated
+    bool could_pay() const;       // some draft length beats plain decoding if all are kept
     double tokens_per_ms(int k) const;
     int n_max_, n_min_;
     std::vector<double> step_ms_;  // EMA per step size (index n; 0: not measured)

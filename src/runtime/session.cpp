@@ -430,7 +430,7 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
         drafts.clear();
         int max_draft = 0;
         if (sp.drafter) {
-            max_draft = sp.controller ? sp.controller->choose() : sp.n_max;
+            max_draft = sp.controller ? std::min(sp.controller->choose(), sp.n_max) : sp.n_max;
             max_draft = (int)std::min<int64_t>(max_draft, n_ctx - held - 1);
             if (p.n_predict > 0)
                 max_draft = (int)std::min<int64_t>(max_draft, p.n_predict - res.n_generated - 1);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 
 namespace edgellm {
 
@@ -185,6 +186,27 @@ Result<DraftCost> NgramDrafter::draft(std::span<const int32_t> history, int max,
     return cost;
 }
 
+Result<DraftCost> ChainDrafter::draft(std::span<const int32_t> history, int max,
+                                      GrammarMatcher* grammar, const std::atomic<bool>* cancel,
+                                      std::vector<int32_t>* out) {
+    DraftCost total;
+    for (Drafter* d : d_) {
+        const size_t before = out->size();
+        std::optional<GrammarMatcher> g;  // each drafter from the same grammar position
+        if (grammar) g = *grammar;
+        auto r = d->draft(history, max, g ? &*g : nullptr, cancel, out);
+        if (!r) return r;
+        total.ms += r->ms;
+        total.catch_up_ms += r->catch_up_ms;
+        if (out->size() > before) {
+            if (grammar) *grammar = *g;
+            break;
+        }
+        if (cancel && cancel->load(std::memory_order_relaxed)) break;
+    }
+    return total;
+}
+
 SpecController::SpecController(int n_max, int n_min)
     : n_max_(std::max(0, n_max)), n_min_(std::clamp(n_min, 0, std::max(0, n_max))),
       step_ms_((size_t)std::max(0, n_max) + 2, 0.0) {}
@@ -229,6 +251,15 @@ double SpecController::tokens_per_ms(int k) const {
     return expected / (k * std::max(0.0, draft_ms_) + t);
 }
 
+bool SpecController::could_pay() const {
+    const double plain = tokens_per_ms(0);
+    for (int k = std::max(1, n_min_); k <= n_max_; ++k) {
+        const double t = step_ms(k + 1);
+        if (t > 0 && (double)(k + 1) / (k * std::max(0.0, draft_ms_) + t) > plain) return true;
+    }
+    return false;
+}
+
 double SpecController::expected_gain(int k) const {
     const double plain = tokens_per_ms(0);
     if (plain <= 0 || draft_ms_ < 0 || trials_ <= 0) return 0.0;
@@ -255,10 +286,13 @@ int SpecController::choose() {
         off_ = false;
         return best_k;
     }
-    // Plain decoding wins: off, with a probe now and then (the text may have changed).
+    // Plain decoding wins: off, with a probe now and then (the text may have changed). When
+    // drafting could not pay even if every draft were kept (drafting and checking cost too
+    // much on this machine), the text does not matter: probes only re-measure, rarely.
     if (!off_) {
         off_ = true;
         plain_steps_ = 0;
+        if (!could_pay()) probe_every_ = 512;
     }
     if (++plain_steps_ < probe_every_) return 0;
     plain_steps_ = 0;

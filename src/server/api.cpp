@@ -411,6 +411,14 @@ std::optional<ApiError> parse_sampling_extras(Api api, Fields& f, GenRequest* ou
     f.integer("min_keep", 0, INT32_MAX, &min_keep);
     f.integer("n_probs", 0, 100, &n_probs);
     f.boolean("constrain", &out->constrain);
+    // llama-server's per-request speculative decoding limits (the server checks them
+    // against its own).
+    int64_t spec_n_max = -1, spec_n_min = -1;
+    f.integer("speculative.n_max", 0, 1024, &spec_n_max);
+    f.integer("speculative.n_min", 0, 1024, &spec_n_min);
+    f.number("speculative.p_min", 0.0, 1.0, &out->spec_p_min);
+    out->spec_n_max = (int)spec_n_max;
+    out->spec_n_min = (int)spec_n_min;
     if (f.err) return f.err;
     if (min_keep > 1)
         return bad_request("min_keep above 1 is not supported (every filter keeps at least one "
@@ -585,7 +593,7 @@ json timings_json(const GenerateResult& r) {
     auto per_token = [](double ms, int64_t n) { return n > 0 ? ms / (double)n : 0.0; };
     auto per_second = [](double ms, int64_t n) { return ms > 0 ? 1000.0 * (double)n / ms : 0.0; };
     // (one generated token took no decode step: its speed is not measured, 0)
-    return json{{"cache_n", r.n_cached},
+    json t = json{{"cache_n", r.n_cached},
                 {"prompt_n", prompt_n},
                 {"prompt_ms", r.prompt_ms},
                 {"prompt_per_token_ms", per_token(r.prompt_ms, prompt_n)},
@@ -594,6 +602,11 @@ json timings_json(const GenerateResult& r) {
                 {"predicted_ms", r.generate_ms},
                 {"predicted_per_token_ms", r.n_generated > 1 ? per_token(r.generate_ms, r.n_generated) : 0.0},
                 {"predicted_per_second", r.generate_per_second()}};
+    if (r.n_drafted > 0) {  // (llama-server's names)
+        t["draft_n"] = r.n_drafted;
+        t["draft_n_accepted"] = r.n_accepted;
+    }
+    return t;
 }
 
 json usage_json(const GenerateResult& r) {

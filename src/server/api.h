@@ -67,6 +67,9 @@ struct GenRequest {
     bool logprobs = false;
     int top_logprobs = 0;
     int n_choices = 1;  // OpenAI's n
+    // llama-server's speculative.n_max / n_min / p_min (-1: the server's).
+    int spec_n_max = -1, spec_n_min = -1;
+    float spec_p_min = -1.0f;
 };
 
 // An error for the client: HTTP status, OpenAI error type and message.

@@ -23,6 +23,23 @@
 
 namespace edgellm::server {
 
+// Speculative decoding (llama-server's -md and --spec-type): off unless a draft model or
+// prompt lookup is asked for.
+struct SpecConfig {
+    std::string draft_model;  // -md: a small model with the same vocabulary
+    bool draft = false;       // the draft model drafts
+    bool ngram = false;       // prompt lookup drafts (before the draft model, when both)
+    int n_max = 3;            // most drafts per step (--draft-max)
+    int n_min = 0;            // fewer drafted: the step goes alone (--draft-min)
+    float p_min = 0.0f;       // the draft model drafts while its top probability >= this
+    int ngram_min = 2, ngram_max = 4;  // lookup lengths tried, longest first
+    int64_t n_ctx = 0;        // the draft's context (-cd); 0: the model's
+    int n_threads = 0;        // -td; 0: -t
+    TensorType kv_type = TensorType::F16;  // -ctkd / -ctvd
+    bool adaptive = true;     // choose the draft length per slot (off: always up to n_max)
+    bool on() const { return draft || ngram; }
+};
+
 struct ServerConfig {
     http::Options http;
     std::string model_path;
@@ -49,6 +66,7 @@ struct ServerConfig {
     // --grammar / --json-schema: constrains every request that brings no grammar, schema or
     // tools of its own (null: none).
     std::shared_ptr<const Grammar> grammar;
+    SpecConfig spec;
 };
 
 class Server {

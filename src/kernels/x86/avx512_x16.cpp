@@ -155,15 +155,25 @@ void gemv_at(int64_t nb, const uint8_t* group, const PanelActBlock* act, size_t 
     gemv_cols<X, NC>(nb, group, a, out);
 }
 
-// Every type's GEMV: the columns four at a time, then two, then one.
+// Every type's GEMV: the columns in passes over the group of at most eight (each pass
+// unpacks the weights once), the last pass taking what is left in one go, so a step of a
+// few tokens (speculative decoding's drafts) reads and unpacks the weights once.
 template <typename X>
 void gemv(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
           int64_t n_cols, float* y, size_t y_stride) {
     const int64_t nb = n / (32 * X::kActs);
     int64_t c = 0;
-    for (; c + 4 <= n_cols; c += 4) gemv_at<X, 4>(nb, group, act, act_stride, c, y, y_stride);
-    for (; c + 2 <= n_cols; c += 2) gemv_at<X, 2>(nb, group, act, act_stride, c, y, y_stride);
-    for (; c < n_cols; ++c) gemv_at<X, 1>(nb, group, act, act_stride, c, y, y_stride);
+    for (; c + 8 <= n_cols; c += 8) gemv_at<X, 8>(nb, group, act, act_stride, c, y, y_stride);
+    switch (n_cols - c) {
+        case 7: return gemv_at<X, 7>(nb, group, act, act_stride, c, y, y_stride);
+        case 6: return gemv_at<X, 6>(nb, group, act, act_stride, c, y, y_stride);
+        case 5: return gemv_at<X, 5>(nb, group, act, act_stride, c, y, y_stride);
+        case 4: return gemv_at<X, 4>(nb, group, act, act_stride, c, y, y_stride);
+        case 3: return gemv_at<X, 3>(nb, group, act, act_stride, c, y, y_stride);
+        case 2: return gemv_at<X, 2>(nb, group, act, act_stride, c, y, y_stride);
+        case 1: return gemv_at<X, 1>(nb, group, act, act_stride, c, y, y_stride);
+        default: return;
+    }
 }
 
 // The legacy types' sums: the dot of the biased weights plus the bias correction.
