@@ -262,7 +262,7 @@ int bench_constrained(const ArgParser& p, const std::string& model_path, int64_t
 // prompt classes a user sends (chat in Chinese and English, a code edit, JSON, quoting a
 // given text), greedy, the same model and threads. Each repetition starts from empty caches
 // (the draft model's prompt evaluation counts in its decode time); each class and mode has
-// its own controller, kept across repetitions as a slot keeps it across requests.
+// its own AdaptiveDrafter, kept across repetitions as a slot keeps it across requests.
 struct SpecPrompt {
     const char* name;
     const char* system;
@@ -366,9 +366,11 @@ int bench_speculative(const ArgParser& p, const std::string& model_path, int64_t
         std::vector<int64_t> drafted(modes.size()), accepted(modes.size());
         std::vector<std::string> text(modes.size());
         int64_t tokens = 0;
-        std::vector<std::unique_ptr<SpecController>> ctl;
+        std::vector<std::unique_ptr<AdaptiveDrafter>> adaptive;
         for (size_t m = 0; m < modes.size(); ++m)
-            ctl.push_back(std::make_unique<SpecController>(sc.n_max, sc.n_min));
+            adaptive.push_back(modes[m].drafter ? std::make_unique<AdaptiveDrafter>(
+                                                      *modes[m].drafter, sc.n_max, sc.n_min)
+                                                : nullptr);
         for (int64_t rep = -1; rep < reps; ++rep) {
             for (size_t m = 0; m < modes.size(); ++m) {
                 session.clear();
@@ -376,8 +378,7 @@ int bench_speculative(const ArgParser& p, const std::string& model_path, int64_t
                 GenerateParams gp;
                 gp.n_predict = (int32_t)n_gen;
                 gp.sampling.temperature = 0.0f;
-                gp.spec.drafter = modes[m].drafter;
-                gp.spec.controller = sc.adaptive ? ctl[m].get() : nullptr;
+                gp.spec.drafter = sc.adaptive && adaptive[m] ? adaptive[m].get() : modes[m].drafter;
                 gp.spec.n_max = sc.n_max;
                 gp.spec.n_min = sc.n_min;
                 auto r = session.generate(prompt, gp, nullptr);

@@ -99,7 +99,6 @@ class KvSequence {
 };
 
 class Drafter;
-class SpecController;
 
 // Speculative decoding (edgellm/speculative.h): before each step a drafter proposes tokens
 // to follow, the model evaluates the step's token and the drafts in one batched step, and
@@ -107,10 +106,9 @@ class SpecController;
 // chooses them. The sampler sees the same logits and draws the same random numbers as
 // without speculation, so the output is the same token for token (greedy or seeded).
 struct SpeculativeParams {
-    Drafter* drafter = nullptr;  // null: no speculation
-    // Per sequence, kept across requests: acceptance and costs measured, draft length
-    // chosen (null: always draft up to n_max).
-    SpecController* controller = nullptr;
+    // null: no speculation. An AdaptiveDrafter chooses how many to draft per step from
+    // what it measured; a bare drafter drafts up to n_max every step.
+    Drafter* drafter = nullptr;
     int32_t n_max = 16;  // most tokens drafted per step (llama.cpp's --draft-max)
     int32_t n_min = 0;   // fewer drafted than this: evaluate the step alone (--draft-min)
 };

@@ -41,6 +41,11 @@ class Drafter {
     virtual Result<DraftCost> draft(std::span<const int32_t> history, int max,
                                     GrammarMatcher* grammar, const std::atomic<bool>* cancel,
                                     std::vector<int32_t>* out) = 0;
+    // After every decode step: it evaluated step_tokens tokens in step_ms, n_drafted of them
+    // this drafter's drafts (0: a plain step, or another drafter's), n_kept of those kept.
+    virtual void observe(int step_tokens, double step_ms, int n_drafted, int n_kept) {
+        (void)step_tokens, (void)step_ms, (void)n_drafted, (void)n_kept;
+    }
 };
 
 // Why a draft model cannot draft for a main model ("" when it can): the tokenizer kinds,
@@ -88,16 +93,19 @@ class NgramDrafter final : public Drafter {
 };
 
 // Several drafters in turn (e.g. prompt lookup, which is free, before a draft model): the
-// first that proposes anything drafts the step.
+// first that proposes anything drafts the step, and what the step showed of its drafts goes
+// back to it (the step's cost to every one).
 class ChainDrafter final : public Drafter {
   public:
     explicit ChainDrafter(std::vector<Drafter*> drafters) : d_(std::move(drafters)) {}
     const char* name() const override { return "chain"; }
     Result<DraftCost> draft(std::span<const int32_t> history, int max, GrammarMatcher* grammar,
                             const std::atomic<bool>* cancel, std::vector<int32_t>* out) override;
+    void observe(int step_tokens, double step_ms, int n_drafted, int n_kept) override;
 
   private:
     std::vector<Drafter*> d_;
+    int used_ = -1;  // which one drafted the last step
 };
 
 // Per sequence: the acceptance rate and the measured cost of drafting and of checking
@@ -135,6 +143,23 @@ class SpecController {
     int plain_steps_ = 0;    // since speculation was switched off
     int probe_every_ = 16;   // plain steps between probes (doubles while they lose)
     bool off_ = false;
+};
+
+// A drafter with its own controller: it drafts as many tokens as the controller says pay
+// (none when drafting loses), and learns from every step. Per sequence, kept across
+// requests (the server keeps one per slot and drafter).
+class AdaptiveDrafter final : public Drafter {
+  public:
+    AdaptiveDrafter(Drafter& inner, int n_max, int n_min) : inner_(inner), ctl_(n_max, n_min) {}
+    const char* name() const override { return inner_.name(); }
+    Result<DraftCost> draft(std::span<const int32_t> history, int max, GrammarMatcher* grammar,
+                            const std::atomic<bool>* cancel, std::vector<int32_t>* out) override;
+    void observe(int step_tokens, double step_ms, int n_drafted, int n_kept) override;
+    const SpecController& controller() const { return ctl_; }
+
+  private:
+    Drafter& inner_;
+    SpecController ctl_;
 };
 
 }  // namespace edgellm

@@ -425,12 +425,12 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
             cancelled = true;
             break;
         }
-        // How many drafts this step may carry: the controller's choice, within the context
-        // and the tokens still to generate (the step's own sample is one of them).
+        // How many drafts this step may carry: within the context and the tokens still to
+        // generate (the step's own sample is one of them); the drafter may draft fewer.
         drafts.clear();
         int max_draft = 0;
         if (sp.drafter) {
-            max_draft = sp.controller ? std::min(sp.controller->choose(), sp.n_max) : sp.n_max;
+            max_draft = sp.n_max;
             max_draft = (int)std::min<int64_t>(max_draft, n_ctx - held - 1);
             if (p.n_predict > 0)
                 max_draft = (int)std::min<int64_t>(max_draft, p.n_predict - res.n_generated - 1);
@@ -442,7 +442,6 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
             auto d = sp.drafter->draft(history, max_draft, g ? &*g : nullptr, p.cancel, &drafts);
             if (!d) return R::fail("drafting: " + d.error());
             if ((int)drafts.size() < sp.n_min) drafts.clear();
-            if (sp.controller) sp.controller->observe_draft((int)drafts.size(), d->ms);
             if (cancel_raised()) {
                 cancelled = true;
                 break;
@@ -453,7 +452,7 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
         const auto ts = Clock::now();
         auto logits = cache_.eval(step, !drafts.empty(), nullptr, p.batcher);
         if (!logits) return R::fail(logits.error());
-        if (sp.controller) sp.controller->observe_step((int)step.size(), ms_since(ts));
+        const double step_ms = ms_since(ts);
         const size_t n_vocab = (size_t)model_.hparams().n_vocab;
         // Each position's logits in turn: a draft the sampler also chooses is kept (it is
         // evaluated already), the first one it does not choose ends the step.
@@ -471,6 +470,7 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
             next = t;
             break;
         }
+        if (sp.drafter) sp.drafter->observe((int)step.size(), step_ms, (int)drafts.size(), (int)kept);
         if (!drafts.empty()) {
             // Forget the K/V of the drafts that were not kept.
             const int64_t want = held + 1 + (int64_t)kept;
@@ -478,7 +478,6 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
                 return R::fail("the KV cache could not drop the drafts that were not kept");
             res.n_drafted += (int64_t)drafts.size();
             res.n_accepted += (int64_t)kept;
-            if (sp.controller) sp.controller->observe_accept((int)drafts.size(), (int)kept);
         }
     }
     if (!cancelled && res.stop != StopReason::StopString) {

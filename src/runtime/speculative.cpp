@@ -190,7 +190,9 @@ Result<DraftCost> ChainDrafter::draft(std::span<const int32_t> history, int max,
                                       GrammarMatcher* grammar, const std::atomic<bool>* cancel,
                                       std::vector<int32_t>* out) {
     DraftCost total;
-    for (Drafter* d : d_) {
+    used_ = -1;
+    for (size_t i = 0; i < d_.size(); ++i) {
+        Drafter* d = d_[i];
         const size_t before = out->size();
         std::optional<GrammarMatcher> g;  // each drafter from the same grammar position
         if (grammar) g = *grammar;
@@ -200,11 +202,36 @@ Result<DraftCost> ChainDrafter::draft(std::span<const int32_t> history, int max,
         total.catch_up_ms += r->catch_up_ms;
         if (out->size() > before) {
             if (grammar) *grammar = *g;
+            used_ = (int)i;
             break;
         }
         if (cancel && cancel->load(std::memory_order_relaxed)) break;
     }
     return total;
+}
+
+void ChainDrafter::observe(int step_tokens, double step_ms, int n_drafted, int n_kept) {
+    for (size_t i = 0; i < d_.size(); ++i)
+        if ((int)i == used_)
+            d_[i]->observe(step_tokens, step_ms, n_drafted, n_kept);
+        else
+            d_[i]->observe(step_tokens, step_ms, 0, 0);
+}
+
+Result<DraftCost> AdaptiveDrafter::draft(std::span<const int32_t> history, int max,
+                                         GrammarMatcher* grammar, const std::atomic<bool>* cancel,
+                                         std::vector<int32_t>* out) {
+    const int k = std::min(max, ctl_.choose());
+    if (k <= 0) return DraftCost{};
+    const size_t before = out->size();
+    auto r = inner_.draft(history, k, grammar, cancel, out);
+    if (r) ctl_.observe_draft((int)(out->size() - before), r->ms);
+    return r;
+}
+
+void AdaptiveDrafter::observe(int step_tokens, double step_ms, int n_drafted, int n_kept) {
+    ctl_.observe_step(step_tokens, step_ms);
+    if (n_drafted > 0) ctl_.observe_accept(n_drafted, n_kept);
 }
 
 SpecController::SpecController(int n_max, int n_min)

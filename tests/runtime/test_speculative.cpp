@@ -468,3 +468,44 @@ TEST(SpecController, DraftsLongerWhenDraftsAreCheapAndKept) {
     }
     EXPECT_LT(d.choose(), c.choose());
 }
+
+namespace {
+// Drafts tokens the model never chooses (costly ones: it sleeps as a slow draft model would).
+class WrongDrafter final : public Drafter {
+  public:
+    const char* name() const override { return "wrong"; }
+    Result<DraftCost> draft(std::span<const int32_t> h, int max, GrammarMatcher*,
+                            const std::atomic<bool>*, std::vector<int32_t>* out) override {
+        const auto t0 = std::chrono::steady_clock::now();
+        std::this_thread::sleep_for(std::chrono::microseconds(300 * max));
+        for (int i = 0; i < max; ++i) out->push_back((h.back() + 1 + i) % 4000 == 0 ? 1 : 0);
+        ++calls;
+        drafted += max;
+        DraftCost c;
+        c.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+        return c;
+    }
+    int calls = 0, drafted = 0;
+};
+}  // namespace
+
+// An adaptive drafter whose drafts are never kept stops drafting after a few steps and
+// tries again only now and then; the output stays the model's.
+TEST(Speculative, AnAdaptiveDrafterStopsDraftingWhatIsNeverKept) {
+    Loaded m;
+    if (!load_model("tiny-qwen2-q8_0.gguf", &m)) GTEST_SKIP() << "no golden models";
+    auto c1 = make_ctx(*m.model), c2 = make_ctx(*m.model);
+    Session plain(*m.model, *m.tok, *c1), spec(*m.model, *m.tok, *c2);
+    auto want = plain.generate(kPrompt, greedy(200), nullptr);
+    WrongDrafter wrong;
+    AdaptiveDrafter adaptive(wrong, 4, 0);
+    GenerateParams gp = greedy(200);
+    gp.spec.drafter = &adaptive;
+    gp.spec.n_max = 4;
+    auto got = spec.generate(kPrompt, gp, nullptr);
+    ASSERT_TRUE(want.ok() && got.ok());
+    EXPECT_EQ(got->tokens, want->tokens);
+    EXPECT_GT(wrong.calls, 0);
+    EXPECT_LT(wrong.calls, 20) << "it kept drafting what was never kept";
+    EXPECT_EQ(adaptive.controller().accepted(), 0);
+}

@@ -2055,6 +2055,82 @@ def seed000_flags(model, port, draft=None):
     return flags
 
 
+class SpeculativeDecoding(unittest.TestCase):
+    """The 1.5B with the 0.5B drafting, two slots, --spec-fixed (every step drafts, so the
+    checks below always exercise drafts), and prompt lookup before the draft model."""
+
+    EDIT = ("Rename the variable `total` to `acc` in this function and return the whole "
+            "function, nothing else:\n```python\ndef summarize(orders):\n    total = 0\n"
+            "    for order in orders:\n        total += order.amount\n    return total\n```")
+
+    @classmethod
+    def setUpClass(cls):
+        model, draft = need_model(QWEN), need_model(QWEN_SMALL)
+        cls.srv = start_server(cls, ["-m", model, "-md", draft, "--spec-type", "ngram,draft",
+                                     "--port", "0", "-np", "2", "-c", "2048", "--draft-max", "4",
+                                     "--spec-fixed", "--metrics"])
+        cls.port = cls.srv.port
+
+    def chat(self, content, **extra):
+        body = {"messages": [{"role": "user", "content": content}], "max_tokens": 40,
+                "temperature": 0}
+        body.update(extra)
+        r = request(self.port, "POST", "/v1/chat/completions", body)
+        self.assertEqual(r.status, 200, r)
+        return r.json()
+
+    def test_greedy_output_is_the_same_as_without_drafts(self):
+        spec = self.chat(self.EDIT)
+        plain = self.chat(self.EDIT, **{"speculative.n_max": 0})
+        self.assertEqual(spec["choices"][0]["message"]["content"],
+                         plain["choices"][0]["message"]["content"])
+        t = spec["timings"]
+        self.assertGreater(t["draft_n"], 0)
+        self.assertGreater(t["draft_n_accepted"], 0)
+        self.assertNotIn("draft_n", plain["timings"])
+        m = request(self.port, "GET", "/metrics").body.decode()
+        drafted = float(re.search(r"^edgellm_draft_tokens_total (\S+)", m, re.M).group(1))
+        kept = float(re.search(r"^edgellm_draft_tokens_accepted_total (\S+)", m, re.M).group(1))
+        self.assertGreaterEqual(drafted, t["draft_n"])
+        self.assertGreaterEqual(kept, t["draft_n_accepted"])
+
+    def test_two_slots_speculate_at_once(self):
+        prompts = [self.EDIT, "List the first ten prime numbers, comma-separated."]
+        alone = [self.chat(p, **{"speculative.n_max": 0})["choices"][0]["message"]["content"]
+                 for p in prompts]
+        out = {}
+
+        def run(i):
+            out[i] = self.chat(prompts[i], id_slot=i)
+
+        ts = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join(120)
+        for i in range(2):
+            self.assertEqual(out[i]["choices"][0]["message"]["content"], alone[i])
+            self.assertGreater(out[i]["timings"]["draft_n"], 0)
+
+    def test_a_client_that_goes_away_while_drafting_frees_its_slot(self):
+        s = RawStream(self.port, "POST", "/v1/chat/completions",
+                      {"messages": [{"role": "user", "content": self.EDIT}], "max_tokens": 200,
+                       "temperature": 0, "stream": True, "id_slot": 1})
+        s.read_until_events(3)
+        s.abort()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            slot = request(self.port, "GET", "/slots").json()[1]
+            if not slot["is_processing"]:
+                break
+            time.sleep(0.02)
+        self.assertFalse(slot["is_processing"], "the slot still generates for a client that left")
+        # and it serves the next request, speculating again
+        j = self.chat(self.EDIT, id_slot=1)
+        self.assertGreater(j["timings"]["draft_n"], 0)
+        self.srv.wait_log(r"cancelled: the client went away", timeout=5)
+
+
 class OpenAIClientConstrained(unittest.TestCase):
     """The acceptance through the official openai client: tools with each tool_choice,
     response_format of both kinds, logprobs, n and logit_bias, as an application using the
@@ -2383,11 +2459,13 @@ class Seed000CarAssistant(unittest.TestCase):
         self.assertIn("speculative.n_max", r.json()["error"]["message"])
 
     def test_resident_memory_within_the_seeds_budget(self):
-        # seed 000: 1.5B + 0.5B + KV resident within 1.7 GB with --mlock
+        # seed 000: 1.5B + 0.5B + KV resident within 1.7 GB with --mlock (its cgroup limit,
+        # MemoryMax=2G, counts in binary units: 1.7 GiB)
         with open(f"/proc/{self.srv.proc.pid}/status") as f:
             rss_kb = int(re.search(r"VmRSS:\s+(\d+) kB", f.read()).group(1))
-        print(f"\n  seed 000 resident memory: {rss_kb / 1024:.0f} MiB", flush=True)
-        self.assertLessEqual(rss_kb * 1024, 1.7e9)
+        print(f"\n  seed 000 resident memory: {rss_kb / 1024:.0f} MiB ({rss_kb * 1024 / 1e9:.2f} GB)",
+              flush=True)
+        self.assertLessEqual(rss_kb * 1024, 1.7 * 2**30)
 
 
 class Seed001RaspberryPi(unittest.TestCase):
