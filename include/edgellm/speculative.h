@@ -46,6 +46,11 @@ class Drafter {
     virtual void observe(int step_tokens, double step_ms, int n_drafted, int n_kept) {
         (void)step_tokens, (void)step_ms, (void)n_drafted, (void)n_kept;
     }
+    // The speed-up it expects from its drafts (relative to plain decoding); a negative
+    // value when it has not measured enough to say.
+    virtual double expected_gain() const { return -1.0; }
+    // A new request starts (its text may draft better or worse than the last one's).
+    virtual void begin_request() {}
 };
 
 // Why a draft model cannot draft for a main model ("" when it can): the tokenizer kinds,
@@ -93,8 +98,10 @@ class NgramDrafter final : public Drafter {
 };
 
 // Several drafters in turn (e.g. prompt lookup, which is free, before a draft model): the
-// first that proposes anything drafts the step, and what the step showed of its drafts goes
-// back to it (the step's cost to every one).
+// first that proposes anything drafts the step (an adaptive one proposes nothing while its
+// drafts do not pay), and what the step showed of its drafts goes back to it (the step's
+// cost to every one). (Ordering them by the gain each expects did worse here: the
+// estimates are noisy and lookup's is for the steps where it finds a match.)
 class ChainDrafter final : public Drafter {
   public:
     explicit ChainDrafter(std::vector<Drafter*> drafters) : d_(std::move(drafters)) {}
@@ -102,6 +109,9 @@ class ChainDrafter final : public Drafter {
     Result<DraftCost> draft(std::span<const int32_t> history, int max, GrammarMatcher* grammar,
                             const std::atomic<bool>* cancel, std::vector<int32_t>* out) override;
     void observe(int step_tokens, double step_ms, int n_drafted, int n_kept) override;
+    void begin_request() override {
+        for (Drafter* d : d_) d->begin_request();
+    }
 
   private:
     std::vector<Drafter*> d_;
@@ -122,11 +132,16 @@ class SpecController {
     void observe_draft(int n_drafted, double ms);
     void observe_step(int n_tokens, double ms);
     void observe_accept(int n_drafted, int n_kept);
+    // A new request: for a drafter whose drafts are nearly free, what was learnt of the
+    // acceptance counts half and a controller that was off probes again soon (unless
+    // drafting cannot pay on this machine at all); the costs measured are kept.
+    void new_request();
 
     double accept_rate() const;  // per drafted token, over the recent steps
     // Expected speed of k drafts per step relative to plain decoding (1: the same), from
     // what has been measured; 0 when not measured yet.
     double expected_gain(int k) const;
+    int n_max() const { return n_max_; }
     int64_t drafted() const { return drafted_; }
     int64_t accepted() const { return accepted_; }
 
@@ -140,6 +155,7 @@ class SpecController {
     double draft_time_ = 0.0, draft_tokens_ = 0.0;  // decayed sums behind draft_ms_
     double trials_ = 0.0, hits_ = 0.0;  // decayed: positions tried, drafts kept
     int64_t drafted_ = 0, accepted_ = 0;
+    int n_observed_ = 0;  // steps whose drafts were checked
     int plain_steps_ = 0;    // since speculation was switched off
     int probe_every_ = 16;   // plain steps between probes (doubles while they lose)
     bool off_ = false;
@@ -155,6 +171,8 @@ class AdaptiveDrafter final : public Drafter {
     Result<DraftCost> draft(std::span<const int32_t> history, int max, GrammarMatcher* grammar,
                             const std::atomic<bool>* cancel, std::vector<int32_t>* out) override;
     void observe(int step_tokens, double step_ms, int n_drafted, int n_kept) override;
+    double expected_gain() const override;
+    void begin_request() override { ctl_.new_request(); }
     const SpecController& controller() const { return ctl_; }
 
   private:

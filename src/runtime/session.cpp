@@ -407,6 +407,7 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
     // Speculation: the drafter's proposals for what follows `next`, checked in the step
     // that evaluates it.
     const SpeculativeParams& sp = p.spec;
+    if (sp.drafter) sp.drafter->begin_request();
     std::vector<int32_t> history, drafts, step;
     if (sp.drafter) {
         history.reserve((size_t)n_ctx);

@@ -229,6 +229,13 @@ Result<DraftCost> AdaptiveDrafter::draft(std::span<const int32_t> history, int m
     return r;
 }
 
+double AdaptiveDrafter::expected_gain() const {
+    double best = ctl_.expected_gain(1);
+    if (best <= 0) return -1.0;
+    for (int k = 2; k <= ctl_.n_max(); ++k) best = std::max(best, ctl_.expected_gain(k));
+    return best;
+}
+
 void AdaptiveDrafter::observe(int step_tokens, double step_ms, int n_drafted, int n_kept) {
     ctl_.observe_step(step_tokens, step_ms);
     if (n_drafted > 0) ctl_.observe_accept(n_drafted, n_kept);
@@ -297,7 +304,7 @@ int SpecController::choose() {
     if (n_max_ == 0) return 0;
     // Until there is something to go on: draft the most (to measure drafting and checking),
     // and measure one plain step.
-    if (trials_ < 2 || draft_ms_ < 0) return n_max_;
+    if (n_observed_ < 2 || draft_ms_ < 0) return n_max_;
     if (step_ms_[1] <= 0) return 0;
     int best_k = 0;
     double best = tokens_per_ms(0);
@@ -341,6 +348,20 @@ void SpecController::observe_draft(int n_drafted, double ms) {
     if (draft_tokens_ > 0) draft_ms_ = draft_time_ / draft_tokens_;
 }
 
+void SpecController::new_request() {
+    // Only for a drafter whose drafts cost next to nothing (lookup): a draft model that
+    // probes must first bring its cache up to the new prompt, which a short reply does not
+    // repay; it keeps its schedule of rarer and rarer probes.
+    const double t1 = step_ms(1);
+    if (draft_ms_ < 0 || t1 <= 0 || draft_ms_ > 0.05 * t1) return;
+    trials_ *= 0.5;
+    hits_ *= 0.5;
+    if (off_ && could_pay()) {
+        probe_every_ = 16;
+        plain_steps_ = std::min(plain_steps_, 8);  // the first probe after 8 steps
+    }
+}
+
 void SpecController::observe_step(int n_tokens, double ms) {
     if (n_tokens < 1 || n_tokens >= (int)step_ms_.size() || ms <= 0) return;
     double& t = step_ms_[(size_t)n_tokens];
@@ -351,6 +372,7 @@ void SpecController::observe_accept(int n_drafted, int n_kept) {
     if (n_drafted <= 0) return;
     drafted_ += n_drafted;
     accepted_ += n_kept;
+    ++n_observed_;
     // Positions tried: every kept draft and the first rejected one.
     trials_ = trials_ * 0.9 + n_kept + (n_kept < n_drafted ? 1 : 0);
     hits_ = hits_ * 0.9 + n_kept;
