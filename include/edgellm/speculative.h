@@ -132,9 +132,10 @@ class SpecController {
     void observe_draft(int n_drafted, double ms);
     void observe_step(int n_tokens, double ms);
     void observe_accept(int n_drafted, int n_kept);
-    // A new request: for a drafter whose drafts are nearly free, what was learnt of the
-    // acceptance counts half and a controller that was off probes again soon (unless
-    // drafting cannot pay on this machine at all); the costs measured are kept.
+    // A new request. For a drafter whose drafts are nearly free (lookup), what was learnt of
+    // the acceptance counts half and, if off, it probes again soon; a costly one (a draft
+    // model) that is off probes once at the start of a later request (never mid-reply,
+    // where it would first have to catch up with the whole text). Costs are kept.
     void new_request();
 
     double accept_rate() const;  // per drafted token, over the recent steps
@@ -148,6 +149,7 @@ class SpecController {
   private:
     double step_ms(int n) const;  // a step of n tokens: measured, else interpolated
     bool could_pay() const;       // some draft length beats plain decoding if all are kept
+    bool costly() const;          // a draft token costs more than 5 % of a step (a model)
     double tokens_per_ms(int k) const;
     int n_max_, n_min_;
     std::vector<double> step_ms_;  // EMA per step size (index n; 0: not measured)
@@ -156,6 +158,8 @@ class SpecController {
     double trials_ = 0.0, hits_ = 0.0;  // decayed: positions tried, drafts kept
     int64_t drafted_ = 0, accepted_ = 0;
     int n_observed_ = 0;  // steps whose drafts were checked
+    bool probe_pending_ = false;           // a costly drafter's probe at this request's start
+    int probe_requests_ = 1, requests_off_ = 0;  // requests between its probes, since the last
     int plain_steps_ = 0;    // since speculation was switched off
     int probe_every_ = 16;   // plain steps between probes (doubles while they lose)
     bool off_ = false;

@@ -225,7 +225,9 @@ Result<DraftCost> AdaptiveDrafter::draft(std::span<const int32_t> history, int m
     if (k <= 0) return DraftCost{};
     const size_t before = out->size();
     auto r = inner_.draft(history, k, grammar, cancel, out);
-    if (r) ctl_.observe_draft((int)(out->size() - before), r->ms);
+    // (a draft model's catch-up with a new prompt counts: on a short reply it is most of
+    // what drafting costs)
+    if (r) ctl_.observe_draft((int)(out->size() - before), r->ms + r->catch_up_ms);
     return r;
 }
 
@@ -328,9 +330,17 @@ int SpecController::choose() {
         plain_steps_ = 0;
         if (!could_pay()) probe_every_ = 512;
     }
-    if (++plain_steps_ < probe_every_) return 0;
-    plain_steps_ = 0;
-    probe_every_ = std::min(probe_every_ * 2, 512);
+    if (costly()) {
+        // A draft model that is off falls behind the text; a probe would first have to
+        // catch up with all of it. So it stays off for the rest of the request and probes
+        // once at the start of a later one (new_request()).
+        if (!probe_pending_) return 0;
+        probe_pending_ = false;
+    } else {
+        if (++plain_steps_ < probe_every_) return 0;
+        plain_steps_ = 0;
+        probe_every_ = std::min(probe_every_ * 2, 512);
+    }
     int probe = std::max(1, n_min_);
     double probe_rate = 0.0;
     for (int k = std::max(1, n_min_); k <= n_max_; ++k)
@@ -348,12 +358,31 @@ void SpecController::observe_draft(int n_drafted, double ms) {
     if (draft_tokens_ > 0) draft_ms_ = draft_time_ / draft_tokens_;
 }
 
-void SpecController::new_request() {
-    // Only for a drafter whose drafts cost next to nothing (lookup): a draft model that
-    // probes must first bring its cache up to the new prompt, which a short reply does not
-    // repay; it keeps its schedule of rarer and rarer probes.
+bool SpecController::costly() const {
     const double t1 = step_ms(1);
-    if (draft_ms_ < 0 || t1 <= 0 || draft_ms_ > 0.05 * t1) return;
+    return draft_ms_ > 0 && t1 > 0 && draft_ms_ > 0.05 * t1;
+}
+
+void SpecController::new_request() {
+    if (draft_ms_ < 0 || step_ms(1) <= 0) return;
+    if (costly()) {
+        // A draft model: one probe at the start of this request if it is off (it catches
+        // up with the new prompt once), after 1, 2, 4, then every 8 requests while probes
+        // keep failing; a request that ends with it on resets that.
+        if (!off_) {
+            probe_requests_ = 1;
+            requests_off_ = 0;
+            return;
+        }
+        if (++requests_off_ >= probe_requests_ && could_pay()) {
+            probe_pending_ = true;
+            requests_off_ = 0;
+            probe_requests_ = std::min(probe_requests_ * 2, 8);
+        }
+        return;
+    }
+    // Lookup, whose drafts cost next to nothing: what was learnt of the acceptance counts
+    // half, and if it is off it probes again soon.
     trials_ *= 0.5;
     hits_ *= 0.5;
     if (off_ && could_pay()) {

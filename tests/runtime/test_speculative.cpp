@@ -419,12 +419,12 @@ TEST(Speculative, ADraftWithAnotherVocabularyIsRefusedByName) {
 }
 
 TEST(SpecController, TurnsOffWhenDraftsDoNotPayAndProbesLater) {
+    // Lookup: drafts that cost nothing but are never kept.
     SpecController c(4, 0);
     EXPECT_EQ(c.choose(), 4) << "drafts the most until it has measured";
-    // Drafts cost as much as a step and are never kept.
     for (int i = 0; i < 5; ++i) {
-        c.observe_draft(4, 40.0);
-        c.observe_step(5, 30.0);
+        c.observe_draft(4, 0.01);
+        c.observe_step(5, 40.0);
         c.observe_accept(4, 0);
     }
     EXPECT_EQ(c.choose(), 0) << "a plain step, to measure it";
@@ -437,8 +437,8 @@ TEST(SpecController, TurnsOffWhenDraftsDoNotPayAndProbesLater) {
             c.observe_step(1, 20.0);
         } else {
             ++probes;
-            c.observe_draft(k, 10.0 * k);
-            c.observe_step(k + 1, 22.0);
+            c.observe_draft(k, 0.01);
+            c.observe_step(k + 1, 20.0 + 10.0 * k);
             c.observe_accept(k, 0);
         }
     }
@@ -446,6 +446,39 @@ TEST(SpecController, TurnsOffWhenDraftsDoNotPayAndProbesLater) {
     EXPECT_GE(probes, 2) << "it tries again now and then";
     EXPECT_LE(probes, 6) << "and less often while drafts keep losing";
     EXPECT_LT(c.expected_gain(2), 1.0);
+}
+
+TEST(SpecController, ACostlyDrafterThatIsOffProbesOnlyAtARequestsStart) {
+    // A draft model: a draft token costs half a step, and none is kept.
+    SpecController c(4, 0);
+    c.choose();
+    for (int i = 0; i < 5; ++i) {
+        c.observe_draft(4, 40.0);
+        c.observe_step(5, 40.0);
+        c.observe_accept(4, 0);
+    }
+    c.observe_step(1, 20.0);
+    int in_request = 0;
+    for (int i = 0; i < 300; ++i) in_request += c.choose() > 0;
+    EXPECT_EQ(in_request, 0) << "no probe mid-reply (it would first catch up with the text)";
+    // Over the next requests: probes at the start of some of them, fewer and fewer.
+    int probes = 0;
+    for (int r = 0; r < 24; ++r) {
+        c.new_request();
+        for (int i = 0; i < 50; ++i) {
+            const int k = c.choose();
+            if (k > 0) {
+                ++probes;
+                c.observe_draft(k, 10.0 * k);
+                c.observe_step(k + 1, 20.0 + 10.0 * k);
+                c.observe_accept(k, 0);
+            } else {
+                c.observe_step(1, 20.0);
+            }
+        }
+    }
+    EXPECT_GE(probes, 3);
+    EXPECT_LE(probes, 7);
 }
 
 TEST(SpecController, DraftsLongerWhenDraftsAreCheapAndKept) {
