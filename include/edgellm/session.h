@@ -37,6 +37,21 @@ class StepBatcher {
     // A session generating now (its steps are waited for).
     void enter();
     void leave();
+    // enter() for as long as it lives (a null batcher: nothing).
+    class Generating {
+      public:
+        explicit Generating(StepBatcher* b) : b_(b) {
+            if (b_) b_->enter();
+        }
+        ~Generating() {
+            if (b_) b_->leave();
+        }
+        Generating(const Generating&) = delete;
+        Generating& operator=(const Generating&) = delete;
+
+      private:
+        StepBatcher* b_;
+    };
     int active() const;
     int64_t n_batch() const;
     uint64_t passes() const;  // forward passes run

@@ -184,22 +184,6 @@ Result<std::monostate> StepBatcher::eval(int seq, std::span<const int32_t> token
 
 namespace {
 
-// A session counted as generating by the batcher while it lives.
-class Generating {
-  public:
-    explicit Generating(StepBatcher* b) : b_(b) {
-        if (b_) b_->enter();
-    }
-    ~Generating() {
-        if (b_) b_->leave();
-    }
-    Generating(const Generating&) = delete;
-    Generating& operator=(const Generating&) = delete;
-
-  private:
-    StepBatcher* b_;
-};
-
 // Raises the context's abort flag source for the duration of one evaluation.
 class AbortScope {
   public:
@@ -320,7 +304,7 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
     };
 
     // Prefill in batches. The first token is sampled from the last batch's logits.
-    Generating generating(p.batcher);
+    StepBatcher::Generating generating(p.batcher);
     const auto t0 = Clock::now();
     int32_t next = -1;
     bool cancelled = false;

@@ -34,22 +34,6 @@ std::pair<int32_t, float> best_token(std::span<const float> row) {
     return {best, (float)(1.0 / sum)};
 }
 
-// Counts a drafter as generating on a shared draft context while it drafts.
-class Drafting {
-  public:
-    explicit Drafting(StepBatcher* b) : b_(b) {
-        if (b_) b_->enter();
-    }
-    ~Drafting() {
-        if (b_) b_->leave();
-    }
-    Drafting(const Drafting&) = delete;
-    Drafting& operator=(const Drafting&) = delete;
-
-  private:
-    StepBatcher* b_;
-};
-
 // A token's text for a message: control bytes escaped.
 std::string shown(const std::string& s) {
     std::string out;
@@ -112,7 +96,7 @@ Result<DraftCost> ModelDrafter::draft(std::span<const int32_t> history, int max,
     const int64_t n_ctx = ctx_.params().n_ctx;
     // The draft model's context may be smaller than the sequence: then it cannot draft.
     if ((int64_t)history.size() + max > n_ctx) return cost;
-    Drafting drafting(batcher_);
+    StepBatcher::Generating drafting(batcher_);  // (on the shared draft context)
     auto raised = [&] { return cancel && cancel->load(std::memory_order_relaxed); };
 
     // Bring the cache up to the history (at least its last token is evaluated: its logits
