@@ -183,22 +183,33 @@ void gemv_cols(int64_t nb, const uint8_t* group, const PanelActBlock* const* a, 
     for (int j = 0; j < NC; ++j) store16(y[j], acc[j]);
 }
 
-// Every type's GEMV: the columns two at a time, then the last one alone.
+// Columns c .. c + NC - 1.
+template <typename X, int NC>
+void gemv_at(int64_t nb, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
+             int64_t c, float* y, size_t y_stride) {
+    const PanelActBlock* a[NC];
+    float* out[NC];
+    for (int j = 0; j < NC; ++j) {
+        a[j] = act + act_stride * (size_t)(c + j);
+        out[j] = y + y_stride * (size_t)(c + j);
+    }
+    gemv_cols<X, NC>(nb, group, a, out);
+}
+
+// Every type's GEMV: the columns in passes of up to four (each pass unpacks the weights
+// once), the last pass taking what is left, so a step of a few tokens (speculative
+// decoding's drafts) unpacks the weights as seldom as the registers allow.
 template <typename X>
 void gemv(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
           int64_t n_cols, float* y, size_t y_stride) {
     const int64_t nb = n / (32 * X::kActs);
     int64_t c = 0;
-    for (; c + 2 <= n_cols; c += 2) {
-        const PanelActBlock* a[2] = {act + act_stride * (size_t)c,
-                                     act + act_stride * (size_t)(c + 1)};
-        float* out[2] = {y + y_stride * (size_t)c, y + y_stride * (size_t)(c + 1)};
-        gemv_cols<X, 2>(nb, group, a, out);
-    }
-    for (; c < n_cols; ++c) {
-        const PanelActBlock* a[1] = {act + act_stride * (size_t)c};
-        float* out[1] = {y + y_stride * (size_t)c};
-        gemv_cols<X, 1>(nb, group, a, out);
+    for (; c + 4 <= n_cols; c += 4) gemv_at<X, 4>(nb, group, act, act_stride, c, y, y_stride);
+    switch (n_cols - c) {
+        case 3: return gemv_at<X, 3>(nb, group, act, act_stride, c, y, y_stride);
+        case 2: return gemv_at<X, 2>(nb, group, act, act_stride, c, y, y_stride);
+        case 1: return gemv_at<X, 1>(nb, group, act, act_stride, c, y, y_stride);
+        default: return;
     }
 }
 
