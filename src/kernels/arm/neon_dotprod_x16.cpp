@@ -86,14 +86,20 @@ inline uint8x16_t mask_to_16(const uint8_t* p, int q) {
     return vandq_u8(vtstq_u8(bits, vld1q_u8(kBits)), vdupq_n_u8(16));
 }
 
+// The legacy types' dots for NC columns: each chunk unpacked once, sdot per column.
+// s[j] is column j's four registers.
 struct X16Q4_0 {
     static constexpr size_t kBytes = 288;
     static constexpr int kShift = 4;
-    static void dot(const uint8_t* g, int8x16_t a0, int8x16_t a1, int32x4_t* s) {
+    template <int NC>
+    static void dot(const uint8_t* g, const int8x16_t* a0, const int8x16_t* a1, int32x4_t (*s)[4]) {
         for (int k = 0; k < 4; ++k) {
             const Chunk c = load_chunk(g + 32 + 64 * k);
-            sdot4_lane(s, low_nibbles(c), a0, k);
-            sdot4_lane(s, high_nibbles(c), a1, k);
+            const Chunk lo = low_nibbles(c), hi = high_nibbles(c);
+            for (int j = 0; j < NC; ++j) {
+                sdot4_lane(s[j], lo, a0[j], k);
+                sdot4_lane(s[j], hi, a1[j], k);
+            }
         }
     }
 };
@@ -101,7 +107,8 @@ struct X16Q4_0 {
 struct X16Q5_0 {
     static constexpr size_t kBytes = 352;
     static constexpr int kShift = 3;
-    static void dot(const uint8_t* g, int8x16_t a0, int8x16_t a1, int32x4_t* s) {
+    template <int NC>
+    static void dot(const uint8_t* g, const int8x16_t* a0, const int8x16_t* a1, int32x4_t (*s)[4]) {
         for (int k = 0; k < 4; ++k) {
             const Chunk c = load_chunk(g + 96 + 64 * k);
             Chunk lo = low_nibbles(c), hi = high_nibbles(c);
@@ -109,8 +116,10 @@ struct X16Q5_0 {
                 lo.v[q] = vorrq_u8(lo.v[q], mask_to_16(g + 32 + 16 * k, q));
                 hi.v[q] = vorrq_u8(hi.v[q], mask_to_16(g + 40 + 16 * k, q));
             }
-            sdot4_lane(s, lo, a0, k);
-            sdot4_lane(s, hi, a1, k);
+            for (int j = 0; j < NC; ++j) {
+                sdot4_lane(s[j], lo, a0[j], k);
+                sdot4_lane(s[j], hi, a1[j], k);
+            }
         }
     }
 };
@@ -118,12 +127,13 @@ struct X16Q5_0 {
 struct X16Q8_0 {
     static constexpr size_t kBytes = 544;
     static constexpr int kShift = -1;  // signed again after the flip: no correction
-    static void dot(const uint8_t* g, int8x16_t a0, int8x16_t a1, int32x4_t* s) {
+    template <int NC>
+    static void dot(const uint8_t* g, const int8x16_t* a0, const int8x16_t* a1, int32x4_t (*s)[4]) {
         const uint8x16_t flip = vdupq_n_u8(0x80);
         for (int k = 0; k < 8; ++k) {
             Chunk c = load_chunk(g + 32 + 64 * k);
             for (int q = 0; q < 4; ++q) c.v[q] = veorq_u8(c.v[q], flip);
-            sdot4_lane(s, c, k < 4 ? a0 : a1, k % 4);
+            for (int j = 0; j < NC; ++j) sdot4_lane(s[j], c, k < 4 ? a0[j] : a1[j], k % 4);
         }
     }
 };
@@ -135,32 +145,48 @@ struct Sums {
     int32x4_t mneg[4] = {vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0), vdupq_n_s32(0)};
 };
 
-// Every type's GEMV: per column, block after block, the sums of X::sums (the type's part)
-// meet the rows' scales (f16 at the block's start; the mins' at +32) in x16.h's float
-// steps. X: kBytes per x16 block, kActs panel blocks per x16 block, kMin, sums(g, ab, s).
+// NC columns of one group, block after block: the sums of X::sums (the type's part) meet
+// the rows' scales (f16 at the block's start; the mins' at +32) in x16.h's float steps,
+// column by column. X: kBytes per x16 block, kActs panel blocks per x16 block, kMin,
+// kCols (the most columns its sums take at once), sums<NC>(g, ab, s).
+template <typename X, int NC>
+void gemv_cols(int64_t nb, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
+               float* y, size_t y_stride) {
+    float32x4_t acc[NC][4];
+    for (int j = 0; j < NC; ++j)
+        for (int q = 0; q < 4; ++q) acc[j][q] = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* g = group + X::kBytes * (size_t)b;
+        const PanelActBlock* ab[NC];
+        for (int j = 0; j < NC; ++j) ab[j] = act + act_stride * (size_t)j + X::kActs * b;
+        Sums s[NC];
+        X::template sums<NC>(g, ab, s);
+        float32x4_t d[4];
+        halves16(g, d);
+        for (int j = 0; j < NC; ++j) fma_step(acc[j], d, ab[j][0].d, s[j].isum);
+        if constexpr (X::kMin) {
+            halves16(g + 32, d);
+            for (int j = 0; j < NC; ++j) fma_step(acc[j], d, ab[j][0].d, s[j].mneg);
+        }
+    }
+    for (int j = 0; j < NC; ++j) store16(y + y_stride * (size_t)j, acc[j]);
+}
+
+// Every type's GEMV: the columns in passes of X::kCols (two for the types whose sums fit
+// the registers twice, so a verification step of a few tokens unpacks the weights half as
+// often), the rest one at a time.
 template <typename X>
 void gemv(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t act_stride,
           int64_t n_cols, float* y, size_t y_stride) {
     const int64_t nb = n / (32 * X::kActs);
-    for (int64_t c = 0; c < n_cols; ++c) {
-        const PanelActBlock* a = act + act_stride * (size_t)c;
-        float32x4_t acc[4];
-        for (int q = 0; q < 4; ++q) acc[q] = vdupq_n_f32(0.0f);
-        for (int64_t b = 0; b < nb; ++b) {
-            const uint8_t* g = group + X::kBytes * (size_t)b;
-            const PanelActBlock* ab = a + X::kActs * b;
-            Sums s;
-            X::sums(g, ab, s);
-            float32x4_t d[4];
-            halves16(g, d);
-            fma_step(acc, d, ab[0].d, s.isum);
-            if constexpr (X::kMin) {
-                halves16(g + 32, d);
-                fma_step(acc, d, ab[0].d, s.mneg);
-            }
-        }
-        store16(y + y_stride * (size_t)c, acc);
-    }
+    int64_t c = 0;
+    if constexpr (X::kCols >= 2)
+        for (; c + 2 <= n_cols; c += 2)
+            gemv_cols<X, 2>(nb, group, act + act_stride * (size_t)c, act_stride,
+                            y + y_stride * (size_t)c, y_stride);
+    for (; c < n_cols; ++c)
+        gemv_cols<X, 1>(nb, group, act + act_stride * (size_t)c, act_stride,
+                        y + y_stride * (size_t)c, y_stride);
 }
 
 // The legacy types' sums: the dot of the signed or biased weights, plus the bias correction.
@@ -169,12 +195,23 @@ struct Legacy {
     static constexpr size_t kBytes = X::kBytes;
     static constexpr int kActs = 1;
     static constexpr bool kMin = false;
-    static void sums(const uint8_t* g, const PanelActBlock* ab, Sums& s) {
-        X::dot(g, vld1q_s8(ab->qs), vld1q_s8(ab->qs + 16), s.isum);
-        if constexpr (X::kShift >= 0) {
-            const int32x4_t corr = vdupq_n_s32(ab->nsum32 >> X::kShift);
-            for (int q = 0; q < 4; ++q) s.isum[q] = vaddq_s32(s.isum[q], corr);
+    static constexpr int kCols = 2;
+    template <int NC>
+    static void sums(const uint8_t* g, const PanelActBlock* const* ab, Sums* s) {
+        int8x16_t a0[NC], a1[NC];
+        int32x4_t is[NC][4];
+        for (int j = 0; j < NC; ++j) {
+            a0[j] = vld1q_s8(ab[j]->qs);
+            a1[j] = vld1q_s8(ab[j]->qs + 16);
+            zero4(is[j]);
         }
+        X::template dot<NC>(g, a0, a1, is);
+        for (int j = 0; j < NC; ++j)
+            for (int q = 0; q < 4; ++q) {
+                s[j].isum[q] = is[j][q];
+                if constexpr (X::kShift >= 0)
+                    s[j].isum[q] = vaddq_s32(s[j].isum[q], vdupq_n_s32(ab[j]->nsum32 >> X::kShift));
+            }
     }
 };
 
@@ -215,7 +252,9 @@ struct X16Q4_K {
     static constexpr size_t kBytes = 2304;
     static constexpr int kActs = 8;
     static constexpr bool kMin = true;
-    static void sums(const uint8_t* g, const PanelActBlock* ab, Sums& out) {
+    static constexpr int kCols = 2;
+    template <int NC>
+    static void sums(const uint8_t* g, const PanelActBlock* const* abs, Sums* outs) {
         const uint32x4_t m6 = vdupq_n_u32(0x3F3F3F3F), m4 = vdupq_n_u32(0x0F0F0F0F),
                          m2 = vdupq_n_u32(0x30303030);
         uint32x4_t u0[4], u1[4], u2[4], sc[2][4], mn[2][4];
@@ -230,30 +269,43 @@ struct X16Q4_K {
                                  vandq_u32(vshrq_n_u32(u1[q], 2), m2));
         }
         for (int j = 0; j < 4; ++j) {
-            const PanelActBlock& lo = ab[2 * j];
-            const PanelActBlock& hi = ab[2 * j + 1];
-            const int8x16_t l0 = vld1q_s8(lo.qs), l1 = vld1q_s8(lo.qs + 16);
-            const int8x16_t h0 = vld1q_s8(hi.qs), h1 = vld1q_s8(hi.qs + 16);
-            int32x4_t s0[4], s1[4];
-            zero4(s0);
-            zero4(s1);
+            int8x16_t l0[NC], l1[NC], h0[NC], h1[NC];
+            int32x4_t s0[NC][4], s1[NC][4];
+            for (int c = 0; c < NC; ++c) {
+                const PanelActBlock& lo = abs[c][2 * j];
+                const PanelActBlock& hi = abs[c][2 * j + 1];
+                l0[c] = vld1q_s8(lo.qs);
+                l1[c] = vld1q_s8(lo.qs + 16);
+                h0[c] = vld1q_s8(hi.qs);
+                h1[c] = vld1q_s8(hi.qs + 16);
+                zero4(s0[c]);
+                zero4(s1[c]);
+            }
             for (int k = 0; k < 8; ++k) {
                 const Chunk v = load_chunk(g + 256 + 64 * (8 * j + k));
-                sdot4_lane(s0, low_nibbles(v), k < 4 ? l0 : l1, k % 4);
-                sdot4_lane(s1, high_nibbles(v), k < 4 ? h0 : h1, k % 4);
+                const Chunk lo = low_nibbles(v), hi = high_nibbles(v);
+                for (int c = 0; c < NC; ++c) {
+                    sdot4_lane(s0[c], lo, k < 4 ? l0[c] : l1[c], k % 4);
+                    sdot4_lane(s1[c], hi, k < 4 ? h0[c] : h1[c], k % 4);
+                }
             }
             // sub-blocks 2j and 2j + 1: bytes (2j) % 4 and (2j + 1) % 4 of set j / 2
             const int set = j / 2, b0 = (2 * j) % 4, b1 = (2 * j + 1) % 4;
-            for (int q = 0; q < 4; ++q) {
-                out.isum[q] = vmlaq_s32(out.isum[q], vreinterpretq_s32_u32(lane_byte_rt(sc[set][q], b0)), s0[q]);
-                out.isum[q] = vmlaq_s32(out.isum[q], vreinterpretq_s32_u32(lane_byte_rt(sc[set][q], b1)), s1[q]);
-                out.mneg[q] = vmlaq_n_s32(out.mneg[q], vreinterpretq_s32_u32(lane_byte_rt(mn[set][q], b0)),
-                                      lo.nsum32);
-                out.mneg[q] = vmlaq_n_s32(out.mneg[q], vreinterpretq_s32_u32(lane_byte_rt(mn[set][q], b1)),
-                                      hi.nsum32);
+            for (int c = 0; c < NC; ++c) {
+                Sums& out = outs[c];
+                const int32_t lo_n = abs[c][2 * j].nsum32, hi_n = abs[c][2 * j + 1].nsum32;
+                for (int q = 0; q < 4; ++q) {
+                    out.isum[q] = vmlaq_s32(out.isum[q], vreinterpretq_s32_u32(lane_byte_rt(sc[set][q], b0)), s0[c][q]);
+                    out.isum[q] = vmlaq_s32(out.isum[q], vreinterpretq_s32_u32(lane_byte_rt(sc[set][q], b1)), s1[c][q]);
+                    out.mneg[q] = vmlaq_n_s32(out.mneg[q], vreinterpretq_s32_u32(lane_byte_rt(mn[set][q], b0)),
+                                              lo_n);
+                    out.mneg[q] = vmlaq_n_s32(out.mneg[q], vreinterpretq_s32_u32(lane_byte_rt(mn[set][q], b1)),
+                                              hi_n);
+                }
             }
         }
-        for (int q = 0; q < 4; ++q) out.mneg[q] = vshrq_n_s32(out.mneg[q], 7);  // exactly -msum
+        for (int c = 0; c < NC; ++c)
+            for (int q = 0; q < 4; ++q) outs[c].mneg[q] = vshrq_n_s32(outs[c].mneg[q], 7);  // exactly -msum
     }
 };
 
@@ -262,7 +314,12 @@ struct X16Q2_K {
     static constexpr size_t kBytes = 1344;
     static constexpr int kActs = 8;
     static constexpr bool kMin = true;
-    static void sums(const uint8_t* g, const PanelActBlock* ab, Sums& out) {
+    static constexpr int kCols = 1;  // (its sums fill the registers for one column)
+    template <int NC>
+    static void sums(const uint8_t* g, const PanelActBlock* const* abs, Sums* outs) {
+        static_assert(NC == 1, "one column at a time");
+        const PanelActBlock* ab = abs[0];
+        Sums& out = outs[0];
         const uint8x16_t m3 = vdupq_n_u8(3);
         uint32x4_t sc[4][4];
         for (int p = 0; p < 4; ++p) load_words(g + 64 + 64 * p, sc[p]);
@@ -303,7 +360,12 @@ struct X16Q6_K {
     static constexpr size_t kBytes = 3360;
     static constexpr int kActs = 8;
     static constexpr bool kMin = false;
-    static void sums(const uint8_t* g, const PanelActBlock* ab, Sums& out) {
+    static constexpr int kCols = 1;  // (its sums fill the registers for one column)
+    template <int NC>
+    static void sums(const uint8_t* g, const PanelActBlock* const* abs, Sums* outs) {
+        static_assert(NC == 1, "one column at a time");
+        const PanelActBlock* ab = abs[0];
+        Sums& out = outs[0];
         const uint8x16_t m4 = vdupq_n_u8(0x0F), m2 = vdupq_n_u8(0x30);
         uint32x4_t sc[4][4];
         for (int p = 0; p < 4; ++p) load_words(g + 32 + 64 * p, sc[p]);
