@@ -360,46 +360,87 @@ struct X16Q6_K {
     static constexpr size_t kBytes = 3360;
     static constexpr int kActs = 8;
     static constexpr bool kMin = false;
-    static constexpr int kCols = 1;  // (its sums fill the registers for one column)
+    static constexpr int kCols = 2;
+    // One of the four 6-bit values of a (h, k) chunk triple: m = 0..3 from A, B and H.
+    static Chunk six_bits(const uint8_t* base, int m) {
+        const uint8x16_t m4 = vdupq_n_u8(0x0F), m2 = vdupq_n_u8(0x30);
+        const Chunk L = load_chunk(base + 64 * (m & 1)), H = load_chunk(base + 128);
+        Chunk w;
+        for (int q = 0; q < 4; ++q) {
+            switch (m) {
+                case 0: w.v[q] = vorrq_u8(vandq_u8(L.v[q], m4), vandq_u8(vshlq_n_u8(H.v[q], 4), m2)); break;
+                case 1: w.v[q] = vorrq_u8(vandq_u8(L.v[q], m4), vandq_u8(vshlq_n_u8(H.v[q], 2), m2)); break;
+                case 2: w.v[q] = vorrq_u8(vshrq_n_u8(L.v[q], 4), vandq_u8(H.v[q], m2)); break;
+                default: w.v[q] = vorrq_u8(vshrq_n_u8(L.v[q], 4), vandq_u8(vshrq_n_u8(H.v[q], 2), m2)); break;
+            }
+        }
+        return w;
+    }
     template <int NC>
     static void sums(const uint8_t* g, const PanelActBlock* const* abs, Sums* outs) {
-        static_assert(NC == 1, "one column at a time");
-        const PanelActBlock* ab = abs[0];
-        Sums& out = outs[0];
-        const uint8x16_t m4 = vdupq_n_u8(0x0F), m2 = vdupq_n_u8(0x30);
         uint32x4_t sc[4][4];
         for (int p = 0; p < 4; ++p) load_words(g + 32 + 64 * p, sc[p]);
-        for (int h = 0; h < 2; ++h)
-            for (int qd = 0; qd < 2; ++qd) {
-                int32x4_t s[4][4];
-                for (int m = 0; m < 4; ++m) zero4(s[m]);
-                for (int kk = 0; kk < 4; ++kk) {
-                    const int k = 4 * qd + kk;
-                    const uint8_t* base = g + 288 + 192 * (size_t)(8 * h + k);
-                    const Chunk A = load_chunk(base), B = load_chunk(base + 64),
-                                H = load_chunk(base + 128);
-                    Chunk w[4];
-                    for (int q = 0; q < 4; ++q) {
-                        w[0].v[q] = vorrq_u8(vandq_u8(A.v[q], m4),
-                                             vandq_u8(vshlq_n_u8(H.v[q], 4), m2));
-                        w[1].v[q] = vorrq_u8(vandq_u8(B.v[q], m4),
-                                             vandq_u8(vshlq_n_u8(H.v[q], 2), m2));
-                        w[2].v[q] = vorrq_u8(vshrq_n_u8(A.v[q], 4), vandq_u8(H.v[q], m2));
-                        w[3].v[q] = vorrq_u8(vshrq_n_u8(B.v[q], 4),
-                                             vandq_u8(vshrq_n_u8(H.v[q], 2), m2));
+        if constexpr (NC == 1) {
+            // One column: the four values of a chunk triple decoded together.
+            const uint8x16_t m4 = vdupq_n_u8(0x0F), m2 = vdupq_n_u8(0x30);
+            const PanelActBlock* ab = abs[0];
+            Sums& out = outs[0];
+            for (int h = 0; h < 2; ++h)
+                for (int qd = 0; qd < 2; ++qd) {
+                    int32x4_t s[4][4];
+                    for (int m = 0; m < 4; ++m) zero4(s[m]);
+                    for (int kk = 0; kk < 4; ++kk) {
+                        const int k = 4 * qd + kk;
+                        const uint8_t* base = g + 288 + 192 * (size_t)(8 * h + k);
+                        const Chunk A = load_chunk(base), B = load_chunk(base + 64),
+                                    H = load_chunk(base + 128);
+                        Chunk w[4];
+                        for (int q = 0; q < 4; ++q) {
+                            w[0].v[q] = vorrq_u8(vandq_u8(A.v[q], m4),
+                                                 vandq_u8(vshlq_n_u8(H.v[q], 4), m2));
+                            w[1].v[q] = vorrq_u8(vandq_u8(B.v[q], m4),
+                                                 vandq_u8(vshlq_n_u8(H.v[q], 2), m2));
+                            w[2].v[q] = vorrq_u8(vshrq_n_u8(A.v[q], 4), vandq_u8(H.v[q], m2));
+                            w[3].v[q] = vorrq_u8(vshrq_n_u8(B.v[q], 4),
+                                                 vandq_u8(vshrq_n_u8(H.v[q], 2), m2));
+                        }
+                        for (int m = 0; m < 4; ++m)
+                            sdot4_lane(s[m], w[m], vld1q_s8(ab[4 * h + m].qs + 16 * (k / 4)),
+                                       k % 4);
                     }
-                    for (int m = 0; m < 4; ++m)
-                        sdot4_lane(s[m], w[m], vld1q_s8(ab[4 * h + m].qs + 16 * (k / 4)),
-                                   k % 4);
+                    for (int m = 0; m < 4; ++m) {
+                        const int sb = 8 * h + 2 * m + qd;
+                        const int32x4_t corr = vdupq_n_s32(ab[4 * h + m].nsum16[qd] >> 2);
+                        for (int q = 0; q < 4; ++q)
+                            out.isum[q] = vmlaq_s32(out.isum[q], lane_sbyte_rt(sc[sb / 4][q], sb % 4),
+                                                    vaddq_s32(s[m][q], corr));
+                    }
                 }
-                for (int m = 0; m < 4; ++m) {
-                    const int sb = 8 * h + 2 * m + qd;
-                    const int32x4_t corr = vdupq_n_s32(ab[4 * h + m].nsum16[qd] >> 2);
-                    for (int q = 0; q < 4; ++q)
-                        out.isum[q] = vmlaq_s32(out.isum[q], lane_sbyte_rt(sc[sb / 4][q], sb % 4),
-                                            vaddq_s32(s[m][q], corr));
-                }
-            }
+        } else {
+            // Several columns: one value at a time (the chunks read again from L1), so the
+            // columns' sums fit the registers.
+            for (int h = 0; h < 2; ++h)
+                for (int qd = 0; qd < 2; ++qd)
+                    for (int m = 0; m < 4; ++m) {
+                        int32x4_t s[NC][4];
+                        for (int c = 0; c < NC; ++c) zero4(s[c]);
+                        for (int kk = 0; kk < 4; ++kk) {
+                            const int k = 4 * qd + kk;
+                            const Chunk w = six_bits(g + 288 + 192 * (size_t)(8 * h + k), m);
+                            for (int c = 0; c < NC; ++c)
+                                sdot4_lane(s[c], w, vld1q_s8(abs[c][4 * h + m].qs + 16 * (k / 4)),
+                                           k % 4);
+                        }
+                        const int sb = 8 * h + 2 * m + qd;
+                        for (int c = 0; c < NC; ++c) {
+                            const int32x4_t corr = vdupq_n_s32(abs[c][4 * h + m].nsum16[qd] >> 2);
+                            for (int q = 0; q < 4; ++q)
+                                outs[c].isum[q] = vmlaq_s32(outs[c].isum[q],
+                                                            lane_sbyte_rt(sc[sb / 4][q], sb % 4),
+                                                            vaddq_s32(s[c][q], corr));
+                        }
+                    }
+        }
     }
 };
 
