@@ -22,6 +22,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serverlib import port_of, wait_health  # noqa: E402
+
 CONVERSATION = [
     "今晚吃什么好",
     "有没有清淡一点的？",
@@ -30,31 +33,6 @@ CONVERSATION = [
     "大概要多长时间？",
 ]
 SYSTEM = "你是车载助手，回答简短口语化。"
-
-
-def port_of(cmd):
-    for i, a in enumerate(cmd):
-        if a == "--port":
-            return int(cmd[i + 1])
-    return 8080
-
-
-def wait_health(port, proc, timeout=120):
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if proc.poll() is not None:
-            sys.exit("the server exited")
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-            c.request("GET", "/health")
-            r = c.getresponse()
-            body = r.read()
-            if r.status == 200 and b"ok" in body:
-                return
-        except OSError:
-            pass
-        time.sleep(0.05)
-    sys.exit("the server did not become ready")
 
 
 def chat(port, messages, max_tokens=128):

@@ -17,12 +17,13 @@ is, and the speed-up is the median of the pairs' ratios: on a machine whose spee
 between runs (a shared VM), only pairs taken seconds apart compare.
 """
 import argparse
-import http.client
-import json
+import os
 import statistics
 import subprocess
 import sys
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from serverlib import port_of, post, wait_health  # noqa: E402
 
 CLASSES = [
     ("chat (zh)", "你是车载助手，回答简短口语化。", "今晚吃什么好？给我推荐三个菜，说说理由。"),
@@ -47,42 +48,6 @@ CLASSES = [
 ]
 
 
-def port_of(cmd):
-    for i, a in enumerate(cmd):
-        if a == "--port":
-            return int(cmd[i + 1])
-    return 8080
-
-
-def post(port, path, body, timeout=600):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    c.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
-    r = c.getresponse()
-    data = r.read()
-    c.close()
-    if r.status != 200:
-        raise RuntimeError(f"{path}: {r.status} {data[:300]!r}")
-    return json.loads(data)
-
-
-def wait_healthy(port, proc, timeout=300):
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the server exited with {proc.returncode}")
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            c.request("GET", "/health")
-            r = c.getresponse()
-            r.read()
-            if r.status == 200:
-                return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError("never healthy")
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=3)
@@ -101,7 +66,7 @@ def main():
     log = open(f"/tmp/spec-bench-{port}.log", "w")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     try:
-        wait_healthy(port, proc)
+        wait_health(port, proc)
         post(port, "/v1/chat/completions",
              {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 1})
         for name, system, user in CLASSES:

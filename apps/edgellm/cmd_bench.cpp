@@ -123,11 +123,47 @@ double median_of(std::vector<double> v) {
 }
 
 
+// A model with its tokenizer, loaded and prepared as the flags ask (--no-repack, --mlock,
+// the warm-up read); false with the reason.
+struct LoadedModel {
+    std::unique_ptr<Model> model;
+    std::unique_ptr<Tokenizer> tok;
+};
+bool load_model(const ArgParser& p, const std::string& path, LoadedModel* out, std::string* err) {
+    auto m = Model::load(path, load_options(p));
+    if (!m) {
+        *err = m.error();
+        return false;
+    }
+    if (!prepare_model(p, **m, err)) return false;
+    auto t = Tokenizer::load((*m)->file());
+    if (!t) {
+        *err = t.error();
+        return false;
+    }
+    out->model = std::move(*m);
+    out->tok = std::move(*t);
+    return true;
+}
+
+// --kv-type into *t (unchanged when absent); false with the reason.
+bool kv_type_option(const ArgParser& p, TensorType* t, std::string* err) {
+    auto kv = parse_kv_type(p.get_or("--kv-type", tensor_type_name(*t)));
+    if (!kv) {
+        *err = "--kv-type must be f16 or q8_0";
+        return false;
+    }
+    *t = *kv;
+    return true;
+}
+
 // bench's speculative decoding options.
 struct SpecSettingsCli {
     std::string draft_model;
     bool ngram = false;
-    int n_max = 3, n_min = 0;
+    int draft_n_max = 3;   // the draft model's most per step (--draft-max)
+    int ngram_n_max = 16;  // lookup's (--draft-max when given)
+    int n_max = 3, n_min = 0;  // (n_max: the larger of those in use)
     float p_min = 0.0f;
     bool adaptive = true;
 };
@@ -154,12 +190,19 @@ bool read_bench_spec(const ArgParser& p, SpecSettingsCli* sc, std::string* err) 
             }
         }
     }
-    int64_t n_max = draft ? 3 : 16, n_min = 0;
+    int64_t n_max = 3, n_min = 0;
     if (!p.get_int("--draft-max", 1, 64, &n_max, err) || !p.get_int("--draft-min", 0, 64, &n_min, err) ||
         !p.get_float("--draft-p-min", 0.0, 1.0, &sc->p_min, err))
         return false;
-    sc->n_max = (int)n_max;
-    sc->n_min = (int)std::min(n_min, n_max);
+    sc->draft_n_max = (int)n_max;
+    sc->ngram_n_max = p.has("--draft-max") ? (int)n_max : 16;
+    sc->n_max = std::max(draft ? sc->draft_n_max : 0, sc->ngram ? sc->ngram_n_max : 0);
+    if (n_min > sc->n_max) {
+        *err = "--draft-min " + std::to_string(n_min) + " is above the most drafted per step (" +
+               std::to_string(sc->n_max) + ")";
+        return false;
+    }
+    sc->n_min = (int)n_min;
     sc->adaptive = !p.has("--spec-fixed");
     return true;
 }
@@ -180,27 +223,27 @@ int bench_constrained(const ArgParser& p, const std::string& model_path, int64_t
     std::string err;
     if (!compile(&err)) return fail("bench", err, 2);
 
-    auto model = Model::load(model_path, load_options(p));
-    if (!model) return fail("bench", model.error());
-    if (!prepare_model(p, **model, &err)) return fail("bench", err);
-    auto tok = Tokenizer::load((*model)->file());
-    if (!tok) return fail("bench", tok.error());
+    LoadedModel lm;
+    if (!load_model(p, model_path, &lm, &err)) return fail("bench", err);
+    auto& model = lm.model;
+    auto& tok = lm.tok;
     ContextParams cp;
     cp.n_ctx = 4096;
     cp.n_threads = threads;
+    if (!kv_type_option(p, &cp.kv_type, &err)) return fail("bench", err, 2);
     if (!read_cpu_options(p, &cp, &err)) return fail("bench", err, 2);
-    auto ctx = Context::create(**model, cp);
+    auto ctx = Context::create(*model, cp);
     if (!ctx) return fail("bench", ctx.error());
     const auto t_vocab = Clock::now();
-    auto vocab = GrammarVocab::build(**tok);
+    auto vocab = GrammarVocab::build(*tok);
     const double vocab_ms = seconds_since(t_vocab) * 1000.0;
 
     const std::string user = p.get_or(
         "--prompt", schema ? "Describe a user of our app as a JSON object."
                            : "北京明天天气怎么样？用 JSON 回答，包含 tool 和 args。");
-    const ChatPrompt chat = chat_prompt((*model)->file(), **tok, {{"user", user}}, true);
-    const auto prompt = (*tok)->tokenize(chat.text, !chat.bos_in_text, true);
-    Session session(**model, **tok, **ctx);
+    const ChatPrompt chat = chat_prompt(model->file(), *tok, {{"user", user}}, true);
+    const auto prompt = tok->tokenize(chat.text, !chat.bos_in_text, true);
+    Session session(*model, *tok, **ctx);
 
     struct Run {
         std::vector<double> tps, first_ms;
@@ -296,59 +339,52 @@ int bench_speculative(const ArgParser& p, const std::string& model_path, int64_t
     std::string err;
     SpecSettingsCli sc;
     if (!read_bench_spec(p, &sc, &err)) return fail("bench", err, 2);
-    auto model = Model::load(model_path, load_options(p));
-    if (!model) return fail("bench", model.error());
-    if (!prepare_model(p, **model, &err)) return fail("bench", err);
-    auto tok = Tokenizer::load((*model)->file());
-    if (!tok) return fail("bench", tok.error());
+    LoadedModel lm;
+    if (!load_model(p, model_path, &lm, &err)) return fail("bench", err);
+    auto& model = lm.model;
+    auto& tok = lm.tok;
     ContextParams cp;
     cp.n_ctx = 2048;
     cp.n_threads = threads;
     cp.n_outputs = sc.n_max + 1;
-    if (auto kv = p.get("--kv-type")) {
-        auto t = parse_kv_type(*kv);
-        if (!t) return fail("bench", "--kv-type must be f16 or q8_0", 2);
-        cp.kv_type = *t;
-    }
+    if (!kv_type_option(p, &cp.kv_type, &err)) return fail("bench", err, 2);
     if (!read_cpu_options(p, &cp, &err)) return fail("bench", err, 2);
-    auto ctx = Context::create(**model, cp);
+    auto ctx = Context::create(*model, cp);
     if (!ctx) return fail("bench", ctx.error());
-    std::unique_ptr<Model> draft_model;
+    LoadedModel draft;
     std::unique_ptr<Context> draft_ctx;
     std::unique_ptr<ModelDrafter> model_drafter;
     if (!sc.draft_model.empty()) {
-        auto dm = Model::load(sc.draft_model, load_options(p));
-        if (!dm) return fail("bench", "the draft model: " + dm.error());
-        auto dt = Tokenizer::load((*dm)->file());
-        if (!dt) return fail("bench", "the draft model: " + dt.error());
-        const std::string why = draft_vocab_mismatch(**tok, **dt);
+        if (!load_model(p, sc.draft_model, &draft, &err))
+            return fail("bench", "the draft model: " + err);
+        const std::string why = draft_vocab_mismatch(*tok, *draft.tok);
         if (!why.empty()) return fail("bench", "the draft model cannot draft for the model: " + why);
-        if (!prepare_model(p, **dm, &err)) return fail("bench", err);
         ContextParams dcp = cp;
         dcp.n_outputs = 1;
-        auto dc = Context::create(**dm, dcp);
+        auto dc = Context::create(*draft.model, dcp);
         if (!dc) return fail("bench", dc.error());
-        draft_model = std::move(*dm);
         draft_ctx = std::move(*dc);
-        model_drafter = std::make_unique<ModelDrafter>(*draft_model, *draft_ctx, 0, sc.p_min,
-                                                       (*model)->hparams().n_vocab);
+        model_drafter = std::make_unique<ModelDrafter>(*draft.model, *draft_ctx, 0, sc.p_min,
+                                                       model->hparams().n_vocab);
+        model_drafter->set_max_draft(sc.draft_n_max);
     }
-    NgramDrafter ngram;
+    NgramDrafter ngram(NgramDrafter::kMinLookup, NgramDrafter::kMaxLookup, sc.ngram_n_max);
     struct Mode {
         std::string name;
         Drafter* drafter;
+        int n_max;  // its most per step
     };
-    std::vector<Mode> modes = {{"plain", nullptr}};
-    if (model_drafter) modes.push_back({"draft model", model_drafter.get()});
-    if (sc.ngram) modes.push_back({"ngram", &ngram});
-    Session session(**model, **tok, **ctx);
+    std::vector<Mode> modes = {{"plain", nullptr, 0}};
+    if (model_drafter) modes.push_back({"draft model", model_drafter.get(), sc.draft_n_max});
+    if (sc.ngram) modes.push_back({"ngram", &ngram, sc.ngram_n_max});
+    Session session(*model, *tok, **ctx);
 
     std::printf("model: %s; draft: %s; threads: %d; kernels: %s\n", model_path.c_str(),
                 sc.draft_model.empty() ? "(none)" : sc.draft_model.c_str(),
                 (*ctx)->params().n_threads, active_kernel_set().c_str());
-    std::printf("greedy, %lld tokens, median of %lld runs after a warm-up; --draft-max %d "
-                "--draft-min %d --draft-p-min %.2f; draft length %s\n\n",
-                (long long)n_gen, (long long)reps, sc.n_max, sc.n_min, sc.p_min,
+    std::printf("greedy, %lld tokens, median of %lld runs after a warm-up; drafts per step at "
+                "most %d (draft model), %d (ngram), at least %d; --draft-p-min %.2f; draft length %s\n\n",
+                (long long)n_gen, (long long)reps, sc.draft_n_max, sc.ngram_n_max, sc.n_min, sc.p_min,
                 sc.adaptive ? "chosen per step from the measured accept rate and costs"
                             : "fixed (--spec-fixed)");
     std::string header = "| prompt | tokens | plain t/s |";
@@ -359,9 +395,9 @@ int bench_speculative(const ArgParser& p, const std::string& model_path, int64_t
     }
     std::vector<std::string> rows;
     for (const SpecPrompt& sp : kSpecPrompts) {
-        const ChatPrompt chat = chat_prompt((*model)->file(), **tok,
+        const ChatPrompt chat = chat_prompt(model->file(), *tok,
                                             {{"system", sp.system}, {"user", sp.user}}, true);
-        const auto prompt = (*tok)->tokenize(chat.text, !chat.bos_in_text, true);
+        const auto prompt = tok->tokenize(chat.text, !chat.bos_in_text, true);
         std::vector<std::vector<double>> tps(modes.size());
         std::vector<int64_t> drafted(modes.size()), accepted(modes.size());
         std::vector<std::string> text(modes.size());
@@ -369,7 +405,7 @@ int bench_speculative(const ArgParser& p, const std::string& model_path, int64_t
         std::vector<std::unique_ptr<AdaptiveDrafter>> adaptive;
         for (size_t m = 0; m < modes.size(); ++m)
             adaptive.push_back(modes[m].drafter ? std::make_unique<AdaptiveDrafter>(
-                                                      *modes[m].drafter, sc.n_max, sc.n_min)
+                                                      *modes[m].drafter, modes[m].n_max, sc.n_min)
                                                 : nullptr);
         for (int64_t rep = -1; rep < reps; ++rep) {
             for (size_t m = 0; m < modes.size(); ++m) {
@@ -461,6 +497,12 @@ int cmd_bench(const std::vector<std::string>& args) {
     } else {
         threads.push_back((int)std::max(1u, std::thread::hardware_concurrency()));
     }
+    if (p.has("--draft") || p.has("--spec-type") || p.has("--grammar") || p.has("--json-schema"))
+        for (const char* f : {"-p", "-d", "-c", "-o", "--no-bandwidth"})
+            if (p.has(f))
+                return fail("bench", std::string(f) + " is for the pp/tg tests; --draft, --spec-type, "
+                                                      "--grammar and --json-schema take -n, -r, -t",
+                            2);
     if (p.has("--draft") || p.has("--spec-type")) {
         if (threads.size() != 1) return fail("bench", "--draft / --spec-type take one -t", 2);
         err = choose_kernels(p.get_or("--kernels", ""));
@@ -479,8 +521,9 @@ int cmd_bench(const std::vector<std::string>& args) {
     const std::string fmt = p.get_or("-o", "md");
     if (fmt != "md" && fmt != "json" && fmt != "csv")
         return fail("bench", "-o must be md, json or csv", 2);
-    const auto kv_type = parse_kv_type(p.get_or("--kv-type", "f16"));
-    if (!kv_type) return fail("bench", "--kv-type must be f16 or q8_0", 2);
+    TensorType kv = TensorType::F16;
+    if (!kv_type_option(p, &kv, &err)) return fail("bench", err, 2);
+    const std::optional<TensorType> kv_type = kv;
     err = choose_kernels(p.get_or("--kernels", ""));
     if (!err.empty()) return fail("bench", err, 2);
 

@@ -40,7 +40,7 @@ void add_spec_options(ArgParser& p) {
              "the draft model drafts while its most likely token has at least this probability "
              "(default 0)");
     p.option({"--spec-ngram-simple-size-n", "--spec-ngram-size-n"}, "N",
-             "longest run of tokens prompt lookup matches (default 4; it tries down to 2)");
+             "longest run of tokens prompt lookup matches (default 5; it tries down to 3)");
     p.option({"--spec-ngram-simple-size-m", "--spec-ngram-size-m", "--spec-ngram-mod-n-max"}, "N",
              "most tokens prompt lookup drafts per step (default: --draft-max, else 16)");
     p.option({"-cd", "--ctx-size-draft", "--spec-draft-ctx-size"}, "N",
@@ -103,7 +103,8 @@ bool read_spec_options(const ArgParser& p, server::SpecConfig* sc, std::vector<s
         *err = "-md is given but --spec-type " + types + " does not use a draft model (add draft)";
         return false;
     }
-    int64_t n_max = sc->draft ? 3 : 16, n_min = 0, ctx = 0, td = 0, ngld = 0, size_n = 4, size_m = -1;
+    int64_t n_max = 3, n_min = 0, ctx = 0, td = 0, ngld = 0, size_n = NgramDrafter::kMaxLookup,
+            size_m = -1;
     float p_min = 0.0f;
     if (!p.get_int("--draft-max", 0, 64, &n_max, err) || !p.get_int("--draft-min", 0, 64, &n_min, err) ||
         !p.get_int("-cd", 0, 1 << 24, &ctx, err) || !p.get_int("-td", 1, 1024, &td, err) ||
@@ -126,15 +127,22 @@ bool read_spec_options(const ArgParser& p, server::SpecConfig* sc, std::vector<s
             *err = std::string(f) + " is for the draft model, and there is none (-md)";
             return false;
         }
-    if (n_min > n_max) {
-        *err = "--draft-min " + std::to_string(n_min) + " is above --draft-max " + std::to_string(n_max);
+    // Lookup drafts up to --spec-ngram-simple-size-m, else --draft-max when given, else 16;
+    // the draft model up to --draft-max (default 3, llama-server's).
+    const int64_t ngram_n_max = size_m > 0 ? size_m : p.has("--draft-max") ? n_max : 16;
+    const int64_t most = std::max(sc->draft ? n_max : 0, sc->ngram ? ngram_n_max : 0);
+    if (n_min > most) {
+        *err = "--draft-min " + std::to_string(n_min) + " is above the most drafted per step (" +
+               std::to_string(most) + ", --draft-max)";
         return false;
     }
-    sc->n_max = (int)std::max(n_max, sc->ngram && size_m > 0 ? size_m : 0);
+    sc->draft_n_max = (int)n_max;
+    sc->ngram_n_max = (int)ngram_n_max;
+    sc->n_max = (int)most;
     sc->n_min = (int)n_min;
     sc->p_min = p_min;
     sc->ngram_max = (int)size_n;
-    sc->ngram_min = (int)std::min<int64_t>(2, size_n);
+    sc->ngram_min = (int)std::min<int64_t>(NgramDrafter::kMinLookup, size_n);
     sc->n_ctx = ctx;
     sc->n_threads = (int)td;
     sc->adaptive = !p.has("--spec-fixed");

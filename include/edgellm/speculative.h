@@ -66,6 +66,8 @@ class ModelDrafter final : public Drafter {
     // proposed.
     ModelDrafter(const Model& model, Context& ctx, int seq, float p_min, int64_t main_n_vocab,
                  StepBatcher* batcher = nullptr);
+    // At most this many per step, whatever the step allows (0: no cap of its own).
+    void set_max_draft(int n) { max_draft_ = n; }
     const char* name() const override { return "draft model"; }
     Result<DraftCost> draft(std::span<const int32_t> history, int max, GrammarMatcher* grammar,
                             const std::atomic<bool>* cancel, std::vector<int32_t>* out) override;
@@ -81,20 +83,24 @@ class ModelDrafter final : public Drafter {
     float p_min_;
     int64_t main_n_vocab_;
     StepBatcher* batcher_;
+    int max_draft_ = 0;
     std::vector<float> row_;  // a row masked by the grammar
 };
 
 class NgramDrafter final : public Drafter {
   public:
+    // The lookup lengths tried by default (shorter matches draft too much that is not kept).
+    static constexpr int kMinLookup = 3, kMaxLookup = 5;
     // Looks up the last n tokens, n from n_max down to n_min, and drafts what followed their
-    // latest earlier occurrence.
-    explicit NgramDrafter(int n_min = 3, int n_max = 5) : n_min_(n_min), n_max_(n_max) {}
+    // latest earlier occurrence, at most max_draft tokens per step (0: what the step allows).
+    explicit NgramDrafter(int n_min = kMinLookup, int n_max = kMaxLookup, int max_draft = 0)
+        : n_min_(n_min), n_max_(n_max), max_draft_(max_draft) {}
     const char* name() const override { return "ngram"; }
     Result<DraftCost> draft(std::span<const int32_t> history, int max, GrammarMatcher* grammar,
                             const std::atomic<bool>* cancel, std::vector<int32_t>* out) override;
 
   private:
-    int n_min_, n_max_;
+    int n_min_, n_max_, max_draft_;
 };
 
 // Several drafters in turn (e.g. prompt lookup, which is free, before a draft model): the

@@ -3,9 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <optional>
+
+#include <nlohmann/json.hpp>
 
 namespace edgellm {
 
@@ -34,24 +35,10 @@ std::pair<int32_t, float> best_token(std::span<const float> row) {
     return {best, (float)(1.0 / sum)};
 }
 
-// A token's text for a message: control bytes escaped.
+// A token's text for a message: a JSON string (quoted, control bytes escaped, bytes that
+// are not UTF-8 replaced).
 std::string shown(const std::string& s) {
-    std::string out;
-    for (unsigned char c : s) {
-        if (c == '\n') {
-            out += "\\n";
-        } else if (c == '"' || c == '\\') {
-            out += '\\';
-            out += (char)c;
-        } else if (c < 0x20 || c == 0x7f) {
-            char buf[8];
-            std::snprintf(buf, sizeof buf, "\\x%02x", c);
-            out += buf;
-        } else {
-            out += (char)c;
-        }
-    }
-    return out;
+    return nlohmann::json(s).dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
 }  // namespace
@@ -75,8 +62,8 @@ std::string draft_vocab_mismatch(const Tokenizer& main, const Tokenizer& draft) 
     for (int32_t id = 5; id < std::min(n_main, n_draft); ++id) {
         const std::string a = main.token_to_piece(id, true), b = draft.token_to_piece(id, true);
         if (a != b)
-            return "token " + std::to_string(id) + " is \"" + shown(a) + "\" in the model but \"" +
-                   shown(b) + "\" in the draft model";
+            return "token " + std::to_string(id) + " is " + shown(a) + " in the model but " +
+                   shown(b) + " in the draft model";
     }
     return "";
 }
@@ -92,6 +79,7 @@ Result<DraftCost> ModelDrafter::draft(std::span<const int32_t> history, int max,
                                       std::vector<int32_t>* out) {
     using R = Result<DraftCost>;
     DraftCost cost;
+    if (max_draft_ > 0) max = std::min(max, max_draft_);
     if (history.empty() || max <= 0) return cost;
     const int64_t n_ctx = ctx_.params().n_ctx;
     // The draft model's context may be smaller than the sequence: then it cannot draft.
@@ -149,6 +137,7 @@ Result<DraftCost> NgramDrafter::draft(std::span<const int32_t> history, int max,
     const auto t0 = Clock::now();
     DraftCost cost;
     const int64_t n_hist = (int64_t)history.size();
+    if (max_draft_ > 0) max = std::min(max, max_draft_);
     if (max <= 0) return cost;
     for (int n = n_max_; n >= n_min_ && n >= 1; --n) {
         if (n_hist < n + 1) continue;

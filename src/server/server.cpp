@@ -359,22 +359,29 @@ int Server::run() {
                     (double)bill->scratch / 1048576.0);
     if (d.draft_ctx) {
         const auto db = Context::memory_bill(*d.draft_model, d.draft_ctx->params());
-        if (db) d.log("memory of the draft model: weights %.0f MiB, KV cache %.0f MiB (%s), "
-                      "scratch %.0f MiB; both models %.0f MiB",
+        if (db) d.log("memory of the draft model: weights %.0f MiB, KV cache %.0f MiB (%s, %lld "
+                      "tokens a slot), scratch %.0f MiB; both models %.0f MiB",
                       (double)db->weights / 1048576.0, (double)db->kv_cache / 1048576.0,
                       tensor_type_name(d.draft_ctx->params().kv_type),
+                      (long long)d.draft_ctx->params().n_ctx,
                       (double)db->scratch / 1048576.0,
                       (double)(db->total() + (bill ? bill->total() : 0)) / 1048576.0);
     }
     if (d.cfg.spec.on()) {
         const SpecConfig& sc = d.cfg.spec;
-        d.log("speculative decoding: %s%s%s, up to %d drafts per step (at least %d), %s",
-              sc.ngram ? "prompt lookup" : "", sc.ngram && sc.draft ? " then " : "",
-              sc.draft ? ("draft model " + std::filesystem::path(sc.draft_model).filename().string() +
-                          " (p_min " + std::to_string(sc.p_min).substr(0, 4) + ")")
-                             .c_str()
-                       : "",
-              sc.n_max, sc.n_min,
+        std::string what;
+        if (sc.ngram)
+            what = "prompt lookup of " + std::to_string(sc.ngram_max) + ".." +
+                   std::to_string(sc.ngram_min) + " tokens (up to " +
+                   std::to_string(sc.ngram_n_max) + " per step)";
+        if (sc.draft) {
+            char pm[16];
+            std::snprintf(pm, sizeof pm, "%.2f", sc.p_min);
+            what += (what.empty() ? "" : " then ") + std::string("draft model ") +
+                    std::filesystem::path(sc.draft_model).filename().string() + " (p_min " + pm +
+                    ", up to " + std::to_string(sc.draft_n_max) + " per step)";
+        }
+        d.log("speculative decoding: %s, at least %d drafts, %s", what.c_str(), sc.n_min,
               sc.adaptive ? "draft length chosen per slot from the measured accept rate and costs"
                           : "always the most (--spec-fixed)");
     }
@@ -430,20 +437,22 @@ std::string Server::Impl::load_speculation() {
     }
     for (auto& s : slots) {
         std::vector<Drafter*> chain;
-        auto add = [&](Drafter* d) {
+        auto add = [&](Drafter* d, int n_max) {
             if (!sc.adaptive) return chain.push_back(d);
-            s->adaptive.push_back(std::make_unique<AdaptiveDrafter>(*d, sc.n_max, sc.n_min));
+            s->adaptive.push_back(std::make_unique<AdaptiveDrafter>(*d, n_max, sc.n_min));
             chain.push_back(s->adaptive.back().get());
         };
         if (sc.ngram) {
-            s->ngram_drafter = std::make_unique<NgramDrafter>(sc.ngram_min, sc.ngram_max);
-            add(s->ngram_drafter.get());
+            s->ngram_drafter =
+                std::make_unique<NgramDrafter>(sc.ngram_min, sc.ngram_max, sc.ngram_n_max);
+            add(s->ngram_drafter.get(), sc.ngram_n_max);
         }
         if (sc.draft) {
             s->model_drafter = std::make_unique<ModelDrafter>(*draft_model, *draft_ctx, s->id,
                                                               sc.p_min, model->hparams().n_vocab,
                                                               draft_batcher.get());
-            add(s->model_drafter.get());
+            s->model_drafter->set_max_draft(sc.draft_n_max);
+            add(s->model_drafter.get(), sc.draft_n_max);
         }
         if (chain.size() > 1) {
             s->chain = std::make_unique<ChainDrafter>(chain);
@@ -728,9 +737,13 @@ std::optional<ApiError> Server::Impl::prepare(Api api, GenRequest& g, Prepared* 
     if (g.spec_n_max > 0 && !cfg.spec.on())
         return bad_request("speculative.n_max: speculative decoding is off on this server (start "
                            "it with -md DRAFT_MODEL or --spec-type ngram)");
+    if (g.spec_n_min > 0 && !cfg.spec.on())
+        return bad_request("speculative.n_min: speculative decoding is off on this server (start "
+                           "it with -md DRAFT_MODEL or --spec-type ngram)");
     if (g.spec_n_max > cfg.spec.n_max)
         return bad_request("speculative.n_max " + std::to_string(g.spec_n_max) +
-                           " is above the server's --draft-max " + std::to_string(cfg.spec.n_max));
+                           " is above the most this server drafts per step (" +
+                           std::to_string(cfg.spec.n_max) + ", --draft-max)");
     if (g.spec_p_min >= 0 && !cfg.spec.draft)
         return bad_request("speculative.p_min: this server has no draft model (-md)");
     return std::nullopt;

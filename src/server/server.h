@@ -19,6 +19,7 @@
 #include "edgellm/grammar.h"
 #include "edgellm/model.h"
 #include "edgellm/session.h"
+#include "edgellm/speculative.h"
 #include "server/http.h"
 
 namespace edgellm::server {
@@ -29,10 +30,14 @@ struct SpecConfig {
     std::string draft_model;  // -md: a small model with the same vocabulary
     bool draft = false;       // the draft model drafts
     bool ngram = false;       // prompt lookup drafts (before the draft model, when both)
-    int n_max = 3;            // most drafts per step (--draft-max)
+    int draft_n_max = 3;      // most draft-model tokens per step (--draft-max)
+    int ngram_n_max = 16;     // most lookup tokens per step (--spec-ngram-simple-size-m,
+                              // else --draft-max)
+    int n_max = 16;           // the larger of those in use: most drafts a step checks
     int n_min = 0;            // fewer drafted: the step goes alone (--draft-min)
     float p_min = 0.0f;       // the draft model drafts while its top probability >= this
-    int ngram_min = 2, ngram_max = 4;  // lookup lengths tried, longest first
+    int ngram_min = NgramDrafter::kMinLookup, ngram_max = NgramDrafter::kMaxLookup;  // lookup
+                                                          // lengths tried, longest first
     int64_t n_ctx = 0;        // the draft's context (-cd); 0: the model's
     int n_threads = 0;        // -td; 0: -t
     TensorType kv_type = TensorType::F16;  // -ctkd / -ctvd

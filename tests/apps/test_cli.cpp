@@ -6,6 +6,7 @@
 #include "cli_runner.h"
 #include "test_paths.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -311,4 +312,30 @@ TEST(Cli, SynthThenBenchReportsJsonRows) {
     r = run("synth --arch gpt9 --shape tiny -o " + model.string());
     EXPECT_EQ(r.code, 2);
     fs::remove(model);
+}
+
+// bench --draft / --spec-type: a row per prompt class with plain and speculative speed, the
+// accept rate and whether the text was the same; flags it does not use exit 2.
+TEST(Cli, BenchSpeculationReportsEachPromptClass) {
+    const fs::path model = kGolden / "tiny-qwen2-q8_0.gguf", draft = kGolden / "tiny-qwen2-q2_k.gguf";
+    if (!fs::exists(model) || !fs::exists(draft)) GTEST_SKIP() << "no golden models at " << kGolden;
+    const std::string m = "bench -m " + model.string() + " -t 1 -n 16 -r 1 ";
+    Outcome r = run(m + "--draft " + draft.string() + " --spec-type ngram --draft-max 4 --spec-fixed");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.out.find("at most 4 (draft model), 4 (ngram)"), std::string::npos) << r.out;
+    for (const char* cls : {"| chat (zh) |", "| chat (en) |", "| code edit |", "| json |", "| quote |"}) {
+        const size_t at = r.out.find(cls);
+        ASSERT_NE(at, std::string::npos) << cls << "\n" << r.out;
+        const std::string row = r.out.substr(at, r.out.find('\n', at) - at);
+        // plain, then the draft model and ngram: speed, speed-up, accept rate, same text
+        EXPECT_EQ(std::count(row.begin(), row.end(), '|'), 12) << row;
+        EXPECT_EQ(row.find("NO"), std::string::npos) << "speculation changed the text: " << row;
+        EXPECT_NE(row.find("yes"), std::string::npos) << row;
+    }
+    r = run(m + "--spec-type ngram -p 64");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("-p"), std::string::npos) << r.err;
+    r = run(m + "--spec-type draft");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("--draft MODEL"), std::string::npos) << r.err;
 }

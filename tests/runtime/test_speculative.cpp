@@ -119,6 +119,12 @@ TEST(Speculative, GreedyOutputIsTheSameWithADraftModel) {
         EXPECT_EQ(spec.cached_tokens(), held);
         EXPECT_EQ(ctx->n_past(0), (int64_t)held.size());
     }
+    // A cap of its own (--draft-max) holds whatever the step allows.
+    std::vector<int32_t> out;
+    drafter.set_max_draft(2);
+    ASSERT_TRUE(drafter.draft(kPrompt, 8, nullptr, nullptr, &out).ok());
+    EXPECT_LE(out.size(), 2u);
+    EXPECT_FALSE(out.empty()) << "p_min 0: it drafts as many as it may";
 }
 
 // After rejected drafts were rolled back, the cache's K/V are those of the reply: the next
@@ -262,6 +268,11 @@ TEST(Speculative, PromptLookupDraftsFromTheHistory) {
     const std::vector<int32_t> h = {1, 2, 3, 9, 9, 1, 2, 3, 7, 8, 5, 1, 2, 3};
     ASSERT_TRUE(ngram.draft(h, 3, nullptr, nullptr, &out).ok());
     EXPECT_EQ(out, (std::vector<int32_t>{7, 8, 5}));
+    // Its own cap per step (--spec-ngram-simple-size-m) holds whatever the step allows.
+    out.clear();
+    NgramDrafter capped(3, 5, 2);
+    ASSERT_TRUE(capped.draft(h, 8, nullptr, nullptr, &out).ok());
+    EXPECT_EQ(out, (std::vector<int32_t>{7, 8}));
     out.clear();
     const std::vector<int32_t> none = {1, 2, 3, 4, 5};
     ASSERT_TRUE(ngram.draft(none, 3, nullptr, nullptr, &out).ok());

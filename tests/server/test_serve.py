@@ -1802,7 +1802,11 @@ class SamplingAndProbabilities(GemmaServer):
         for kw, needle in [({"dry_multiplier": 0.5}, "dry_multiplier"), ({"samplers": ["bogus"]}, "bogus"),
                            ({"samplers": ["top_k", "dry"]}, "dry"), ({"min_keep": 5}, "min_keep"),
                            ({"post_sampling_probs": True}, "post_sampling_probs"), ({"mirostat": 3}, "mirostat"),
-                           ({"typical_p": 2}, "typical_p")]:
+                           ({"typical_p": 2}, "typical_p"),
+                           # this server does not speculate: asking it to is refused, named
+                           ({"speculative.n_max": 4}, "speculative.n_max"),
+                           ({"speculative.n_min": 2}, "speculative.n_min"),
+                           ({"speculative.p_min": 0.5}, "speculative.p_min")]:
             for path, body in [("/v1/chat/completions", chat_body("x", max_tokens=2, **kw)),
                                ("/completion", {"prompt": "x", "n_predict": 2, **kw})]:
                 with self.subTest(path=path, **kw):
@@ -2057,7 +2061,8 @@ def seed000_flags(model, port, draft=None):
 
 class SpeculativeDecoding(unittest.TestCase):
     """The 1.5B with the 0.5B drafting, two slots, --spec-fixed (every step drafts, so the
-    checks below always exercise drafts), and prompt lookup before the draft model."""
+    checks below always exercise drafts), prompt lookup before the draft model, and the
+    draft model's own context and KV type."""
 
     EDIT = ("Rename the variable `total` to `acc` in this function and return the whole "
             "function, nothing else:\n```python\ndef summarize(orders):\n    total = 0\n"
@@ -2068,7 +2073,9 @@ class SpeculativeDecoding(unittest.TestCase):
         model, draft = need_model(QWEN), need_model(QWEN_SMALL)
         cls.srv = start_server(cls, ["-m", model, "-md", draft, "--spec-type", "ngram,draft",
                                      "--port", "0", "-np", "2", "-c", "2048", "--draft-max", "4",
-                                     "--spec-fixed", "--metrics"])
+                                     "--spec-ngram-simple-size-m", "6", "-cd", "1024",
+                                     "-ctkd", "q8_0", "-ctvd", "q8_0", "--spec-fixed",
+                                     "--metrics"])
         cls.port = cls.srv.port
 
     def chat(self, content, **extra):
@@ -2078,6 +2085,21 @@ class SpeculativeDecoding(unittest.TestCase):
         r = request(self.port, "POST", "/v1/chat/completions", body)
         self.assertEqual(r.status, 200, r)
         return r.json()
+
+    def test_the_draft_flags_took_effect(self):
+        log = self.srv.log_text()
+        # -cd 1024 over two slots, -ctkd q8_0; lookup up to 6 a step, the draft model up to 4
+        self.assertRegex(log, r"memory of the draft model: .*\(q8_0, 512 tokens a slot\)")
+        self.assertIn("prompt lookup of 5..3 tokens (up to 6 per step)", log)
+        self.assertRegex(log, r"then draft model \S+ \(p_min 0.00, up to 4 per step\)")
+        self.assertIn("always the most (--spec-fixed)", log)
+        # a request may ask for up to the most a step carries (6), not more
+        j = self.chat("Count to five.", **{"speculative.n_max": 6})
+        self.assertIn(j["choices"][0]["finish_reason"], ("stop", "length"))
+        r = request(self.port, "POST", "/v1/chat/completions",
+                    {"messages": [{"role": "user", "content": "hi"}], "speculative.n_max": 7})
+        self.assertEqual(r.status, 400, r)
+        self.assertIn("speculative.n_max", r.json()["error"]["message"])
 
     def test_greedy_output_is_the_same_as_without_drafts(self):
         spec = self.chat(self.EDIT)
@@ -2093,6 +2115,9 @@ class SpeculativeDecoding(unittest.TestCase):
         kept = float(re.search(r"^edgellm_draft_tokens_accepted_total (\S+)", m, re.M).group(1))
         self.assertGreaterEqual(drafted, t["draft_n"])
         self.assertGreaterEqual(kept, t["draft_n_accepted"])
+        # the request's log line has the drafted and kept counts and the accept rate
+        self.srv.wait_log(r"draft %d, accepted %d, accept rate \d\.\d\d" %
+                          (t["draft_n"], t["draft_n_accepted"]), timeout=5)
 
     def test_two_slots_speculate_at_once(self):
         prompts = [self.EDIT, "List the first ten prime numbers, comma-separated."]
