@@ -159,8 +159,9 @@ class SpecController {
     double tokens_per_ms(int k) const;
     int n_max_, n_min_;
     std::vector<double> step_ms_;  // EMA per step size (index n; 0: not measured)
-    double draft_ms_ = -1.0;       // per drafted token
-    double draft_time_ = 0.0, draft_tokens_ = 0.0;  // decayed sums behind draft_ms_
+    double draft_ms_ = -1.0;       // per drafted token (EMA)
+    double empty_ms_ = -1.0;       // an attempt that drafted nothing (EMA)
+    double empty_share_ = 0.0;     // how often attempts draft nothing (EMA)
     double trials_ = 0.0, hits_ = 0.0;  // decayed: positions tried, drafts kept
     int64_t drafted_ = 0, accepted_ = 0;
     int n_observed_ = 0;  // steps whose drafts were checked

@@ -257,7 +257,7 @@ double SpecController::tokens_per_ms(int k) const {
     if (k == 0) return 1.0 / t;
     const double a = std::clamp(accept_rate(), 0.0, 0.999);
     const double expected = (1.0 - std::pow(a, k + 1)) / (1.0 - a);
-    return expected / (k * std::max(0.0, draft_ms_) + t);
+    return expected / (k * std::max(0.0, draft_ms_) + empty_share_ * std::max(0.0, empty_ms_) + t);
 }
 
 bool SpecController::could_pay() const {
@@ -325,10 +325,19 @@ int SpecController::choose() {
 }
 
 void SpecController::observe_draft(int n_drafted, double ms) {
-    // Decayed sums: a draft that produced nothing still cost its time.
-    draft_time_ = draft_time_ * 0.9 + std::max(0.0, ms);
-    draft_tokens_ = draft_tokens_ * 0.9 + std::max(0, n_drafted);
-    if (draft_tokens_ > 0) draft_ms_ = draft_time_ / draft_tokens_;
+    // Drafts that came out: their cost per token. Attempts that drafted nothing (no match,
+    // a first token below p_min): a cost per step of their own, weighted by how often they
+    // happen — folding them into the per-token cost would make it grow without bound while
+    // a drafter keeps finding nothing.
+    ms = std::max(0.0, ms);
+    empty_share_ = 0.9 * empty_share_ + (n_drafted > 0 ? 0.0 : 0.1);
+    if (n_drafted > 0) {
+        const double per = ms / n_drafted;
+        draft_ms_ = draft_ms_ < 0 ? per : 0.8 * draft_ms_ + 0.2 * per;
+    } else {
+        empty_ms_ = empty_ms_ < 0 ? ms : 0.8 * empty_ms_ + 0.2 * ms;
+        if (draft_ms_ < 0) draft_ms_ = ms;  // (a cost to go on until drafts come out)
+    }
 }
 
 bool SpecController::costly() const {

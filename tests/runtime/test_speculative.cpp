@@ -459,6 +459,40 @@ TEST(SpecController, TurnsOffWhenDraftsDoNotPayAndProbesLater) {
     EXPECT_LT(c.expected_gain(2), 1.0);
 }
 
+// Lookup that finds something to draft only now and then (and then drafts well) stays a
+// free drafter: its many attempts that draft nothing must not make its drafts look costly
+// (then it would stop drafting for the rest of the request).
+TEST(SpecController, AttemptsThatDraftNothingDoNotMakeAFreeDrafterCostly) {
+    SpecController c(4, 0);
+    c.choose();
+    for (int i = 0; i < 5; ++i) {
+        c.observe_draft(4, 0.02);
+        c.observe_step(5, 25.0);
+        c.observe_accept(4, 2);
+    }
+    c.observe_step(1, 20.0);
+    int asked = 0, steps_with_drafts = 0;
+    for (int i = 0; i < 600; ++i) {
+        const int k = c.choose();
+        if (k == 0) {
+            c.observe_step(1, 20.0);
+            continue;
+        }
+        ++asked;
+        if (i % 30 == 0) {  // a match: half the drafts kept
+            ++steps_with_drafts;
+            c.observe_draft(k, 0.02);
+            c.observe_step(k + 1, 25.0);
+            c.observe_accept(k, k / 2);
+        } else {  // no match: a lookup over a long history, nothing drafted
+            c.observe_draft(0, 0.3);
+            c.observe_step(1, 20.0);
+        }
+    }
+    EXPECT_GT(asked, 500) << "it stopped asking as if every lookup cost a step";
+    EXPECT_GE(steps_with_drafts, 15);
+}
+
 TEST(SpecController, ACostlyDrafterThatIsOffProbesOnlyAtARequestsStart) {
     // A draft model: a draft token costs half a step, and none is kept.
     SpecController c(4, 0);
