@@ -203,6 +203,13 @@ int cmd_serve(const std::vector<std::string>& args) {
     p.flag({"--slots"}, "serve GET /slots (the default)");
     p.flag({"--no-slots"}, "do not serve GET /slots");
     p.option({"--slot-save-path"}, "DIR", "directory for POST /slots/N?action=save|restore");
+    p.option({"--prompt-cache"}, "DIR",
+             "keep the KV of each conversation's prefix in DIR, so it survives a restart; the "
+             "newest go back into the slots at start-up");
+    p.option({"--prompt-cache-max-mib"}, "N", "disk budget of --prompt-cache (default 1024)");
+    p.option({"-cram", "--cache-ram"}, "N",
+             "MiB of earlier prompts' KV kept in RAM to restore into a slot (default 64; "
+             "-1: no limit, 0: off)");
     p.option({"--chat-template"}, "NAME|JINJA",
              "chat template: chatml, llama3, gemma, or Jinja source (default: the model's)");
     p.option({"--chat-template-file"}, "FILE", "chat template from a Jinja file");
@@ -248,7 +255,9 @@ int cmd_serve(const std::vector<std::string>& args) {
         !p.get_int("--timeout", 1, 86400, &timeout, &err) ||
         !p.get_int("--threads-http", 1, 4096, &conns, &err) ||
         !p.get_int("--max-queue", 0, 1 << 16, &max_queue, &err) ||
-        !p.get_int("-ngl", -1, 1 << 20, &ngl, &err) || !p.get_int("--keep", -1, 1 << 30, &keep, &err))
+        !p.get_int("-ngl", -1, 1 << 20, &ngl, &err) || !p.get_int("--keep", -1, 1 << 30, &keep, &err) ||
+        !p.get_int("--cache-ram", -1, 1 << 30, &cfg.cache_ram_mib, &err) ||
+        !p.get_int("--prompt-cache-max-mib", 1, 1 << 30, &cfg.prompt_cache_max_mib, &err))
         return fail("serve", err, 2);
     cfg.http.port = (int)port;
     cfg.http.read_timeout_ms = (int)timeout * 1000;
@@ -277,6 +286,9 @@ int cmd_serve(const std::vector<std::string>& args) {
     cfg.metrics = p.has("--metrics");
     cfg.slots_endpoint = !p.has("--no-slots");
     cfg.slot_save_path = p.get_or("--slot-save-path", "");
+    cfg.prompt_cache_dir = p.get_or("--prompt-cache", "");
+    if (p.has("--prompt-cache-max-mib") && cfg.prompt_cache_dir.empty())
+        return fail("serve", "--prompt-cache-max-mib needs --prompt-cache DIR", 2);
     cfg.webui = !p.has("--no-webui");
     cfg.log = !p.has("--log-disable");
     cfg.chat_template_kwargs = p.get_or("--chat-template-kwargs", "");

@@ -82,6 +82,9 @@ class Model {
 
     // Read every page of the weights once, so the first request does not wait on the disk.
     void warm_up() const;
+    // A short hex digest of the file's identity (its size, metadata and tensor index, and
+    // samples of the weights): a saved KV cache is only reused under the same one.
+    const std::string& fingerprint() const;
     // Pin the weights in RAM (mlock) so they are never paged out; fails with the reason
     // (e.g. RLIMIT_MEMLOCK too low).
     Result<std::monostate> lock_memory() const;
@@ -93,6 +96,7 @@ class Model {
     Model() = default;
     std::unique_ptr<GgufFile> file_;
     HParams hp_;
+    std::string fingerprint_;
     std::unique_ptr<Impl> impl_;
 };
 
@@ -134,6 +138,7 @@ class Context {
     ~Context();
 
     const ContextParams& params() const { return params_; }
+    const Model& model() const;
     // One line on thread placement: the CPUs pinned to and whether the OS applied it.
     std::string affinity_report() const;
     int64_t n_past(int seq = 0) const;  // positions held in sequence seq's KV cache
@@ -172,13 +177,12 @@ class Context {
     void set_abort_flag(const std::atomic<bool>* flag);
     static constexpr const char* kAborted = "evaluation aborted";
 
-    // Save sequence seq's KV cache with the tokens it holds (tokens.size() == n_past(seq))
-    // to `path`, atomically (a temporary file renamed into place). Returns bytes written.
-    Result<size_t> save_sequence(int seq, const std::string& path,
-                                 std::span<const int32_t> tokens) const;
-    // Load what save_sequence wrote (same model, context size and KV type) into sequence
-    // seq; returns its tokens. On failure the sequence is left empty.
-    Result<std::vector<int32_t>> load_sequence(int seq, const std::string& path);
+    // Sequence seq's KV cache (the positions it holds) as bytes that restore() accepts into a
+    // context of the same model, context size and KV types.
+    std::vector<uint8_t> snapshot(int seq = 0) const;
+    // Replace sequence seq's cache with a snapshot. Returns the positions restored, or why
+    // not (another layout, a damaged blob; the sequence is then left empty).
+    Result<int64_t> restore(std::span<const uint8_t> blob, int seq = 0);
 
     // Called after each step with (name, layer, data, n_tokens x width) for debugging.
     using TraceFn = std::function<void(const char* name, int layer, const float* data,

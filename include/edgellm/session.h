@@ -99,10 +99,11 @@ class KvSequence {
     int64_t keep_prefix(std::span<const int32_t> tokens, int64_t max_keep);
     void clear() { rollback(0); }
 
-    // Save the tokens and their KV cache to a file (atomically); bytes written.
-    Result<size_t> save(const std::string& path) const;
-    // Load what save() wrote; returns the positions restored. On failure it is empty.
-    Result<int64_t> restore(const std::string& path);
+    // Replace what the sequence holds with `tokens` and their K/V (Context::snapshot bytes
+    // of the same layout; edgellm/prompt_cache.h keeps and files them). Returns the
+    // positions restored; on failure (another layout, damaged bytes, tokens and cache that
+    // disagree, an id outside the vocabulary) the sequence is left empty.
+    Result<int64_t> restore(std::span<const int32_t> tokens, std::span<const uint8_t> kv);
 
   private:
     void sync();  // the tokens cut to what the cache holds (after a failed eval)
@@ -202,8 +203,6 @@ class Session {
     int64_t n_cached() const { return cache_.size(); }
     void clear() { cache_.clear(); }
     int seq() const { return cache_.seq(); }
-    Result<size_t> save(const std::string& path) const { return cache_.save(path); }
-    Result<int64_t> restore(const std::string& path) { return cache_.restore(path); }
 
   private:
     const Model& model_;

@@ -157,6 +157,7 @@ KvLayout kv_layout(const Model& m, const ContextParams& p) {
     l.n_layer = h.n_layer;
     l.n_ctx = p.n_ctx;
     l.n_embd_kv = h.n_embd_kv();
+    l.n_head_kv = h.n_head_kv;
     l.type = p.kv_type;
     if (h.n_swa > 0 && !p.swa_full) {
         for (int64_t il = 0; il < h.n_layer; ++il) l.ring.push_back(h.is_swa(il));
@@ -253,74 +254,21 @@ void Context::set_abort_flag(const std::atomic<bool>* flag) {
     impl_->abort = flag;
 }
 
-namespace {
+const Model& Context::model() const { return *impl_->model; }
 
-// What a saved sequence starts with: the model it belongs to and its tokens.
-struct SeqHeader {
-    char magic[8];
-    uint64_t weight_bytes;
-    int64_t n_vocab, n_tokens;
-};
-constexpr char kSeqMagic[8] = {'E', 'D', 'G', 'S', 'E', 'Q', '0', '1'};
-
-}  // namespace
-
-Result<size_t> Context::save_sequence(int seq, const std::string& path,
-                                      std::span<const int32_t> tokens) const {
-    using R = Result<size_t>;
-    if (seq < 0 || seq >= n_seq()) return R::fail("sequence " + std::to_string(seq) + " does not exist");
-    const KvCache& kv = *impl_->kv[(size_t)seq];
-    if ((int64_t)tokens.size() != kv.n_used())
-        return R::fail("the tokens do not match the cache (" + std::to_string(tokens.size()) +
-                       " vs " + std::to_string(kv.n_used()) + ")");
-    const std::string tmp = path + ".tmp";
-    std::FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f) return R::fail("cannot write " + tmp + ": " + std::strerror(errno));
-    SeqHeader h;
-    std::memcpy(h.magic, kSeqMagic, sizeof h.magic);
-    h.weight_bytes = impl_->model->weight_bytes();
-    h.n_vocab = impl_->model->hparams().n_vocab;
-    h.n_tokens = (int64_t)tokens.size();
-    bool ok = std::fwrite(&h, sizeof h, 1, f) == 1 &&
-              std::fwrite(tokens.data(), sizeof(int32_t), tokens.size(), f) == tokens.size() &&
-              kv.write(f) && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
-    const long size = std::ftell(f);
-    ok = std::fclose(f) == 0 && ok;
-    if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
-        const std::string why = std::strerror(errno);
-        std::remove(tmp.c_str());
-        return R::fail("cannot write " + path + ": " + why);
-    }
-    return (size_t)size;
+std::vector<uint8_t> Context::snapshot(int seq) const {
+    std::vector<uint8_t> out;
+    if (seq >= 0 && seq < n_seq()) impl_->kv[(size_t)seq]->snapshot(&out);
+    return out;
 }
 
-Result<std::vector<int32_t>> Context::load_sequence(int seq, const std::string& path) {
-    using R = Result<std::vector<int32_t>>;
+Result<int64_t> Context::restore(std::span<const uint8_t> blob, int seq) {
+    using R = Result<int64_t>;
     if (seq < 0 || seq >= n_seq()) return R::fail("sequence " + std::to_string(seq) + " does not exist");
     KvCache& kv = *impl_->kv[(size_t)seq];
-    kv.truncate(0);
-    std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), std::fclose);
-    if (!f) return R::fail("cannot read " + path + ": " + std::strerror(errno));
-    SeqHeader h;
-    if (std::fread(&h, sizeof h, 1, f.get()) != 1 || std::memcmp(h.magic, kSeqMagic, 8) != 0)
-        return R::fail(path + " is not a saved sequence");
-    if (h.weight_bytes != impl_->model->weight_bytes() || h.n_vocab != impl_->model->hparams().n_vocab)
-        return R::fail(path + " was saved with a different model");
-    if (h.n_tokens < 0 || h.n_tokens > params_.n_ctx)
-        return R::fail(path + " holds " + std::to_string(h.n_tokens) +
-                       " positions, more than the context of " + std::to_string(params_.n_ctx));
-    std::vector<int32_t> tokens((size_t)h.n_tokens);
-    if (std::fread(tokens.data(), sizeof(int32_t), tokens.size(), f.get()) != tokens.size())
-        return R::fail(path + " is too short");
-    for (int32_t t : tokens)
-        if (t < 0 || t >= h.n_vocab) return R::fail(path + " is damaged (a token id out of range)");
-    const std::string err = kv.read(f.get());
-    if (!err.empty()) return R::fail(path + ": " + err);
-    if (kv.n_used() != h.n_tokens) {
-        kv.truncate(0);
-        return R::fail(path + " is damaged (its cache and tokens disagree)");
-    }
-    return tokens;
+    const std::string err = kv.restore(blob);
+    if (!err.empty()) return R::fail(err);
+    return kv.n_used();
 }
 
 void Context::set_trace(TraceFn fn) {

@@ -61,57 +61,78 @@ int64_t KvCache::truncate(int64_t n_keep) {
 
 namespace {
 
-// The header of a saved cache: the layout it fits.
+// The header of a snapshot: the layout it fits and the positions it holds.
 struct KvHeader {
     char magic[8];
-    int64_t n_layer, n_ctx, n_embd_kv, type, ring_cells, window, n_used;
+    int64_t n_layer, n_ctx, n_embd_kv, n_head_kv, type, ring_cells, window, n_used;
 };
-constexpr char kKvMagic[8] = {'E', 'D', 'G', 'K', 'V', '0', '0', '1'};
+constexpr char kKvMagic[8] = {'E', 'D', 'G', 'K', 'V', '0', '0', '2'};
+
+void put_bytes(std::vector<uint8_t>* out, const void* p, size_t n) {
+    const auto* b = static_cast<const uint8_t*>(p);
+    out->insert(out->end(), b, b + n);
+}
 
 }  // namespace
 
-bool KvCache::write(std::FILE* f) const {
+// Per layer, K then V; each head's used cells (global layers: cells [0, n_used), which
+// are contiguous within a head; rings: every cell), so a snapshot of a short prefix is
+// small whatever the context size.
+void KvCache::snapshot(std::vector<uint8_t>* out) const {
     KvHeader h;
     std::memcpy(h.magic, kKvMagic, sizeof h.magic);
     h.n_layer = l_.n_layer;
     h.n_ctx = l_.n_ctx;
     h.n_embd_kv = l_.n_embd_kv;
+    h.n_head_kv = l_.n_head_kv;
     h.type = (int64_t)l_.type;
     h.ring_cells = l_.ring_cells;
     h.window = l_.window;
     h.n_used = n_used_;
-    bool ok = std::fwrite(&h, sizeof h, 1, f) == 1;
-    if (!ring_pos_.empty())
-        ok = ok && std::fwrite(ring_pos_.data(), sizeof(int32_t), ring_pos_.size(), f) ==
-                       ring_pos_.size();
-    // Every layer's K and V blocks whole: they are head-major ([head][cell]), so the used
-    // cells are not one contiguous range, and a block is at most a few MiB.
-    for (int64_t l = 0; l < l_.n_layer && ok; ++l) {
-        const size_t block = 2 * row_bytes_ * (size_t)n_cells(l);
-        ok = std::fwrite(data_.get() + offset_[(size_t)l], 1, block, f) == block;
+    size_t total = sizeof h + ring_pos_.size() * sizeof(int32_t);
+    const size_t head_bytes = row_bytes_ / (size_t)l_.n_head_kv;
+    for (int64_t l = 0; l < l_.n_layer; ++l)
+        total += 2 * row_bytes_ * (size_t)(is_ring(l) ? n_cells(l) : n_used_);
+    out->reserve(out->size() + total);
+    put_bytes(out, &h, sizeof h);
+    if (!ring_pos_.empty()) put_bytes(out, ring_pos_.data(), ring_pos_.size() * sizeof(int32_t));
+    for (int64_t l = 0; l < l_.n_layer; ++l) {
+        const size_t cells = (size_t)n_cells(l), used = is_ring(l) ? cells : (size_t)n_used_;
+        for (const uint8_t* block : {data_.get() + offset_[(size_t)l],
+                                     data_.get() + offset_[(size_t)l] + row_bytes_ * cells})
+            for (int64_t hh = 0; hh < l_.n_head_kv; ++hh)
+                put_bytes(out, block + (size_t)hh * cells * head_bytes, used * head_bytes);
     }
-    return ok;
 }
 
-std::string KvCache::read(std::FILE* f) {
+std::string KvCache::restore(std::span<const uint8_t> blob) {
     KvHeader h;
     truncate(0);
-    if (std::fread(&h, sizeof h, 1, f) != 1) return "the file is too short";
-    if (std::memcmp(h.magic, kKvMagic, sizeof h.magic) != 0) return "not a saved KV cache";
-    if (h.n_layer != l_.n_layer || h.n_embd_kv != l_.n_embd_kv || h.type != (int64_t)l_.type ||
-        h.ring_cells != l_.ring_cells || h.window != l_.window || h.n_ctx != l_.n_ctx)
+    if (blob.size() < sizeof h) return "it is too short";
+    std::memcpy(&h, blob.data(), sizeof h);
+    if (std::memcmp(h.magic, kKvMagic, sizeof h.magic) != 0) return "it is not a saved KV cache";
+    if (h.n_layer != l_.n_layer || h.n_embd_kv != l_.n_embd_kv || h.n_head_kv != l_.n_head_kv ||
+        h.type != (int64_t)l_.type || h.ring_cells != l_.ring_cells || h.window != l_.window ||
+        h.n_ctx != l_.n_ctx)
         return "it was saved with a different model, context size or KV cache type";
     if (h.n_used < 0 || h.n_used > l_.n_ctx) return "it is damaged (position count)";
+    const size_t head_bytes = row_bytes_ / (size_t)l_.n_head_kv;
+    size_t need = sizeof h + ring_pos_.size() * sizeof(int32_t);
+    for (int64_t l = 0; l < l_.n_layer; ++l)
+        need += 2 * row_bytes_ * (size_t)(is_ring(l) ? n_cells(l) : h.n_used);
+    if (blob.size() != need) return blob.size() < need ? "it is too short" : "it is damaged (size)";
+    const uint8_t* at = blob.data() + sizeof h;
     std::vector<int32_t> ring(ring_pos_.size());
-    if (!ring.empty() && std::fread(ring.data(), sizeof(int32_t), ring.size(), f) != ring.size())
-        return "the file is too short";
+    if (!ring.empty()) std::memcpy(ring.data(), at, ring.size() * sizeof(int32_t));
+    at += ring.size() * sizeof(int32_t);
     for (int64_t l = 0; l < l_.n_layer; ++l) {
-        const size_t block = row_bytes_ * (size_t)n_cells(l);
-        uint8_t* base = data_.get() + offset_[(size_t)l];
-        if (std::fread(base, 1, 2 * block, f) != 2 * block) {
-            truncate(0);
-            return "the file is too short";
-        }
+        const size_t cells = (size_t)n_cells(l), used = is_ring(l) ? cells : (size_t)h.n_used;
+        for (uint8_t* block : {data_.get() + offset_[(size_t)l],
+                               data_.get() + offset_[(size_t)l] + row_bytes_ * cells})
+            for (int64_t hh = 0; hh < l_.n_head_kv; ++hh) {
+                std::memcpy(block + (size_t)hh * cells * head_bytes, at, used * head_bytes);
+                at += used * head_bytes;
+            }
     }
     n_used_ = h.n_used;
     for (int64_t i = 0; i < n_used_; ++i) cell_pos_[(size_t)i] = (int32_t)i;

@@ -12,8 +12,8 @@
 #pragma once
 
 #include <cstdint>
-#include <cstdio>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,6 +25,7 @@ struct KvLayout {
     int64_t n_layer = 0;
     int64_t n_ctx = 0;
     int64_t n_embd_kv = 0;
+    int64_t n_head_kv = 1;   // heads in a row (the cache is head-major within a layer)
     TensorType type = TensorType::F16;
     std::vector<bool> ring;  // per layer: a ring of ring_cells cells (empty: none)
     int64_t ring_cells = 0;
@@ -73,12 +74,12 @@ class KvCache {
     // 0 when a ring no longer holds the window before n_keep (then everything goes).
     int64_t truncate(int64_t n_keep);
 
-    // The used positions' K/V (for a ring: the whole ring and its positions), in a form
-    // read() accepts only into a cache of the same layout. Returns false on a write error.
-    bool write(std::FILE* f) const;
-    // Replace the contents with what write() wrote; "" on success, else why not (a
-    // different layout, a short or damaged stream). On failure the cache is left empty.
-    std::string read(std::FILE* f);
+    // The used positions' K/V (for a ring: the whole ring and its positions), appended to
+    // out in a form restore() accepts only into a cache of the same layout.
+    void snapshot(std::vector<uint8_t>* out) const;
+    // Replace the contents with what snapshot() wrote; "" on success, else why not (a
+    // different layout, a short or damaged blob). On failure the cache is left empty.
+    std::string restore(std::span<const uint8_t> blob);
 
   private:
     KvLayout l_;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <algorithm>
 #include <map>
@@ -11,6 +12,7 @@
 
 #include "compute/matmul.h"
 #include "kernels/kernels.h"
+#include "model/digest.h"
 #include "model/model_impl.h"
 
 namespace edgellm {
@@ -133,6 +135,29 @@ Model::Impl::Buffer::~Buffer() {
 
 Model::~Model() = default;
 
+namespace {
+
+// The header (metadata and tensor index) whole, the size, and 4 KiB from 16 places in the
+// weights: two quantizations or fine-tunes of one model differ in at least one of those.
+std::string file_fingerprint(const GgufFile& f) {
+    Digest d;
+    const uint64_t size = f.file_size();
+    d.add(&size, sizeof size);
+    d.add(f.data(), std::min(f.data_offset(), f.file_size()));
+    if (f.file_size() > f.data_offset()) {
+        const size_t span = f.file_size() - f.data_offset(), piece = std::min<size_t>(4096, span);
+        for (int i = 0; i < 16; ++i)
+            d.add(f.data() + f.data_offset() + (span - piece) / 15 * (size_t)i, piece);
+    }
+    char hex[17];
+    std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)d.value());
+    return hex;
+}
+
+}  // namespace
+
+const std::string& Model::fingerprint() const { return fingerprint_; }
+
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, const LoadOptions& opts) {
     using R = Result<std::unique_ptr<Model>>;
     auto file = GgufFile::open(path);
@@ -142,6 +167,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const LoadOp
 
     std::unique_ptr<Model> m(new Model());
     m->file_ = std::move(*file);
+    m->fingerprint_ = file_fingerprint(*m->file_);
     m->hp_ = *hp;
     m->impl_ = std::make_unique<Impl>();
     const HParams& h = m->hp_;

@@ -256,18 +256,26 @@ int64_t KvSequence::keep_prefix(std::span<const int32_t> tokens, int64_t max_kee
     return rollback(common);
 }
 
-Result<size_t> KvSequence::save(const std::string& path) const {
-    return ctx_.save_sequence(seq_, path, tokens_);
-}
-
-Result<int64_t> KvSequence::restore(const std::string& path) {
+Result<int64_t> KvSequence::restore(std::span<const int32_t> tokens, std::span<const uint8_t> kv) {
+    using R = Result<int64_t>;
     tokens_.clear();
     n_.store(0, std::memory_order_relaxed);
-    auto tokens = ctx_.load_sequence(seq_, path);
-    if (!tokens) return Result<int64_t>::fail(tokens.error());
-    tokens_ = std::move(*tokens);
-    n_.store((int64_t)tokens_.size(), std::memory_order_relaxed);
-    return (int64_t)tokens_.size();
+    const int64_t n_vocab = ctx_.model().hparams().n_vocab;
+    for (int32_t t : tokens)
+        if (t < 0 || t >= n_vocab) {
+            ctx_.truncate(0, seq_);
+            return R::fail("it is damaged (token id " + std::to_string(t) + " is outside the vocabulary)");
+        }
+    auto n = ctx_.restore(kv, seq_);
+    if (!n) return n;
+    if (*n != (int64_t)tokens.size()) {
+        ctx_.truncate(0, seq_);
+        return R::fail("it is damaged (its cache holds " + std::to_string(*n) + " positions for " +
+                       std::to_string(tokens.size()) + " tokens)");
+    }
+    tokens_.assign(tokens.begin(), tokens.end());
+    n_.store(*n, std::memory_order_relaxed);
+    return *n;
 }
 
 Session::Session(const Model& model, const Tokenizer& tok, Context& ctx, int seq)

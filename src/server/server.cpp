@@ -194,6 +194,10 @@ struct Server::Impl {
     std::unique_ptr<Model> draft_model;
     std::unique_ptr<Context> draft_ctx;
     std::unique_ptr<StepBatcher> draft_batcher;
+    // What a saved KV state must have been saved under (model file, KV type, context size,
+    // chat template), and the prompt cache (null: --cache-ram 0 and no --prompt-cache).
+    std::string cache_key;
+    std::unique_ptr<PromptCache> prompt_cache;
 
     Metrics metrics;
 
@@ -226,6 +230,11 @@ struct Server::Impl {
                   ApiError* err);
     // The draft model and each slot's drafter (cfg.spec); "" or why not.
     std::string load_speculation();
+    // The prompt cache, and its newest entries restored into the slots.
+    void open_prompt_cache();
+    // Before a request runs on a slot: keep what the slot holds (when the prompt would cut
+    // it), and restore a cached prefix longer than the slot's own. "" or a note for the log.
+    std::string reuse_prefix(Slot* slot, const std::vector<int32_t>& prompt, bool cache_prompt);
     void log(const char* fmt, ...) const __attribute__((format(printf, 2, 3)));
 };
 
@@ -344,6 +353,8 @@ int Server::run() {
         (void)d.ctx->eval(std::span<const int32_t>(&t, 1), false, 0);
         d.ctx->truncate(0, 0);
     }
+    d.cache_key = kv_cache_key(*d.ctx, d.template_text());
+    d.open_prompt_cache();
     d.model_name = d.cfg.alias;
     if (d.model_name.empty())
         d.model_name = std::filesystem::path(d.cfg.model_path).filename().string();
@@ -462,6 +473,65 @@ std::string Server::Impl::load_speculation() {
         }
     }
     return "";
+}
+
+void Server::Impl::open_prompt_cache() {
+    if (cfg.cache_ram_mib == 0 && cfg.prompt_cache_dir.empty()) return;
+    PromptCacheOptions o;
+    o.key = cache_key;
+    o.ram_bytes = cfg.cache_ram_mib < 0 ? SIZE_MAX : (size_t)cfg.cache_ram_mib << 20;
+    o.dir = cfg.prompt_cache_dir;
+    o.disk_bytes = (size_t)std::max<int64_t>(0, cfg.prompt_cache_max_mib) << 20;
+    prompt_cache = std::make_unique<PromptCache>(o);
+    for (const std::string& w : prompt_cache->open()) log("warning: prompt cache: %s", w.c_str());
+    if (o.dir.empty()) return;
+    const auto st = prompt_cache->stats();
+    log("prompt cache: %zu entries, %.1f MiB of %lld MiB in %s", st.disk_entries,
+        (double)st.disk_bytes / 1048576.0, (long long)cfg.prompt_cache_max_mib, o.dir.c_str());
+    // The newest entries go straight into the slots: the first request after a restart
+    // finds its prefix there.
+    const auto newest = prompt_cache->newest(slots.size());
+    for (size_t i = 0; i < newest.size(); ++i) {
+        const auto t0 = Clock::now();
+        auto r = prompt_cache->restore(newest[i].id, slots[i]->session->cache(), {});
+        if (r)
+            log("prompt cache: slot %zu holds %lld tokens from %s (%.0f ms)", i, (long long)*r,
+                newest[i].file.c_str(), ms_between(t0, Clock::now()));
+        else
+            log("warning: prompt cache: %s", r.error().c_str());
+    }
+    for (const std::string& w : prompt_cache->take_warnings()) (void)w;  // logged above
+}
+
+std::string Server::Impl::reuse_prefix(Slot* slot, const std::vector<int32_t>& prompt,
+                                       bool cache_prompt) {
+    if (!prompt_cache) return "";
+    KvSequence& seq = slot->session->cache();
+    // At least the prompt's last token is evaluated (its logits start the reply).
+    const int64_t limit = (int64_t)prompt.size() - 1;
+    const int64_t have = cache_prompt ? std::min(common_prefix(seq.tokens(), prompt), limit) : 0;
+    // A cached prefix is worth restoring when it saves more than a few tokens' prefill.
+    constexpr int64_t kMinGain = 8;
+    std::optional<PromptCache::Hit> hit;
+    if (cache_prompt) hit = prompt_cache->find(prompt, have + kMinGain);
+    // What the slot holds beyond the part this prompt keeps would be lost: keep it.
+    if (seq.size() - have >= prompt_cache->options().min_tokens) prompt_cache->store(seq, true, false);
+    std::string note;
+    if (hit) {
+        const auto t0 = Clock::now();
+        auto r = prompt_cache->restore(hit->id, seq, std::span(prompt).first((size_t)std::max<int64_t>(1, limit)));
+        if (slot->model_drafter) slot->model_drafter->clear();
+        char buf[256];
+        if (r)
+            std::snprintf(buf, sizeof buf, " | restored %lld cached tokens from %s in %.0f ms",
+                          (long long)*r,
+                          hit->in_ram ? "RAM" : ("disk " + hit->file).c_str(), ms_between(t0, Clock::now()));
+        else
+            std::snprintf(buf, sizeof buf, " | prompt cache: %s", r.error().c_str());
+        note = buf;
+    }
+    for (const std::string& w : prompt_cache->take_warnings()) log("warning: prompt cache: %s", w.c_str());
+    return note;
 }
 
 // ---- dispatch -----------------------------------------------------------------------
@@ -847,6 +917,7 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
         return send_error(res, err);
     }
     metrics.processing++;
+    const std::string cache_note = reuse_prefix(slot, p.prompt, g.cache_prompt);
     if (!g.cache_prompt) slot->session->clear();
 
     const std::string id = make_id(api == Api::Chat ? "chatcmpl-" : "cmpl-");
@@ -887,6 +958,10 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
         if (c.client_gone || c.o.result.stop == StopReason::Cancelled) break;
     }
     metrics.processing--;
+    // What the slot now holds goes to the disk cache (on its own thread), so it survives
+    // a restart; a request that asked for no caching leaves no trace.
+    if (prompt_cache && g.cache_prompt && failure.empty())
+        prompt_cache->store(slot->session->cache(), false, true);
     pool->release(slot->id);
 
     const Choice& first = choices[0];
@@ -959,7 +1034,7 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
                   gr.generate_per_second(), spec_note.c_str(), std::max(0.0, ttft_ms),
                   p.constraint.empty() ? "" : " | constrained: ", p.constraint.c_str(),
                   client_gone ? "cancelled: the client went away" : stop_reason_name(gr.stop));
-    *log_extra = buf;
+    *log_extra = buf + cache_note;
     if (client_gone) return;  // nobody to answer
 
     GenOutcome summary = first.o;
@@ -1141,7 +1216,7 @@ void Server::Impl::slot_action(const http::Request& req, http::Response& res, in
         json out;
         std::optional<ApiError> fail;
         if (action == "save") {
-            auto r = s.session->save(path);
+            auto r = write_kv_file(path, cache_key, save_state(s.session->cache()));
             if (!r)
                 fail = ApiError{500, "server_error", r.error(), {}};
             else
@@ -1149,7 +1224,9 @@ void Server::Impl::slot_action(const http::Request& req, http::Response& res, in
                        {"n_saved", s.session->cached_tokens().size()}, {"n_written", *r},
                        {"timings", {{"save_ms", ms_between(t0, Clock::now())}}}};
         } else {
-            auto r = s.session->restore(path);
+            auto st = read_kv_file(path, cache_key);
+            auto r = st ? restore_state(s.session->cache(), *st) : Result<int64_t>::fail(st.error());
+            if (s.model_drafter) s.model_drafter->clear();
             if (!r)
                 fail = ApiError{400, "invalid_request_error", r.error(), {}};
             else
@@ -1226,6 +1303,21 @@ void Server::Impl::metrics_get(http::Response& res) {
     metric("edgellm_kv_cache_bytes", "gauge", "Bytes of KV cache allocated.", kv_total);
     metric("edgellm_kv_cache_used_bytes", "gauge", "Bytes of KV cache holding tokens.",
            kv_capacity > 0 ? kv_total * (double)kv_tokens / kv_capacity : 0.0);
+    if (prompt_cache) {
+        const auto st = prompt_cache->stats();
+        metric("edgellm_prompt_cache_ram_bytes", "gauge", "Bytes of earlier prompts' KV kept in RAM (--cache-ram).",
+               (double)st.ram_bytes);
+        metric("edgellm_prompt_cache_disk_bytes", "gauge", "Bytes of KV files in --prompt-cache.",
+               (double)st.disk_bytes);
+        metric("edgellm_prompt_cache_entries", "gauge", "Cached prefixes (RAM or disk).",
+               (double)st.entries);
+        metric("edgellm_prompt_cache_hits_total", "counter", "Cached prefixes restored into a slot.",
+               (double)st.hits);
+        metric("edgellm_prompt_cache_restored_tokens_total", "counter",
+               "Prompt tokens restored from the prompt cache.", (double)st.restored_tokens);
+        metric("edgellm_prompt_cache_write_errors_total", "counter",
+               "KV files that could not be written.", (double)st.write_errors);
+    }
     out += "# HELP edgellm_time_to_first_token_seconds Time from request to first token.\n"
            "# TYPE edgellm_time_to_first_token_seconds histogram\n";
     char line[160];

@@ -18,6 +18,7 @@
 #include "edgellm/error.h"
 #include "edgellm/grammar.h"
 #include "edgellm/model.h"
+#include "edgellm/prompt_cache.h"
 #include "edgellm/session.h"
 #include "edgellm/speculative.h"
 #include "server/http.h"
@@ -58,6 +59,13 @@ struct ServerConfig {
     bool metrics = false;     // GET /metrics
     bool slots_endpoint = true;
     std::string slot_save_path;  // directory for POST /slots/N?action=save|restore; empty: off
+    // Prefixes of earlier prompts kept to restore into a slot instead of evaluating again:
+    // in RAM (--cache-ram MiB; 0: off, < 0: no limit) and in a directory that survives a
+    // restart (--prompt-cache DIR, bounded by --prompt-cache-max-mib), whose newest
+    // entries are restored into the slots at start-up.
+    int64_t cache_ram_mib = 64;
+    std::string prompt_cache_dir;
+    int64_t prompt_cache_max_mib = 1024;
     std::string chat_template;   // Jinja source to use instead of the model's; empty: the model's
     std::optional<ChatFormat> chat_format;  // a built-in format instead (--chat-template NAME)
     std::string chat_template_kwargs;  // JSON object, default template variables

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <thread>
 
+#include "edgellm/prompt_cache.h"
 #include "edgellm/session.h"
 #include "test_paths.h"
 
@@ -275,15 +276,17 @@ TEST(Session, CancelDuringPromptKeepsWholeBatches) {
 }
 
 // A saved session restores into a fresh context and continues exactly as the original;
-// a damaged or foreign file is refused with a reason and leaves the session empty.
+// a damaged, truncated or foreign file is refused with a reason and leaves the session empty.
 TEST(Session, SaveAndRestoreTheCache) {
     Fixture f;
     if (!load(&f)) GTEST_SKIP() << "no golden models at " << test::golden_dir();
-    const std::string path = (fs::temp_directory_path() / "edgellm-test-slot.bin").string();
+    const std::string path = (fs::temp_directory_path() / "edgellm-test-slot.kvc").string();
     Session s(*f.model, *f.tok, *f.ctx);
     auto first = s.generate(kPrompt, greedy(10), nullptr);
     ASSERT_TRUE(first.ok());
-    auto saved = s.save(path);
+    const std::string key = kv_cache_key(*f.ctx, "template");
+    EXPECT_NE(key.find(f.model->fingerprint()), std::string::npos) << key;
+    auto saved = write_kv_file(path, key, save_state(s.cache()));
     ASSERT_TRUE(saved.ok()) << saved.error();
     EXPECT_EQ(*saved, (size_t)fs::file_size(path));
     std::vector<int32_t> longer = kPrompt;
@@ -294,7 +297,13 @@ TEST(Session, SaveAndRestoreTheCache) {
     Fixture g;
     ASSERT_TRUE(load(&g));
     Session r(*g.model, *g.tok, *g.ctx);
-    auto n = r.restore(path);
+    auto head = read_kv_head(path);
+    ASSERT_TRUE(head.ok()) << head.error();
+    EXPECT_EQ(head->key, key);
+    EXPECT_EQ(head->tokens.size(), kPrompt.size() + 9);
+    auto state = read_kv_file(path, key);
+    ASSERT_TRUE(state.ok()) << state.error();
+    auto n = restore_state(r.cache(), *state);
     ASSERT_TRUE(n.ok()) << n.error();
     EXPECT_EQ(*n, (int64_t)kPrompt.size() + 9);
     auto again = r.generate(longer, greedy(8), nullptr);
@@ -302,18 +311,45 @@ TEST(Session, SaveAndRestoreTheCache) {
     EXPECT_EQ(again->n_cached, *n) << "the restored cache is reused";
     EXPECT_EQ(again->tokens, cont->tokens);
 
-    // Damaged: cut short.
+    // Another configuration's file is refused by its key.
+    auto foreign = read_kv_file(path, key + "x");
+    EXPECT_FALSE(foreign.ok());
+    EXPECT_NE(foreign.error().find("another configuration"), std::string::npos) << foreign.error();
+    // One flipped byte in the K/V: the digest catches it.
+    {
+        std::fstream io(path, std::ios::in | std::ios::out | std::ios::binary);
+        io.seekp((std::streamoff)fs::file_size(path) - 100);
+        char c = 0;
+        io.read(&c, 1);
+        io.seekp((std::streamoff)fs::file_size(path) - 100);
+        c ^= 0x40;
+        io.write(&c, 1);
+    }
+    auto flipped = read_kv_file(path, key);
+    EXPECT_FALSE(flipped.ok());
+    EXPECT_NE(flipped.error().find("digest"), std::string::npos) << flipped.error();
+    // Cut short.
     fs::resize_file(path, fs::file_size(path) / 2);
-    auto bad = r.restore(path);
+    auto bad = read_kv_file(path, key);
     EXPECT_FALSE(bad.ok());
-    EXPECT_NE(bad.error().find("short"), std::string::npos) << bad.error();
-    EXPECT_TRUE(r.cached_tokens().empty());
-    EXPECT_EQ(g.ctx->n_past(), 0);
+    EXPECT_NE(bad.error().find("truncated"), std::string::npos) << bad.error();
+    EXPECT_FALSE(read_kv_head(path).ok());
     // Not a saved cache at all.
     { std::ofstream(path) << "hello"; }
-    EXPECT_FALSE(r.restore(path).ok());
-    EXPECT_FALSE(r.restore(path + ".missing").ok());
+    EXPECT_FALSE(read_kv_file(path, key).ok());
+    EXPECT_FALSE(read_kv_file(path + ".missing", key).ok());
     fs::remove(path);
+
+    // K/V bytes of another layout, or that disagree with the tokens, leave it empty.
+    KvState wrong = *state;
+    wrong.tokens.pop_back();
+    EXPECT_FALSE(restore_state(r.cache(), wrong).ok());
+    EXPECT_TRUE(r.cached_tokens().empty());
+    EXPECT_EQ(g.ctx->n_past(), 0);
+    wrong = *state;
+    wrong.kv.resize(wrong.kv.size() - 1);
+    EXPECT_FALSE(restore_state(r.cache(), wrong).ok());
+    EXPECT_EQ(g.ctx->n_past(), 0);
 }
 
 // More threads than the process may run on only wait for each other: a context uses at
