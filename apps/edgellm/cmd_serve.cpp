@@ -225,7 +225,12 @@ int cmd_serve(const std::vector<std::string>& args) {
     p.option({"--max-queue"}, "N",
              "most requests waiting for a busy slot; more get 503 (default 16)");
     p.flag({"--no-webui"}, "do not serve the chat page at /");
-    p.option({"--keep"}, "N", "accepted: the context is never shifted (a full context ends the reply)");
+    p.flag({"--context-shift"},
+           "when the context fills while generating, drop the oldest tokens after the first "
+           "--keep and go on (default: the reply ends, finish_reason length)");
+    p.flag({"--no-context-shift"}, "a full context ends the reply (the default)");
+    p.option({"--keep"}, "N",
+             "tokens a context shift keeps at the start (default 0; -1: the whole prompt)");
     p.flag({"--log-disable"}, "no log lines");
     p.option({"--kernels"}, "NAME", "kernel set (default: the best available)");
     add_spec_options(p);
@@ -266,6 +271,12 @@ int cmd_serve(const std::vector<std::string>& args) {
     cfg.n_parallel = (int)np;
     cfg.max_queue = (int)max_queue;
     cfg.defaults.n_predict = (int32_t)n_predict;
+    if (p.has("--context-shift") && p.has("--no-context-shift"))
+        return fail("serve", "--context-shift and --no-context-shift contradict each other", 2);
+    cfg.defaults.context_shift = p.has("--context-shift");
+    cfg.defaults.n_keep = keep;
+    if (p.has("--keep") && !cfg.defaults.context_shift)
+        return fail("serve", "--keep needs --context-shift (without it the context is never shifted)", 2);
     if (!read_sampling_options(p, &cfg.defaults.sampling, &err)) return fail("serve", err, 2);
     if (auto fa = p.get("--flash-attn"); fa && *fa != "on" && *fa != "off" && *fa != "auto")
         return fail("serve", "--flash-attn takes on, off or auto, got \"" + *fa + "\"", 2);

@@ -169,6 +169,10 @@ class Context {
     // or 0 when a sliding-window layer's ring no longer holds the window before n_keep
     // (then the caller evaluates from the start).
     int64_t truncate(int64_t n_keep, int seq = 0);
+    // Drop positions [n_keep, n_keep + n_discard) of sequence seq and move the later ones
+    // down (llama.cpp's context shift): their keys are turned back n_discard positions.
+    // Returns the positions dropped.
+    int64_t shift(int64_t n_keep, int64_t n_discard, int seq = 0);
     int n_seq() const { return (int)params_.n_seq; }
 
     // While *flag is true, eval stops at the next layer and fails with kAborted; the

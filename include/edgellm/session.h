@@ -97,6 +97,9 @@ class KvSequence {
     int64_t rollback(int64_t n_keep);
     // Keep the longest common prefix with `tokens`, at most max_keep of it; returns its length.
     int64_t keep_prefix(std::span<const int32_t> tokens, int64_t max_keep);
+    // Drop tokens [n_keep, n_keep + n_discard) and move the later ones down (Context::shift).
+    // Returns the tokens dropped.
+    int64_t shift(int64_t n_keep, int64_t n_discard);
     void clear() { rollback(0); }
 
     // Replace what the sequence holds with `tokens` and their K/V (Context::snapshot bytes
@@ -154,6 +157,13 @@ struct GenerateParams {
     std::vector<TokenProbs>* probs = nullptr;
     int32_t n_probs = 0;
     SpeculativeParams spec;
+    // A context that fills up while generating ends the reply (StopReason::ContextFull),
+    // or with context_shift drops the oldest tokens after the first n_keep (-1: the whole
+    // prompt; a leading BOS is always kept) and goes on: n_discard of them (0: half of
+    // those after n_keep), as llama-server's --context-shift does.
+    bool context_shift = false;
+    int64_t n_keep = 0;
+    int64_t n_discard = 0;
 };
 
 enum class StopReason { Eos, StopString, Length, ContextFull, Cancelled };
@@ -173,6 +183,9 @@ struct GenerateResult {
     double generate_ms = 0.0;  // from the first sampled token to the end
     int64_t n_drafted = 0;     // tokens drafted (speculative decoding)
     int64_t n_accepted = 0;    // of those, kept
+    int64_t n_shifts = 0;      // context shifts (GenerateParams::context_shift)
+    int64_t n_discarded = 0;   // tokens they dropped
+    int64_t n_kept = 0;        // tokens at the start every shift kept
     // Tokens per second of generation; 0 when fewer than two tokens were generated (the
     // first comes from the prompt's step, so there was no decode step to time).
     double prompt_per_second() const;

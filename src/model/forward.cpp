@@ -250,6 +250,29 @@ int64_t Context::truncate(int64_t n_keep, int seq) {
     return impl_->kv[(size_t)seq]->truncate(n_keep);
 }
 
+int64_t Context::shift(int64_t n_keep, int64_t n_discard, int seq) {
+    EDGELLM_ASSERT(seq >= 0 && seq < n_seq(), "sequence index in range");
+    KvCache& kv = *impl_->kv[(size_t)seq];
+    const HParams& h = impl_->model->hparams();
+    const TypeKernels& tk = type_kernels(kv.type());
+    std::vector<float> row((size_t)h.head_dim);
+    RopeParams rp;
+    rp.n_rot = (int)h.n_rot;
+    rp.freq_scale = h.rope_freq_scale;
+    rp.neox = h.rope_neox;
+    rp.freq_factors = impl_->model->impl().rope_freqs;
+    // RoPE turns by an angle proportional to the position, so a key rotated for position p
+    // becomes the key of p - n_discard when turned by -n_discard.
+    const int64_t before = kv.n_used();
+    kv.shift(n_keep, n_discard, [&](int64_t layer, uint8_t* k) {
+        rp.freq_base = h.is_swa(layer) ? h.rope_freq_base_swa : h.rope_freq_base;
+        tk.to_float(k, row.data(), h.head_dim);
+        rope(row.data(), -n_discard, rp);
+        tk.from_float(row.data(), k, h.head_dim);
+    });
+    return before - kv.n_used();
+}
+
 void Context::set_abort_flag(const std::atomic<bool>* flag) {
     impl_->abort = flag;
 }

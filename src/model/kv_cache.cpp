@@ -59,6 +59,58 @@ int64_t KvCache::truncate(int64_t n_keep) {
     return n_keep;
 }
 
+void KvCache::shift(int64_t n_keep, int64_t n_discard,
+                    const std::function<void(int64_t layer, uint8_t* k_head)>& rotate) {
+    n_keep = std::clamp<int64_t>(n_keep, 0, n_used_);
+    n_discard = std::clamp<int64_t>(n_discard, 0, n_used_ - n_keep);
+    if (n_discard == 0) return;
+    const int64_t n_move = n_used_ - n_keep - n_discard;
+    const size_t hb = row_bytes_ / (size_t)l_.n_head_kv;
+    std::vector<uint8_t> tmp;
+    for (int64_t l = 0; l < l_.n_layer; ++l) {
+        const size_t cells = (size_t)n_cells(l);
+        uint8_t* blocks[2] = {k_rows(l), v_rows(l)};
+        if (!is_ring(l)) {
+            // Cell = position: each head's later rows slide down over the dropped ones.
+            for (int b = 0; b < 2; ++b)
+                for (int64_t hh = 0; hh < l_.n_head_kv; ++hh) {
+                    uint8_t* head = blocks[b] + (size_t)hh * cells * hb;
+                    std::memmove(head + (size_t)n_keep * hb, head + (size_t)(n_keep + n_discard) * hb,
+                                 (size_t)n_move * hb);
+                    if (b == 0)
+                        for (int64_t c = n_keep; c < n_keep + n_move; ++c) rotate(l, head + (size_t)c * hb);
+                }
+            continue;
+        }
+        // A ring: cell = position % ring_cells. Each row goes from its old position's cell
+        // to its new one's (distinct: the ring holds fewer than ring_cells positions).
+        tmp.assign(blocks[0], blocks[0] + 2 * cells * row_bytes_);
+        for (size_t c = 0; c < cells; ++c) {
+            const int32_t p = ring_pos_[c];
+            if (p < 0 || p < n_keep + n_discard) continue;  // empty, kept in place, or dropped
+            const size_t to = (size_t)((p - n_discard) % l_.ring_cells);
+            for (int b = 0; b < 2; ++b)
+                for (int64_t hh = 0; hh < l_.n_head_kv; ++hh) {
+                    const size_t head = (size_t)hh * cells * hb;
+                    uint8_t* dst = blocks[b] + head + to * hb;
+                    std::memcpy(dst, tmp.data() + (size_t)b * cells * row_bytes_ + head + c * hb, hb);
+                    if (b == 0) rotate(l, dst);
+                }
+        }
+    }
+    if (!ring_pos_.empty()) {
+        std::vector<int32_t> pos(ring_pos_.size(), -1);
+        for (int32_t p : ring_pos_) {
+            if (p < 0 || (p >= n_keep && p < n_keep + n_discard)) continue;
+            const int32_t np = p < n_keep ? p : p - (int32_t)n_discard;
+            pos[(size_t)(np % l_.ring_cells)] = np;
+        }
+        ring_pos_ = std::move(pos);
+    }
+    n_used_ -= n_discard;
+    for (int64_t i = n_used_; i < l_.n_ctx; ++i) cell_pos_[(size_t)i] = -1;
+}
+
 namespace {
 
 // The header of a snapshot: the layout it fits and the positions it holds.

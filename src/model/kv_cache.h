@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -73,6 +74,13 @@ class KvCache {
     // Keep positions [0, n_keep) and drop the rest. Returns how many are kept: n_keep, or
     // 0 when a ring no longer holds the window before n_keep (then everything goes).
     int64_t truncate(int64_t n_keep);
+
+    // Drop positions [n_keep, n_keep + n_discard) and number the later ones n_discard lower:
+    // their rows move to the cells of their new positions, and rotate(layer, k) is called
+    // on each moved key row (one head, at its new place) to turn its RoPE angle back by
+    // n_discard positions. Positions a ring no longer holds stay dropped.
+    void shift(int64_t n_keep, int64_t n_discard,
+               const std::function<void(int64_t layer, uint8_t* k_head)>& rotate);
 
     // The used positions' K/V (for a ring: the whole ring and its positions), appended to
     // out in a form restore() accepts only into a cache of the same layout.

@@ -256,6 +256,15 @@ int64_t KvSequence::keep_prefix(std::span<const int32_t> tokens, int64_t max_kee
     return rollback(common);
 }
 
+int64_t KvSequence::shift(int64_t n_keep, int64_t n_discard) {
+    n_keep = std::clamp<int64_t>(n_keep, 0, (int64_t)tokens_.size());
+    n_discard = std::clamp<int64_t>(n_discard, 0, (int64_t)tokens_.size() - n_keep);
+    const int64_t dropped = ctx_.shift(n_keep, n_discard, seq_);
+    tokens_.erase(tokens_.begin() + n_keep, tokens_.begin() + n_keep + dropped);
+    n_.store((int64_t)tokens_.size(), std::memory_order_relaxed);
+    return dropped;
+}
+
 Result<int64_t> KvSequence::restore(std::span<const int32_t> tokens, std::span<const uint8_t> kv) {
     using R = Result<int64_t>;
     tokens_.clear();
@@ -409,6 +418,18 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
     const auto t1 = Clock::now();
     while (p.n_predict != 0 && !stopped) {
         if (!take(next)) break;
+        if (cache_.size() >= n_ctx && p.context_shift) {
+            // llama-server's context shift: keep the first n_keep, drop half of the rest.
+            int64_t n_keep = p.n_keep < 0 ? (int64_t)prompt.size() : p.n_keep;
+            if (tok_.bos() >= 0 && !prompt.empty() && prompt[0] == tok_.bos()) n_keep += 1;
+            n_keep = std::min<int64_t>(n_keep, n_ctx - 4);
+            const int64_t n_left = cache_.size() - n_keep;
+            const int64_t n_discard = std::clamp<int64_t>(p.n_discard > 0 ? p.n_discard : n_left / 2,
+                                                          1, std::max<int64_t>(1, n_left - 1));
+            res.n_discarded += cache_.shift(n_keep, n_discard);
+            res.n_kept = n_keep;
+            res.n_shifts++;
+        }
         const int64_t held = cache_.size();
         if (held >= n_ctx) {
             res.stop = StopReason::ContextFull;

@@ -411,6 +411,9 @@ std::optional<ApiError> parse_sampling_extras(Api api, Fields& f, GenRequest* ou
     f.integer("min_keep", 0, INT32_MAX, &min_keep);
     f.integer("n_probs", 0, 100, &n_probs);
     f.boolean("constrain", &out->constrain);
+    // llama-server's context shift: tokens kept at the start (-1: the prompt) and dropped.
+    f.integer("n_keep", -1, INT32_MAX, &out->gen.n_keep);
+    f.integer("n_discard", 0, INT32_MAX, &out->gen.n_discard);
     // llama-server's per-request speculative decoding limits (the server checks them
     // against its own).
     int64_t spec_n_max = -1, spec_n_min = -1;
@@ -609,6 +612,12 @@ json timings_json(const GenerateResult& r) {
     return t;
 }
 
+json context_shift_json(const GenerateResult& r) {
+    if (r.n_shifts == 0) return nullptr;
+    return json{{"policy", "shift"}, {"shifts", r.n_shifts}, {"n_discarded", r.n_discarded},
+                {"n_keep", r.n_kept}};
+}
+
 json usage_json(const GenerateResult& r) {
     return json{{"completion_tokens", r.n_generated},
                 {"prompt_tokens", r.n_prompt},
@@ -678,6 +687,7 @@ json chat_response(const GenOutcome& o) {
     json j = envelope(o, "chat.completion", json::array({choice}));
     j["usage"] = usage_json(o.result);
     j["timings"] = timings_json(o.result);
+    if (!o.context.is_null()) j["context"] = o.context;
     return j;
 }
 
@@ -689,6 +699,7 @@ json completions_response(const GenOutcome& o) {
     json j = envelope(o, "text_completion", json::array({choice}));
     j["usage"] = usage_json(o.result);
     j["timings"] = timings_json(o.result);
+    if (!o.context.is_null()) j["context"] = o.context;
     return j;
 }
 
@@ -723,12 +734,13 @@ json native_response(const GenOutcome& o, const GenRequest& req) {
               {"generation_settings", settings},
               {"prompt", o.prompt_text},
               {"has_new_line", r.text.find('\n') != std::string::npos},
-              {"truncated", false},
+              {"truncated", r.n_shifts > 0},
               {"stop_type", native_stop_type(r.stop)},
               {"stopping_word", r.stop_string},
               {"tokens_cached", r.n_prompt + r.n_generated},
               {"timings", timings_json(r)}};
     if (!o.logprobs.is_null()) j["completion_probabilities"] = o.logprobs;
+    if (!o.context.is_null()) j["context"] = o.context;
     // Not in llama.cpp's answer, but read by clients written against it (seed 001's Rust
     // client): the decode speed at the top level.
     j["tokens_per_second"] = r.generate_per_second();
@@ -796,6 +808,7 @@ json chat_chunk_final(const GenOutcome& o) {
                    {"delta", json::object()}};
     json j = envelope(o, "chat.completion.chunk", json::array({choice}));
     j["timings"] = timings_json(o.result);
+    if (!o.context.is_null()) j["context"] = o.context;
     return j;
 }
 
@@ -811,6 +824,7 @@ json completions_chunk_final(const GenOutcome& o) {
                    {"finish_reason", finish_reason(o.result.stop)}};
     json j = envelope(o, "text_completion", json::array({choice}));
     j["timings"] = timings_json(o.result);
+    if (!o.context.is_null()) j["context"] = o.context;
     return j;
 }
 

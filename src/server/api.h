@@ -107,7 +107,12 @@ struct GenOutcome {
     // Chat: the answer, and the reasoning a thinking model wrote before it (<think>).
     std::string content;
     std::string reasoning;
+    // What a context policy did to fit the conversation (a shift while generating, older
+    // turns summarized); null when nothing was needed.
+    json context = nullptr;
 };
+// The "context" field for a shift, from the result (null when there was none).
+json context_shift_json(const GenerateResult& r);
 
 // finish_reason of the OpenAI APIs: "stop", "length" (or null while streaming).
 const char* finish_reason(StopReason r);

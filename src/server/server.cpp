@@ -864,6 +864,7 @@ void Server::Impl::run_choice(Api api, const GenRequest& g, const Prepared& p, S
     }
     if (!c->r) return;
     o.result = std::move(*c->r);
+    o.context = context_shift_json(o.result);
     c->r = Result<GenerateResult>(o.result);
     std::erase_if(c->probs, [&](const TokenProbs& tp) { return tok->is_eog(tp.id); });
     if (api == Api::Chat) {
@@ -1013,8 +1014,17 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
     metrics.drafted_tokens += (uint64_t)drafted;
     metrics.accepted_tokens += (uint64_t)accepted;
     std::string spec_note;
+    int64_t shifts = 0, discarded = 0;
+    for (const Choice& c : choices) {
+        shifts += c.o.result.n_shifts;
+        discarded += c.o.result.n_discarded;
+    }
+    if (shifts > 0)
+        spec_note += " | context shift: " + std::to_string(shifts) + "x, dropped " +
+                     std::to_string(discarded) + " tokens after the first " +
+                     std::to_string(first.o.result.n_kept);
     if (slot->drafter && g.spec_n_max == 0) {
-        spec_note = " | speculation off for this request (speculative.n_max 0)";
+        spec_note += " | speculation off for this request (speculative.n_max 0)";
     } else if (slot->drafter) {
         char sb[160];
         if (drafted > 0)
@@ -1022,7 +1032,7 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
                           (long long)drafted, (long long)accepted, (double)accepted / (double)drafted);
         else
             std::snprintf(sb, sizeof sb, " | draft 0 (speculation did not pay here)");
-        spec_note = sb;
+        spec_note += sb;
     }
     char buf[600];
     std::snprintf(buf, sizeof buf,

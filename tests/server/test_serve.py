@@ -1351,6 +1351,73 @@ class PromptCacheAcrossRestarts(unittest.TestCase):
         self.assertIn("another configuration", r.json()["error"]["message"])
 
 
+class ContextShift(unittest.TestCase):
+    """--context-shift: a reply goes on past a full context, keeping the first --keep tokens
+    (Gemma 3: its sliding-window layers keep a ring, -b 64 makes it smaller than -c)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model = need_model(GEMMA)
+
+    def start(self, *flags):
+        srv = Server(["-m", self.model, "--port", "0", "-c", "2048", "-b", "64", *flags])
+        self.addCleanup(srv.stop)
+        srv.wait_ready()
+        return srv
+
+    def long_prompt(self, port):
+        text = " ".join(f"Line {i}: the quick brown fox jumps over the lazy dog." for i in range(125))
+        prompt = "Repeat these lines and go on counting:\n" + text
+        n = len(request(port, "POST", "/tokenize", {"content": prompt}).json()["tokens"])
+        self.assertGreater(n, 1800)
+        self.assertLess(n, 2000)
+        return prompt, n
+
+    def test_a_full_context_ends_the_reply_without_it(self):
+        srv = self.start()
+        prompt, n = self.long_prompt(srv.port)
+        r = request(srv.port, "POST", "/completion",
+                    {"prompt": prompt, "n_predict": 300, "ignore_eos": True, "temperature": 0})
+        self.assertEqual(r.status, 200, r)
+        j = r.json()
+        self.assertEqual(j["tokens_predicted"], 2048 - j["tokens_evaluated"] + 1)
+        self.assertIs(j["truncated"], False)
+        self.assertNotIn("context", j)
+
+    def test_the_reply_goes_on_past_the_context(self):
+        srv = self.start("--context-shift", "--keep", "16")
+        prompt, n = self.long_prompt(srv.port)
+        r = request(srv.port, "POST", "/completion",
+                    {"prompt": prompt, "n_predict": 300, "ignore_eos": True, "temperature": 0})
+        self.assertEqual(r.status, 200, r)
+        j = r.json()
+        self.assertEqual(j["tokens_predicted"], 300)
+        self.assertIs(j["truncated"], True)
+        self.assertEqual(j["context"]["policy"], "shift")
+        self.assertGreaterEqual(j["context"]["shifts"], 1)
+        self.assertEqual(j["context"]["n_keep"], 16 + 1, "--keep, and the BOS")
+        self.assertGreater(j["context"]["n_discarded"], 900)
+        srv.wait_log(r"context shift: \d+x, dropped \d+ tokens after the first 17", timeout=5)
+        # the text after the shift still reads as the lines it was repeating
+        self.assertRegex(j["content"][-400:], r"Line \d+")
+        # the request's n_keep wins over --keep; chat works the same way
+        r = request(srv.port, "POST", "/v1/chat/completions",
+                    {"messages": [{"role": "user", "content": prompt}], "max_tokens": 200,
+                     "ignore_eos": True, "temperature": 0, "n_keep": 40})
+        self.assertEqual(r.status, 200, r)
+        j = r.json()
+        self.assertEqual(j["usage"]["completion_tokens"], 200)
+        self.assertEqual(j["context"]["n_keep"], 41)
+        self.assertEqual(j["choices"][0]["finish_reason"], "length")
+
+    def test_flags(self):
+        for flags, msg in ((["--keep", "4"], "--keep needs --context-shift"),
+                           (["--context-shift", "--no-context-shift"], "contradict")):
+            r = run_cli(["-m", self.model, *flags])
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(msg, r.stderr)
+
+
 class CacheRam(unittest.TestCase):
     """--cache-ram: an agent alternating between three system prompts on one slot pays a
     full prefill only once for each."""

@@ -356,3 +356,185 @@ TEST(Quantize, RefusesToOverwriteItsInputAndToRequantize) {
     fs::remove(copy);
     fs::remove(out);
 }
+
+// A context shift: the rows after the dropped positions move down (in a ring, to the cells
+// of their new positions), every moved key row is turned back once, and the positions are
+// numbered again from the kept ones.
+TEST(KvCache, ShiftMovesRowsAndRenumbersPositions) {
+    KvLayout l;
+    l.n_layer = 2;
+    l.n_ctx = 64;
+    l.n_embd_kv = 32;
+    l.n_head_kv = 1;
+    l.type = TensorType::F32;
+    l.ring = {true, false};
+    l.window = 8;
+    l.ring_cells = 12;
+    KvCache kv(l);
+    ASSERT_TRUE(kv.append(30));
+    // Tag each row with its layer, K/V and position.
+    auto tag = [](int64_t layer, int kv_index, int32_t pos) { return (float)(layer * 1000 + kv_index * 100 + pos); };
+    for (int64_t layer = 0; layer < 2; ++layer)
+        for (int b = 0; b < 2; ++b)
+            for (int64_t c = 0; c < kv.n_cells(layer); ++c) {
+                const int32_t pos = kv.cell_pos(layer)[c];
+                auto* row = reinterpret_cast<float*>((b ? kv.v_rows(layer) : kv.k_rows(layer)) + c * kv.row_bytes());
+                for (int i = 0; i < 32; ++i) row[i] = pos < 0 ? -1.0f : tag(layer, b, pos);
+            }
+    int rotated[2] = {0, 0};
+    kv.shift(4, 10, [&](int64_t layer, uint8_t* k) {
+        ++rotated[layer];
+        reinterpret_cast<float*>(k)[0] += 0.5f;  // marks the row as turned
+    });
+    EXPECT_EQ(kv.n_used(), 20);
+    EXPECT_EQ(rotated[1], 16) << "positions 14..29 moved in the global layer";
+    // Global layer: cells 0..3 kept, 4..19 hold old positions 14..29.
+    for (int64_t c = 0; c < 20; ++c) {
+        const int32_t old = c < 4 ? (int32_t)c : (int32_t)c + 10;
+        const auto* k = reinterpret_cast<const float*>(kv.k_rows(1) + c * kv.row_bytes());
+        const auto* v = reinterpret_cast<const float*>(kv.v_rows(1) + c * kv.row_bytes());
+        EXPECT_EQ(k[1], tag(1, 0, old)) << c;
+        EXPECT_EQ(k[0], tag(1, 0, old) + (c < 4 ? 0.0f : 0.5f)) << c;
+        EXPECT_EQ(v[0], tag(1, 1, old)) << c;
+        EXPECT_EQ(kv.cell_pos(1)[c], c);
+    }
+    EXPECT_EQ(kv.cell_pos(1)[20], -1);
+    // The ring held 18..29; they are now 8..19, each in cell pos % 12.
+    EXPECT_EQ(rotated[0], 12);
+    for (int32_t np = 8; np < 20; ++np) {
+        const int64_t c = np % 12;
+        EXPECT_EQ(kv.cell_pos(0)[c], np);
+        const auto* k = reinterpret_cast<const float*>(kv.k_rows(0) + c * kv.row_bytes());
+        const auto* v = reinterpret_cast<const float*>(kv.v_rows(0) + c * kv.row_bytes());
+        EXPECT_EQ(k[1], tag(0, 0, np + 10)) << np;
+        EXPECT_EQ(k[0], tag(0, 0, np + 10) + 0.5f) << np;
+        EXPECT_EQ(v[5], tag(0, 1, np + 10)) << np;
+    }
+    // New positions append after the shifted ones.
+    ASSERT_TRUE(kv.append(1));
+    EXPECT_EQ(kv.cell_pos(0)[20 % 12], 20);
+}
+
+namespace {
+
+// The K/V rows of the first layer in a snapshot of a cache without rings (f16): they come
+// first after the header, so they are found from the end.
+std::vector<float> first_layer(const std::vector<uint8_t>& blob, const HParams& h, int64_t n_used, bool keys) {
+    const size_t row = (size_t)h.n_embd_kv() * 2, layer = 2 * row * (size_t)n_used;
+    const size_t at = blob.size() - layer * (size_t)h.n_layer + (keys ? 0 : row * (size_t)n_used);
+    std::vector<float> out((size_t)h.n_embd_kv() * (size_t)n_used);
+    type_kernels(TensorType::F16).to_float(blob.data() + at, out.data(), (int64_t)out.size());
+    return out;
+}
+
+}  // namespace
+
+// The first layer's keys depend only on the token and its position: after a shift they are
+// the keys a fresh evaluation computes at the new positions (to f16 rounding), and the
+// values are the same rows moved.
+TEST(ContextShift, KeysAreTurnedToTheirNewPositions) {
+    const fs::path f = test::golden_dir() / "tiny-qwen2-q8_0.gguf";
+    if (!fs::exists(f)) GTEST_SKIP() << "no golden models at " << test::golden_dir();
+    auto m = Model::load(f.string());
+    ASSERT_TRUE(m.ok()) << m.error();
+    std::vector<int32_t> all;
+    for (int i = 0; i < 40; ++i) all.push_back((i * 131 + 7) % 4000);
+    std::vector<int32_t> kept(all.begin(), all.begin() + 5);
+    kept.insert(kept.end(), all.begin() + 17, all.end());
+    ContextParams p;
+    p.n_ctx = 64;
+    p.n_threads = 2;
+    auto a = Context::create(**m, p);
+    auto b = Context::create(**m, p);
+    ASSERT_TRUE(a.ok() && b.ok());
+    ASSERT_TRUE((*a)->eval(all, false).ok());
+    EXPECT_EQ((*a)->shift(5, 12), 12);
+    EXPECT_EQ((*a)->n_past(), 28);
+    ASSERT_TRUE((*b)->eval(kept, false).ok());
+    const auto sa = (*a)->snapshot(), sb = (*b)->snapshot();
+    ASSERT_EQ(sa.size(), sb.size());
+    const HParams& h = (*m)->hparams();
+    EXPECT_EQ(first_layer(sa, h, 28, false), first_layer(sb, h, 28, false));
+    const auto ka = first_layer(sa, h, 28, true), kb = first_layer(sb, h, 28, true);
+    EXPECT_LE(nrmse(ka, kb), 2e-3);
+    EXPECT_GT(nrmse(ka, kb), 0.0) << "(turned keys are rounded again; a bit-equal result would "
+                                     "mean the shifted rows were never turned)";
+}
+
+// Gemma 3's ring layers and the whole-context cache shift alike: the logits after a shift
+// and a few more tokens agree.
+TEST(ContextShift, RingAndFullCachesShiftAlike) {
+    const fs::path f = fs::temp_directory_path() / "edgellm_synth_gemma3_shift.gguf";
+    SynthOptions o;
+    o.arch = "gemma3";
+    o.shape = "tiny";  // window 8
+    o.type = FileType::Q8_0;
+    ASSERT_TRUE(synth_model(f.string(), o).ok());
+    auto m = Model::load(f.string());
+    ASSERT_TRUE(m.ok()) << m.error();
+    std::vector<int32_t> tokens, more;
+    for (int i = 0; i < 40; ++i) tokens.push_back((i * 97 + 11) % 4000);
+    for (int i = 0; i < 6; ++i) more.push_back((i * 53 + 5) % 4000);
+    std::vector<float> logits[2];
+    for (int full = 0; full < 2; ++full) {
+        ContextParams p;
+        p.n_ctx = 48;
+        p.n_batch = 4;  // ring of 12 cells
+        p.n_threads = 2;
+        p.swa_full = full == 1;
+        auto c = Context::create(**m, p);
+        ASSERT_TRUE(c.ok());
+        for (size_t i = 0; i < tokens.size(); i += 4)
+            ASSERT_TRUE((*c)->eval(std::span(tokens).subspan(i, 4), false).ok());
+        EXPECT_EQ((*c)->shift(3, 18), 18);
+        for (int32_t t : more) {
+            auto s = (*c)->eval(std::span<const int32_t>(&t, 1), false);
+            ASSERT_TRUE(s.ok()) << s.error();
+            logits[full].insert(logits[full].end(), s->begin(), s->end());
+        }
+    }
+    EXPECT_LE(nrmse(logits[0], logits[1]), 1e-3);
+    fs::remove(f);
+}
+
+// Generation past a full context: ends the reply without a shift, goes on with one.
+TEST(ContextShift, GenerationGoesOnPastAFullContext) {
+    const fs::path f = test::golden_dir() / "tiny-qwen2-q8_0.gguf";
+    if (!fs::exists(f)) GTEST_SKIP() << "no golden models at " << test::golden_dir();
+    auto m = Model::load(f.string());
+    ASSERT_TRUE(m.ok()) << m.error();
+    auto tok = Tokenizer::load((*m)->file());
+    ASSERT_TRUE(tok.ok());
+    ContextParams p;
+    p.n_ctx = 32;
+    p.n_threads = 2;
+    auto c = Context::create(**m, p);
+    ASSERT_TRUE(c.ok());
+    Session s(**m, **tok, **c);
+    const std::vector<int32_t> prompt = {1936, 2094, 3090, 3890, 142, 590, 3368, 3882};
+    GenerateParams g;
+    g.n_predict = 80;
+    g.ignore_eos = true;
+    g.sampling.temperature = 0.0f;
+    auto r = s.generate(prompt, g, nullptr);
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(r->stop, StopReason::ContextFull);
+    EXPECT_EQ(r->n_generated, 32 - 8 + 1);
+    EXPECT_EQ(r->n_shifts, 0);
+    g.context_shift = true;
+    g.n_keep = 4;
+    s.clear();
+    auto shifted = s.generate(prompt, g, nullptr);
+    ASSERT_TRUE(shifted.ok()) << shifted.error();
+    EXPECT_EQ(shifted->stop, StopReason::Length);
+    EXPECT_EQ(shifted->n_generated, 80);
+    EXPECT_GE(shifted->n_shifts, 2);
+    EXPECT_EQ(shifted->n_kept, 4);
+    // The reply is the same up to the first shift.
+    EXPECT_TRUE(std::equal(r->tokens.begin(), r->tokens.end() - 1, shifted->tokens.begin()));
+    // What the cache holds: the kept start, then the latest tokens.
+    const auto& held = s.cached_tokens();
+    EXPECT_LE((int64_t)held.size(), 32);
+    EXPECT_TRUE(std::equal(prompt.begin(), prompt.begin() + 4, held.begin()));
+    EXPECT_EQ(held.back(), shifted->tokens[shifted->tokens.size() - 2]);
+}
