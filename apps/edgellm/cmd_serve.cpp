@@ -229,6 +229,10 @@ int cmd_serve(const std::vector<std::string>& args) {
            "when the context fills while generating, drop the oldest tokens after the first "
            "--keep and go on (default: the reply ends, finish_reason length)");
     p.flag({"--no-context-shift"}, "a full context ends the reply (the default)");
+    p.option({"--context-policy"}, "error|shift|summarize",
+             "a conversation longer than the context: refused with both counts (error, the "
+             "default), shifted while generating (shift: --context-shift), or its oldest turns "
+             "summarized by the model into the system prompt (summarize; chat only)");
     p.option({"--keep"}, "N",
              "tokens a context shift keeps at the start (default 0; -1: the whole prompt)");
     p.flag({"--log-disable"}, "no log lines");
@@ -273,10 +277,26 @@ int cmd_serve(const std::vector<std::string>& args) {
     cfg.defaults.n_predict = (int32_t)n_predict;
     if (p.has("--context-shift") && p.has("--no-context-shift"))
         return fail("serve", "--context-shift and --no-context-shift contradict each other", 2);
-    cfg.defaults.context_shift = p.has("--context-shift");
+    {
+        const std::string cp = p.get_or("--context-policy", p.has("--context-shift") ? "shift" : "error");
+        if (cp == "error")
+            cfg.context_policy = server::ContextPolicy::Error;
+        else if (cp == "shift")
+            cfg.context_policy = server::ContextPolicy::Shift;
+        else if (cp == "summarize")
+            cfg.context_policy = server::ContextPolicy::Summarize;
+        else
+            return fail("serve", "--context-policy takes error, shift or summarize, got \"" + cp + "\"", 2);
+        if (p.has("--context-shift") && cp != "shift")
+            return fail("serve", "--context-shift contradicts --context-policy " + cp, 2);
+        if (p.has("--no-context-shift") && cp == "shift")
+            return fail("serve", "--no-context-shift contradicts --context-policy shift", 2);
+    }
+    cfg.defaults.context_shift = cfg.context_policy == server::ContextPolicy::Shift;
     cfg.defaults.n_keep = keep;
     if (p.has("--keep") && !cfg.defaults.context_shift)
-        return fail("serve", "--keep needs --context-shift (without it the context is never shifted)", 2);
+        return fail("serve", "--keep needs --context-shift or --context-policy shift (without it "
+                             "the context is never shifted)", 2);
     if (!read_sampling_options(p, &cfg.defaults.sampling, &err)) return fail("serve", err, 2);
     if (auto fa = p.get("--flash-attn"); fa && *fa != "on" && *fa != "off" && *fa != "auto")
         return fail("serve", "--flash-attn takes on, off or auto, got \"" + *fa + "\"", 2);

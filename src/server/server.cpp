@@ -23,6 +23,7 @@
 #include "edgellm/version.h"
 #include "server/api.h"
 #include "server/reasoning.h"
+#include "server/context_policy.h"
 #include "server/slot_pool.h"
 #include "server/stream_writer.h"
 #include "server/tool_calls.h"
@@ -165,7 +166,17 @@ bool arguments_valid(const json& tools, const ParsedReply& parsed) {
     return true;
 }
 
-struct Prepared;
+struct Prepared {
+    std::string prompt_text;
+    std::vector<int32_t> prompt;
+    bool condense = false;  // --context-policy summarize: the history must be condensed
+    int64_t reserve = 0;    // room the reply needs (for condensing)
+    json context = nullptr; // what the context policy did (the response's "context")
+    std::string context_note;  // and for the log
+    GenerateParams gp;
+    std::string constraint;  // what constrains the output, for the log ("" for nothing)
+    bool tool_grammar = false;  // the constraint is the tool calls' grammar
+};
 
 struct Server::Impl {
     ServerConfig cfg;
@@ -235,6 +246,10 @@ struct Server::Impl {
     // Before a request runs on a slot: keep what the slot holds (when the prompt would cut
     // it), and restore a cached prefix longer than the slot's own. "" or a note for the log.
     std::string reuse_prefix(Slot* slot, const std::vector<int32_t>& prompt, bool cache_prompt);
+    // --context-policy summarize: condense the oldest turns of g's chat until the prompt and
+    // p.reserve fit, summarizing on the slot (or taking a kept summary), and render again.
+    std::optional<ApiError> condense(Slot* slot, GenRequest& g, Prepared* p, http::Response& res);
+    SummaryCache summaries;
     void log(const char* fmt, ...) const __attribute__((format(printf, 2, 3)));
 };
 
@@ -503,6 +518,108 @@ void Server::Impl::open_prompt_cache() {
     for (const std::string& w : prompt_cache->take_warnings()) (void)w;  // logged above
 }
 
+std::optional<ApiError> Server::Impl::condense(Slot* slot, GenRequest& g, Prepared* p,
+                                               http::Response& res) {
+    const auto t0 = Clock::now();
+    const int64_t n_ctx = n_ctx_slot(), n_before = (int64_t)p->prompt.size();
+    const int summary_cap = std::max(16, std::min<int>(cfg.summary_max_tokens, (int)(n_ctx / 4)));
+    const size_t pinned = pinned_messages(g.messages);
+    const std::vector<size_t> points = condense_points(g.messages, pinned);
+    auto tokens_of = [&](const std::vector<ChatMessage>& m, std::string* text) {
+        GenRequest r = g;
+        r.messages = m;
+        bool bos_in_text = false;
+        *text = render(r, &bos_in_text);
+        return tok->tokenize(*text, !bos_in_text, true);
+    };
+    // The fewest turns whose summary (at most summary_cap tokens) leaves room for the reply.
+    const std::string placeholder(4, ' ');
+    size_t k = 0;
+    for (size_t at : points) {
+        std::string text;
+        const auto t = tokens_of(with_summary(g.messages, pinned, at, placeholder), &text);
+        k = at;
+        if ((int64_t)t.size() + summary_cap + p->reserve <= n_ctx) break;
+    }
+    std::span<const ChatMessage> turns(g.messages.data() + pinned, k);
+    // A kept summary of these turns, or of the longest run of them that has one.
+    std::string summary;
+    size_t done = 0;
+    bool cached = true;
+    for (size_t j = k; j > 0 && done == 0; --j)
+        if (auto s = summaries.get(SummaryCache::key(turns.first(j)))) {
+            summary = *s;
+            done = j;
+        }
+    int64_t summary_ms_tokens = 0;
+    while (done < k) {
+        cached = false;
+        // As many of the remaining turns as the summarizer's own prompt can hold.
+        size_t upto = k;
+        std::vector<int32_t> prompt;
+        std::string text;
+        for (;;) {
+            prompt = tokens_of(summary_request(turns.subspan(done, upto - done), summary), &text);
+            if ((int64_t)prompt.size() + summary_cap < n_ctx || upto == done + 1) break;
+            --upto;
+        }
+        if ((int64_t)prompt.size() + summary_cap >= n_ctx)
+            return ApiError{400, "exceed_context_size_error",
+                            "--context-policy summarize: one message alone (" +
+                                std::to_string(prompt.size()) + " tokens to summarize) does not fit "
+                                "the context of " + std::to_string(n_ctx),
+                            {{"n_ctx", n_ctx}}};
+        GenerateParams gp;
+        gp.n_predict = summary_cap;
+        gp.sampling.temperature = 0.0f;
+        gp.sampling.repeat_penalty = 1.15f;  // small models loop on the turns' phrases
+        gp.sampling.repeat_last_n = 128;
+        gp.cancel = &slot->cancel;
+        gp.batcher = batcher.get();
+        slot->cancel = false;
+        (void)reuse_prefix(slot, prompt, true);
+        Result<GenerateResult> r = Result<GenerateResult>::fail("not run");
+        {
+            StepBatcher::Generating active(batcher.get());
+            DisconnectWatch watch(res, slot->cancel);
+            r = slot->session->generate(prompt, gp, nullptr);
+        }
+        if (!r) return ApiError{500, "server_error", "summarizing the history failed: " + r.error(), {}};
+        if (r->stop == StopReason::Cancelled) return ApiError{499, "", "", {}};
+        summary_ms_tokens += r->n_generated;
+        std::string s = r->text;
+        while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+        summary = s;
+        done = upto;
+        summaries.put(SummaryCache::key(turns.first(done)), summary);
+    }
+    std::vector<ChatMessage> condensed = with_summary(g.messages, pinned, k, summary);
+    std::string text;
+    std::vector<int32_t> prompt = tokens_of(condensed, &text);
+    if ((int64_t)prompt.size() >= n_ctx)
+        return ApiError{400, "exceed_context_size_error",
+                        "the request exceeds the available context size even with its oldest "
+                        "turns summarized: the prompt has " + std::to_string(prompt.size()) +
+                            " tokens and a slot holds " + std::to_string(n_ctx),
+                        {{"n_prompt_tokens", prompt.size()}, {"n_ctx", n_ctx}}};
+    g.messages = std::move(condensed);
+    p->prompt = std::move(prompt);
+    p->prompt_text = std::move(text);
+    p->context = {{"policy", "summarize"},
+                  {"summarized_messages", k},
+                  {"prompt_tokens_before", n_before},
+                  {"prompt_tokens", p->prompt.size()},
+                  {"summary", summary},
+                  {"summary_cached", cached}};
+    char buf[200];
+    std::snprintf(buf, sizeof buf, " | context: summarized the %zu oldest messages (%lld -> %zu prompt tokens; "
+                  "summary %s in %.0f ms)", k, (long long)n_before, p->prompt.size(),
+                  cached ? "kept from an earlier turn" : (std::to_string(summary_ms_tokens) + " tokens").c_str(),
+                  ms_between(t0, Clock::now()));
+    p->context_note = buf;
+    return std::nullopt;
+}
+
 std::string Server::Impl::reuse_prefix(Slot* slot, const std::vector<int32_t>& prompt,
                                        bool cache_prompt) {
     if (!prompt_cache) return "";
@@ -712,13 +829,6 @@ Slot* Server::Impl::acquire(const std::vector<int32_t>& prompt, int want, http::
 
 // What a validated request needs to run: its prompt and its generation settings with the
 // grammar, logit bias and probabilities resolved against the model.
-struct Prepared {
-    std::string prompt_text;
-    std::vector<int32_t> prompt;
-    GenerateParams gp;
-    std::string constraint;  // what constrains the output, for the log ("" for nothing)
-    bool tool_grammar = false;  // the constraint is the tool calls' grammar
-};
 
 std::optional<ApiError> Server::Impl::prepare(Api api, GenRequest& g, Prepared* p) {
     if (api == Api::Chat) {
@@ -736,7 +846,14 @@ std::optional<ApiError> Server::Impl::prepare(Api api, GenRequest& g, Prepared* 
         p->prompt = tok->tokenize(p->prompt_text, true, true);
     }
     if (p->prompt.empty()) return bad_request("the prompt is empty");
-    if ((int64_t)p->prompt.size() >= n_ctx_slot())
+    if (api == Api::Chat && cfg.context_policy == ContextPolicy::Summarize) {
+        // Room for the reply: its max_tokens, else a quarter of the context.
+        const int64_t n = n_ctx_slot();
+        p->reserve = std::clamp<int64_t>(g.gen.n_predict > 0 ? g.gen.n_predict : n / 4, 1, n / 2);
+        p->condense = (int64_t)p->prompt.size() + p->reserve > n &&
+                      !condense_points(g.messages, pinned_messages(g.messages)).empty();
+    }
+    if ((int64_t)p->prompt.size() >= n_ctx_slot() && !p->condense)
         return ApiError{400, "exceed_context_size_error",
                         "the request exceeds the available context size: the prompt has " +
                             std::to_string(p->prompt.size()) + " tokens and a slot holds " +
@@ -864,7 +981,13 @@ void Server::Impl::run_choice(Api api, const GenRequest& g, const Prepared& p, S
     }
     if (!c->r) return;
     o.result = std::move(*c->r);
-    o.context = context_shift_json(o.result);
+    o.context = p.context;
+    if (const json shift = context_shift_json(o.result); !shift.is_null()) {
+        if (o.context.is_null())
+            o.context = shift;
+        else
+            o.context["shift"] = shift;
+    }
     c->r = Result<GenerateResult>(o.result);
     std::erase_if(c->probs, [&](const TokenProbs& tp) { return tok->is_eog(tp.id); });
     if (api == Api::Chat) {
@@ -918,7 +1041,22 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
         return send_error(res, err);
     }
     metrics.processing++;
-    const std::string cache_note = reuse_prefix(slot, p.prompt, g.cache_prompt);
+    std::string cache_note;
+    if (p.condense) {
+        if (auto e = condense(slot, g, &p, res)) {
+            metrics.processing--;
+            pool->release(slot->id);
+            if (e->status == 499) {
+                metrics.cancelled++;
+                *log_extra = " | cancelled while condensing the history";
+                return;
+            }
+            metrics.requests_failed++;
+            return send_error(res, *e);
+        }
+        cache_note = p.context_note;
+    }
+    cache_note += reuse_prefix(slot, p.prompt, g.cache_prompt);
     if (!g.cache_prompt) slot->session->clear();
 
     const std::string id = make_id(api == Api::Chat ? "chatcmpl-" : "cmpl-");

@@ -46,6 +46,12 @@ struct SpecConfig {
     bool on() const { return draft || ngram; }
 };
 
+// What happens to a request that does not fit the context (its prompt, or the prompt and
+// room for the reply): refused with both counts (Error); shifted while generating
+// (Shift: llama-server's --context-shift); or, for chat, its oldest turns summarized by the
+// model (Summarize).
+enum class ContextPolicy { Error, Shift, Summarize };
+
 struct ServerConfig {
     http::Options http;
     std::string model_path;
@@ -80,6 +86,8 @@ struct ServerConfig {
     // tools of its own (null: none).
     std::shared_ptr<const Grammar> grammar;
     SpecConfig spec;
+    ContextPolicy context_policy = ContextPolicy::Error;
+    int summary_max_tokens = 160;  // the longest summary (--context-policy summarize)
 };
 
 class Server {

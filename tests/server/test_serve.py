@@ -1418,6 +1418,93 @@ class ContextShift(unittest.TestCase):
             self.assertIn(msg, r.stderr)
 
 
+class ContextSummarize(unittest.TestCase):
+    """--context-policy summarize (Gemma 3): a chat history too long for the context and the
+    reply has its oldest turns condensed by the model into the system prompt; the latest
+    turns and the system prompt stay; the next turn reuses the summary and the KV cache."""
+
+    FACTS = ["My name is Lin and I drive a blue sedan.",
+             "We are going to Hangzhou for my sister's wedding on Saturday.",
+             "The battery is at 30 percent.", "My daughter gets car sick.",
+             "I like jazz.", "We must arrive before 3 pm.", "The hotel is the Lakeview Inn.",
+             "Remind me to buy flowers."]
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model = need_model(GEMMA)
+        cls.srv = start_server(cls, ["-m", cls.model, "--port", "0", "-c", "1024", "-n", "200",
+                                     "--context-policy", "summarize"])
+        cls.port = cls.srv.port
+
+    def history(self, n_facts):
+        msgs = [{"role": "system", "content": "You are a helpful in-car assistant. Be brief."}]
+        for f in self.FACTS[:n_facts]:
+            msgs.append({"role": "user", "content": f + " Please remember this detail. " * 8})
+            msgs.append({"role": "assistant", "content": "Noted. " + "I will remember that. " * 14})
+        return msgs
+
+    def chat(self, messages, **kw):
+        r = request(self.port, "POST", "/v1/chat/completions",
+                    {"messages": messages, "max_tokens": 40, "temperature": 0, **kw})
+        self.assertEqual(r.status, 200, r)
+        return r.json()
+
+    def test_a_short_chat_is_left_alone(self):
+        j = self.chat(self.history(1) + [{"role": "user", "content": "Hi"}])
+        self.assertNotIn("context", j)
+
+    def test_long_history_is_summarized_and_the_summary_reused(self):
+        msgs = self.history(8) + [{"role": "user", "content": "Where are we going?"}]
+        j = self.chat(msgs)
+        c = j["context"]
+        self.assertEqual(c["policy"], "summarize")
+        self.assertGreater(c["prompt_tokens_before"], 1024 - 40)
+        self.assertEqual(c["prompt_tokens"], j["usage"]["prompt_tokens"])
+        self.assertLessEqual(c["prompt_tokens"] + 40, 1024, "room for the reply (max_tokens)")
+        self.assertGreaterEqual(c["summarized_messages"], 2)
+        self.assertEqual(c["summarized_messages"] % 2, 0, "whole turns: the rest starts with a user turn")
+        self.assertTrue(c["summary"].strip())
+        self.assertIs(c["summary_cached"], False)
+        self.srv.wait_log(r"context: summarized the %d oldest messages \(%d -> %d prompt tokens; summary \d+ tokens" %
+                          (c["summarized_messages"], c["prompt_tokens_before"], c["prompt_tokens"]), timeout=5)
+        # The same history again: the summary is kept, and the prompt comes from the KV cache.
+        j2 = self.chat(msgs)
+        self.assertIs(j2["context"]["summary_cached"], True)
+        self.assertEqual(j2["context"]["summary"], c["summary"])
+        self.assertGreaterEqual(j2["timings"]["cache_n"], j2["usage"]["prompt_tokens"] - 1)
+        # The next turn of the conversation still fits after the same summary: its prefix is
+        # the previous prompt's.
+        nxt = msgs + [{"role": "assistant", "content": j2["choices"][0]["message"]["content"]},
+                      {"role": "user", "content": "And when must we arrive?"}]
+        j3 = self.chat(nxt, max_tokens=8)
+        self.assertEqual(j3["context"]["summary"], c["summary"])
+        self.assertGreater(j3["timings"]["cache_n"], c["prompt_tokens"] - 20)
+        # Streaming says the same in its last chunk.
+        r = request(self.port, "POST", "/v1/chat/completions",
+                    {"messages": msgs, "max_tokens": 4, "temperature": 0, "stream": True})
+        final = json.loads(sse_events(r.body)[-2])
+        self.assertEqual(final["context"]["policy"], "summarize")
+
+    def test_what_cannot_be_summarized_is_a_400(self):
+        # one user message larger than the context: nothing older to condense
+        big = "word " * 1500
+        r = request(self.port, "POST", "/v1/chat/completions",
+                    {"messages": [{"role": "user", "content": big}], "max_tokens": 4})
+        assert_error_shape(self, r, 400)
+        self.assertEqual(r.json()["error"]["type"], "exceed_context_size_error")
+        # the completions API has no turns to condense
+        r = request(self.port, "POST", "/v1/completions", {"prompt": big, "max_tokens": 4})
+        assert_error_shape(self, r, 400)
+
+    def test_policy_flag(self):
+        r = run_cli(["-m", self.model, "--context-policy", "squeeze"])
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--context-policy takes error, shift or summarize", r.stderr)
+        r = run_cli(["-m", self.model, "--context-policy", "summarize", "--context-shift"])
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("contradicts", r.stderr)
+
+
 class CacheRam(unittest.TestCase):
     """--cache-ram: an agent alternating between three system prompts on one slot pays a
     full prefill only once for each."""
