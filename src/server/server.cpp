@@ -183,6 +183,17 @@ struct Server::Impl {
     std::unique_ptr<http::Server> http;
     std::thread http_thread;
     std::atomic<bool> ready{false};
+    // GET /health: loading the model, warming it (its pages, one forward, the prompt
+    // cache), ready; ready with reasons is degraded (it serves, with less than was asked).
+    enum class Phase { Loading, Warming, Ready };
+    std::atomic<Phase> phase{Phase::Loading};
+    mutable std::mutex health_mu;
+    std::vector<std::string> degraded;
+    void degrade(const std::string& why) {
+        std::lock_guard<std::mutex> lock(health_mu);
+        degraded.push_back(why);
+    }
+    void health(http::Response& res);
     std::atomic<bool> stopping{false};
     std::mutex stop_mu;
     std::condition_variable stop_cv;
@@ -312,6 +323,7 @@ int Server::run() {
     auto model = Model::load(d.cfg.model_path, d.cfg.load);
     std::string err;
     if (!model) err = model.error();
+    if (model) d.phase = Impl::Phase::Warming;
     std::unique_ptr<Tokenizer> tok;
     if (err.empty()) {
         auto t = Tokenizer::load((*model)->file());
@@ -322,7 +334,10 @@ int Server::run() {
     }
     if (err.empty() && d.cfg.mlock) {
         auto r = (*model)->lock_memory();
-        if (!r) d.log("warning: --mlock failed, the weights may be paged out: %s", r.error().c_str());
+        if (!r) {
+            d.log("warning: --mlock failed, the weights may be paged out: %s", r.error().c_str());
+            d.degrade("--mlock failed, the weights may be paged out: " + r.error());
+        }
     }
     if (err.empty() && d.cfg.warmup) (*model)->warm_up();
     if (err.empty()) {
@@ -346,6 +361,13 @@ int Server::run() {
     }
     d.model = std::move(*model);
     d.tok = std::move(tok);
+    if (const int64_t train = d.model->hparams().n_ctx_train; train > 0 && d.cfg.ctx.n_ctx > train) {
+        d.log("warning: -c %lld is above the %lld tokens the model was trained with: past %lld "
+              "tokens its answers may fall apart", (long long)d.cfg.ctx.n_ctx, (long long)train,
+              (long long)train);
+        d.degrade("-c " + std::to_string(d.cfg.ctx.n_ctx) + " is above the model's training context of " +
+                  std::to_string(train) + " tokens");
+    }
     d.grammar_vocab = GrammarVocab::build(*d.tok);
     if (d.ctx->n_seq() > 1) d.batcher = std::make_unique<StepBatcher>(*d.ctx);
     for (int i = 0; i < d.ctx->n_seq(); ++i) {
@@ -415,6 +437,7 @@ int Server::run() {
     // back to the system instead of staying resident in the heap.
     malloc_trim(0);
     d.ready = true;
+    d.phase = Impl::Phase::Ready;
     {
         std::unique_lock<std::mutex> lock(d.stop_mu);
         d.stop_cv.wait(lock, [&] { return d.stopping.load(); });
@@ -439,7 +462,10 @@ std::string Server::Impl::load_speculation() {
                    ": " + why;
         if (cfg.mlock) {
             auto r = (*m)->lock_memory();
-            if (!r) log("warning: --mlock failed for the draft model: %s", r.error().c_str());
+            if (!r) {
+                log("warning: --mlock failed for the draft model: %s", r.error().c_str());
+                degrade("--mlock failed for the draft model: " + r.error());
+            }
         }
         if (cfg.warmup) (*m)->warm_up();
         ContextParams cp = ctx->params();
@@ -490,6 +516,31 @@ std::string Server::Impl::load_speculation() {
     return "";
 }
 
+void Server::Impl::health(http::Response& res) {
+    const Phase ph = phase.load();
+    if (ph != Phase::Ready) {
+        ApiError e{503, "unavailable_error", ph == Phase::Loading ? "Loading model" : "Warming up the model", {}};
+        json body = json::parse(error_body(e));
+        body["status"] = ph == Phase::Loading ? "loading" : "warming";
+        return send_json(res, 503, body);
+    }
+    std::vector<std::string> why;
+    {
+        std::lock_guard<std::mutex> lock(health_mu);
+        why = degraded;
+    }
+    if (prompt_cache && !prompt_cache->options().dir.empty()) {
+        const auto st = prompt_cache->stats();
+        if (st.write_errors > 0)
+            why.push_back("prompt cache: " + std::to_string(st.write_errors) +
+                          " KV files could not be written to " + prompt_cache->options().dir);
+    }
+    if (why.empty()) return send_json(res, 200, {{"status", "ok"}, {"state", "ready"}});
+    std::string reason;
+    for (const std::string& w : why) reason += (reason.empty() ? "" : "; ") + w;
+    send_json(res, 200, {{"status", "ok"}, {"state", "degraded"}, {"reason", reason}});
+}
+
 void Server::Impl::open_prompt_cache() {
     if (cfg.cache_ram_mib == 0 && cfg.prompt_cache_dir.empty()) return;
     PromptCacheOptions o;
@@ -498,7 +549,10 @@ void Server::Impl::open_prompt_cache() {
     o.dir = cfg.prompt_cache_dir;
     o.disk_bytes = (size_t)std::max<int64_t>(0, cfg.prompt_cache_max_mib) << 20;
     prompt_cache = std::make_unique<PromptCache>(o);
-    for (const std::string& w : prompt_cache->open()) log("warning: prompt cache: %s", w.c_str());
+    for (const std::string& w : prompt_cache->open()) {
+        log("warning: prompt cache: %s", w.c_str());
+        if (w.rfind("cannot create", 0) == 0) degrade("prompt cache: " + w);
+    }
     if (o.dir.empty()) return;
     const auto st = prompt_cache->stats();
     log("prompt cache: %zu entries, %.1f MiB of %lld MiB in %s", st.disk_entries,
@@ -705,8 +759,7 @@ void Server::Impl::route(const http::Request& req, http::Response& res, std::str
     }
     if (p == "/health" || p == "/v1/health") {
         if (m != "GET" && m != "HEAD") return send_error(res, {405, "invalid_request_error", "use GET", {}});
-        if (!ready) return send_error(res, {503, "unavailable_error", "Loading model", {}});
-        return send_json(res, 200, {{"status", "ok"}});
+        return health(res);
     }
     if ((p == "/" || p == "/index.html") && (m == "GET" || m == "HEAD")) {
         if (!cfg.webui) return send_error(res, {404, "not_found_error", "the chat page is off (--no-webui)", {}});

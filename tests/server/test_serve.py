@@ -503,17 +503,18 @@ class OneSlotServer(unittest.TestCase):
     def test_health_503_while_loading_then_ok(self):
         seen = self.srv.health_seen
         self.assertEqual(seen[-1][0], 200)
-        self.assertEqual(json.loads(seen[-1][1]), {"status": "ok"})
+        self.assertEqual(json.loads(seen[-1][1]), {"status": "ok", "state": "ready"})
         loading = [(s, b) for s, b in seen if s != 200]
         self.assertTrue(loading, "GET /health right after start did not see the model loading "
                                  f"(503): {seen[:3]}")
         for status, body in loading:
             self.assertEqual(status, 503, body)
             err = json.loads(body)["error"]
+            self.assertIn(json.loads(body)["status"], ("loading", "warming"))
             self.assertEqual(err["code"], 503)
             self.assertEqual(err["type"], "unavailable_error")
         r = self.get("/v1/health")
-        self.assertEqual((r.status, r.json()), (200, {"status": "ok"}))
+        self.assertEqual((r.status, r.json()), (200, {"status": "ok", "state": "ready"}))
 
     def test_models(self):
         r = self.get("/v1/models")
@@ -1503,6 +1504,58 @@ class ContextSummarize(unittest.TestCase):
         r = run_cli(["-m", self.model, "--context-policy", "summarize", "--context-shift"])
         self.assertEqual(r.returncode, 2)
         self.assertIn("contradicts", r.stderr)
+
+
+class HealthStates(unittest.TestCase):
+    """GET /health: loading, then warming (the weights' pages, one forward pass, the prompt
+    cache), then ready; degraded (still 200 and "ok", with the reason) when the server runs
+    with less than it was asked for."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model = need_model(GEMMA)
+
+    def test_states_in_order(self):
+        srv = Server(["-m", self.model, "--port", "0", "-c", "512"])
+        self.addCleanup(srv.stop)
+        seen = srv.wait_ready()
+        states = [json.loads(b)["status"] for st, b in seen if st == 503]
+        self.assertTrue(states, seen[:3])
+        order = {"loading": 0, "warming": 1}
+        self.assertEqual(states, sorted(states, key=order.__getitem__), "never back to loading")
+        self.assertEqual(request(srv.port, "GET", "/health").json(), {"status": "ok", "state": "ready"})
+
+    def test_degraded_names_its_reason(self):
+        d = tempfile.mkdtemp(prefix="edgellm-health-")
+        self.addCleanup(lambda: shutil.rmtree(d, ignore_errors=True))
+        blocker = os.path.join(d, "a-file")
+        with open(blocker, "w") as f:
+            f.write("not a directory")
+        srv = Server(["-m", self.model, "--port", "0", "-c", "512", "--prompt-cache",
+                      os.path.join(blocker, "cache")])
+        self.addCleanup(srv.stop)
+        srv.wait_ready()
+        r = request(srv.port, "GET", "/health")
+        self.assertEqual(r.status, 200, r)
+        j = r.json()
+        self.assertEqual((j["status"], j["state"]), ("ok", "degraded"))
+        self.assertIn("prompt cache", j["reason"])
+        self.assertIn("a-file", j["reason"])
+        # it still serves
+        r = request(srv.port, "POST", "/completion", {"prompt": "Hello", "n_predict": 2})
+        self.assertEqual(r.status, 200, r)
+
+    def test_a_context_above_the_training_context_is_warned_about(self):
+        tiny = os.path.join(ARGS.root, "..", "shared", "reference", "golden", "tiny-qwen2-q8_0.gguf")
+        if not os.path.isfile(tiny):
+            self.skipTest(f"no golden tiny model at {tiny}")
+        srv = Server(["-m", tiny, "--port", "0", "-c", "4096"])  # trained with 2048
+        self.addCleanup(srv.stop)
+        srv.wait_ready()
+        self.assertRegex(srv.log_text(), r"warning: -c 4096 is above the 2048 tokens the model was trained with")
+        j = request(srv.port, "GET", "/health").json()
+        self.assertEqual(j["state"], "degraded")
+        self.assertIn("training context of 2048", j["reason"])
 
 
 class CacheRam(unittest.TestCase):
