@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <thread>
 
 #include "args.h"
@@ -14,6 +15,37 @@
 #include "server/server.h"
 
 namespace edgellm::cli {
+
+namespace {
+
+// "1500000000", "1.7G", "1700M", "1.5GiB": bytes (decimal suffixes as powers of 1024, as
+// llama.cpp and ollama read them).
+std::optional<int64_t> parse_bytes(const std::string& text) {
+    size_t used = 0;
+    double v = 0;
+    try {
+        v = std::stod(text, &used);
+    } catch (...) {
+        return std::nullopt;
+    }
+    std::string unit = text.substr(used);
+    for (char& c : unit) c = (char)std::toupper((unsigned char)c);
+    double mul = 1;
+    if (unit.empty() || unit == "B")
+        mul = 1;
+    else if (unit == "K" || unit == "KB" || unit == "KIB")
+        mul = 1024.0;
+    else if (unit == "M" || unit == "MB" || unit == "MIB")
+        mul = 1048576.0;
+    else if (unit == "G" || unit == "GB" || unit == "GIB")
+        mul = 1073741824.0;
+    else
+        return std::nullopt;
+    if (!(v > 0) || v * mul > 9e18) return std::nullopt;
+    return (int64_t)(v * mul);
+}
+
+}  // namespace
 
 namespace {
 
@@ -171,7 +203,15 @@ bool read_spec_options(const ArgParser& p, server::SpecConfig* sc, std::vector<s
 
 }  // namespace
 
-int cmd_serve(const std::vector<std::string>& args) {
+int cmd_serve(const std::vector<std::string>& given) {
+    // llama.cpp's --fit takes on|off; a bare --fit means on.
+    std::vector<std::string> args;
+    for (size_t i = 0; i < given.size(); ++i) {
+        args.push_back(given[i]);
+        if ((given[i] == "--fit" || given[i] == "-fit") &&
+            (i + 1 == given.size() || (given[i + 1] != "on" && given[i + 1] != "off")))
+            args.push_back("on");
+    }
     std::shared_ptr<const Grammar> cfg_grammar;
     server::SpecConfig cfg_spec;
     ArgParser p("serve", "edgellm serve [-m MODEL] [--host HOST] [--port PORT] [options]");
@@ -203,6 +243,14 @@ int cmd_serve(const std::vector<std::string>& args) {
     p.flag({"--slots"}, "serve GET /slots (the default)");
     p.flag({"--no-slots"}, "do not serve GET /slots");
     p.option({"--slot-save-path"}, "DIR", "directory for POST /slots/N?action=save|restore");
+    p.option({"--memory-limit"}, "BYTES",
+             "weights + KV cache + scratch + --cache-ram (+ the draft model) must fit this "
+             "(suffixes K, M, G; KiB, MiB, GiB), else the model is refused with the bill");
+    p.option({"-fit", "--fit"}, "on|off",
+             "with --memory-limit: shrink the context until it fits, and say what it chose "
+             "(a bare --fit means on)");
+    p.option({"--fallback-model"}, "FILE",
+             "serve this model (GET /health: degraded) when -m cannot be loaded or does not fit");
     p.option({"--prompt-cache"}, "DIR",
              "keep the KV of each conversation's prefix in DIR, so it survives a restart; the "
              "newest go back into the slots at start-up");
@@ -318,6 +366,22 @@ int cmd_serve(const std::vector<std::string>& args) {
     cfg.slots_endpoint = !p.has("--no-slots");
     cfg.slot_save_path = p.get_or("--slot-save-path", "");
     cfg.prompt_cache_dir = p.get_or("--prompt-cache", "");
+    cfg.fallback_model = p.get_or("--fallback-model", "");
+    if (auto ml = p.get("--memory-limit")) {
+        auto bytes = parse_bytes(*ml);
+        if (!bytes || *bytes <= 0)
+            return fail("serve", "--memory-limit takes a size in bytes (suffixes K, M, G, KiB, MiB, "
+                                 "GiB), got \"" + *ml + "\"", 2);
+        cfg.memory_limit = *bytes;
+    }
+    if (auto f = p.get("--fit")) {
+        if (*f != "on" && *f != "off")
+            return fail("serve", "--fit takes on or off, got \"" + *f + "\"", 2);
+        cfg.fit = *f == "on";
+        if (cfg.fit && cfg.memory_limit == 0)
+            return fail("serve", "--fit needs --memory-limit (edgellm does not guess the memory "
+                                 "it may take)", 2);
+    }
     if (p.has("--prompt-cache-max-mib") && cfg.prompt_cache_dir.empty())
         return fail("serve", "--prompt-cache-max-mib needs --prompt-cache DIR", 2);
     cfg.webui = !p.has("--no-webui");

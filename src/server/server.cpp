@@ -252,6 +252,12 @@ struct Server::Impl {
                   ApiError* err);
     // The draft model and each slot's drafter (cfg.spec); "" or why not.
     std::string load_speculation();
+    // The model, its tokenizer and context, within --memory-limit (--fit: a smaller
+    // context); "" or why not (nothing is kept then).
+    std::string load_main(const std::string& path);
+    std::string fit_memory(const Model& m, ContextParams* cp);
+    std::string serving_path;  // the model served (the fallback's when it took over)
+    std::string fitted;        // what --fit chose ("" : nothing)
     // The prompt cache, and its newest entries restored into the slots.
     void open_prompt_cache();
     // Before a request runs on a slot: keep what the slot holds (when the prompt would cut
@@ -315,43 +321,110 @@ void Server::Impl::log(const char* fmt, ...) const {
     std::fprintf(stderr, "%s edgellm serve: %s\n", ts, buf);
 }
 
+std::string Server::Impl::load_main(const std::string& path) {
+    log("loading %s", path.c_str());
+    auto loaded = Model::load(path, cfg.load);
+    if (!loaded) return loaded.error();
+    phase = Phase::Warming;
+    auto t = Tokenizer::load((*loaded)->file());
+    if (!t) return t.error();
+    ContextParams cp = cfg.ctx;
+    if (cp.n_ctx <= 0) cp.n_ctx = std::min<int64_t>((*loaded)->hparams().n_ctx_train, 4096);
+    cp.n_ctx = std::max<int64_t>(1, cp.n_ctx / std::max(1, cfg.n_parallel));
+    cp.n_seq = std::max(1, cfg.n_parallel);
+    // Speculation checks a step's drafts with the logits of every position.
+    if (cfg.spec.on()) cp.n_outputs = (int64_t)cp.n_seq * (cfg.spec.n_max + 1);
+    if (cfg.memory_limit > 0) {
+        std::string why = fit_memory(**loaded, &cp);
+        if (!why.empty()) return why;
+    }
+    if (cfg.mlock) {
+        auto r = (*loaded)->lock_memory();
+        if (!r) {
+            log("warning: --mlock failed, the weights may be paged out: %s", r.error().c_str());
+            degrade("--mlock failed, the weights may be paged out: " + r.error());
+        }
+    }
+    if (cfg.warmup) (*loaded)->warm_up();
+    auto c = Context::create(**loaded, cp);
+    if (!c) return c.error();
+    ctx = std::move(*c);
+    model = std::move(*loaded);
+    tok = std::move(*t);
+    return "";
+}
+
+std::string Server::Impl::fit_memory(const Model& m, ContextParams* cp) {
+    const size_t limit = (size_t)cfg.memory_limit;
+    const size_t cache = cfg.cache_ram_mib > 0 ? (size_t)cfg.cache_ram_mib << 20 : 0;
+    auto bill_text = [&](const MemoryBill& b) {
+        char buf[400];
+        std::snprintf(buf, sizeof buf,
+                      "weights %.0f MiB + KV cache %.0f MiB (%lld tokens x %d slot%s, %s) + scratch "
+                      "%.0f MiB + --cache-ram %.0f MiB = %.0f MiB",
+                      (double)b.weights / 1048576.0, (double)b.kv_cache / 1048576.0,
+                      (long long)cp->n_ctx, cp->n_seq, cp->n_seq > 1 ? "s" : "",
+                      tensor_type_name(cp->kv_type), (double)b.scratch / 1048576.0,
+                      (double)cache / 1048576.0, (double)(b.total() + cache) / 1048576.0);
+        return std::string(buf);
+    };
+    auto bill = Context::memory_bill(m, *cp);
+    if (!bill) return bill.error();
+    if (cfg.memory_limit < 0) cfg.memory_limit = 0;
+    if (bill->total() + cache <= limit) {
+        log("memory: %s, within --memory-limit %.0f MiB", bill_text(*bill).c_str(), (double)limit / 1048576.0);
+        return "";
+    }
+    const std::string asked = bill_text(*bill);
+    if (!cfg.fit)
+        return "it needs " + asked + ", more than --memory-limit " +
+               std::to_string(limit >> 20) + " MiB (--fit shrinks the context to fit)";
+    // The largest context per slot that fits, down to 128 tokens.
+    const int64_t want = cp->n_ctx;
+    int64_t lo = std::min<int64_t>(128, want), hi = want;
+    ContextParams t = *cp;
+    auto fits = [&](int64_t n) {
+        t.n_ctx = n;
+        auto b = Context::memory_bill(m, t);
+        return b && b->total() + cache <= limit;
+    };
+    if (!fits(lo))
+        return "it needs " + asked + "; even a context of " + std::to_string(lo) +
+               " tokens does not fit --memory-limit " + std::to_string(limit >> 20) + " MiB";
+    while (lo < hi) {
+        const int64_t mid = lo + (hi - lo + 1) / 2;
+        if (fits(mid))
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    cp->n_ctx = lo;
+    const auto b = Context::memory_bill(m, *cp);
+    log("--fit: a context of %lld tokens a slot instead of %lld, to fit --memory-limit %.0f MiB: %s",
+        (long long)lo, (long long)want, (double)limit / 1048576.0, bill_text(*b).c_str());
+    fitted = "--fit: the context is " + std::to_string(lo * cp->n_seq) + " tokens, not the " +
+             std::to_string(want * cp->n_seq) + " asked, to fit --memory-limit";
+    degrade(fitted);
+    return "";
+}
+
 int Server::run() {
     Impl& d = *impl_;
     d.http_thread = std::thread([&d] { d.http->run(); });
     const auto t0 = Clock::now();
-    d.log("loading %s", d.cfg.model_path.c_str());
-    auto model = Model::load(d.cfg.model_path, d.cfg.load);
-    std::string err;
-    if (!model) err = model.error();
-    if (model) d.phase = Impl::Phase::Warming;
-    std::unique_ptr<Tokenizer> tok;
-    if (err.empty()) {
-        auto t = Tokenizer::load((*model)->file());
-        if (!t)
-            err = t.error();
-        else
-            tok = std::move(*t);
-    }
-    if (err.empty() && d.cfg.mlock) {
-        auto r = (*model)->lock_memory();
-        if (!r) {
-            d.log("warning: --mlock failed, the weights may be paged out: %s", r.error().c_str());
-            d.degrade("--mlock failed, the weights may be paged out: " + r.error());
+    std::string err = d.load_main(d.cfg.model_path);
+    d.serving_path = d.cfg.model_path;
+    if (!err.empty() && !d.cfg.fallback_model.empty()) {
+        d.log("error: cannot use the model %s: %s; serving the fallback model %s", d.cfg.model_path.c_str(),
+              err.c_str(), d.cfg.fallback_model.c_str());
+        const std::string main_err = err;
+        err = d.load_main(d.cfg.fallback_model);
+        if (err.empty()) {
+            d.serving_path = d.cfg.fallback_model;
+            d.degrade("serving the fallback model " +
+                      std::filesystem::path(d.cfg.fallback_model).filename().string() + ": " +
+                      d.cfg.model_path + " could not be used (" + main_err + ")");
         }
-    }
-    if (err.empty() && d.cfg.warmup) (*model)->warm_up();
-    if (err.empty()) {
-        ContextParams cp = d.cfg.ctx;
-        if (cp.n_ctx <= 0) cp.n_ctx = std::min<int64_t>((*model)->hparams().n_ctx_train, 4096);
-        cp.n_ctx = std::max<int64_t>(1, cp.n_ctx / std::max(1, d.cfg.n_parallel));
-        cp.n_seq = std::max(1, d.cfg.n_parallel);
-        // Speculation checks a step's drafts with the logits of every position.
-        if (d.cfg.spec.on()) cp.n_outputs = (int64_t)cp.n_seq * (d.cfg.spec.n_max + 1);
-        auto c = Context::create(**model, cp);
-        if (!c)
-            err = c.error();
-        else
-            d.ctx = std::move(*c);
     }
     if (!err.empty()) {
         d.log("error: cannot load the model: %s", err.c_str());
@@ -359,8 +432,6 @@ int Server::run() {
         d.http_thread.join();
         return 1;
     }
-    d.model = std::move(*model);
-    d.tok = std::move(tok);
     if (const int64_t train = d.model->hparams().n_ctx_train; train > 0 && d.cfg.ctx.n_ctx > train) {
         d.log("warning: -c %lld is above the %lld tokens the model was trained with: past %lld "
               "tokens its answers may fall apart", (long long)d.cfg.ctx.n_ctx, (long long)train,
@@ -377,6 +448,10 @@ int Server::run() {
         d.slots.push_back(std::move(s));
     }
     d.pool = std::make_unique<SlotPool>((int)d.slots.size(), d.cfg.max_queue);
+    if (d.serving_path != d.cfg.model_path && d.cfg.spec.on()) {
+        d.cfg.spec = SpecConfig{};  // drafts were chosen for the main model
+        d.degrade("speculative decoding is off with the fallback model");
+    }
     err = d.load_speculation();
     if (!err.empty()) {
         d.log("error: %s", err.c_str());
@@ -394,7 +469,7 @@ int Server::run() {
     d.open_prompt_cache();
     d.model_name = d.cfg.alias;
     if (d.model_name.empty())
-        d.model_name = std::filesystem::path(d.cfg.model_path).filename().string();
+        d.model_name = std::filesystem::path(d.serving_path).filename().string();
     d.created = (int64_t)std::time(nullptr);
     const auto bill = Context::memory_bill(*d.model, d.ctx->params());
     d.log("model %s: %s, %lld slot%s of %lld tokens, KV %s, %s; ready in %.0f ms",
@@ -476,6 +551,17 @@ std::string Server::Impl::load_speculation() {
         cp.n_batch = std::min<int64_t>(cp.n_batch, 64);
         cp.kv_type = sc.kv_type;
         cp.n_threads = sc.n_threads > 0 ? sc.n_threads : cfg.ctx.n_threads;
+        if (cfg.memory_limit > 0) {
+            const auto mb = Context::memory_bill(*model, ctx->params());
+            const auto db = Context::memory_bill(**m, cp);
+            const size_t cache = cfg.cache_ram_mib > 0 ? (size_t)cfg.cache_ram_mib << 20 : 0;
+            if (mb && db && mb->total() + db->total() + cache > (size_t)cfg.memory_limit)
+                return "the draft model does not fit --memory-limit " +
+                       std::to_string(cfg.memory_limit >> 20) + " MiB: the model " +
+                       std::to_string(mb->total() >> 20) + " MiB + the draft model " +
+                       std::to_string(db->total() >> 20) + " MiB + --cache-ram " +
+                       std::to_string(cache >> 20) + " MiB";
+        }
         auto c = Context::create(**m, cp);
         if (!c) return "cannot make the draft model's context: " + c.error();
         draft_model = std::move(*m);

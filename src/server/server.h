@@ -87,6 +87,14 @@ struct ServerConfig {
     std::shared_ptr<const Grammar> grammar;
     SpecConfig spec;
     ContextPolicy context_policy = ContextPolicy::Error;
+    // --memory-limit: weights + KV cache + scratch + --cache-ram (and the draft model's) must
+    // fit in this many bytes, else the model is refused with the bill; with --fit the
+    // context shrinks until it fits. 0: no limit.
+    int64_t memory_limit = 0;
+    bool fit = false;
+    // --fallback-model: served (and /health says degraded) when the model cannot be loaded
+    // or does not fit.
+    std::string fallback_model;
     int summary_max_tokens = 160;  // the longest summary (--context-policy summarize)
 };
 

@@ -1558,6 +1558,79 @@ class HealthStates(unittest.TestCase):
         self.assertIn("training context of 2048", j["reason"])
 
 
+class MemoryLimit(unittest.TestCase):
+    """--memory-limit checks weights + KV + scratch + --cache-ram before allocating: refused
+    with the bill, or with --fit a smaller context; --fallback-model serves when the model
+    cannot be loaded or does not fit."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model = need_model(GEMMA)
+
+    def test_over_the_limit_is_refused_with_the_bill(self):
+        r = run_cli(["-m", self.model, "--port", "0", "-c", "4096", "--memory-limit", "100M"])
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertRegex(r.stderr, r"it needs weights \d+ MiB \+ KV cache \d+ MiB \(4096 tokens.*"
+                                   r"more than --memory-limit 100 MiB \(--fit shrinks")
+
+    def test_fit_shrinks_the_context_and_says_so(self):
+        srv = Server(["-m", self.model, "--port", "0", "-c", "32768", "--memory-limit", "400MiB",
+                      "--fit"])
+        self.addCleanup(srv.stop)
+        srv.wait_ready()
+        m = srv.wait_log(r"--fit: a context of (\d+) tokens a slot instead of 32768")
+        n = int(m.group(1))
+        self.assertLess(n, 32768)
+        self.assertGreater(n, 128)
+        self.assertEqual(request(srv.port, "GET", "/props").json()["default_generation_settings"]["n_ctx"], n)
+        j = request(srv.port, "GET", "/health").json()
+        self.assertEqual(j["state"], "degraded")
+        self.assertIn("--fit", j["reason"])
+        # the same limit with room to spare: no change, not degraded
+        srv2 = Server(["-m", self.model, "--port", "0", "-c", "1024", "--memory-limit", "2G", "--fit", "on"])
+        self.addCleanup(srv2.stop)
+        srv2.wait_ready()
+        self.assertIn("within --memory-limit 2048 MiB", srv2.log_text())
+        self.assertEqual(request(srv2.port, "GET", "/health").json()["state"], "ready")
+
+    def test_fallback_model_serves_when_the_model_cannot(self):
+        missing = os.path.join(tempfile.gettempdir(), "edgellm-no-such-model.gguf")
+        srv = Server(["-m", missing, "--port", "0", "-c", "512", "--fallback-model", self.model])
+        self.addCleanup(srv.stop)
+        srv.wait_ready()
+        j = request(srv.port, "GET", "/health").json()
+        self.assertEqual((j["status"], j["state"]), ("ok", "degraded"))
+        self.assertIn("fallback model " + os.path.basename(self.model), j["reason"])
+        self.assertIn(missing, j["reason"])
+        self.assertEqual(request(srv.port, "GET", "/v1/models").json()["data"][0]["id"],
+                         os.path.basename(self.model))
+        r = request(srv.port, "POST", "/v1/chat/completions",
+                    {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 3})
+        self.assertEqual(r.status, 200, r)
+
+    def test_fallback_model_serves_when_the_model_does_not_fit(self):
+        big = model_path(QWEN)
+        if not big:
+            self.skipTest(f"model {QWEN} is not installed")
+        srv = Server(["-m", big, "--port", "0", "-c", "1024", "--memory-limit", "700M",
+                      "--fallback-model", self.model])
+        self.addCleanup(srv.stop)
+        srv.wait_ready()
+        j = request(srv.port, "GET", "/health").json()
+        self.assertEqual(j["state"], "degraded")
+        self.assertIn("more than --memory-limit 700 MiB", j["reason"])
+        self.assertEqual(request(srv.port, "GET", "/v1/models").json()["data"][0]["id"],
+                         os.path.basename(self.model))
+
+    def test_flags(self):
+        for flags, msg in ((["--fit"], "--fit needs --memory-limit"),
+                           (["--memory-limit", "lots"], "--memory-limit takes a size"),
+                           (["--memory-limit", "1G", "--fit", "maybe"], "unexpected argument maybe")):
+            r = run_cli(["-m", self.model, *flags])
+            self.assertEqual(r.returncode, 2, (flags, r.stderr))
+            self.assertIn(msg, r.stderr)
+
+
 class CacheRam(unittest.TestCase):
     """--cache-ram: an agent alternating between three system prompts on one slot pays a
     full prefill only once for each."""
