@@ -251,6 +251,10 @@ int cmd_serve(const std::vector<std::string>& given) {
              "(a bare --fit means on)");
     p.option({"--fallback-model"}, "FILE",
              "serve this model (GET /health: degraded) when -m cannot be loaded or does not fit");
+    p.option({"--timeout-first-token"}, "MS",
+             "a reply whose first token is not ready MS after the request arrived is stopped "
+             "and answered with --fallback-reply");
+    p.option({"--fallback-reply"}, "TEXT", "the answer when --timeout-first-token runs out");
     p.option({"--prompt-cache"}, "DIR",
              "keep the KV of each conversation's prefix in DIR, so it survives a restart; the "
              "newest go back into the slots at start-up");
@@ -367,6 +371,14 @@ int cmd_serve(const std::vector<std::string>& given) {
     cfg.slot_save_path = p.get_or("--slot-save-path", "");
     cfg.prompt_cache_dir = p.get_or("--prompt-cache", "");
     cfg.fallback_model = p.get_or("--fallback-model", "");
+    cfg.fallback_reply = p.get_or("--fallback-reply", "");
+    if (!p.get_int("--timeout-first-token", 1, 86400000, &cfg.timeout_first_token_ms, &err))
+        return fail("serve", err, 2);
+    if (p.has("--timeout-first-token") != p.has("--fallback-reply"))
+        return fail("serve", "--timeout-first-token and --fallback-reply go together (what to "
+                             "answer, and when)", 2);
+    if (p.has("--fallback-reply") && cfg.fallback_reply.empty())
+        return fail("serve", "--fallback-reply must not be empty", 2);
     if (auto ml = p.get("--memory-limit")) {
         auto bytes = parse_bytes(*ml);
         if (!bytes || *bytes <= 0)

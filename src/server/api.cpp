@@ -688,6 +688,7 @@ json chat_response(const GenOutcome& o) {
     j["usage"] = usage_json(o.result);
     j["timings"] = timings_json(o.result);
     if (!o.context.is_null()) j["context"] = o.context;
+    if (!o.fallback.is_null()) j["fallback"] = o.fallback;
     return j;
 }
 
@@ -700,6 +701,7 @@ json completions_response(const GenOutcome& o) {
     j["usage"] = usage_json(o.result);
     j["timings"] = timings_json(o.result);
     if (!o.context.is_null()) j["context"] = o.context;
+    if (!o.fallback.is_null()) j["fallback"] = o.fallback;
     return j;
 }
 
@@ -741,6 +743,7 @@ json native_response(const GenOutcome& o, const GenRequest& req) {
               {"timings", timings_json(r)}};
     if (!o.logprobs.is_null()) j["completion_probabilities"] = o.logprobs;
     if (!o.context.is_null()) j["context"] = o.context;
+    if (!o.fallback.is_null()) j["fallback"] = o.fallback;
     // Not in llama.cpp's answer, but read by clients written against it (seed 001's Rust
     // client): the decode speed at the top level.
     j["tokens_per_second"] = r.generate_per_second();
@@ -809,6 +812,7 @@ json chat_chunk_final(const GenOutcome& o) {
     json j = envelope(o, "chat.completion.chunk", json::array({choice}));
     j["timings"] = timings_json(o.result);
     if (!o.context.is_null()) j["context"] = o.context;
+    if (!o.fallback.is_null()) j["fallback"] = o.fallback;
     return j;
 }
 
@@ -825,6 +829,7 @@ json completions_chunk_final(const GenOutcome& o) {
     json j = envelope(o, "text_completion", json::array({choice}));
     j["timings"] = timings_json(o.result);
     if (!o.context.is_null()) j["context"] = o.context;
+    if (!o.fallback.is_null()) j["fallback"] = o.fallback;
     return j;
 }
 

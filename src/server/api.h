@@ -110,6 +110,8 @@ struct GenOutcome {
     // What a context policy did to fit the conversation (a shift while generating, older
     // turns summarized); null when nothing was needed.
     json context = nullptr;
+    // --fallback-reply took over (no first token within --timeout-first-token): why.
+    json fallback = nullptr;
 };
 // The "context" field for a shift, from the result (null when there was none).
 json context_shift_json(const GenerateResult& r);

@@ -96,8 +96,12 @@ struct Slot {
 // milliseconds on a thread of its own while the request's thread is busy generating.
 class DisconnectWatch {
   public:
-    DisconnectWatch(http::Response& res, std::atomic<bool>& flag) {
-        thread_ = std::thread([this, &res, &flag] {
+    // With a deadline: also raises the flag (and timed_out()) when `progress` is still 0
+    // then (no token generated in time).
+    DisconnectWatch(http::Response& res, std::atomic<bool>& flag,
+                    std::optional<Clock::time_point> deadline = std::nullopt,
+                    const std::atomic<int64_t>* progress = nullptr) {
+        thread_ = std::thread([this, &res, &flag, deadline, progress] {
             std::unique_lock<std::mutex> lock(mu_);
             while (!done_) {
                 if (res.peer_gone()) {
@@ -105,10 +109,16 @@ class DisconnectWatch {
                     gone_ = true;
                     return;
                 }
+                if (deadline && progress && !timed_out_ && Clock::now() >= *deadline &&
+                    progress->load() == 0) {
+                    timed_out_ = true;
+                    flag = true;
+                }
                 cv_.wait_for(lock, std::chrono::milliseconds(10));
             }
         });
     }
+    bool timed_out() const { return timed_out_; }
     ~DisconnectWatch() {
         {
             std::lock_guard<std::mutex> lock(mu_);
@@ -124,6 +134,7 @@ class DisconnectWatch {
     std::condition_variable cv_;
     bool done_ = false;
     std::atomic<bool> gone_{false};
+    std::atomic<bool> timed_out_{false};
     std::thread thread_;
 };
 
@@ -1107,8 +1118,12 @@ void Server::Impl::run_choice(Api api, const GenRequest& g, const Prepared& p, S
     if (w) w->begin(o, g.logprobs ? &c->probs : nullptr, p.prompt_text);
     const bool think = api == Api::Chat && cfg.reasoning;
     const bool opened = think && prompt_opens_thinking(p.prompt_text);
+    bool timed_out = false;
     {
-        DisconnectWatch watch(res, slot->cancel);
+        std::optional<Clock::time_point> deadline;
+        if (cfg.timeout_first_token_ms > 0 && c->o.index == 0)
+            deadline = t_start + std::chrono::milliseconds(cfg.timeout_first_token_ms);
+        DisconnectWatch watch(res, slot->cancel, deadline, &slot->n_decoded);
         auto on_text = [&](std::string_view piece) {
             if (c->ttft_ms < 0) c->ttft_ms = ms_between(t_start, Clock::now());
             if (!w) return true;
@@ -1117,9 +1132,20 @@ void Server::Impl::run_choice(Api api, const GenRequest& g, const Prepared& p, S
         };
         if (!w || w->ok()) c->r = session.generate(p.prompt, gp, on_text);
         c->client_gone = watch.gone() || (w && !w->ok());
+        timed_out = watch.timed_out() && !c->client_gone;
     }
     if (!c->r) return;
     o.result = std::move(*c->r);
+    if (timed_out && o.result.stop == StopReason::Cancelled && o.result.n_generated == 0) {
+        // The head unit must say something in time: the canned reply, as the reply.
+        o.result.text = cfg.fallback_reply;
+        o.result.stop = StopReason::Eos;
+        o.fallback = {{"reason", "no first token within --timeout-first-token " +
+                                     std::to_string(cfg.timeout_first_token_ms) + " ms"},
+                      {"after_ms", ms_between(t_start, Clock::now())}};
+        c->ttft_ms = ms_between(t_start, Clock::now());
+        if (w) w->piece(o, cfg.fallback_reply);
+    }
     o.context = p.context;
     if (const json shift = context_shift_json(o.result); !shift.is_null()) {
         if (o.context.is_null())
@@ -1296,6 +1322,9 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
         shifts += c.o.result.n_shifts;
         discarded += c.o.result.n_discarded;
     }
+    if (!first.o.fallback.is_null())
+        spec_note += " | fallback reply: no first token within " +
+                     std::to_string(cfg.timeout_first_token_ms) + " ms";
     if (shifts > 0)
         spec_note += " | context shift: " + std::to_string(shifts) + "x, dropped " +
                      std::to_string(discarded) + " tokens after the first " +

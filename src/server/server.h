@@ -95,6 +95,10 @@ struct ServerConfig {
     // --fallback-model: served (and /health says degraded) when the model cannot be loaded
     // or does not fit.
     std::string fallback_model;
+    // --timeout-first-token with --fallback-reply: a reply whose first token is not ready
+    // this long after the request arrived is stopped and answered with the text instead.
+    int64_t timeout_first_token_ms = 0;
+    std::string fallback_reply;
     int summary_max_tokens = 160;  // the longest summary (--context-policy summarize)
 };
 

@@ -1631,6 +1631,59 @@ class MemoryLimit(unittest.TestCase):
             self.assertIn(msg, r.stderr)
 
 
+class FallbackReply(unittest.TestCase):
+    """--timeout-first-token MS --fallback-reply TEXT: a reply not started in time is
+    stopped and answered with the text (streamed or not); one started in time is left be."""
+
+    REPLY = "抱歉，请稍后再试。"
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model = need_model(GEMMA)
+        cls.srv = start_server(cls, ["-m", cls.model, "--port", "0", "-c", "4096",
+                                     "--timeout-first-token", "300", "--fallback-reply", cls.REPLY,
+                                     "--cache-ram", "0"])
+        cls.port = cls.srv.port
+
+    def slow_messages(self):
+        # a prompt that takes well over 300 ms to evaluate, new each time (no cached prefix)
+        text = uuid.uuid4().hex + " " + " ".join(f"Item {i} is a red box on a table." for i in range(300))
+        return [{"role": "user", "content": text + " How many items?"}]
+
+    def test_a_slow_first_token_gets_the_fallback_reply(self):
+        r = request(self.port, "POST", "/v1/chat/completions",
+                    {"messages": self.slow_messages(), "max_tokens": 20})
+        self.assertEqual(r.status, 200, r)
+        j = r.json()
+        self.assertEqual(j["choices"][0]["message"]["content"], self.REPLY)
+        self.assertEqual(j["choices"][0]["finish_reason"], "stop")
+        self.assertIn("--timeout-first-token 300 ms", j["fallback"]["reason"])
+        self.assertLess(j["fallback"]["after_ms"], 2000, "answered soon after the deadline")
+        self.srv.wait_log(r"fallback reply: no first token within 300 ms", timeout=5)
+        # streamed: the text as content, then the end as usual
+        r = request(self.port, "POST", "/v1/chat/completions",
+                    {"messages": self.slow_messages(), "max_tokens": 20, "stream": True})
+        events = sse_events(r.body)
+        self.assertEqual(events[-1], "[DONE]")
+        objs = [json.loads(e) for e in events[:-1]]
+        text = "".join(o["choices"][0]["delta"].get("content") or "" for o in objs)
+        self.assertEqual(text, self.REPLY)
+        self.assertIn("fallback", objs[-1])
+
+    def test_a_quick_reply_is_left_alone(self):
+        r = request(self.port, "POST", "/v1/chat/completions",
+                    {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 4})
+        self.assertEqual(r.status, 200, r)
+        j = r.json()
+        self.assertNotIn("fallback", j)
+        self.assertNotEqual(j["choices"][0]["message"]["content"], self.REPLY)
+
+    def test_flags_go_together(self):
+        r = run_cli(["-m", self.model, "--timeout-first-token", "500"])
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("go together", r.stderr)
+
+
 class CacheRam(unittest.TestCase):
     """--cache-ram: an agent alternating between three system prompts on one slot pays a
     full prefill only once for each."""
