@@ -146,15 +146,9 @@ bool load_model(const ArgParser& p, const std::string& path, LoadedModel* out, s
     return true;
 }
 
-// --kv-type into *t (unchanged when absent); false with the reason.
-bool kv_type_option(const ArgParser& p, TensorType* t, std::string* err) {
-    auto kv = parse_kv_type(p.get_or("--kv-type", tensor_type_name(*t)));
-    if (!kv) {
-        *err = "--kv-type must be f16 or q8_0";
-        return false;
-    }
-    *t = *kv;
-    return true;
+// The KV flags into cp (unchanged when absent); false with the reason.
+bool kv_type_option(const ArgParser& p, ContextParams* cp, std::string* err) {
+    return read_kv_options(p, &cp->type_k, &cp->type_v, err);
 }
 
 // bench's speculative decoding options.
@@ -230,7 +224,7 @@ int bench_constrained(const ArgParser& p, const std::string& model_path, int64_t
     ContextParams cp;
     cp.n_ctx = 4096;
     cp.n_threads = threads;
-    if (!kv_type_option(p, &cp.kv_type, &err)) return fail("bench", err, 2);
+    if (!kv_type_option(p, &cp, &err)) return fail("bench", err, 2);
     if (!read_cpu_options(p, &cp, &err)) return fail("bench", err, 2);
     auto ctx = Context::create(*model, cp);
     if (!ctx) return fail("bench", ctx.error());
@@ -347,7 +341,7 @@ int bench_speculative(const ArgParser& p, const std::string& model_path, int64_t
     cp.n_ctx = 2048;
     cp.n_threads = threads;
     cp.n_outputs = sc.n_max + 1;
-    if (!kv_type_option(p, &cp.kv_type, &err)) return fail("bench", err, 2);
+    if (!kv_type_option(p, &cp, &err)) return fail("bench", err, 2);
     if (!read_cpu_options(p, &cp, &err)) return fail("bench", err, 2);
     auto ctx = Context::create(*model, cp);
     if (!ctx) return fail("bench", ctx.error());
@@ -462,7 +456,7 @@ int cmd_bench(const std::vector<std::string>& args) {
     p.option({"-d", "--n-depth"}, "N",
              "fill the KV cache with N tokens before each test (default 0)");
     p.option({"-c", "--ctx-size"}, "N", "context (default: enough for the tests)");
-    p.option({"--kv-type", "-ctk"}, "T", "KV cache type: f16 (default) or q8_0");
+    add_kv_options(p);
     p.option({"-o", "--output"}, "FMT", "md (default), json or csv");
     p.option({"--kernels"}, "NAME", "kernel set (default: the best available)");
     p.flag({"--no-bandwidth"}, "skip measuring the machine's read bandwidth");
@@ -521,9 +515,11 @@ int cmd_bench(const std::vector<std::string>& args) {
     const std::string fmt = p.get_or("-o", "md");
     if (fmt != "md" && fmt != "json" && fmt != "csv")
         return fail("bench", "-o must be md, json or csv", 2);
-    TensorType kv = TensorType::F16;
+    ContextParams kv;
     if (!kv_type_option(p, &kv, &err)) return fail("bench", err, 2);
-    const std::optional<TensorType> kv_type = kv;
+    const std::string kv_name = kv.type_k == kv.type_v ? std::string(tensor_type_name(kv.type_k))
+                                                       : std::string(tensor_type_name(kv.type_k)) + "/" +
+                                                             tensor_type_name(kv.type_v);
     err = choose_kernels(p.get_or("--kernels", ""));
     if (!err.empty()) return fail("bench", err, 2);
 
@@ -546,7 +542,8 @@ int cmd_bench(const std::vector<std::string>& args) {
         if (t.name == "token_embd.weight" && !h.tied_output) continue;
         weight_read += t.n_bytes;
     }
-    const double kv_per_token = (double)(2 * h.n_layer) * (double)row_size(*kv_type, h.n_embd_kv());
+    const double kv_per_token = (double)h.n_layer * (double)(row_size(kv.type_k, h.n_embd_kv()) +
+                                                              row_size(kv.type_v, h.n_embd_kv()));
 
     std::vector<std::pair<int, double>> bandwidth;  // threads -> GB/s
     if (!p.has("--no-bandwidth") && n_gen > 0)
@@ -563,7 +560,8 @@ int cmd_bench(const std::vector<std::string>& args) {
         ContextParams cp;
         cp.n_ctx = n_ctx > 0 ? n_ctx : std::max<int64_t>(depth + std::max(n_prompt, n_gen), 16);
         cp.n_batch = n_prompt > 0 ? n_prompt : 512;  // (the depth fill goes in batches too)
-        cp.kv_type = *kv_type;
+        cp.type_k = kv.type_k;
+        cp.type_v = kv.type_v;
         cp.n_threads = nt;
         cp.cpus = placement.cpus;
         auto ctx = Context::create(m, cp);
@@ -643,7 +641,7 @@ int cmd_bench(const std::vector<std::string>& args) {
                 "\"n_threads\": %d, \"avg_ts\": %.6f, \"stddev_ts\": %.6f, \"median_ts\": %.6f, "
                 "\"samples_ts\": [",
                 json_escape(name).c_str(), mtype.c_str(), m.weight_bytes(), (long long)n_params,
-                kernels.c_str(), tensor_type_name(*kv_type), r.test.c_str(), r.n_prompt, r.n_gen,
+                kernels.c_str(), kv_name.c_str(), r.test.c_str(), r.n_prompt, r.n_gen,
                 r.n_threads, r.avg, r.stddev, r.median);
             for (size_t k = 0; k < r.samples.size(); ++k)
                 std::printf("%s%.6f", k ? ", " : "", r.samples[k]);

@@ -26,7 +26,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
     p.option({"-m", "--model"}, "FILE", "GGUF model file (or give it as the first argument)");
     p.option({"-c", "--ctx-size"}, "N",
              "context size for the KV cache (default: training context, at most 4096)");
-    p.option({"--kv-type", "-ctk"}, "T", "KV cache type: f16 (default) or q8_0");
+    add_kv_options(p);
     p.option({"-b", "--batch-size"}, "N",
              "tokens per forward step, sizes the scratch (default 512)");
     p.option({"-t", "--threads"}, "N", "threads, sizes per-thread scratch (default: all cores)");
@@ -45,8 +45,11 @@ int cmd_inspect(const std::vector<std::string>& args) {
         !p.get_int("-b", 1, (int64_t)1 << 20, &n_batch, &err) ||
         !p.get_int("-t", 1, 1024, &threads, &err))
         return fail("inspect", err, 2);
-    const auto kv_type = parse_kv_type(p.get_or("--kv-type", "f16"));
-    if (!kv_type) return fail("inspect", "--kv-type must be f16 or q8_0", 2);
+    TensorType type_k = TensorType::F16, type_v = TensorType::F16;
+    {
+        std::string why;
+        if (!read_kv_options(p, &type_k, &type_v, &why)) return fail("inspect", why, 2);
+    }
     err = choose_kernels(p.get_or("--kernels", ""));
     if (!err.empty()) return fail("inspect", err, 2);
 
@@ -115,28 +118,32 @@ int cmd_inspect(const std::vector<std::string>& args) {
     ContextParams cp;
     cp.n_ctx = n_ctx;
     cp.n_batch = n_batch;
-    cp.kv_type = *kv_type;
+    cp.type_k = type_k;
+    cp.type_v = type_v;
     cp.n_threads = (int)threads;
     auto bill = Context::memory_bill(m, cp);
     if (!bill) return fail("inspect", bill.error());
     const int64_t ctx_used = n_ctx > 0 ? n_ctx : std::min<int64_t>(h.n_ctx_train, 4096);
+    const std::string kv_name = type_k == type_v ? std::string(tensor_type_name(type_k))
+                                                 : std::string("K ") + tensor_type_name(type_k) +
+                                                       " / V " + tensor_type_name(type_v);
+    const size_t kv_row = row_size(type_k, h.n_embd_kv()) + row_size(type_v, h.n_embd_kv());
     std::printf("\nmemory bill (context %lld, KV %s, batch %lld):\n", (long long)ctx_used,
-                tensor_type_name(*kv_type), (long long)std::min(n_batch, ctx_used));
+                kv_name.c_str(), (long long)std::min(n_batch, ctx_used));
     std::printf("  weights   %s  (mapped from the file)\n", mib(bill->weights).c_str());
     if (bill->weights_repacked)
         std::printf("    of which %s repacked at load for decode (row-interleaved, in memory of "
                     "their own in place of the file's pages)\n",
                     mib(bill->weights_repacked).c_str());
     if (bill->kv_ring_layers > 0)
-        std::printf("  kv cache  %s  (2 x (%lld layers x %lld cells + %lld sliding-window layers "
-                    "x %lld cells) x %zu bytes)\n",
+        std::printf("  kv cache  %s  ((%lld layers x %lld cells + %lld sliding-window layers "
+                    "x %lld cells) x %zu bytes of K and V)\n",
                     mib(bill->kv_cache).c_str(), (long long)(h.n_layer - bill->kv_ring_layers),
                     (long long)ctx_used, (long long)bill->kv_ring_layers,
-                    (long long)bill->kv_ring_cells, row_size(*kv_type, h.n_embd_kv()));
+                    (long long)bill->kv_ring_cells, kv_row);
     else
-        std::printf("  kv cache  %s  (2 x %lld layers x %lld cells x %zu bytes)\n",
-                    mib(bill->kv_cache).c_str(), (long long)h.n_layer, (long long)ctx_used,
-                    row_size(*kv_type, h.n_embd_kv()));
+        std::printf("  kv cache  %s  (%lld layers x %lld cells x %zu bytes of K and V)\n",
+                    mib(bill->kv_cache).c_str(), (long long)h.n_layer, (long long)ctx_used, kv_row);
     std::printf("  scratch   %s\n", mib(bill->scratch).c_str());
     std::printf("  total     %s\n", mib(bill->total()).c_str());
     return 0;

@@ -59,9 +59,42 @@ bool write_atomically(const std::string& path, const void* data, size_t bytes, s
 }  // namespace
 
 std::optional<TensorType> parse_kv_type(const std::string& s) {
-    if (s == "f16") return TensorType::F16;
-    if (s == "q8_0") return TensorType::Q8_0;
+    for (TensorType t : kv_cache_types())
+        if (s == tensor_type_name(t)) return t;
     return std::nullopt;
+}
+
+std::string kv_type_names() {
+    std::string out;
+    for (TensorType t : kv_cache_types()) out += std::string(out.empty() ? "" : ", ") + tensor_type_name(t);
+    return out;
+}
+
+void add_kv_options(ArgParser& p, bool both_flag) {
+    if (both_flag) p.option({"--kv-type"}, "T", "KV cache type of keys and values alike: " + kv_type_names());
+    p.option({"-ctk", "--cache-type-k"}, "T", "KV cache type of the keys (default f16): " + kv_type_names());
+    p.option({"-ctv", "--cache-type-v"}, "T", "KV cache type of the values (default f16)");
+}
+
+bool read_kv_options(const ArgParser& p, TensorType* k, TensorType* v, std::string* err) {
+    struct Flag {
+        const char* name;
+        TensorType* a;
+        TensorType* b;
+    };
+    for (const Flag& f : {Flag{"--kv-type", k, v}, Flag{"--cache-type-k", k, nullptr},
+                          Flag{"--cache-type-v", v, nullptr}}) {
+        if (!p.has(f.name)) continue;
+        const std::string s = p.get_or(f.name, "");
+        auto t = parse_kv_type(s);
+        if (!t) {
+            *err = std::string(f.name) + " takes " + kv_type_names() + ", got \"" + s + "\"";
+            return false;
+        }
+        *f.a = *t;
+        if (f.b) *f.b = *t;
+    }
+    return true;
 }
 
 int cmd_logits(const std::vector<std::string>& args) {
@@ -70,7 +103,7 @@ int cmd_logits(const std::vector<std::string>& args) {
     p.option({"--tokens"}, "\"ID ...\"",
              "token ids, space-separated, evaluated at positions 0..n-1");
     p.option({"--out", "-o"}, "FILE", "output: float32 little-endian [n_tokens][n_vocab]");
-    p.option({"--kv-type", "-ctk"}, "T", "KV cache type: f16 (default) or q8_0");
+    add_kv_options(p);
     p.option({"-t", "--threads"}, "N", "threads (default: all cores)");
     p.option({"--kernels"}, "NAME", "kernel set: ref, avx2, ... (default: the best available)");
     if (auto done = parse_command_line(p, args)) return *done;
@@ -83,8 +116,11 @@ int cmd_logits(const std::vector<std::string>& args) {
     if (!model_path) return fail("logits", "missing -m MODEL", 2);
     if (!tokens_arg) return fail("logits", "missing --tokens \"ID ID ...\"", 2);
     if (!out_path) return fail("logits", "missing --out FILE", 2);
-    const auto kv_type = parse_kv_type(p.get_or("--kv-type", "f16"));
-    if (!kv_type) return fail("logits", "--kv-type must be f16 or q8_0", 2);
+    TensorType type_k = TensorType::F16, type_v = TensorType::F16;
+    {
+        std::string why;
+        if (!read_kv_options(p, &type_k, &type_v, &why)) return fail("logits", why, 2);
+    }
     int64_t threads = 0;
     if (!p.get_int("-t", 1, 1024, &threads, &err)) return fail("logits", err, 2);
     std::vector<int32_t> tokens;
@@ -98,7 +134,8 @@ int cmd_logits(const std::vector<std::string>& args) {
     cp.n_ctx = std::max<int64_t>((int64_t)tokens.size(), 16);
     cp.n_batch = (int64_t)tokens.size();
     cp.n_outputs = (int64_t)tokens.size();
-    cp.kv_type = *kv_type;
+    cp.type_k = type_k;
+    cp.type_v = type_v;
     cp.n_threads = (int)threads;
     auto ctx = Context::create(**model, cp);
     if (!ctx) return fail("logits", ctx.error());

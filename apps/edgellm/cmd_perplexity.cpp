@@ -376,7 +376,7 @@ int cmd_perplexity(const std::vector<std::string>& args) {
     p.option({"-b", "--batch-size"}, "N", "tokens per forward step (default min(512, -c))");
     p.option({"-t", "--threads"}, "N", "threads (default: all cores)");
     p.option({"--chunks"}, "N", "score at most N chunks (default: all)");
-    p.option({"--kv-type", "-ctk"}, "T", "KV cache type: f16 (default) or q8_0");
+    add_kv_options(p);
     p.option({"--kl-save"}, "FILE",
              "save this model's top-K distributions and the tokens (the reference)");
     p.option({"--kl-base"}, "FILE",
@@ -399,8 +399,11 @@ int cmd_perplexity(const std::vector<std::string>& args) {
         return fail(cmd, err, 2);
     if (max_chunks == 0) return fail(cmd, "--chunks must be at least 1 (or -1: all)", 2);
     if (p.has("--kl-top-k") && !kl_save) return fail(cmd, "--kl-top-k goes with --kl-save", 2);
-    const auto kv_type = parse_kv_type(p.get_or("--kv-type", "f16"));
-    if (!kv_type) return fail(cmd, "--kv-type must be f16 or q8_0", 2);
+    TensorType type_k = TensorType::F16, type_v = TensorType::F16;
+    {
+        std::string why;
+        if (!read_kv_options(p, &type_k, &type_v, &why)) return fail(cmd, why, 2);
+    }
     auto model_path = model_path_or_default(p);
     if (!model_path) return fail(cmd, model_path.error(), 2);
     err = choose_kernels(p.get_or("--kernels", ""));
@@ -475,7 +478,8 @@ int cmd_perplexity(const std::vector<std::string>& args) {
     cp.n_ctx = n_ctx;
     cp.n_batch = std::min(n_batch, n_ctx);
     cp.n_outputs = std::min(cp.n_batch, per_chunk);  // scoring steps return their logits
-    cp.kv_type = *kv_type;
+    cp.type_k = type_k;
+    cp.type_v = type_v;
     cp.n_threads = (int)threads;
     auto ctx = Context::create(**model, cp);
     if (!ctx) return fail(cmd, ctx.error());

@@ -288,7 +288,7 @@ int cmd_run(const std::vector<std::string>& args) {
     p.option({"-c", "--ctx-size"}, "N", "context size (default: training context, at most 4096)");
     p.option({"-t", "--threads"}, "N", "threads (default: all cores)");
     p.option({"-b", "--batch-size"}, "N", "prompt tokens per forward step (default 512)");
-    p.option({"--kv-type", "-ctk"}, "T", "KV cache type: f16 (default) or q8_0");
+    add_kv_options(p);
     p.flag({"--chat"}, "wrap the prompt in the model's chat format and print the reply");
     p.option({"--system", "-sys"}, "TEXT", "system message for --chat");
     p.option({"--chat-template-kwargs"}, "JSON",
@@ -330,8 +330,11 @@ int cmd_run(const std::vector<std::string>& args) {
     if (!read_sampling_options(p, &gp.sampling, &err)) return fail("run", err, 2);
     if (auto s = p.get("--stop")) gp.stop.push_back(*s);
     gp.ignore_eos = p.has("--ignore-eos");
-    const auto kv_type = parse_kv_type(p.get_or("--kv-type", "f16"));
-    if (!kv_type) return fail("run", "--kv-type must be f16 or q8_0", 2);
+    TensorType type_k = TensorType::F16, type_v = TensorType::F16;
+    {
+        std::string why;
+        if (!read_kv_options(p, &type_k, &type_v, &why)) return fail("run", why, 2);
+    }
     err = choose_kernels(p.get_or("--kernels", ""));
     if (!err.empty()) return fail("run", err, 2);
 
@@ -351,7 +354,8 @@ int cmd_run(const std::vector<std::string>& args) {
     ContextParams cp;
     cp.n_ctx = n_ctx;
     cp.n_batch = n_batch;
-    cp.kv_type = *kv_type;
+    cp.type_k = type_k;
+    cp.type_v = type_v;
     cp.n_threads = (int)threads;
     if (!read_cpu_options(p, &cp, &err)) return fail("run", err, 2);
     if (!prepare_model(p, **model, &err)) return fail("run", err);

@@ -82,9 +82,9 @@ void add_spec_options(ArgParser& p) {
     p.option({"-tbd", "--threads-batch-draft", "--spec-draft-threads-batch"}, "N",
              "accepted: the draft model uses -td for prompts too");
     p.option({"-ctkd", "--cache-type-k-draft", "--spec-draft-type-k"}, "T",
-             "the draft model's KV cache type: f16 (default) or q8_0");
+             "the draft model's KV cache type of the keys (default f16; the types of -ctk)");
     p.option({"-ctvd", "--cache-type-v-draft", "--spec-draft-type-v"}, "T",
-             "must equal -ctkd");
+             "the draft model's KV cache type of the values (default f16)");
     p.option({"-ngld", "--gpu-layers-draft", "--n-gpu-layers-draft", "--spec-draft-ngl"}, "N",
              "accepted: edgellm runs the draft model on the CPU too");
     p.option({"-devd", "--device-draft", "--spec-draft-device"}, "LIST",
@@ -178,18 +178,16 @@ bool read_spec_options(const ArgParser& p, server::SpecConfig* sc, std::vector<s
     sc->n_ctx = ctx;
     sc->n_threads = (int)td;
     sc->adaptive = !p.has("--spec-fixed");
-    const std::string ctkd = p.get_or("-ctkd", "f16");
-    const std::string ctvd = p.get_or("-ctvd", ctkd);
-    const auto kv = parse_kv_type(ctkd);
-    if (!kv) {
-        *err = "-ctkd must be f16 or q8_0";
-        return false;
+    for (const char* f : {"-ctkd", "-ctvd"}) {
+        if (!p.has(f)) continue;
+        const std::string name = p.get_or(f, "");
+        const auto t = parse_kv_type(name);
+        if (!t) {
+            *err = std::string(f) + " takes " + kv_type_names() + ", got \"" + name + "\"";
+            return false;
+        }
+        (std::string(f) == "-ctkd" ? sc->type_k : sc->type_v) = *t;
     }
-    if (ctvd != ctkd) {
-        *err = "-ctvd must equal -ctkd (one type for the draft's K and V)";
-        return false;
-    }
-    sc->kv_type = *kv;
     if (auto dev = p.get("-devd"); dev && *dev != "none" && *dev != "cpu" && *dev != "CPU") {
         *err = "-devd " + *dev + ": edgellm runs the draft model on the CPU (none or cpu)";
         return false;
@@ -233,8 +231,7 @@ int cmd_serve(const std::vector<std::string>& given) {
     p.option({"-n", "--n-predict"}, "N", "default most tokens per reply; -1 = no limit (default -1)");
     p.option({"-fa", "--flash-attn"}, "on|off|auto",
              "accepted: attention is always fused (q8_0 KV needs nothing more)");
-    p.option({"-ctk", "--cache-type-k"}, "T", "KV cache type: f16 (default) or q8_0");
-    p.option({"-ctv", "--cache-type-v"}, "T", "must equal --cache-type-k");
+    add_kv_options(p, false);
     p.flag({"--no-mmap"}, "accepted: the file is mapped read-only either way");
     p.option({"-ngl", "--gpu-layers", "--n-gpu-layers"}, "N", "accepted: edgellm runs on the CPU");
     p.option({"--api-key"}, "KEY", "require this key (Authorization: Bearer KEY); comma-separated for several");
@@ -352,15 +349,9 @@ int cmd_serve(const std::vector<std::string>& given) {
     if (!read_sampling_options(p, &cfg.defaults.sampling, &err)) return fail("serve", err, 2);
     if (auto fa = p.get("--flash-attn"); fa && *fa != "on" && *fa != "off" && *fa != "auto")
         return fail("serve", "--flash-attn takes on, off or auto, got \"" + *fa + "\"", 2);
-    const std::string ctk = p.get_or("--cache-type-k", "f16");
-    const std::string ctv = p.get_or("--cache-type-v", ctk);
-    const auto kv_type = parse_kv_type(ctk);
-    if (!kv_type) return fail("serve", "--cache-type-k must be f16 or q8_0", 2);
-    if (ctv != ctk)
-        return fail("serve", "--cache-type-v must equal --cache-type-k (one type for K and V)", 2);
+    if (!read_kv_options(p, &cfg.ctx.type_k, &cfg.ctx.type_v, &err)) return fail("serve", err, 2);
     cfg.ctx.n_ctx = n_ctx;
     cfg.ctx.n_batch = std::min(n_batch, n_ubatch);
-    cfg.ctx.kv_type = *kv_type;
     cfg.ctx.n_threads = (int)threads;
     if (!read_cpu_options(p, &cfg.ctx, &err)) return fail("serve", err, 2);
     cfg.load = load_options(p);

@@ -32,8 +32,10 @@ std::string choose_kernels(const std::string& requested);
 #include "edgellm/tensor_type.h"
 
 namespace edgellm::cli {
-// "f16" / "q8_0" -> the KV cache type.
+// "f16", "q8_0", ... -> the KV cache type (any of kv_cache_types()).
 std::optional<TensorType> parse_kv_type(const std::string& s);
+// The KV cache types' names, comma-separated.
+std::string kv_type_names();
 // "1 2 3" -> ids; false with a reason for anything that is not a non-negative integer.
 bool parse_token_ids(const std::string& s, std::vector<int32_t>* out, std::string* err);
 }  // namespace edgellm::cli
@@ -79,4 +81,13 @@ LoadOptions load_options(const ArgParser& p);
 bool read_cpu_options(const ArgParser& p, ContextParams* cp, std::string* err);
 // --mlock and the warm-up read of every weight page.
 bool prepare_model(const ArgParser& p, const Model& m, std::string* err);
+}  // namespace edgellm::cli
+
+namespace edgellm::cli {
+// The KV cache flags of every command that makes a context: -ctk / --cache-type-k and
+// -ctv / --cache-type-v (each f16 unless given, as llama.cpp), and with `both_flag`
+// --kv-type T for both at once.
+void add_kv_options(ArgParser& p, bool both_flag = true);
+// Into *k and *v (untouched for a flag not given); false with the reason.
+bool read_kv_options(const ArgParser& p, TensorType* k, TensorType* v, std::string* err);
 }  // namespace edgellm::cli

@@ -105,7 +105,11 @@ struct ContextParams {
     int64_t n_batch = 512;                 // most tokens evaluated in one forward step
     int64_t n_outputs = 1;                 // most positions whose logits one eval() returns
                                            // (at least n_seq)
-    TensorType kv_type = TensorType::F16;  // F16 or Q8_0
+    // KV cache types of the keys and of the values (llama.cpp's -ctk / -ctv): any of
+    // kv_cache_types(). Quantized keys and values are turned by a Hadamard matrix first
+    // (spreading outliers over a block, as llama.cpp does) when the head is a multiple of 64.
+    TensorType type_k = TensorType::F16;
+    TensorType type_v = TensorType::F16;
     // Sliding-window layers keep the whole context instead of a ring of window + batch
     // cells (llama.cpp's --swa-full): more memory, but any prefix can be reused.
     bool swa_full = false;
@@ -118,11 +122,15 @@ struct ContextParams {
     std::vector<int> cpus;
 };
 
+// The KV cache types a context takes: f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0, q5_1
+// (those llama-server accepts on a CPU).
+const std::vector<TensorType>& kv_cache_types();
+
 // Bytes a context will allocate, before allocating it.
 struct MemoryBill {
     size_t weights = 0;   // tensor bytes, mapped from the file (or repacked at load)
     size_t weights_repacked = 0;  // of those, repacked into memory of their own
-    size_t kv_cache = 0;  // 2 x n_ctx x row_size(kv_type, n_embd_kv) per global layer
+    size_t kv_cache = 0;  // n_ctx x (row_size(type_k) + row_size(type_v)) x n_embd_kv per global layer
                           // (sliding-window layers: their ring's cells instead of n_ctx),
                           // times n_seq
     int64_t kv_ring_layers = 0;  // layers with a ring

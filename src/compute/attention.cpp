@@ -15,11 +15,12 @@ namespace edgellm {
 namespace {
 
 // The query is converted once to the key's dot-product type (F16 for an F16 cache, Q8_0
-// for a Q8_0 cache) and dotted with each cached key row slice.
+// for a quantized one, as llama.cpp does) and dotted with each cached key row slice.
+// (Measured: keeping the query in f32 against a q8_0 cache moves the logits further from
+// the f16 cache's, KLD 0.0093 against 0.0076 on Qwen2.5-Coder-0.5B.)
 TensorType query_type(TensorType kv_type) {
     return type_kernels(kv_type).vec_dot_type;
 }
-
 size_t align64(size_t n) {
     return (n + 63) / 64 * 64;
 }
@@ -98,12 +99,12 @@ Scratch carve(uint8_t* p, const AttentionShape& s, TensorType kv_type, int64_t n
 // rows (vec_mad_n). The kernels are the set's SIMD ones or, in the ref set, their scalar
 // twins.
 EDGELLM_ATTN_CLONES void attend(const AttentionShape& s, const TypeKernels& kk,
-                                const KvLayerView& kv, const int32_t* cell_pos, int64_t n_cells,
+                                const TypeKernels& vk, const KvLayerView& kv, const int32_t* cell_pos, int64_t n_cells,
                                 int32_t pos, const Item& it, const Scratch& w, int64_t n_ctx,
                                 float* out) {
     const int hd = s.head_dim;
-    const size_t head_bytes = row_size(kv.type, hd);
-    const size_t k_off = (size_t)it.hkv * (kv.head_stride ? kv.head_stride : head_bytes);
+    const size_t k_off = (size_t)it.hkv * (kv.k_head_stride ? kv.k_head_stride : row_size(kv.type_k, hd));
+    const size_t v_off = (size_t)it.hkv * (kv.v_head_stride ? kv.v_head_stride : row_size(kv.type_v, hd));
     for (int g = 0; g < it.n; ++g) w.m[g] = kNegInf;
     int64_t first_seen = n_cells, last_seen = -1, n_visible = 0;
     // All keys of the visible span at once (16 per AVX-512 step) against the queries,
@@ -121,11 +122,11 @@ EDGELLM_ATTN_CLONES void attend(const AttentionShape& s, const TypeKernels& kk,
     // The usual case: every cell of the span visible, no mask to apply per cell.
     const bool whole_span = n_visible == hi - lo;
     float* qf = w.acc;
-    const TypeKernels& qk = type_kernels(query_type(kv.type));
+    const TypeKernels& qk = type_kernels(query_type(kv.type_k));
     for (int g = 0; g < it.n; ++g)
         qk.to_float(w.q_conv + w.q_row * (size_t)g, qf + (size_t)g * hd, hd);
     if (lo < hi)
-        kk.dot_rows(hd, hi - lo, kv.k + (size_t)lo * kv.row_bytes + k_off, kv.row_bytes, qf, it.n,
+        kk.dot_rows(hd, hi - lo, kv.k + (size_t)lo * kv.k_row_bytes + k_off, kv.k_row_bytes, qf, it.n,
                     w.scores + lo, (size_t)n_ctx);
     for (int g = 0; g < it.n; ++g) {
         float* sc = w.scores + (size_t)g * n_ctx;
@@ -167,7 +168,7 @@ EDGELLM_ATTN_CLONES void attend(const AttentionShape& s, const TypeKernels& kk,
         // Probabilities (f16 cache: rounded to f16, as llama.cpp's f16 matrix product
         // rounds them).
         const float inv = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
-        if (kv.type == TensorType::F16)
+        if (kv.type_k == TensorType::F16 && kv.type_v == TensorType::F16)
             for (c = lo; c < hi; ++c) sc[c] = round_to_f16_unit(sc[c] * inv);
         else
             for (c = lo; c < hi; ++c) sc[c] *= inv;
@@ -175,7 +176,7 @@ EDGELLM_ATTN_CLONES void attend(const AttentionShape& s, const TypeKernels& kk,
     }
     // Only the span of cells some head sees (masked cells inside it weigh 0).
     if (lo < hi)
-        kk.vec_mad_n(hd, hi - lo, kv.v + (size_t)lo * kv.row_bytes + k_off, kv.row_bytes,
+        vk.vec_mad_n(hd, hi - lo, kv.v + (size_t)lo * kv.v_row_bytes + v_off, kv.v_row_bytes,
                      w.scores + lo, (size_t)n_ctx, it.n, w.acc);
     for (int g = 0; g < it.n; ++g)
         std::memcpy(out + (size_t)g * hd, w.acc + (size_t)g * hd, sizeof(float) * hd);
@@ -183,23 +184,24 @@ EDGELLM_ATTN_CLONES void attend(const AttentionShape& s, const TypeKernels& kk,
 
 }  // namespace
 
-size_t attention_scratch_per_thread(const AttentionShape& s, TensorType kv_type, int64_t n_ctx) {
-    return scratch_size(s, kv_type, n_ctx);
+size_t attention_scratch_per_thread(const AttentionShape& s, TensorType type_k, int64_t n_ctx) {
+    return scratch_size(s, type_k, n_ctx);
 }
 
 void attention(ThreadPool& pool, const AttentionShape& s, const float* q, const int32_t* q_pos,
                int64_t n_tokens, const KvLayerView& kv, const int32_t* cell_pos, int64_t n_cells,
                float* out, uint8_t* scratch, size_t scratch_per_thread) {
-    const TypeKernels& kk = type_kernels(kv.type);
-    const TypeKernels& qk = type_kernels(query_type(kv.type));
-    EDGELLM_ASSERT(kk.dot_rows && kk.vec_mad_n && qk.from_float && qk.to_float,
+    const TypeKernels& kk = type_kernels(kv.type_k);
+    const TypeKernels& vk = type_kernels(kv.type_v);
+    const TypeKernels& qk = type_kernels(query_type(kv.type_k));
+    EDGELLM_ASSERT(kk.dot_rows && vk.vec_mad_n && qk.from_float && qk.to_float,
                    "KV type lacks attention kernels");
-    EDGELLM_ASSERT(scratch_per_thread >= attention_scratch_per_thread(s, kv.type, n_cells),
+    EDGELLM_ASSERT(scratch_per_thread >= attention_scratch_per_thread(s, kv.type_k, n_cells),
                    "attention scratch too small for the cells");
     // The largest n_ctx the scratch holds scores for (the scores stride).
     const size_t group = (size_t)(s.n_head / s.n_head_kv);
     int64_t n_ctx = n_cells;
-    while (attention_scratch_per_thread(s, kv.type, n_ctx + 64) <= scratch_per_thread) n_ctx += 64;
+    while (attention_scratch_per_thread(s, kv.type_k, n_ctx + 64) <= scratch_per_thread) n_ctx += 64;
     const int hd = s.head_dim;
 
     // Work items: (token, KV head), split into sub-groups of query heads when there are
@@ -211,7 +213,7 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, const 
     const int64_t n_items = n_tokens * s.n_head_kv * split;
 
     pool.run([&](int ith, int nth_run) {
-        const Scratch w = carve(scratch + (size_t)ith * scratch_per_thread, s, kv.type, n_ctx);
+        const Scratch w = carve(scratch + (size_t)ith * scratch_per_thread, s, kv.type_k, n_ctx);
         int64_t i0, i1;
         ThreadPool::split(n_items, ith, nth_run, &i0, &i1);
         for (int64_t item = i0; item < i1; ++item) {
@@ -227,7 +229,7 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, const 
             for (int g = 0; g < it.n; ++g)
                 qk.from_float(qt + (int64_t)(it.h0 + g) * hd, w.q_conv + w.q_row * (size_t)g, hd);
             float* o = out + it.t * (int64_t)s.n_head * hd + (int64_t)it.h0 * hd;
-            attend(s, kk, kv, cell_pos, n_cells, q_pos[it.t], it, w, n_ctx, o);
+            attend(s, kk, vk, kv, cell_pos, n_cells, q_pos[it.t], it, w, n_ctx, o);
         }
     });
 }

@@ -47,6 +47,21 @@ void softcap(float* x, int64_t n, float cap) {
     for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
 }
 
+void hadamard(float* x, int64_t len, int n) {
+    const float norm = 1.0f / std::sqrt((float)n);
+    for (int64_t at = 0; at + n <= len; at += n) {
+        float* v = x + at;
+        for (int h = 1; h < n; h *= 2)
+            for (int i = 0; i < n; i += 2 * h)
+                for (int j = i; j < i + h; ++j) {
+                    const float a = v[j], b = v[j + h];
+                    v[j] = a + b;
+                    v[j + h] = a - b;
+                }
+        for (int i = 0; i < n; ++i) v[i] *= norm;
+    }
+}
+
 void scale(float* x, int64_t n, float s) {
     for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }

@@ -39,4 +39,10 @@ struct RopeParams {
 };
 void rope(float* x, int64_t pos, const RopeParams& p);
 
+// x = H x for each run of n elements (n a power of two), H the orthonormal Walsh-Hadamard
+// matrix of order n (Sylvester's, scaled by 1/sqrt(n); H H = I). Turning queries and keys
+// (values, and attention's output back) by it leaves attention unchanged and spreads an
+// outlier over a block, so a quantized KV cache loses less (llama.cpp does the same).
+void hadamard(float* x, int64_t len, int n);
+
 }  // namespace edgellm

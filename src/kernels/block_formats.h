@@ -15,6 +15,7 @@ inline constexpr int QK5_0 = 32;
 inline constexpr int QK5_1 = 32;
 inline constexpr int QK8_0 = 32;
 inline constexpr int QK8_1 = 32;
+inline constexpr int QK4_NL = 32;
 inline constexpr int QK_K = 256;
 inline constexpr int K_SCALE_SIZE = 12;
 
@@ -55,6 +56,16 @@ struct block_q5_1 {
     uint8_t qs[QK5_1 / 2];
 };
 static_assert(sizeof(block_q5_1) == 24, "q5_1 block size");
+
+// iq4_nl: x = d * kvalues_iq4nl[q], q a 4-bit index into a non-linear grid (denser near 0)
+//  [ d:f16 ][ qs: 16 bytes ]   nibbles as in q4_0
+struct block_iq4_nl {
+    fp16_t d;
+    uint8_t qs[QK4_NL / 2];
+};
+static_assert(sizeof(block_iq4_nl) == 18, "iq4_nl block size");
+inline constexpr int8_t kvalues_iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                             1,    13,   25,  38,  53,  69,  89,  113};
 
 // q8_0: x = d * q, q int8
 //  [ d:f16 ][ qs: 32 x int8 ]

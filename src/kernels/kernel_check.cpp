@@ -30,6 +30,7 @@ std::vector<int> fp16_fields(TensorType t) {
         case TensorType::Q4_0:
         case TensorType::Q5_0:
         case TensorType::Q8_0:
+        case TensorType::IQ4_NL:
             return {0};
         case TensorType::Q4_1:
         case TensorType::Q5_1:

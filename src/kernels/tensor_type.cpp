@@ -26,6 +26,7 @@ constexpr std::array<TensorTypeInfo, kTensorTypeCount> make_table() {
     t[13] = {"q5_K", 256, 176, true};
     t[14] = {"q6_K", 256, 210, true};
     t[15] = {"q8_K", 256, 292, true};
+    t[20] = {"iq4_nl", 32, 18, true};
     t[24] = {"i8", 1, 1, false};
     t[25] = {"i16", 1, 2, false};
     t[26] = {"i32", 1, 4, false};

@@ -88,7 +88,7 @@ void lay_out(Arena& a, const Model& m, const ContextParams& p, int n_threads, Co
     d.tokens = a.take<int32_t>((size_t)p.n_batch);
     d.pos = a.take<int32_t>(nb);
     AttentionShape s{(int)h.n_head, (int)h.n_head_kv, (int)h.head_dim, 1.0f};
-    d.attn_scratch_per_thread = attention_scratch_per_thread(s, p.kv_type, p.n_ctx);
+    d.attn_scratch_per_thread = attention_scratch_per_thread(s, p.type_k, p.n_ctx);
     d.attn_scratch = a.take<uint8_t>(d.attn_scratch_per_thread * n_threads);
 }
 
@@ -124,11 +124,20 @@ ContextParams resolve(const Model& m, ContextParams p) {
 }
 
 std::string check_params(const Model& m, const ContextParams& p) {
-    if (p.kv_type != TensorType::F16 && p.kv_type != TensorType::Q8_0)
-        return std::string("KV cache type ") + tensor_type_name(p.kv_type) +
-               " is not supported (use f16 or q8_0)";
-    if (p.kv_type == TensorType::Q8_0 && m.hparams().head_dim % 32 != 0)
-        return "a q8_0 KV cache needs a head dimension that is a multiple of 32";
+    for (TensorType t : {p.type_k, p.type_v}) {
+        const auto& ok = kv_cache_types();
+        if (std::find(ok.begin(), ok.end(), t) == ok.end()) {
+            std::string names;
+            for (TensorType o : ok) names += std::string(names.empty() ? "" : ", ") + tensor_type_name(o);
+            return std::string("KV cache type ") + tensor_type_name(t) + " is not supported (" +
+                   names + ")";
+        }
+        const int64_t block = tensor_type_info(t).block_size;
+        if (m.hparams().head_dim % block != 0)
+            return std::string("a ") + tensor_type_name(t) + " KV cache needs a head dimension that is a "
+                   "multiple of " + std::to_string(block) + " (this model's is " +
+                   std::to_string(m.hparams().head_dim) + ")";
+    }
     if (p.n_ctx > (int64_t)1 << 30) return "context size " + std::to_string(p.n_ctx) + " is absurd";
     if (p.n_seq > (int)kMaxSeq) return std::to_string(p.n_seq) + " sequences is more than 256";
     return {};
@@ -150,6 +159,24 @@ void for_each_row(ThreadPool& pool, int64_t n, F&& fn) {
 
 }  // namespace
 
+const std::vector<TensorType>& kv_cache_types() {
+    using T = TensorType;
+    static const std::vector<TensorType> types = {T::F32,  T::F16,  T::BF16, T::Q8_0, T::Q4_0,
+                                                  T::Q4_1, T::IQ4_NL, T::Q5_0, T::Q5_1};
+    return types;
+}
+
+KvRotation kv_rotation(const HParams& h, TensorType k, TensorType v) {
+    KvRotation r;
+    if (h.head_dim % 64 != 0) return r;
+    if (tensor_type_info(k).quantized) {
+        r.k = 64;  // the largest power of two that divides the head
+        while (h.head_dim % (r.k * 2) == 0) r.k *= 2;
+    }
+    if (tensor_type_info(v).quantized) r.v = 64;  // (smaller blocks do better for V)
+    return r;
+}
+
 // The cache's shape: sliding-window layers keep a ring of window + batch cells.
 KvLayout kv_layout(const Model& m, const ContextParams& p) {
     const HParams& h = m.hparams();
@@ -158,7 +185,8 @@ KvLayout kv_layout(const Model& m, const ContextParams& p) {
     l.n_ctx = p.n_ctx;
     l.n_embd_kv = h.n_embd_kv();
     l.n_head_kv = h.n_head_kv;
-    l.type = p.kv_type;
+    l.type_k = p.type_k;
+    l.type_v = p.type_v;
     if (h.n_swa > 0 && !p.swa_full) {
         for (int64_t il = 0; il < h.n_layer; ++il) l.ring.push_back(h.is_swa(il));
         l.window = h.n_swa;
@@ -254,7 +282,7 @@ int64_t Context::shift(int64_t n_keep, int64_t n_discard, int seq) {
     EDGELLM_ASSERT(seq >= 0 && seq < n_seq(), "sequence index in range");
     KvCache& kv = *impl_->kv[(size_t)seq];
     const HParams& h = impl_->model->hparams();
-    const TypeKernels& tk = type_kernels(kv.type());
+    const TypeKernels& tk = type_kernels(kv.type_k());
     std::vector<float> row((size_t)h.head_dim);
     RopeParams rp;
     rp.n_rot = (int)h.n_rot;
@@ -264,10 +292,14 @@ int64_t Context::shift(int64_t n_keep, int64_t n_discard, int seq) {
     // RoPE turns by an angle proportional to the position, so a key rotated for position p
     // becomes the key of p - n_discard when turned by -n_discard.
     const int64_t before = kv.n_used();
+    // A key turned by the Hadamard matrix is turned back first (H H = I), then again.
+    const KvRotation rot = kv_rotation(h, kv.type_k(), kv.type_v());
     kv.shift(n_keep, n_discard, [&](int64_t layer, uint8_t* k) {
         rp.freq_base = h.is_swa(layer) ? h.rope_freq_base_swa : h.rope_freq_base;
         tk.to_float(k, row.data(), h.head_dim);
+        if (rot.k) hadamard(row.data(), h.head_dim, rot.k);
         rope(row.data(), -n_discard, rp);
+        if (rot.k) hadamard(row.data(), h.head_dim, rot.k);
         tk.from_float(row.data(), k, h.head_dim);
     });
     return before - kv.n_used();
@@ -346,9 +378,13 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
     // or the scores scaled inside it.
     const AttentionShape shape{(int)h.n_head, (int)h.n_head_kv, (int)h.head_dim,
                                h.q_scale > 0.0f ? 1.0f : 1.0f / std::sqrt((float)h.head_dim)};
-    const TypeKernels& kv_k = type_kernels(kv0.type());
-    const size_t kv_head_bytes = row_size(kv0.type(), h.head_dim);
-    EDGELLM_ASSERT(kv_head_bytes * (size_t)h.n_head_kv == kv0.row_bytes(),
+    const TypeKernels& kv_k = type_kernels(kv0.type_k());
+    const TypeKernels& kv_v = type_kernels(kv0.type_v());
+    const KvRotation rot = kv_rotation(h, kv0.type_k(), kv0.type_v());
+    const size_t k_head_bytes = row_size(kv0.type_k(), h.head_dim);
+    const size_t v_head_bytes = row_size(kv0.type_v(), h.head_dim);
+    EDGELLM_ASSERT(k_head_bytes * (size_t)h.n_head_kv == kv0.k_row_bytes() &&
+                       v_head_bytes * (size_t)h.n_head_kv == kv0.v_row_bytes(),
                    "KV rows split into whole blocks per head");
 
     for (int64_t il = 0; il < h.n_layer; ++il) {
@@ -360,7 +396,8 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
         AttentionShape layer_shape = shape;
         layer_shape.window = swa ? h.n_swa : 0;
         // (head-major: each KV head's cells of this layer contiguous)
-        const size_t kv_head_stride = kv_head_bytes * (size_t)kv0.n_cells(il);
+        const size_t k_head_stride = k_head_bytes * (size_t)kv0.n_cells(il);
+        const size_t v_head_stride = v_head_bytes * (size_t)kv0.n_cells(il);
 
         // Attention block.
         for_each_row(pool, n, [&](int64_t t) {
@@ -386,21 +423,25 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
                 if (l.q_norm) rms_norm(qh, l.q_norm, qh, h.head_dim, h.rms_eps);
                 rope(qh, c.pos[t], rope_p);
                 if (h.q_scale > 0.0f) scale(qh, h.head_dim, h.q_scale);
+                if (rot.k) hadamard(qh, h.head_dim, rot.k);
             }
             for (int64_t hh = 0; hh < h.n_head_kv; ++hh) {
                 float* kh = kt + hh * h.head_dim;
                 if (l.k_norm) rms_norm(kh, l.k_norm, kh, h.head_dim, h.rms_eps);
                 rope(kh, c.pos[t], rope_p);
+                if (rot.k) hadamard(kh, h.head_dim, rot.k);
             }
+            if (rot.v) hadamard(vt, n_kv, rot.v);
             // Head-major cache: each KV head's rows are contiguous over the cells, so
             // attention streams one block of memory per head.
             const Segment& sg = seg_of(t);
             KvCache& kv = *sg.kv;
             const size_t cell = (size_t)kv.cell_of(il, sg.first_cell + (t - sg.row0));
             for (int64_t hh = 0; hh < h.n_head_kv; ++hh) {
-                const size_t at = (size_t)hh * kv_head_stride + cell * kv_head_bytes;
-                kv_k.from_float(kt + hh * h.head_dim, kv.k_rows(il) + at, h.head_dim);
-                kv_k.from_float(vt + hh * h.head_dim, kv.v_rows(il) + at, h.head_dim);
+                kv_k.from_float(kt + hh * h.head_dim,
+                                kv.k_rows(il) + (size_t)hh * k_head_stride + cell * k_head_bytes, h.head_dim);
+                kv_v.from_float(vt + hh * h.head_dim,
+                                kv.v_rows(il) + (size_t)hh * v_head_stride + cell * v_head_bytes, h.head_dim);
             }
         });
         trace("q", L, c.q, n, n_q);
@@ -408,12 +449,14 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
         trace("v", L, c.v, n, n_kv);
         for (const Segment& sg : segs) {
             KvCache& kv = *sg.kv;
-            const KvLayerView view{kv.type(), kv.k_rows(il), kv.v_rows(il), kv_head_bytes,
-                                   kv_head_stride};
+            const KvLayerView view{kv.type_k(),  kv.type_v(),   kv.k_rows(il), kv.v_rows(il),
+                                   k_head_bytes,  v_head_bytes,  k_head_stride, v_head_stride};
             attention(pool, layer_shape, c.q + sg.row0 * n_q, c.pos + sg.row0, sg.n, view,
                       kv.cell_pos(il), kv.n_cells_used(il), c.attn + sg.row0 * n_q,
                       c.attn_scratch, c.attn_scratch_per_thread);
         }
+        if (rot.v)  // the values were turned: turn the weighted sums back
+            for_each_row(pool, n, [&](int64_t t) { hadamard(c.attn + t * n_q, n_q, rot.v); });
         trace("attn_out", L, c.attn, n, n_q);
         matmul(pool, l.wo, c.attn, n_q, n, c.act_q, c.xn, n_embd);
         for_each_row(pool, n, [&](int64_t t) {

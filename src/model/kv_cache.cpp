@@ -10,20 +10,21 @@ namespace edgellm {
 size_t KvLayout::bytes() const {
     size_t total = 0;
     for (int64_t l = 0; l < n_layer; ++l)
-        total += 2 * (size_t)cells(l) * row_size(type, n_embd_kv);
+        total += (size_t)cells(l) * (row_size(type_k, n_embd_kv) + row_size(type_v, n_embd_kv));
     return total;
 }
 
 KvCache::KvCache(const KvLayout& layout)
     : l_(layout),
-      row_bytes_(row_size(layout.type, layout.n_embd_kv)),
+      k_row_(row_size(layout.type_k, layout.n_embd_kv)),
+      v_row_(row_size(layout.type_v, layout.n_embd_kv)),
       data_(new uint8_t[layout.bytes()]),
       cell_pos_((size_t)layout.n_ctx, -1),
       ring_pos_((size_t)std::max<int64_t>(0, layout.ring_cells), -1) {
     size_t at = 0;
     for (int64_t l = 0; l < l_.n_layer; ++l) {
         offset_.push_back(at);
-        at += 2 * (size_t)n_cells(l) * row_bytes_;
+        at += (size_t)n_cells(l) * (k_row_ + v_row_);
     }
     // Touch every page now so the token loop never page-faults on the cache.
     std::memset(data_.get(), 0, l_.bytes());
@@ -65,7 +66,7 @@ void KvCache::shift(int64_t n_keep, int64_t n_discard,
     n_discard = std::clamp<int64_t>(n_discard, 0, n_used_ - n_keep);
     if (n_discard == 0) return;
     const int64_t n_move = n_used_ - n_keep - n_discard;
-    const size_t hb = row_bytes_ / (size_t)l_.n_head_kv;
+    const size_t hbs[2] = {k_row_ / (size_t)l_.n_head_kv, v_row_ / (size_t)l_.n_head_kv};
     std::vector<uint8_t> tmp;
     for (int64_t l = 0; l < l_.n_layer; ++l) {
         const size_t cells = (size_t)n_cells(l);
@@ -74,6 +75,7 @@ void KvCache::shift(int64_t n_keep, int64_t n_discard,
             // Cell = position: each head's later rows slide down over the dropped ones.
             for (int b = 0; b < 2; ++b)
                 for (int64_t hh = 0; hh < l_.n_head_kv; ++hh) {
+                    const size_t hb = hbs[b];
                     uint8_t* head = blocks[b] + (size_t)hh * cells * hb;
                     std::memmove(head + (size_t)n_keep * hb, head + (size_t)(n_keep + n_discard) * hb,
                                  (size_t)n_move * hb);
@@ -84,16 +86,17 @@ void KvCache::shift(int64_t n_keep, int64_t n_discard,
         }
         // A ring: cell = position % ring_cells. Each row goes from its old position's cell
         // to its new one's (distinct: the ring holds fewer than ring_cells positions).
-        tmp.assign(blocks[0], blocks[0] + 2 * cells * row_bytes_);
+        tmp.assign(blocks[0], blocks[0] + cells * (k_row_ + v_row_));
+        const uint8_t* old_blocks[2] = {tmp.data(), tmp.data() + cells * k_row_};
         for (size_t c = 0; c < cells; ++c) {
             const int32_t p = ring_pos_[c];
             if (p < 0 || p < n_keep + n_discard) continue;  // empty, kept in place, or dropped
             const size_t to = (size_t)((p - n_discard) % l_.ring_cells);
             for (int b = 0; b < 2; ++b)
                 for (int64_t hh = 0; hh < l_.n_head_kv; ++hh) {
-                    const size_t head = (size_t)hh * cells * hb;
+                    const size_t hb = hbs[b], head = (size_t)hh * cells * hb;
                     uint8_t* dst = blocks[b] + head + to * hb;
-                    std::memcpy(dst, tmp.data() + (size_t)b * cells * row_bytes_ + head + c * hb, hb);
+                    std::memcpy(dst, old_blocks[b] + head + c * hb, hb);
                     if (b == 0) rotate(l, dst);
                 }
         }
@@ -116,9 +119,9 @@ namespace {
 // The header of a snapshot: the layout it fits and the positions it holds.
 struct KvHeader {
     char magic[8];
-    int64_t n_layer, n_ctx, n_embd_kv, n_head_kv, type, ring_cells, window, n_used;
+    int64_t n_layer, n_ctx, n_embd_kv, n_head_kv, type_k, type_v, ring_cells, window, n_used;
 };
-constexpr char kKvMagic[8] = {'E', 'D', 'G', 'K', 'V', '0', '0', '2'};
+constexpr char kKvMagic[8] = {'E', 'D', 'G', 'K', 'V', '0', '0', '3'};
 
 void put_bytes(std::vector<uint8_t>* out, const void* p, size_t n) {
     const auto* b = static_cast<const uint8_t*>(p);
@@ -137,23 +140,25 @@ void KvCache::snapshot(std::vector<uint8_t>* out) const {
     h.n_ctx = l_.n_ctx;
     h.n_embd_kv = l_.n_embd_kv;
     h.n_head_kv = l_.n_head_kv;
-    h.type = (int64_t)l_.type;
+    h.type_k = (int64_t)l_.type_k;
+    h.type_v = (int64_t)l_.type_v;
     h.ring_cells = l_.ring_cells;
     h.window = l_.window;
     h.n_used = n_used_;
     size_t total = sizeof h + ring_pos_.size() * sizeof(int32_t);
-    const size_t head_bytes = row_bytes_ / (size_t)l_.n_head_kv;
     for (int64_t l = 0; l < l_.n_layer; ++l)
-        total += 2 * row_bytes_ * (size_t)(is_ring(l) ? n_cells(l) : n_used_);
+        total += (k_row_ + v_row_) * (size_t)(is_ring(l) ? n_cells(l) : n_used_);
     out->reserve(out->size() + total);
     put_bytes(out, &h, sizeof h);
     if (!ring_pos_.empty()) put_bytes(out, ring_pos_.data(), ring_pos_.size() * sizeof(int32_t));
+    const size_t hbs[2] = {k_row_ / (size_t)l_.n_head_kv, v_row_ / (size_t)l_.n_head_kv};
     for (int64_t l = 0; l < l_.n_layer; ++l) {
         const size_t cells = (size_t)n_cells(l), used = is_ring(l) ? cells : (size_t)n_used_;
-        for (const uint8_t* block : {data_.get() + offset_[(size_t)l],
-                                     data_.get() + offset_[(size_t)l] + row_bytes_ * cells})
+        const uint8_t* blocks[2] = {data_.get() + offset_[(size_t)l],
+                                    data_.get() + offset_[(size_t)l] + k_row_ * cells};
+        for (int b = 0; b < 2; ++b)
             for (int64_t hh = 0; hh < l_.n_head_kv; ++hh)
-                put_bytes(out, block + (size_t)hh * cells * head_bytes, used * head_bytes);
+                put_bytes(out, blocks[b] + (size_t)hh * cells * hbs[b], used * hbs[b]);
     }
 }
 
@@ -164,26 +169,27 @@ std::string KvCache::restore(std::span<const uint8_t> blob) {
     std::memcpy(&h, blob.data(), sizeof h);
     if (std::memcmp(h.magic, kKvMagic, sizeof h.magic) != 0) return "it is not a saved KV cache";
     if (h.n_layer != l_.n_layer || h.n_embd_kv != l_.n_embd_kv || h.n_head_kv != l_.n_head_kv ||
-        h.type != (int64_t)l_.type || h.ring_cells != l_.ring_cells || h.window != l_.window ||
-        h.n_ctx != l_.n_ctx)
+        h.type_k != (int64_t)l_.type_k || h.type_v != (int64_t)l_.type_v ||
+        h.ring_cells != l_.ring_cells || h.window != l_.window || h.n_ctx != l_.n_ctx)
         return "it was saved with a different model, context size or KV cache type";
     if (h.n_used < 0 || h.n_used > l_.n_ctx) return "it is damaged (position count)";
-    const size_t head_bytes = row_bytes_ / (size_t)l_.n_head_kv;
     size_t need = sizeof h + ring_pos_.size() * sizeof(int32_t);
     for (int64_t l = 0; l < l_.n_layer; ++l)
-        need += 2 * row_bytes_ * (size_t)(is_ring(l) ? n_cells(l) : h.n_used);
+        need += (k_row_ + v_row_) * (size_t)(is_ring(l) ? n_cells(l) : h.n_used);
     if (blob.size() != need) return blob.size() < need ? "it is too short" : "it is damaged (size)";
     const uint8_t* at = blob.data() + sizeof h;
     std::vector<int32_t> ring(ring_pos_.size());
     if (!ring.empty()) std::memcpy(ring.data(), at, ring.size() * sizeof(int32_t));
     at += ring.size() * sizeof(int32_t);
+    const size_t hbs[2] = {k_row_ / (size_t)l_.n_head_kv, v_row_ / (size_t)l_.n_head_kv};
     for (int64_t l = 0; l < l_.n_layer; ++l) {
         const size_t cells = (size_t)n_cells(l), used = is_ring(l) ? cells : (size_t)h.n_used;
-        for (uint8_t* block : {data_.get() + offset_[(size_t)l],
-                               data_.get() + offset_[(size_t)l] + row_bytes_ * cells})
+        uint8_t* blocks[2] = {data_.get() + offset_[(size_t)l],
+                              data_.get() + offset_[(size_t)l] + k_row_ * cells};
+        for (int b = 0; b < 2; ++b)
             for (int64_t hh = 0; hh < l_.n_head_kv; ++hh) {
-                std::memcpy(block + (size_t)hh * cells * head_bytes, at, used * head_bytes);
-                at += used * head_bytes;
+                std::memcpy(blocks[b] + (size_t)hh * cells * hbs[b], at, used * hbs[b]);
+                at += used * hbs[b];
             }
     }
     n_used_ = h.n_used;

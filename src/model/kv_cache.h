@@ -1,7 +1,8 @@
 // The KV cache of one sequence: per layer, a block of keys and one of values, allocated
 // once. Within a block the model keeps the cache head-major (src/model/forward.cpp):
 // KV head h's row for cell c at h * n_cells(layer) * head_bytes + c * head_bytes, so each
-// head's cells are contiguous for attention; row_bytes() is all heads' bytes for one cell.
+// head's cells are contiguous for attention; k_row_bytes() is all heads' key bytes for one
+// cell (v_row_bytes() their values': K and V may have different types).
 //
 // Global layers have one cell per position (cell = position). Sliding-window layers
 // (Gemma 3) may instead keep a ring of ring_cells cells (cell = position % ring_cells):
@@ -18,16 +19,26 @@
 #include <string>
 #include <vector>
 
+#include "edgellm/model.h"
 #include "edgellm/tensor_type.h"
 
 namespace edgellm {
+
+// Orders of the Hadamard turns applied to a quantized cache's keys (with the queries) and
+// values (and attention's output turned back), 0 for none (compute/ops.h, hadamard): as
+// llama.cpp, K in blocks of the largest power of two dividing the head, V in blocks of
+// 64, when the head is a multiple of 64.
+struct KvRotation {
+    int k = 0, v = 0;
+};
+KvRotation kv_rotation(const HParams& h, TensorType k, TensorType v);
 
 struct KvLayout {
     int64_t n_layer = 0;
     int64_t n_ctx = 0;
     int64_t n_embd_kv = 0;
     int64_t n_head_kv = 1;   // heads in a row (the cache is head-major within a layer)
-    TensorType type = TensorType::F16;
+    TensorType type_k = TensorType::F16, type_v = TensorType::F16;
     std::vector<bool> ring;  // per layer: a ring of ring_cells cells (empty: none)
     int64_t ring_cells = 0;
     int64_t window = 0;      // positions a ring layer's queries see (<= ring_cells)
@@ -44,10 +55,12 @@ class KvCache {
     explicit KvCache(const KvLayout& layout);
     static size_t bytes_needed(const KvLayout& layout) { return layout.bytes(); }
 
-    TensorType type() const { return l_.type; }
+    TensorType type_k() const { return l_.type_k; }
+    TensorType type_v() const { return l_.type_v; }
     int64_t n_ctx() const { return l_.n_ctx; }
     int64_t n_used() const { return n_used_; }
-    size_t row_bytes() const { return row_bytes_; }
+    size_t k_row_bytes() const { return k_row_; }
+    size_t v_row_bytes() const { return v_row_; }
     size_t total_bytes() const { return l_.bytes(); }
 
     // Cells of a layer, the cell of a position in it, and each cell's position (-1: empty).
@@ -66,7 +79,7 @@ class KvCache {
 
     uint8_t* k_rows(int64_t layer) { return data_.get() + offset_[(size_t)layer]; }
     uint8_t* v_rows(int64_t layer) {
-        return data_.get() + offset_[(size_t)layer] + row_bytes_ * (size_t)n_cells(layer);
+        return data_.get() + offset_[(size_t)layer] + k_row_ * (size_t)n_cells(layer);
     }
 
     // Claim cells for positions n_used() .. n_used()+n-1; false when they do not fit.
@@ -91,7 +104,7 @@ class KvCache {
 
   private:
     KvLayout l_;
-    size_t row_bytes_;
+    size_t k_row_, v_row_;
     int64_t n_used_ = 0;
     std::vector<size_t> offset_;  // per layer: its K block; V follows
     std::unique_ptr<uint8_t[]> data_;

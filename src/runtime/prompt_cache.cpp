@@ -97,8 +97,13 @@ bool is_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& of) {
 
 std::string kv_cache_key(const Context& ctx, std::string_view extra) {
     const ContextParams& p = ctx.params();
-    std::string k = "model " + ctx.model().fingerprint() + "; kv " + tensor_type_name(p.kv_type) +
-                    "; n_ctx " + std::to_string(p.n_ctx);
+    // (quantized K and V are stored turned by a Hadamard matrix: a file of a build that did
+    // not turn them must not be restored, hence the mark)
+    auto type = [](TensorType t) {
+        return std::string(tensor_type_name(t)) + (tensor_type_info(t).quantized ? " hadamard" : "");
+    };
+    std::string k = "model " + ctx.model().fingerprint() + "; kv " + type(p.type_k) + " / " +
+                    type(p.type_v) + "; n_ctx " + std::to_string(p.n_ctx);
     if (ctx.model().hparams().n_swa > 0)
         k += p.swa_full ? "; swa full" : "; swa ring " + std::to_string(p.n_batch);
     if (!extra.empty()) {

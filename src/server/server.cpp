@@ -144,6 +144,12 @@ int64_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>&
     return (int64_t)n;
 }
 
+// "q8_0", or "K q8_0 / V f16" when they differ.
+std::string kv_types_name(const ContextParams& p) {
+    if (p.type_k == p.type_v) return tensor_type_name(p.type_k);
+    return std::string("K ") + tensor_type_name(p.type_k) + " / V " + tensor_type_name(p.type_v);
+}
+
 uintmax_t file_bytes(const std::string& path) {
     std::error_code ec;
     const uintmax_t n = std::filesystem::file_size(path, ec);
@@ -375,7 +381,7 @@ std::string Server::Impl::fit_memory(const Model& m, ContextParams* cp) {
                       "%.0f MiB + --cache-ram %.0f MiB = %.0f MiB",
                       (double)b.weights / 1048576.0, (double)b.kv_cache / 1048576.0,
                       (long long)cp->n_ctx, cp->n_seq, cp->n_seq > 1 ? "s" : "",
-                      tensor_type_name(cp->kv_type), (double)b.scratch / 1048576.0,
+                      kv_types_name(*cp).c_str(), (double)b.scratch / 1048576.0,
                       (double)cache / 1048576.0, (double)(b.total() + cache) / 1048576.0);
         return std::string(buf);
     };
@@ -486,7 +492,7 @@ int Server::run() {
     d.log("model %s: %s, %lld slot%s of %lld tokens, KV %s, %s; ready in %.0f ms",
           d.model_name.c_str(), d.model->hparams().arch.c_str(), (long long)d.slots.size(),
           d.slots.size() > 1 ? "s" : "", (long long)d.n_ctx_slot(),
-          tensor_type_name(d.ctx->params().kv_type), d.ctx->affinity_report().c_str(),
+          kv_types_name(d.ctx->params()).c_str(), d.ctx->affinity_report().c_str(),
           ms_between(t0, Clock::now()));
     if (bill) d.log("memory: weights %.0f MiB, KV cache %.0f MiB, scratch %.0f MiB",
                     (double)bill->weights / 1048576.0, (double)bill->kv_cache / 1048576.0,
@@ -496,7 +502,7 @@ int Server::run() {
         if (db) d.log("memory of the draft model: weights %.0f MiB, KV cache %.0f MiB (%s, %lld "
                       "tokens a slot), scratch %.0f MiB; both models %.0f MiB",
                       (double)db->weights / 1048576.0, (double)db->kv_cache / 1048576.0,
-                      tensor_type_name(d.draft_ctx->params().kv_type),
+                      kv_types_name(d.draft_ctx->params()).c_str(),
                       (long long)d.draft_ctx->params().n_ctx,
                       (double)db->scratch / 1048576.0,
                       (double)(db->total() + (bill ? bill->total() : 0)) / 1048576.0);
@@ -560,7 +566,8 @@ std::string Server::Impl::load_speculation() {
         // The draft evaluates a token at a time, and a new prompt in chunks: a small batch
         // keeps its scratch small (seed 000's memory budget).
         cp.n_batch = std::min<int64_t>(cp.n_batch, 64);
-        cp.kv_type = sc.kv_type;
+        cp.type_k = sc.type_k;
+        cp.type_v = sc.type_v;
         cp.n_threads = sc.n_threads > 0 ? sc.n_threads : cfg.ctx.n_threads;
         if (cfg.memory_limit > 0) {
             const auto mb = Context::memory_bill(*model, ctx->params());

@@ -41,7 +41,7 @@ struct SpecConfig {
                                                           // lengths tried, longest first
     int64_t n_ctx = 0;        // the draft's context (-cd); 0: the model's
     int n_threads = 0;        // -td; 0: -t
-    TensorType kv_type = TensorType::F16;  // -ctkd / -ctvd
+    TensorType type_k = TensorType::F16, type_v = TensorType::F16;  // -ctkd / -ctvd
     bool adaptive = true;     // choose the draft length per slot (off: always up to n_max)
     bool on() const { return draft || ngram; }
 };

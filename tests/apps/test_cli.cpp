@@ -47,7 +47,7 @@ TEST(Cli, UsageErrorsExitTwoWithOneLine) {
     r = run("logits -m x.gguf --tokens \"1 two\" --out /tmp/x.f32");
     EXPECT_EQ(r.code, 2);
     EXPECT_NE(r.err.find("two"), std::string::npos) << r.err;
-    r = run("logits -m x.gguf --tokens \"1\" --out /tmp/x.f32 --kv-type q4_0");
+    r = run("logits -m x.gguf --tokens \"1\" --out /tmp/x.f32 --kv-type q2_K");
     EXPECT_EQ(r.code, 2);
     r = run("inspect");
     EXPECT_EQ(r.code, 2);

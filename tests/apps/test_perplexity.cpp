@@ -146,7 +146,7 @@ TEST(PerplexityArgs, BadUsageExitsTwoWithOneLine) {
              "perplexity -m x.gguf -f t.txt -c 4",                      // chunk too small to score
              "perplexity -m x.gguf -f t.txt -c many",                   // not a number
              "perplexity -m x.gguf -f t.txt --chunks 0",                // nothing to do
-             "perplexity -m x.gguf -f t.txt --kv-type q4_0",            // unsupported KV type
+             "perplexity -m x.gguf -f t.txt --kv-type q2_K",            // unsupported KV type
              "perplexity -m x.gguf -f t.txt --bogus",                   // unknown option
              "perplexity -m x.gguf -f t.txt extra",                     // stray argument
              "perplexity -m x.gguf -f t.txt --kl-save a --kl-base b",   // both directions

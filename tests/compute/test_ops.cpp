@@ -5,6 +5,8 @@
 // Q8_0 KV cache against a full-softmax attention in double.
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -800,6 +802,33 @@ TEST(Matmul, RowInterleavedWeightsGiveTheReferenceProducts) {
     }
 }
 
+// The Walsh-Hadamard turn: Sylvester's matrix scaled by 1/sqrt(n), applied per run of n;
+// twice is the identity, and it keeps lengths and dot products.
+TEST(Ops, HadamardIsSylvestersOrthonormalMatrix) {
+    for (int n : {64, 128, 256}) {
+        // H's rows: H[i][j] = (-1)^popcount(i & j) / sqrt(n)
+        for (int j = 0; j < n; j += 37) {
+            std::vector<float> e((size_t)n, 0.0f);
+            e[(size_t)j] = 1.0f;
+            hadamard(e.data(), n, n);  // column j of H
+            for (int i = 0; i < n; ++i) {
+                const float want = (__builtin_popcount((unsigned)(i & j)) % 2 ? -1.0f : 1.0f) / std::sqrt((float)n);
+                ASSERT_NEAR(e[(size_t)i], want, 1e-6f) << n << " " << i << " " << j;
+            }
+        }
+        std::vector<float> x = random_floats((size_t)(3 * n), 77 + n), y = random_floats((size_t)(3 * n), 78 + n);
+        double dot0 = 0, dot1 = 0;
+        for (size_t i = 0; i < x.size(); ++i) dot0 += (double)x[i] * y[i];
+        std::vector<float> hx = x, hy = y;
+        hadamard(hx.data(), (int64_t)hx.size(), n);
+        hadamard(hy.data(), (int64_t)hy.size(), n);
+        for (size_t i = 0; i < x.size(); ++i) dot1 += (double)hx[i] * hy[i];
+        EXPECT_NEAR(dot1, dot0, 1e-4 * std::fabs(dot0) + 1e-4);
+        hadamard(hx.data(), (int64_t)hx.size(), n);
+        for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(hx[i], x[i], 1e-5f);
+    }
+}
+
 // ======================================== attention =====================================
 
 namespace {
@@ -813,6 +842,7 @@ struct AttnCase {
     bool holes;            // some cells empty (cell_pos -1)
     size_t scratch_extra;  // scratch_per_thread passed larger than the minimum
     bool head_major = false;  // the model's layout: each KV head's cells contiguous
+    std::optional<TensorType> v_type = std::nullopt;  // the values' type (default: kv_type)
 };
 
 struct AttnError {
@@ -895,18 +925,21 @@ AttnError check_attention(const AttnCase& ac, const std::vector<int32_t>& q_pos,
     const std::string what = buf;
 
     // The cache, filled with the reference quantizer from random floats.
+    const TensorType vt = ac.v_type.value_or(ac.kv_type);
     const TypeKernels& ref = reference_kernels(ac.kv_type);
+    const TypeKernels& vref = reference_kernels(vt);
     const size_t row_bytes = row_size(ac.kv_type, row) + ac.row_pad;
+    const size_t v_row_bytes = row_size(vt, row) + ac.row_pad;
     std::vector<uint8_t> kc(row_bytes * (size_t)n_cells, 0xEE),
-        vc(row_bytes * (size_t)n_cells, 0xEE);
+        vc(v_row_bytes * (size_t)n_cells, 0xEE);
     const std::vector<float> kf = random_floats((size_t)(row * n_cells), seed);
     const std::vector<float> vf = random_floats((size_t)(row * n_cells), seed + 1);
     std::vector<float> K((size_t)(row * n_cells)), V((size_t)(row * n_cells));
     for (int64_t c = 0; c < n_cells; ++c) {
         ref.from_float(&kf[(size_t)(c * row)], &kc[(size_t)c * row_bytes], row);
-        ref.from_float(&vf[(size_t)(c * row)], &vc[(size_t)c * row_bytes], row);
+        vref.from_float(&vf[(size_t)(c * row)], &vc[(size_t)c * v_row_bytes], row);
         ref.to_float(&kc[(size_t)c * row_bytes], &K[(size_t)(c * row)], row);
-        ref.to_float(&vc[(size_t)c * row_bytes], &V[(size_t)(c * row)], row);
+        vref.to_float(&vc[(size_t)c * v_row_bytes], &V[(size_t)(c * row)], row);
     }
     std::vector<int32_t> cell_pos((size_t)n_cells);
     for (int64_t c = 0; c < n_cells; ++c) cell_pos[(size_t)c] = (int32_t)c;
@@ -921,7 +954,7 @@ AttnError check_attention(const AttnCase& ac, const std::vector<int32_t>& q_pos,
         for (int64_t c = 0; c < n_cells; ++c) {
             const int64_t src = perm[(size_t)c];
             std::memcpy(&kc2[(size_t)c * row_bytes], &kc[(size_t)src * row_bytes], row_bytes);
-            std::memcpy(&vc2[(size_t)c * row_bytes], &vc[(size_t)src * row_bytes], row_bytes);
+            std::memcpy(&vc2[(size_t)c * v_row_bytes], &vc[(size_t)src * v_row_bytes], v_row_bytes);
             std::memcpy(&K2[(size_t)(c * row)], &K[(size_t)(src * row)], sizeof(float) * row);
             std::memcpy(&V2[(size_t)(c * row)], &V[(size_t)(src * row)], sizeof(float) * row);
             cell_pos[(size_t)c] = (int32_t)src;
@@ -963,19 +996,20 @@ AttnError check_attention(const AttnCase& ac, const std::vector<int32_t>& q_pos,
     std::vector<uint8_t> scratch(scratch_bytes + kGuard, 0x5A);
     std::vector<float> out((size_t)(n_tokens * n_head * hd),
                            std::numeric_limits<float>::quiet_NaN());
-    KvLayerView kv{ac.kv_type, kc.data(), vc.data(), row_bytes};
+    KvLayerView kv{ac.kv_type, vt, kc.data(), vc.data(), row_bytes, v_row_bytes};
     std::vector<uint8_t> kh, vh;
     if (ac.head_major) {
         // The same cells regrouped per KV head, heads a padded block apart.
         const size_t hb = row_size(ac.kv_type, hd), stride = hb * (size_t)n_cells + 96;
+        const size_t vhb = row_size(vt, hd), vstride = vhb * (size_t)n_cells + 96;
         kh.assign(stride * n_head_kv, 0xEE);
-        vh.assign(stride * n_head_kv, 0xEE);
+        vh.assign(vstride * n_head_kv, 0xEE);
         for (int h = 0; h < n_head_kv; ++h)
             for (int64_t c = 0; c < n_cells; ++c) {
                 std::memcpy(&kh[stride * h + hb * (size_t)c], &kc[(size_t)c * row_bytes + hb * h], hb);
-                std::memcpy(&vh[stride * h + hb * (size_t)c], &vc[(size_t)c * row_bytes + hb * h], hb);
+                std::memcpy(&vh[vstride * h + vhb * (size_t)c], &vc[(size_t)c * v_row_bytes + vhb * h], vhb);
             }
-        kv = KvLayerView{ac.kv_type, kh.data(), vh.data(), hb, stride};
+        kv = KvLayerView{ac.kv_type, vt, kh.data(), vh.data(), hb, vhb, stride, vstride};
     }
     attention(pool, s, q.data(), q_pos.data(), n_tokens, kv, cell_pos.data(), n_cells, out.data(),
               scratch.data(), per_thread);
@@ -987,7 +1021,7 @@ AttnError check_attention(const AttnCase& ac, const std::vector<int32_t>& q_pos,
 
     std::vector<double> ref_d, ref_e;
     naive_attention(q_rounded, n_head, n_head_kv, hd, s.scale, q_pos, K, V, cell_pos,
-                    ac.kv_type == TensorType::F16, ref_d);
+                    ac.kv_type == TensorType::F16 && vt == TensorType::F16, ref_d);
     naive_attention(q_exact, n_head, n_head_kv, hd, s.scale, q_pos, K, V, cell_pos, false, ref_e);
 
     for (int64_t t = 0; t < n_tokens; ++t)
@@ -1035,7 +1069,9 @@ TEST(Attention, MatchesNaiveFullSoftmax) {
     for (const std::string& set : guard.sets()) {
         ASSERT_TRUE(select_kernel_set(set)) << set;
         uint64_t seed = 40000;
-        for (TensorType kvt : {TensorType::F16, TensorType::Q8_0})
+        for (TensorType kvt : {TensorType::F32, TensorType::F16, TensorType::BF16, TensorType::Q8_0,
+                               TensorType::Q4_0, TensorType::Q4_1, TensorType::IQ4_NL,
+                               TensorType::Q5_0, TensorType::Q5_1})
             for (int hd : {32, 64})
                 for (float q_std : {1.0f, 3.0f}) {
                     const AttnCase ac{kvt, hd, 2, 0, false, false, 0};
@@ -1067,6 +1103,21 @@ TEST(Attention, ThreadCountsPaddedRowsUnorderedAndEmptyCells) {
         }
 }
 
+// Keys and values of different types (llama.cpp's -ctk / -ctv): each read with its own kernels.
+TEST(Attention, KeysAndValuesOfDifferentTypes) {
+    const std::vector<int32_t> q_pos = {5, 30, 0, 11, 2};
+    uint64_t seed = 52000;
+    using T = TensorType;
+    for (auto [k, v] : std::vector<std::pair<T, T>>{{T::Q8_0, T::F16}, {T::F16, T::Q4_0},
+                                                    {T::Q4_1, T::Q5_0}, {T::IQ4_NL, T::Q8_0},
+                                                    {T::BF16, T::Q5_1}, {T::F32, T::F16}}) {
+        AttnCase ac{k, 64, 2, 0, false, true, 0, true};
+        ac.v_type = v;
+        const AttnError e = check_attention(ac, q_pos, 31, 1.5f, seed += 10);
+        EXPECT_LE(e.vs_documented, 1e-5) << tensor_type_name(k) << "/" << tensor_type_name(v);
+    }
+}
+
 TEST(Attention, QuerySeeingOnlyCellZeroReturnsItsValues) {
     for (TensorType kvt : {TensorType::F16, TensorType::Q8_0})
         for (int hd : {32, 64}) {
@@ -1093,7 +1144,7 @@ TEST(Attention, QuerySeeingOnlyCellZeroReturnsItsValues) {
             const size_t per_thread = attention_scratch_per_thread(s, kvt, n_cells);
             std::vector<uint8_t> scratch(per_thread * pool.size());
             std::vector<float> out((size_t)(2 * n_head * hd), -1.0f);
-            attention(pool, s, q.data(), q_pos.data(), 2, {kvt, kc.data(), vc.data(), rb},
+            attention(pool, s, q.data(), q_pos.data(), 2, KvLayerView::same(kvt, kc.data(), vc.data(), rb),
                       cell_pos.data(), n_cells, out.data(), scratch.data(), per_thread);
             for (int t = 0; t < 2; ++t)
                 for (int h = 0; h < n_head; ++h) {

@@ -93,7 +93,7 @@ TEST_P(GoldenTest, EveryCaseWithin3e2) {
         p.n_ctx = 64;
         p.n_batch = k.n_tokens;
         p.n_outputs = k.n_tokens;
-        p.kv_type = k.kv_type == "q8_0" ? TensorType::Q8_0 : TensorType::F16;
+        p.type_k = p.type_v = k.kv_type == "q8_0" ? TensorType::Q8_0 : TensorType::F16;
         p.n_threads = 2;
         auto ctx = Context::create(**model, p);
         ASSERT_TRUE(ctx.ok()) << ctx.error();
@@ -189,7 +189,10 @@ TEST(Context, RefusesBadInput) {
     EXPECT_EQ((*ctx)->n_past(), 0);
     r = (*ctx)->eval({}, false);
     EXPECT_FALSE(r.ok());
-    p.kv_type = TensorType::Q4_K;
+    p.type_k = TensorType::Q4_K;
+    EXPECT_FALSE(Context::create(**model, p).ok());
+    p.type_k = TensorType::F16;
+    p.type_v = TensorType::Q2_K;
     EXPECT_FALSE(Context::create(**model, p).ok());
 }
 
@@ -229,7 +232,7 @@ TEST(Context, MemoryBillAddsUp) {
         ContextParams p;
         p.n_ctx = 1024;
         p.n_threads = 2;
-        p.kv_type = kv;
+        p.type_k = p.type_v = kv;
         auto bill = Context::memory_bill(**model, p);
         ASSERT_TRUE(bill.ok());
         EXPECT_EQ(bill->weights, (*model)->file().tensor_bytes());
@@ -366,4 +369,45 @@ TEST(Model, RefusesUnsupportedOrBrokenModels) {
     fs::remove(text);
     fs::remove(mamba);
     fs::remove(partial);
+}
+
+// Every KV cache type (keys and values alike, and mixed) keeps the logits near the f16
+// cache's; the further from f16, the larger the bound (a random-weight model's logits
+// are flat, so even f32 moves its top-1 now and then; the real models' KL divergence per
+// type is measured in tests/model/test_kv_quality.cpp). Quantized keys and values are
+// turned by the Hadamard matrix first (this model's heads are 64 wide).
+TEST(Context, EveryKvCacheTypeStaysNearF16) {
+    const Cases c = load_cases();
+    if (c.cases.empty()) GTEST_SKIP() << "no golden cases at " << kGolden;
+    auto model = Model::load((kGolden / "tiny-qwen2-q8_0.gguf").string());
+    ASSERT_TRUE(model.ok()) << model.error();
+    const int64_t n_vocab = (*model)->hparams().n_vocab;
+    auto logits_with = [&](TensorType k, TensorType v) {
+        ContextParams p;
+        p.n_ctx = 64;
+        p.n_batch = (int64_t)c.tokens.size();
+        p.n_outputs = (int64_t)c.tokens.size();
+        p.type_k = k;
+        p.type_v = v;
+        p.n_threads = 2;
+        auto ctx = Context::create(**model, p);
+        EXPECT_TRUE(ctx.ok()) << ctx.error();
+        auto l = (*ctx)->eval(c.tokens, true);
+        EXPECT_TRUE(l.ok());
+        return std::vector<float>(l->begin(), l->end());
+    };
+    const auto base = logits_with(TensorType::F16, TensorType::F16);
+    using T = TensorType;
+    const std::vector<std::tuple<T, T, double>> cases = {
+        {T::F32, T::F32, 3e-2},    {T::BF16, T::BF16, 3e-2},     {T::Q8_0, T::Q8_0, 3e-2},
+        {T::Q5_1, T::Q5_1, 8e-2},  {T::Q5_0, T::Q5_0, 8e-2},     {T::IQ4_NL, T::IQ4_NL, 1.5e-1},
+        {T::Q4_1, T::Q4_1, 1.5e-1}, {T::Q4_0, T::Q4_0, 1.5e-1},  {T::Q8_0, T::F16, 3e-2},
+        {T::F16, T::Q4_0, 1.5e-1}};
+    for (const auto& [k, v, bound] : cases) {
+        const Distance d = distance(logits_with(k, v), base, n_vocab);
+        std::printf("K %-6s V %-6s nrmse vs f16 %.2e top1 %.3f\n", tensor_type_name(k),
+                    tensor_type_name(v), d.nrmse, d.top1);
+        EXPECT_LE(d.nrmse, bound) << tensor_type_name(k) << "/" << tensor_type_name(v);
+        EXPECT_GE(d.top1, 0.7) << tensor_type_name(k) << "/" << tensor_type_name(v);
+    }
 }

@@ -54,7 +54,7 @@ TEST(TokenLoop, AllocatesNothing) {
         p.n_ctx = 128;
         p.n_batch = 16;
         p.n_threads = 2;
-        p.kv_type = kv;
+        p.type_k = p.type_v = kv;
         auto c = Context::create(**m, p);
         ASSERT_TRUE(c.ok());
         std::vector<int32_t> batch(16);

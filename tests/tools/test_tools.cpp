@@ -366,7 +366,7 @@ TEST(KvCache, ShiftMovesRowsAndRenumbersPositions) {
     l.n_ctx = 64;
     l.n_embd_kv = 32;
     l.n_head_kv = 1;
-    l.type = TensorType::F32;
+    l.type_k = l.type_v = TensorType::F32;
     l.ring = {true, false};
     l.window = 8;
     l.ring_cells = 12;
@@ -378,7 +378,7 @@ TEST(KvCache, ShiftMovesRowsAndRenumbersPositions) {
         for (int b = 0; b < 2; ++b)
             for (int64_t c = 0; c < kv.n_cells(layer); ++c) {
                 const int32_t pos = kv.cell_pos(layer)[c];
-                auto* row = reinterpret_cast<float*>((b ? kv.v_rows(layer) : kv.k_rows(layer)) + c * kv.row_bytes());
+                auto* row = reinterpret_cast<float*>((b ? kv.v_rows(layer) : kv.k_rows(layer)) + c * kv.k_row_bytes());
                 for (int i = 0; i < 32; ++i) row[i] = pos < 0 ? -1.0f : tag(layer, b, pos);
             }
     int rotated[2] = {0, 0};
@@ -391,8 +391,8 @@ TEST(KvCache, ShiftMovesRowsAndRenumbersPositions) {
     // Global layer: cells 0..3 kept, 4..19 hold old positions 14..29.
     for (int64_t c = 0; c < 20; ++c) {
         const int32_t old = c < 4 ? (int32_t)c : (int32_t)c + 10;
-        const auto* k = reinterpret_cast<const float*>(kv.k_rows(1) + c * kv.row_bytes());
-        const auto* v = reinterpret_cast<const float*>(kv.v_rows(1) + c * kv.row_bytes());
+        const auto* k = reinterpret_cast<const float*>(kv.k_rows(1) + c * kv.k_row_bytes());
+        const auto* v = reinterpret_cast<const float*>(kv.v_rows(1) + c * kv.k_row_bytes());
         EXPECT_EQ(k[1], tag(1, 0, old)) << c;
         EXPECT_EQ(k[0], tag(1, 0, old) + (c < 4 ? 0.0f : 0.5f)) << c;
         EXPECT_EQ(v[0], tag(1, 1, old)) << c;
@@ -404,8 +404,8 @@ TEST(KvCache, ShiftMovesRowsAndRenumbersPositions) {
     for (int32_t np = 8; np < 20; ++np) {
         const int64_t c = np % 12;
         EXPECT_EQ(kv.cell_pos(0)[c], np);
-        const auto* k = reinterpret_cast<const float*>(kv.k_rows(0) + c * kv.row_bytes());
-        const auto* v = reinterpret_cast<const float*>(kv.v_rows(0) + c * kv.row_bytes());
+        const auto* k = reinterpret_cast<const float*>(kv.k_rows(0) + c * kv.k_row_bytes());
+        const auto* v = reinterpret_cast<const float*>(kv.v_rows(0) + c * kv.k_row_bytes());
         EXPECT_EQ(k[1], tag(0, 0, np + 10)) << np;
         EXPECT_EQ(k[0], tag(0, 0, np + 10) + 0.5f) << np;
         EXPECT_EQ(v[5], tag(0, 1, np + 10)) << np;

@@ -162,6 +162,51 @@ void quantize_q8_0(const float* x, block_q8_0* y, int64_t nb) {
     }
 }
 
+// iq4_nl (llama.cpp's reference, no importance weights): the grid scaled so its end (-127)
+// meets the value of largest magnitude, each value to its nearest grid point, then the
+// scale refitted by least squares weighted by x^2.
+namespace {
+int nearest_iq4nl(float x) {
+    if (x <= kvalues_iq4nl[0]) return 0;
+    if (x >= kvalues_iq4nl[15]) return 15;
+    int lo = 0, hi = 15;
+    while (hi - lo > 1) {
+        const int mid = (lo + hi) / 2;
+        if (x < kvalues_iq4nl[mid])
+            hi = mid;
+        else
+            lo = mid;
+    }
+    return x - kvalues_iq4nl[hi - 1] < kvalues_iq4nl[hi] - x ? hi - 1 : hi;
+}
+}  // namespace
+
+void quantize_iq4_nl(const float* x, block_iq4_nl* y, int64_t nb) {
+    for (int64_t i = 0; i < nb; ++i, x += QK4_NL) {
+        float amax = 0.0f, max = 0.0f;
+        for (int j = 0; j < QK4_NL; ++j)
+            if (std::fabs(x[j]) > amax) {
+                amax = std::fabs(x[j]);
+                max = x[j];
+            }
+        uint8_t L[QK4_NL] = {};
+        float d = 0.0f;
+        if (amax >= 1e-15f) {
+            const float id = 1.0f / (max / kvalues_iq4nl[0]);
+            float sumqx = 0.0f, sumq2 = 0.0f;
+            for (int j = 0; j < QK4_NL; ++j) {
+                L[j] = (uint8_t)nearest_iq4nl(id * x[j]);
+                const float q = kvalues_iq4nl[L[j]], w = x[j] * x[j];
+                sumqx += w * q * x[j];
+                sumq2 += w * q * q;
+            }
+            d = sumq2 > 0.0f ? sumqx / sumq2 : 0.0f;
+        }
+        y[i].d = f32_to_fp16(d);
+        for (int j = 0; j < QK4_NL / 2; ++j) y[i].qs[j] = (uint8_t)(L[j] | (L[j + QK4_NL / 2] << 4));
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // Scale searches for the K-quants (llama.cpp: make_qx_quants, make_q3_quants,
 // make_qkx2_quants). Each fits the integers L of a small group to its values x.
@@ -699,6 +744,7 @@ bool can_quantize(TensorType type) {
         case TensorType::Q5_0:
         case TensorType::Q5_1:
         case TensorType::Q8_0:
+        case TensorType::IQ4_NL:
         case TensorType::Q2_K:
         case TensorType::Q3_K:
         case TensorType::Q4_K:
@@ -739,6 +785,9 @@ bool quantize_row(TensorType type, const float* src, void* dst, int64_t n) {
             return true;
         case TensorType::Q8_0:
             quantize_q8_0(src, (block_q8_0*)dst, nb);
+            return true;
+        case TensorType::IQ4_NL:
+            quantize_iq4_nl(src, (block_iq4_nl*)dst, nb);
             return true;
         case TensorType::Q2_K:
             quantize_q2_K(src, (block_q2_K*)dst, nb);

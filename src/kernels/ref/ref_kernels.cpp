@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "edgellm/error.h"
+#include "kernels/quantize.h"
 
 namespace edgellm::ref {
 
@@ -109,6 +110,16 @@ void to_float_q4_0(const void* src, float* dst, int64_t n) {
     for (int64_t i = 0; i < n / QK4_0; ++i) {
         const float d = fp16_to_f32(x[i].d);
         for (int j = 0; j < QK4_0; ++j) dst[i * QK4_0 + j] = d * (float)q4_0_value(x[i], j);
+    }
+}
+void to_float_iq4_nl(const void* src, float* dst, int64_t n) {
+    const block_iq4_nl* x = (const block_iq4_nl*)src;
+    for (int64_t i = 0; i < n / QK4_NL; ++i) {
+        const float d = fp16_to_f32(x[i].d);
+        for (int j = 0; j < QK4_NL / 2; ++j) {
+            dst[i * QK4_NL + j] = d * (float)kvalues_iq4nl[x[i].qs[j] & 0xF];
+            dst[i * QK4_NL + j + QK4_NL / 2] = d * (float)kvalues_iq4nl[x[i].qs[j] >> 4];
+        }
     }
 }
 void to_float_q4_1(const void* src, float* dst, int64_t n) {
@@ -442,6 +453,27 @@ void vec_dot_q6_K_q8_K(int64_t n, float* s, const void* vx, const void* vy) {
     *s = sum;
 }
 
+// KV cache rows of the 4- and 5-bit types are written with the weight quantizers (as
+// llama.cpp's cache writes them).
+template <TensorType T>
+void from_float_weights(const float* src, void* dst, int64_t n) {
+    quantize_row(T, src, dst, n);
+}
+
+void vec_dot_iq4_nl_q8_0(int64_t n, float* s, const void* vx, const void* vy) {
+    const block_iq4_nl* x = (const block_iq4_nl*)vx;
+    const block_q8_0* y = (const block_q8_0*)vy;
+    float sum = 0.0f;
+    for (int64_t i = 0; i < n / QK4_NL; ++i) {
+        int isum = 0;
+        for (int j = 0; j < QK4_NL / 2; ++j)
+            isum += kvalues_iq4nl[x[i].qs[j] & 0xF] * y[i].qs[j] +
+                    kvalues_iq4nl[x[i].qs[j] >> 4] * y[i].qs[j + QK4_NL / 2];
+        sum += fp16_to_f32(x[i].d) * fp16_to_f32(y[i].d) * (float)isum;
+    }
+    *s = sum;
+}
+
 // The weighted sum of rows, one fma per (row, head, element) in row order.
 template <typename Row, float (*Widen)(Row)>
 void vec_mad_n_rows(int64_t hd, int64_t n_rows, const void* x, size_t bx, const float* p,
@@ -457,6 +489,12 @@ void vec_mad_n_rows(int64_t hd, int64_t n_rows, const void* x, size_t bx, const 
 }
 inline float widen_f16(fp16_t h) {
     return fp16_to_f32(h);
+}
+inline float widen_bf16(bf16_t h) {
+    return bf16_to_f32(h);
+}
+inline float widen_f32(float f) {
+    return f;
 }
 template <typename Row, float (*Widen)(Row)>
 void dot_rows_f32q(int64_t hd, int64_t n_rows, const void* x, size_t bx, const float* q, int ng,
@@ -517,10 +555,12 @@ void fill_reference(TypeKernels* table) {
     set(table, T::F32, to_float_f32, from_float_f32, vec_dot_f32, T::F32);
     set(table, T::F16, to_float_f16, from_float_f16, vec_dot_f16, T::F16);
     set(table, T::BF16, to_float_bf16, from_float_bf16, vec_dot_bf16, T::BF16);
-    set(table, T::Q4_0, to_float_q4_0, nullptr, vec_dot_q4_0_q8_0, T::Q8_0);
-    set(table, T::Q4_1, to_float_q4_1, nullptr, vec_dot_q4_1_q8_1, T::Q8_1);
-    set(table, T::Q5_0, to_float_q5_0, nullptr, vec_dot_q5_0_q8_0, T::Q8_0);
-    set(table, T::Q5_1, to_float_q5_1, nullptr, vec_dot_q5_1_q8_1, T::Q8_1);
+    set(table, T::Q4_0, to_float_q4_0, from_float_weights<T::Q4_0>, vec_dot_q4_0_q8_0, T::Q8_0);
+    set(table, T::Q4_1, to_float_q4_1, from_float_weights<T::Q4_1>, vec_dot_q4_1_q8_1, T::Q8_1);
+    set(table, T::Q5_0, to_float_q5_0, from_float_weights<T::Q5_0>, vec_dot_q5_0_q8_0, T::Q8_0);
+    set(table, T::Q5_1, to_float_q5_1, from_float_weights<T::Q5_1>, vec_dot_q5_1_q8_1, T::Q8_1);
+    set(table, T::IQ4_NL, to_float_iq4_nl, from_float_weights<T::IQ4_NL>, vec_dot_iq4_nl_q8_0,
+        T::Q8_0);
     set(table, T::Q8_0, to_float_q8_0, from_float_q8_0, vec_dot_q8_0_q8_0, T::Q8_0);
     set(table, T::Q8_1, to_float_q8_1, from_float_q8_1, nullptr, T::Q8_1);
     set(table, T::Q2_K, to_float_q2_K, nullptr, vec_dot_q2_K_q8_K, T::Q8_K);
@@ -535,6 +575,21 @@ void fill_reference(TypeKernels* table) {
     table[(uint32_t)T::F16].dot_rows = dot_rows_f32q<fp16_t, widen_f16>;
     table[(uint32_t)T::Q8_0].vec_mad_n = vec_mad_n_blocks<to_float_q8_0>;
     table[(uint32_t)T::Q8_0].dot_rows = dot_rows_blocks<to_float_q8_0>;
+    // The other KV cache types (attention's scores and weighted sums).
+    table[(uint32_t)T::F32].vec_mad_n = vec_mad_n_rows<float, widen_f32>;
+    table[(uint32_t)T::F32].dot_rows = dot_rows_f32q<float, widen_f32>;
+    table[(uint32_t)T::BF16].vec_mad_n = vec_mad_n_rows<bf16_t, widen_bf16>;
+    table[(uint32_t)T::BF16].dot_rows = dot_rows_f32q<bf16_t, widen_bf16>;
+    table[(uint32_t)T::Q4_0].vec_mad_n = vec_mad_n_blocks<to_float_q4_0>;
+    table[(uint32_t)T::Q4_0].dot_rows = dot_rows_blocks<to_float_q4_0>;
+    table[(uint32_t)T::Q4_1].vec_mad_n = vec_mad_n_blocks<to_float_q4_1>;
+    table[(uint32_t)T::Q4_1].dot_rows = dot_rows_blocks<to_float_q4_1>;
+    table[(uint32_t)T::Q5_0].vec_mad_n = vec_mad_n_blocks<to_float_q5_0>;
+    table[(uint32_t)T::Q5_0].dot_rows = dot_rows_blocks<to_float_q5_0>;
+    table[(uint32_t)T::Q5_1].vec_mad_n = vec_mad_n_blocks<to_float_q5_1>;
+    table[(uint32_t)T::Q5_1].dot_rows = dot_rows_blocks<to_float_q5_1>;
+    table[(uint32_t)T::IQ4_NL].vec_mad_n = vec_mad_n_blocks<to_float_iq4_nl>;
+    table[(uint32_t)T::IQ4_NL].dot_rows = dot_rows_blocks<to_float_iq4_nl>;
     fill_reference_unpack(table);
     for (uint32_t id = 0; id < kTensorTypeCount; ++id)
         table[id].gemv_x16 = gemv_x16_ref((TensorType)id);
