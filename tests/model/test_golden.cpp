@@ -374,7 +374,7 @@ TEST(Model, RefusesUnsupportedOrBrokenModels) {
 // Every KV cache type (keys and values alike, and mixed) keeps the logits near the f16
 // cache's; the further from f16, the larger the bound (a random-weight model's logits
 // are flat, so even f32 moves its top-1 now and then; the real models' KL divergence per
-// type is measured in tests/model/test_kv_quality.cpp). Quantized keys and values are
+// type is measured in tests/apps/test_kv_quality.cpp). Quantized keys and values are
 // turned by the Hadamard matrix first (this model's heads are 64 wide).
 TEST(Context, EveryKvCacheTypeStaysNearF16) {
     const Cases c = load_cases();

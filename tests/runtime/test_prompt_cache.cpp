@@ -8,35 +8,15 @@
 #include "edgellm/prompt_cache.h"
 #include "edgellm/session.h"
 #include "test_paths.h"
+#include "tiny_model.h"
 
 using namespace edgellm;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct Fixture {
-    std::unique_ptr<Model> model;
-    std::unique_ptr<Tokenizer> tok;
-    std::unique_ptr<Context> ctx;
-};
-
-bool load(Fixture* f) {
-    const fs::path p = test::golden_dir() / "tiny-qwen2-q8_0.gguf";
-    if (!fs::exists(p)) return false;
-    auto m = Model::load(p.string());
-    EXPECT_TRUE(m.ok()) << m.error();
-    f->model = std::move(*m);
-    auto t = Tokenizer::load(f->model->file());
-    EXPECT_TRUE(t.ok()) << t.error();
-    f->tok = std::move(*t);
-    ContextParams cp;
-    cp.n_ctx = 256;
-    cp.n_threads = 2;
-    auto c = Context::create(*f->model, cp);
-    EXPECT_TRUE(c.ok()) << c.error();
-    f->ctx = std::move(*c);
-    return true;
-}
+using test::Fixture;
+using test::load;
 
 std::vector<int32_t> tokens(int n, int32_t base) {
     std::vector<int32_t> t;

@@ -1684,6 +1684,29 @@ class FallbackReply(unittest.TestCase):
         self.assertIn("go together", r.stderr)
 
 
+class KvCacheTypes(unittest.TestCase):
+    """-ctk / -ctv set separately, any of the types llama-server takes on a CPU."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model = need_model(GEMMA)
+
+    def test_keys_and_values_of_their_own_types(self):
+        for k, v in (("iq4_nl", "q5_1"), ("q4_0", "q4_0"), ("bf16", "q8_0")):
+            with self.subTest(k=k, v=v):
+                srv = Server(["-m", self.model, "--port", "0", "-c", "512", "-ctk", k, "-ctv", v])
+                self.addCleanup(srv.stop)
+                srv.wait_ready()
+                want = k if k == v else f"K {k} / V {v}"
+                self.assertIn(f"KV {want},", srv.log_text())
+                r = request(srv.port, "POST", "/v1/chat/completions",
+                            {"messages": [{"role": "user", "content": "Name a colour."}],
+                             "max_tokens": 8, "temperature": 0})
+                self.assertEqual(r.status, 200, r)
+                self.assertTrue(r.json()["choices"][0]["message"]["content"].strip())
+                srv.stop()
+
+
 class CacheRam(unittest.TestCase):
     """--cache-ram: an agent alternating between three system prompts on one slot pays a
     full prefill only once for each."""
@@ -2765,7 +2788,7 @@ class CommandLine(unittest.TestCase):
                                "--draft-min"),
                               (["-md", "/x.gguf", "--draft-p-min", "2"], "--draft-p-min"),
                               (["-md", "/x.gguf", "-devd", "cuda0"], "-devd"),
-                              (["-md", "/x.gguf", "-ctkd", "q4_0"], "-ctkd"),
+                              (["-md", "/x.gguf", "-ctkd", "q4_K"], "-ctkd"),
                               (["-md", "/x.gguf", "--spec-type", "ngram"], "-md")]:
             with self.subTest(flags=flags):
                 r = run_cli(["-m", "/nonexistent/model.gguf", "--port", "0"] + flags)
@@ -2787,7 +2810,8 @@ class CommandLine(unittest.TestCase):
 
     def test_bad_values(self):
         for flags, needle in [(["--port", "70000"], "--port"), (["-np", "0"], "-np"),
-                              (["--cache-type-k", "q4_0"], "--cache-type-k"),
+                              (["--cache-type-k", "q4_K"], "--cache-type-k"),
+                              (["-ctv", "q2_K"], "--cache-type-v"),
                               (["--flash-attn", "maybe"], "--flash-attn"),
                               (["--api-key-file", "/nonexistent/keys"], "/nonexistent/keys")]:
             with self.subTest(flags=flags):
