@@ -195,6 +195,24 @@ struct Prepared {
     bool tool_grammar = false;  // the constraint is the tool calls' grammar
 };
 
+// What one model brings: the members of Server::Impl a model swap replaces at once.
+struct Loaded {
+    std::unique_ptr<Model> model;
+    std::unique_ptr<Tokenizer> tok;
+    std::unique_ptr<Context> ctx;
+    std::vector<std::unique_ptr<Slot>> slots;
+    std::unique_ptr<StepBatcher> batcher;
+    std::shared_ptr<const GrammarVocab> grammar_vocab;
+    std::unique_ptr<SlotPool> pool;
+    std::string cache_key;
+    std::unique_ptr<PromptCache> prompt_cache;
+    std::unique_ptr<Model> draft_model;
+    std::unique_ptr<Context> draft_ctx;
+    std::unique_ptr<StepBatcher> draft_batcher;
+    std::string model_name, serving_path;
+    int64_t created = 0;
+};
+
 struct Server::Impl {
     ServerConfig cfg;
     std::unique_ptr<http::Server> http;
@@ -271,8 +289,24 @@ struct Server::Impl {
     std::string load_speculation();
     // The model, its tokenizer and context, within --memory-limit (--fit: a smaller
     // context); "" or why not (nothing is kept then).
-    std::string load_main(const std::string& path);
-    std::string fit_memory(const Model& m, ContextParams* cp);
+    std::string load_main(const std::string& path, Loaded* l, size_t in_use = 0);
+    std::string fit_memory(const Model& m, ContextParams* cp, size_t in_use);
+    // The slots (sessions), their pool and the step batcher over l's context.
+    void build_slots(Loaded* l);
+    // Exchange the live model and everything built on it with l's (under the gate: no
+    // request in flight), so that l then holds the old ones.
+    void swap_loaded(Loaded* l, const std::function<void()>& under_gate = nullptr);
+    std::string loading_path;  // a model being loaded for a swap (under swap_mu's owner)
+    mutable std::mutex loading_mu;
+    // POST /models/load: another model, loaded while the current one serves, then switched
+    // to between requests; on any failure the current one stays.
+    void models_load(const http::Request& req, http::Response& res, std::string* log_extra);
+    // Requests in flight, and a swap waiting for them (new requests wait for the swap).
+    std::mutex gate_mu;
+    std::condition_variable gate_cv;
+    int in_flight = 0;
+    bool swapping = false;
+    std::mutex swap_mu;  // one swap at a time
     std::string serving_path;  // the model served (the fallback's when it took over)
     std::string fitted;        // what --fit chose ("" : nothing)
     // The prompt cache, and its newest entries restored into the slots.
@@ -338,7 +372,7 @@ void Server::Impl::log(const char* fmt, ...) const {
     std::fprintf(stderr, "%s edgellm serve: %s\n", ts, buf);
 }
 
-std::string Server::Impl::load_main(const std::string& path) {
+std::string Server::Impl::load_main(const std::string& path, Loaded* l, size_t in_use) {
     log("loading %s", path.c_str());
     auto loaded = Model::load(path, cfg.load);
     if (!loaded) return loaded.error();
@@ -352,7 +386,7 @@ std::string Server::Impl::load_main(const std::string& path) {
     // Speculation checks a step's drafts with the logits of every position.
     if (cfg.spec.on()) cp.n_outputs = (int64_t)cp.n_seq * (cfg.spec.n_max + 1);
     if (cfg.memory_limit > 0) {
-        std::string why = fit_memory(**loaded, &cp);
+        std::string why = fit_memory(**loaded, &cp, in_use);
         if (!why.empty()) return why;
     }
     if (cfg.mlock) {
@@ -365,14 +399,64 @@ std::string Server::Impl::load_main(const std::string& path) {
     if (cfg.warmup) (*loaded)->warm_up();
     auto c = Context::create(**loaded, cp);
     if (!c) return c.error();
-    ctx = std::move(*c);
-    model = std::move(*loaded);
-    tok = std::move(*t);
+    l->ctx = std::move(*c);
+    l->model = std::move(*loaded);
+    l->tok = std::move(*t);
+    l->serving_path = path;
+    l->model_name = cfg.alias.empty() ? std::filesystem::path(path).filename().string() : cfg.alias;
+    l->created = (int64_t)std::time(nullptr);
     return "";
 }
 
-std::string Server::Impl::fit_memory(const Model& m, ContextParams* cp) {
-    const size_t limit = (size_t)cfg.memory_limit;
+void Server::Impl::build_slots(Loaded* l) {
+    l->grammar_vocab = GrammarVocab::build(*l->tok);
+    if (l->ctx->n_seq() > 1) l->batcher = std::make_unique<StepBatcher>(*l->ctx);
+    for (int i = 0; i < l->ctx->n_seq(); ++i) {
+        auto s = std::make_unique<Slot>();
+        s->id = i;
+        s->session = std::make_unique<Session>(*l->model, *l->tok, *l->ctx, i);
+        l->slots.push_back(std::move(s));
+    }
+    l->pool = std::make_unique<SlotPool>((int)l->slots.size(), cfg.max_queue);
+}
+
+void Server::Impl::swap_loaded(Loaded* l, const std::function<void()>& under_gate) {
+    std::unique_lock<std::mutex> lock(gate_mu);
+    swapping = true;
+    gate_cv.wait(lock, [&] { return in_flight == 0; });
+    using std::swap;
+    swap(model, l->model);
+    swap(tok, l->tok);
+    swap(ctx, l->ctx);
+    swap(slots, l->slots);
+    swap(batcher, l->batcher);
+    swap(grammar_vocab, l->grammar_vocab);
+    swap(pool, l->pool);
+    swap(cache_key, l->cache_key);
+    swap(prompt_cache, l->prompt_cache);
+    swap(draft_model, l->draft_model);
+    swap(draft_ctx, l->draft_ctx);
+    swap(draft_batcher, l->draft_batcher);
+    swap(model_name, l->model_name);
+    swap(serving_path, l->serving_path);
+    swap(created, l->created);
+    if (under_gate) under_gate();
+    swapping = false;
+    lock.unlock();
+    gate_cv.notify_all();
+}
+
+std::string Server::Impl::fit_memory(const Model& m, ContextParams* cp, size_t in_use) {
+    const size_t limit = (size_t)cfg.memory_limit - std::min<size_t>(in_use, (size_t)cfg.memory_limit);
+    if (in_use > 0) {  // a model swap: both models at once, and no --fit
+        auto b = Context::memory_bill(m, *cp);
+        if (!b) return b.error();
+        if (b->total() > limit)
+            return "it needs " + std::to_string(b->total() >> 20) + " MiB beside the " +
+                   std::to_string(in_use >> 20) + " MiB of the model serving now, more than "
+                   "--memory-limit " + std::to_string(cfg.memory_limit >> 20) + " MiB allows";
+        return "";
+    }
     const size_t cache = cfg.cache_ram_mib > 0 ? (size_t)cfg.cache_ram_mib << 20 : 0;
     auto bill_text = [&](const MemoryBill& b) {
         char buf[400];
@@ -429,19 +513,17 @@ int Server::run() {
     Impl& d = *impl_;
     d.http_thread = std::thread([&d] { d.http->run(); });
     const auto t0 = Clock::now();
-    std::string err = d.load_main(d.cfg.model_path);
-    d.serving_path = d.cfg.model_path;
+    Loaded first;
+    std::string err = d.load_main(d.cfg.model_path, &first);
     if (!err.empty() && !d.cfg.fallback_model.empty()) {
         d.log("error: cannot use the model %s: %s; serving the fallback model %s", d.cfg.model_path.c_str(),
               err.c_str(), d.cfg.fallback_model.c_str());
         const std::string main_err = err;
-        err = d.load_main(d.cfg.fallback_model);
-        if (err.empty()) {
-            d.serving_path = d.cfg.fallback_model;
+        err = d.load_main(d.cfg.fallback_model, &first);
+        if (err.empty())
             d.degrade("serving the fallback model " +
                       std::filesystem::path(d.cfg.fallback_model).filename().string() + ": " +
                       d.cfg.model_path + " could not be used (" + main_err + ")");
-        }
     }
     if (!err.empty()) {
         d.log("error: cannot load the model: %s", err.c_str());
@@ -449,6 +531,8 @@ int Server::run() {
         d.http_thread.join();
         return 1;
     }
+    d.build_slots(&first);
+    d.swap_loaded(&first);
     if (const int64_t train = d.model->hparams().n_ctx_train; train > 0 && d.cfg.ctx.n_ctx > train) {
         d.log("warning: -c %lld is above the %lld tokens the model was trained with: past %lld "
               "tokens its answers may fall apart", (long long)d.cfg.ctx.n_ctx, (long long)train,
@@ -456,15 +540,6 @@ int Server::run() {
         d.degrade("-c " + std::to_string(d.cfg.ctx.n_ctx) + " is above the model's training context of " +
                   std::to_string(train) + " tokens");
     }
-    d.grammar_vocab = GrammarVocab::build(*d.tok);
-    if (d.ctx->n_seq() > 1) d.batcher = std::make_unique<StepBatcher>(*d.ctx);
-    for (int i = 0; i < d.ctx->n_seq(); ++i) {
-        auto s = std::make_unique<Slot>();
-        s->id = i;
-        s->session = std::make_unique<Session>(*d.model, *d.tok, *d.ctx, i);
-        d.slots.push_back(std::move(s));
-    }
-    d.pool = std::make_unique<SlotPool>((int)d.slots.size(), d.cfg.max_queue);
     if (d.serving_path != d.cfg.model_path && d.cfg.spec.on()) {
         d.cfg.spec = SpecConfig{};  // drafts were chosen for the main model
         d.degrade("speculative decoding is off with the fallback model");
@@ -484,10 +559,6 @@ int Server::run() {
     }
     d.cache_key = kv_cache_key(*d.ctx, d.template_text());
     d.open_prompt_cache();
-    d.model_name = d.cfg.alias;
-    if (d.model_name.empty())
-        d.model_name = std::filesystem::path(d.serving_path).filename().string();
-    d.created = (int64_t)std::time(nullptr);
     const auto bill = Context::memory_bill(*d.model, d.ctx->params());
     d.log("model %s: %s, %lld slot%s of %lld tokens, KV %s, %s; ready in %.0f ms",
           d.model_name.c_str(), d.model->hparams().arch.c_str(), (long long)d.slots.size(),
@@ -844,7 +915,23 @@ void Server::Impl::send_error(http::Response& res, const ApiError& e) {
 void Server::Impl::handle(const http::Request& req, http::Response& res) {
     const auto t0 = Clock::now();
     std::string extra;
-    route(req, res, &extra);
+    if (req.path == "/models/load" && req.method == "POST") {
+        models_load(req, res, &extra);  // (takes the gate itself, to swap)
+    } else {
+        // Every request holds the gate: a model swap waits for those in flight, and new ones
+        // wait for the swap (a moment: the new model is loaded before).
+        {
+            std::unique_lock<std::mutex> lock(gate_mu);
+            gate_cv.wait(lock, [&] { return !swapping; });
+            ++in_flight;
+        }
+        route(req, res, &extra);
+        {
+            std::lock_guard<std::mutex> lock(gate_mu);
+            --in_flight;
+        }
+        gate_cv.notify_all();
+    }
     if (req.path == "/health" || req.path == "/v1/health" || req.path == "/metrics") return;
     const std::string status = res.status() ? std::to_string(res.status()) : "(no answer)";
     log("%s %s %s%s | %.1f ms", req.method.c_str(), req.path.c_str(), status.c_str(), extra.c_str(),
@@ -1458,8 +1545,92 @@ void Server::Impl::models(http::Response& res) {
                  {"n_embd", h.n_embd},
                  {"size", model->weight_bytes()}};
     json m = {{"id", model_name}, {"object", "model"}, {"created", created},
-              {"owned_by", "edgellm"}, {"meta", meta}};
-    send_json(res, 200, {{"object", "list"}, {"data", json::array({m})}});
+              {"owned_by", "edgellm"}, {"meta", meta}, {"path", serving_path},
+              {"status", {{"value", "loaded"}}}};
+    json data = json::array({m});
+    {
+        std::lock_guard<std::mutex> lock(loading_mu);
+        if (!loading_path.empty())
+            data.push_back({{"id", std::filesystem::path(loading_path).filename().string()},
+                            {"object", "model"}, {"owned_by", "edgellm"}, {"path", loading_path},
+                            {"status", {{"value", "loading"}}}});
+    }
+    send_json(res, 200, {{"object", "list"}, {"data", data}});
+}
+
+void Server::Impl::models_load(const http::Request& req, http::Response& res, std::string* log_extra) {
+    if (!authorized(req)) return send_error(res, {401, "authentication_error", "Invalid API Key", {}});
+    if (!ready) return send_error(res, {503, "unavailable_error", "Loading model", {}});
+    const json j = json::parse(req.body, nullptr, false);
+    if (!j.is_object() || !j.contains("model") || !j["model"].is_string() || j["model"].get<std::string>().empty())
+        return send_error(res, bad_request("give {\"model\": \"FILE\"}: a GGUF file, or the name of one "
+                                           "beside the model serving now"));
+    std::string path = j["model"].get<std::string>();
+    for (const auto& [k, v] : j.items())
+        if (k != "model")
+            return send_error(res, bad_request("/models/load takes only \"model\" (the server's flags "
+                                               "apply to the new model too), got \"" + k + "\""));
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) {
+        const std::string beside = (std::filesystem::path(serving_path).parent_path() / path).string();
+        if (path.find('/') == std::string::npos && std::filesystem::is_regular_file(beside, ec))
+            path = beside;
+        else
+            return send_error(res, bad_request("no model file " + path));
+    }
+    std::unique_lock<std::mutex> one(swap_mu, std::try_to_lock);
+    if (!one.owns_lock())
+        return send_error(res, {409, "conflict_error", "another model is being loaded", {}});
+    {
+        std::lock_guard<std::mutex> lock(loading_mu);
+        loading_path = path;
+    }
+    const auto t0 = Clock::now();
+    // Both models are resident for a moment: the new one must fit beside the current one.
+    size_t in_use = 0;
+    if (auto b = Context::memory_bill(*model, ctx->params())) in_use += b->total();
+    if (draft_ctx)
+        if (auto b = Context::memory_bill(*draft_model, draft_ctx->params())) in_use += b->total();
+    if (cfg.cache_ram_mib > 0) in_use += (size_t)cfg.cache_ram_mib << 20;
+    Loaded next;
+    const Phase before = phase.load();
+    std::string err = load_main(path, &next, cfg.memory_limit > 0 ? std::max<size_t>(in_use, 1) : 0);
+    phase = before;  // (loading marks the phase; the current model still serves)
+    if (err.empty()) {
+        build_slots(&next);
+        if (cfg.warmup) {
+            const int32_t t = next.tok->bos() >= 0 ? next.tok->bos() : 0;
+            (void)next.ctx->eval(std::span<const int32_t>(&t, 1), false, 0);
+            next.ctx->truncate(0, 0);
+        }
+    }
+    {
+        std::lock_guard<std::mutex> lock(loading_mu);
+        loading_path.clear();
+    }
+    if (!err.empty()) {
+        log("model swap to %s failed, %s keeps serving: %s", path.c_str(), model_name.c_str(), err.c_str());
+        *log_extra = " | failed, rolled back";
+        return send_error(res, bad_request("cannot switch to " + path + ": " + err + " (" + model_name +
+                                           " keeps serving)"));
+    }
+    const double load_ms = ms_between(t0, Clock::now());
+    const std::string previous = model_name;
+    const bool had_draft = draft_ctx != nullptr;
+    const auto t_swap = Clock::now();
+    swap_loaded(&next, [&] {
+        // (under the gate: no request sees the new model without its prompt cache)
+        cache_key = kv_cache_key(*ctx, template_text());
+        open_prompt_cache();
+        if (had_draft) cfg.spec = SpecConfig{};
+    });
+    const double swap_ms = ms_between(t_swap, Clock::now());
+    log("switched from %s to %s (loaded in %.0f ms, switched in %.1f ms)%s", previous.c_str(),
+        model_name.c_str(), load_ms, swap_ms,
+        had_draft ? "; speculative decoding is off: the draft model was chosen for the previous model" : "");
+    send_json(res, 200, {{"success", true}, {"model", model_name}, {"path", serving_path},
+                         {"previous", previous}, {"load_ms", load_ms}, {"switch_ms", swap_ms}});
+    // (next now holds the previous model; it is freed here, after the answer)
 }
 
 
@@ -1472,7 +1643,7 @@ void Server::Impl::props(http::Response& res) {
                 {"model", model_name}}},
               {"total_slots", slots.size()},
               {"model_alias", model_name},
-              {"model_path", cfg.model_path},
+              {"model_path", serving_path},
               {"chat_template", tmpl},
               {"chat_format",
                cfg.chat_format ? "built-in " + std::string(chat_format_name(*cfg.chat_format))

@@ -1707,6 +1707,89 @@ class KvCacheTypes(unittest.TestCase):
                 srv.stop()
 
 
+class ModelSwap(unittest.TestCase):
+    """POST /models/load: another model loads while the current one serves, the switch
+    happens between requests (none fails under load), and a failed load leaves the current
+    model serving; GET /models lists what is loaded."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.gemma = need_model(GEMMA)
+        cls.qwen = need_model(QWEN_SMALL)
+
+    def start(self, *flags):
+        srv = Server(["-m", self.gemma, "--port", "0", "-c", "1024", "-np", "2", *flags])
+        self.addCleanup(srv.stop)
+        srv.wait_ready()
+        return srv
+
+    def served(self, port):
+        return request(port, "GET", "/v1/models").json()["data"][0]["id"]
+
+    def test_swap_under_load(self):
+        srv = self.start()
+        statuses, models, stop = [], [], threading.Event()
+
+        def load():
+            while not stop.is_set():
+                r = request(srv.port, "POST", "/v1/chat/completions",
+                            {"messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 4})
+                statuses.append(r.status)
+                if r.status == 200:
+                    models.append(r.json()["model"])
+
+        workers = [threading.Thread(target=load) for _ in range(2)]
+        for w in workers:
+            w.start()
+        time.sleep(1.0)
+        r = request(srv.port, "POST", "/models/load", {"model": self.qwen}, timeout=300)
+        time.sleep(1.0)
+        stop.set()
+        for w in workers:
+            w.join(60)
+        self.assertEqual(r.status, 200, r)
+        j = r.json()
+        self.assertEqual(j["model"], os.path.basename(self.qwen))
+        self.assertEqual(j["previous"], os.path.basename(self.gemma))
+        self.assertTrue(statuses, "no requests ran")
+        self.assertEqual(set(statuses), {200}, "a request failed during the swap")
+        self.assertIn(os.path.basename(self.gemma), models)
+        self.assertEqual(models[-1], os.path.basename(self.qwen), "requests after the swap use the new model")
+        self.assertEqual(self.served(srv.port), os.path.basename(self.qwen))
+        listed = request(srv.port, "GET", "/models").json()["data"]
+        self.assertEqual(listed[0]["status"]["value"], "loaded")
+        srv.wait_log(r"switched from %s to %s \(loaded in \d+ ms, switched in" %
+                     (re.escape(os.path.basename(self.gemma)), re.escape(os.path.basename(self.qwen))))
+
+    def test_a_failed_swap_is_rolled_back(self):
+        srv = self.start()
+        with tempfile.NamedTemporaryFile(suffix=".gguf", delete=False) as f:
+            f.write(b"GGUF" + struct.pack("<I", 3) + struct.pack("<QQ", 7, 1 << 40) + os.urandom(2048))
+            bad = f.name
+        self.addCleanup(os.unlink, bad)
+        for body, needle in (({"model": bad}, "keeps serving"),
+                             ({"model": "/nonexistent/model.gguf"}, "no model file"),
+                             ({"model": self.qwen, "ctx_size": 99}, "only"),
+                             ({}, "give")):
+            with self.subTest(body=body):
+                r = request(srv.port, "POST", "/models/load", body)
+                assert_error_shape(self, r, 400)
+                self.assertIn(needle, r.json()["error"]["message"])
+        self.assertEqual(self.served(srv.port), os.path.basename(self.gemma))
+        r = request(srv.port, "POST", "/v1/chat/completions",
+                    {"messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 3})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json()["model"], os.path.basename(self.gemma))
+        self.assertEqual(request(srv.port, "GET", "/health").json()["status"], "ok")
+
+    def test_both_models_must_fit_the_memory_limit(self):
+        srv = self.start("--memory-limit", "700M")
+        r = request(srv.port, "POST", "/models/load", {"model": self.qwen})
+        assert_error_shape(self, r, 400)
+        self.assertIn("beside the", r.json()["error"]["message"])
+        self.assertEqual(self.served(srv.port), os.path.basename(self.gemma))
+
+
 class CacheRam(unittest.TestCase):
     """--cache-ram: an agent alternating between three system prompts on one slot pays a
     full prefill only once for each."""
