@@ -22,7 +22,7 @@ std::string mib(size_t bytes) {
 }  // namespace
 
 int cmd_inspect(const std::vector<std::string>& args) {
-    ArgParser p("inspect", "edgellm inspect MODEL [-c CTX] [--kv-type f16|q8_0] [options]");
+    ArgParser p("inspect", "edgellm inspect MODEL [-c CTX] [--kv-type T] [-ctk T] [-ctv T] [options]");
     p.option({"-m", "--model"}, "FILE", "GGUF model file (or give it as the first argument)");
     p.option({"-c", "--ctx-size"}, "N",
              "context size for the KV cache (default: training context, at most 4096)");

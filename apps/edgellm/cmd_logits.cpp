@@ -1,4 +1,4 @@
-// edgellm logits -m MODEL --tokens "ID ID ..." --out FILE [--kv-type f16|q8_0] [-t N]
+// edgellm logits -m MODEL --tokens "ID ID ..." --out FILE [--kv-type T] [-ctk T] [-ctv T] [-t N]
 // Evaluates the tokens as one batch at positions 0..n-1 and writes float32 little-endian
 // logits [n_tokens][n_vocab] for every position.
 #include <unistd.h>

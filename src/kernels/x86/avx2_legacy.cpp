@@ -486,6 +486,91 @@ struct RowQ8_0 {
     }
 };
 
+// The other KV cache types, widened as exactly as the reference (d * q exact in f32; + m
+// rounds once).
+struct RowF32 {
+    static constexpr TensorType kType = TensorType::F32;
+    static bool fits(int64_t hd) { return hd % 8 == 0; }
+    static __m256 at(const uint8_t* row, int64_t i0) { return _mm256_loadu_ps((const float*)row + i0); }
+};
+struct RowBF16 {
+    static constexpr TensorType kType = TensorType::BF16;
+    static bool fits(int64_t hd) { return hd % 8 == 0; }
+    static __m256 at(const uint8_t* row, int64_t i0) {
+        const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i*)(row + 2 * i0)));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(w, 16));
+    }
+};
+// 8 nibbles of a 32-element block from element j (a multiple of 8): elements 0..15 are
+// the low nibbles of qs[0..15], 16..31 the high ones.
+inline __m256i nibbles8(const uint8_t* qs, int64_t j) {
+    __m128i b = _mm_loadl_epi64((const __m128i*)(qs + j % 16));
+    if (j >= 16) b = _mm_srli_epi16(b, 4);
+    return _mm256_cvtepu8_epi32(_mm_and_si128(b, _mm_set1_epi8(0x0F)));
+}
+// 16 in the lanes whose high bit (bit j + lane of qh) is set.
+inline __m256i high_bits8(const uint8_t* qh, int64_t j) {
+    uint32_t h;
+    std::memcpy(&h, qh, 4);
+    const __m256i bits = _mm256_set1_epi32((int)((h >> j) & 0xFF));
+    const __m256i lane = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    return _mm256_and_si256(_mm256_cmpeq_epi32(_mm256_and_si256(bits, lane), lane), _mm256_set1_epi32(16));
+}
+struct RowQ4_0 {
+    static constexpr TensorType kType = TensorType::Q4_0;
+    static bool fits(int64_t hd) { return hd % 32 == 0; }
+    static __m256 at(const uint8_t* row, int64_t i0) {
+        const block_q4_0* b = (const block_q4_0*)row + i0 / 32;
+        const __m256i q = _mm256_sub_epi32(nibbles8(b->qs, i0 % 32), _mm256_set1_epi32(8));
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(_cvtsh_ss(b->d)));
+    }
+};
+struct RowQ4_1 {
+    static constexpr TensorType kType = TensorType::Q4_1;
+    static bool fits(int64_t hd) { return hd % 32 == 0; }
+    static __m256 at(const uint8_t* row, int64_t i0) {
+        const block_q4_1* b = (const block_q4_1*)row + i0 / 32;
+        return _mm256_fmadd_ps(_mm256_cvtepi32_ps(nibbles8(b->qs, i0 % 32)), _mm256_set1_ps(_cvtsh_ss(b->d)),
+                               _mm256_set1_ps(_cvtsh_ss(b->m)));
+    }
+};
+struct RowQ5_0 {
+    static constexpr TensorType kType = TensorType::Q5_0;
+    static bool fits(int64_t hd) { return hd % 32 == 0; }
+    static __m256 at(const uint8_t* row, int64_t i0) {
+        const block_q5_0* b = (const block_q5_0*)row + i0 / 32;
+        const int64_t j = i0 % 32;
+        const __m256i q = _mm256_sub_epi32(_mm256_or_si256(nibbles8(b->qs, j), high_bits8(b->qh, j)),
+                                           _mm256_set1_epi32(16));
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(_cvtsh_ss(b->d)));
+    }
+};
+struct RowQ5_1 {
+    static constexpr TensorType kType = TensorType::Q5_1;
+    static bool fits(int64_t hd) { return hd % 32 == 0; }
+    static __m256 at(const uint8_t* row, int64_t i0) {
+        const block_q5_1* b = (const block_q5_1*)row + i0 / 32;
+        const int64_t j = i0 % 32;
+        const __m256i q = _mm256_or_si256(nibbles8(b->qs, j), high_bits8(b->qh, j));
+        return _mm256_fmadd_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(_cvtsh_ss(b->d)),
+                               _mm256_set1_ps(_cvtsh_ss(b->m)));
+    }
+};
+struct RowIQ4_NL {
+    static constexpr TensorType kType = TensorType::IQ4_NL;
+    static bool fits(int64_t hd) { return hd % 32 == 0; }
+    static __m256 at(const uint8_t* row, int64_t i0) {
+        const block_iq4_nl* b = (const block_iq4_nl*)row + i0 / 32;
+        const __m256i idx = nibbles8(b->qs, i0 % 32);
+        // the grid's two halves by index bit 3, each looked up with permutevar8x32
+        const __m256 lo = _mm256_setr_ps(-127, -104, -83, -65, -49, -35, -22, -10);
+        const __m256 hi = _mm256_setr_ps(1, 13, 25, 38, 53, 69, 89, 113);
+        const __m256 vl = _mm256_permutevar8x32_ps(lo, idx), vh = _mm256_permutevar8x32_ps(hi, idx);
+        const __m256 upper = _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(7)));
+        return _mm256_mul_ps(_mm256_blendv_ps(vl, vh, upper), _mm256_set1_ps(_cvtsh_ss(b->d)));
+    }
+};
+
 // V sum: slices of 32 elements (four ymm) for up to two heads stay in registers.
 template <typename Row, int kHeads>
 void mad_slice(int64_t n_rows, const uint8_t* x, size_t bx, int64_t i0, const float* p,
@@ -617,6 +702,20 @@ void fill_avx2_legacy(TypeKernels* table) {
     at(T::F16).dot_rows = dot_rows_avx2<RowF16>;
     at(T::Q8_0).vec_mad_n = vec_mad_n_avx2<RowQ8_0>;
     at(T::Q8_0).dot_rows = dot_rows_avx2<RowQ8_0>;
+    at(T::F32).vec_mad_n = vec_mad_n_avx2<RowF32>;
+    at(T::F32).dot_rows = dot_rows_avx2<RowF32>;
+    at(T::BF16).vec_mad_n = vec_mad_n_avx2<RowBF16>;
+    at(T::BF16).dot_rows = dot_rows_avx2<RowBF16>;
+    at(T::Q4_0).vec_mad_n = vec_mad_n_avx2<RowQ4_0>;
+    at(T::Q4_0).dot_rows = dot_rows_avx2<RowQ4_0>;
+    at(T::Q4_1).vec_mad_n = vec_mad_n_avx2<RowQ4_1>;
+    at(T::Q4_1).dot_rows = dot_rows_avx2<RowQ4_1>;
+    at(T::Q5_0).vec_mad_n = vec_mad_n_avx2<RowQ5_0>;
+    at(T::Q5_0).dot_rows = dot_rows_avx2<RowQ5_0>;
+    at(T::Q5_1).vec_mad_n = vec_mad_n_avx2<RowQ5_1>;
+    at(T::Q5_1).dot_rows = dot_rows_avx2<RowQ5_1>;
+    at(T::IQ4_NL).vec_mad_n = vec_mad_n_avx2<RowIQ4_NL>;
+    at(T::IQ4_NL).dot_rows = dot_rows_avx2<RowIQ4_NL>;
     at(T::Q5_0).vec_dot = vec_dot_q5_0_q8_0_avx2;
     at(T::Q5_0).vec_dot_4 = vec_dot4_q0_q8_0_avx2<block_q5_0, values_q5_0>;
     at(T::Q4_0).vec_dot_4 = vec_dot4_q0_q8_0_avx2<block_q4_0, values_q4_0>;

@@ -645,6 +645,85 @@ struct WidenQ8_0 {
     static bool fits(int64_t hd) { return hd % 32 == 0; }
 };
 
+// The other KV cache types, widened as exactly: their products d * q are exact in f32
+// (and + m rounds once, as the reference's multiply then add).
+struct WidenF32 {
+    static constexpr TensorType kType = TensorType::F32;
+    static __m512 at(const uint8_t* row, int64_t i0) { return _mm512_loadu_ps((const float*)row + i0); }
+    static bool fits(int64_t hd) { return hd % 16 == 0; }
+};
+struct WidenBF16 {
+    static constexpr TensorType kType = TensorType::BF16;
+    static __m512 at(const uint8_t* row, int64_t i0) {
+        const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(row + 2 * i0)));
+        return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+    }
+    static bool fits(int64_t hd) { return hd % 16 == 0; }
+};
+// 16 nibbles of a 32-element block: elements 0..15 are the low nibbles of qs[0..15],
+// 16..31 the high ones.
+inline __m512i nibbles16(const uint8_t* qs, int64_t j) {
+    __m128i b = _mm_loadu_si128((const __m128i*)qs);
+    if (j >= 16) b = _mm_srli_epi16(b, 4);
+    return _mm512_cvtepu8_epi32(_mm_and_si128(b, _mm_set1_epi8(0x0F)));
+}
+// 16 high bits (bit j of qh for element j) as 16 in the lanes that have them.
+inline __m512i high_bits16(const uint8_t* qh, int64_t j) {
+    uint32_t h;
+    std::memcpy(&h, qh, 4);
+    return _mm512_maskz_mov_epi32((__mmask16)(h >> j), _mm512_set1_epi32(16));
+}
+struct WidenQ4_0 {
+    static constexpr TensorType kType = TensorType::Q4_0;
+    static __m512 at(const uint8_t* row, int64_t i0) {
+        const block_q4_0* b = (const block_q4_0*)row + i0 / 32;
+        const __m512i q = _mm512_sub_epi32(nibbles16(b->qs, i0 % 32), _mm512_set1_epi32(8));
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(_cvtsh_ss(b->d)));
+    }
+    static bool fits(int64_t hd) { return hd % 32 == 0; }
+};
+struct WidenQ4_1 {
+    static constexpr TensorType kType = TensorType::Q4_1;
+    static __m512 at(const uint8_t* row, int64_t i0) {
+        const block_q4_1* b = (const block_q4_1*)row + i0 / 32;
+        return _mm512_fmadd_ps(_mm512_cvtepi32_ps(nibbles16(b->qs, i0 % 32)), _mm512_set1_ps(_cvtsh_ss(b->d)),
+                               _mm512_set1_ps(_cvtsh_ss(b->m)));
+    }
+    static bool fits(int64_t hd) { return hd % 32 == 0; }
+};
+struct WidenQ5_0 {
+    static constexpr TensorType kType = TensorType::Q5_0;
+    static __m512 at(const uint8_t* row, int64_t i0) {
+        const block_q5_0* b = (const block_q5_0*)row + i0 / 32;
+        const int64_t j = i0 % 32;
+        const __m512i q = _mm512_sub_epi32(_mm512_or_si512(nibbles16(b->qs, j), high_bits16(b->qh, j)),
+                                           _mm512_set1_epi32(16));
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(_cvtsh_ss(b->d)));
+    }
+    static bool fits(int64_t hd) { return hd % 32 == 0; }
+};
+struct WidenQ5_1 {
+    static constexpr TensorType kType = TensorType::Q5_1;
+    static __m512 at(const uint8_t* row, int64_t i0) {
+        const block_q5_1* b = (const block_q5_1*)row + i0 / 32;
+        const int64_t j = i0 % 32;
+        const __m512i q = _mm512_or_si512(nibbles16(b->qs, j), high_bits16(b->qh, j));
+        return _mm512_fmadd_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(_cvtsh_ss(b->d)),
+                               _mm512_set1_ps(_cvtsh_ss(b->m)));
+    }
+    static bool fits(int64_t hd) { return hd % 32 == 0; }
+};
+struct WidenIQ4_NL {
+    static constexpr TensorType kType = TensorType::IQ4_NL;
+    static __m512 at(const uint8_t* row, int64_t i0) {
+        const block_iq4_nl* b = (const block_iq4_nl*)row + i0 / 32;
+        const __m512 grid = _mm512_setr_ps(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+        const __m512 v = _mm512_permutexvar_ps(nibbles16(b->qs, i0 % 32), grid);
+        return _mm512_mul_ps(v, _mm512_set1_ps(_cvtsh_ss(b->d)));
+    }
+    static bool fits(int64_t hd) { return hd % 32 == 0; }
+};
+
 // Weighted sum of V rows: slices of 64 elements (four zmm) for up to four heads stay in
 // registers over all rows; each V slice is widened once per group of four heads.
 template <typename Widen, int kHeads>
@@ -784,6 +863,20 @@ void fill_avx512(TypeKernels* table) {
     table[(uint32_t)T::F16].dot_rows = dot_rows_avx512<WidenF16>;
     table[(uint32_t)T::Q8_0].vec_mad_n = vec_mad_n_avx512<WidenQ8_0>;
     table[(uint32_t)T::Q8_0].dot_rows = dot_rows_avx512<WidenQ8_0>;
+    table[(uint32_t)T::F32].vec_mad_n = vec_mad_n_avx512<WidenF32>;
+    table[(uint32_t)T::F32].dot_rows = dot_rows_avx512<WidenF32>;
+    table[(uint32_t)T::BF16].vec_mad_n = vec_mad_n_avx512<WidenBF16>;
+    table[(uint32_t)T::BF16].dot_rows = dot_rows_avx512<WidenBF16>;
+    table[(uint32_t)T::Q4_0].vec_mad_n = vec_mad_n_avx512<WidenQ4_0>;
+    table[(uint32_t)T::Q4_0].dot_rows = dot_rows_avx512<WidenQ4_0>;
+    table[(uint32_t)T::Q4_1].vec_mad_n = vec_mad_n_avx512<WidenQ4_1>;
+    table[(uint32_t)T::Q4_1].dot_rows = dot_rows_avx512<WidenQ4_1>;
+    table[(uint32_t)T::Q5_0].vec_mad_n = vec_mad_n_avx512<WidenQ5_0>;
+    table[(uint32_t)T::Q5_0].dot_rows = dot_rows_avx512<WidenQ5_0>;
+    table[(uint32_t)T::Q5_1].vec_mad_n = vec_mad_n_avx512<WidenQ5_1>;
+    table[(uint32_t)T::Q5_1].dot_rows = dot_rows_avx512<WidenQ5_1>;
+    table[(uint32_t)T::IQ4_NL].vec_mad_n = vec_mad_n_avx512<WidenIQ4_NL>;
+    table[(uint32_t)T::IQ4_NL].dot_rows = dot_rows_avx512<WidenIQ4_NL>;
     auto set_dots = [table](T t, auto dot1, auto dot4) {
         table[(uint32_t)t].vec_dot = dot1;
         table[(uint32_t)t].vec_dot_4 = dot4;
