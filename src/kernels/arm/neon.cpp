@@ -306,6 +306,92 @@ struct RowQ8_0 {
     }
 };
 
+// The other KV cache types, four elements at a time as exactly (d * q is exact in f32;
+// + m rounds once, as the reference's multiply then add).
+inline float half_to_float(uint16_t h) {
+    return vgetq_lane_f32(vcvt_f32_f16(vreinterpret_f16_u16(vdup_n_u16(h))), 0);
+}
+// Four 4-bit values of a 32-element block from element j (a multiple of 4): elements
+// 0..15 are the low nibbles of qs[0..15], 16..31 the high ones.
+inline uint32x4_t nibbles4(const uint8_t* qs, int64_t j) {
+    uint32_t four;
+    std::memcpy(&four, qs + j % 16, 4);
+    uint8x8_t b = vreinterpret_u8_u32(vdup_n_u32(four));
+    b = j >= 16 ? vshr_n_u8(b, 4) : vand_u8(b, vdup_n_u8(0x0F));
+    return vmovl_u16(vget_low_u16(vmovl_u8(b)));
+}
+// 16 where bit j + lane of qh is set.
+inline uint32x4_t high_bits4(const uint8_t* qh, int64_t j) {
+    uint32_t h;
+    std::memcpy(&h, qh, 4);
+    const uint32x4_t bits = vdupq_n_u32((h >> j) & 0xF);
+    const uint32_t lanes[4] = {1, 2, 4, 8};
+    const uint32x4_t lane = vld1q_u32(lanes);
+    return vandq_u32(vceqq_u32(vandq_u32(bits, lane), lane), vdupq_n_u32(16));
+}
+struct RowF32 {
+    static constexpr TensorType kType = TensorType::F32;
+    static bool fits(int64_t hd) { return hd % 4 == 0; }
+    static float32x4_t at(const uint8_t* row, int64_t i0) { return vld1q_f32((const float*)row + i0); }
+};
+struct RowBF16 {
+    static constexpr TensorType kType = TensorType::BF16;
+    static bool fits(int64_t hd) { return hd % 4 == 0; }
+    static float32x4_t at(const uint8_t* row, int64_t i0) {
+        return vreinterpretq_f32_u32(vshll_n_u16(vld1_u16((const uint16_t*)(row + 2 * i0)), 16));
+    }
+};
+struct RowQ4_0 {
+    static constexpr TensorType kType = TensorType::Q4_0;
+    static bool fits(int64_t hd) { return hd % 32 == 0; }
+    static float32x4_t at(const uint8_t* row, int64_t i0) {
+        const block_q4_0* b = (const block_q4_0*)row + i0 / 32;
+        const int32x4_t q = vsubq_s32(vreinterpretq_s32_u32(nibbles4(b->qs, i0 % 32)), vdupq_n_s32(8));
+        return vmulq_n_f32(vcvtq_f32_s32(q), half_to_float(b->d));
+    }
+};
+struct RowQ4_1 {
+    static constexpr TensorType kType = TensorType::Q4_1;
+    static bool fits(int64_t hd) { return hd % 32 == 0; }
+    static float32x4_t at(const uint8_t* row, int64_t i0) {
+        const block_q4_1* b = (const block_q4_1*)row + i0 / 32;
+        return vfmaq_n_f32(vdupq_n_f32(half_to_float(b->m)), vcvtq_f32_u32(nibbles4(b->qs, i0 % 32)),
+                           half_to_float(b->d));
+    }
+};
+struct RowQ5_0 {
+    static constexpr TensorType kType = TensorType::Q5_0;
+    static bool fits(int64_t hd) { return hd % 32 == 0; }
+    static float32x4_t at(const uint8_t* row, int64_t i0) {
+        const block_q5_0* b = (const block_q5_0*)row + i0 / 32;
+        const int64_t j = i0 % 32;
+        const int32x4_t q = vsubq_s32(vreinterpretq_s32_u32(vorrq_u32(nibbles4(b->qs, j), high_bits4(b->qh, j))),
+                                      vdupq_n_s32(16));
+        return vmulq_n_f32(vcvtq_f32_s32(q), half_to_float(b->d));
+    }
+};
+struct RowQ5_1 {
+    static constexpr TensorType kType = TensorType::Q5_1;
+    static bool fits(int64_t hd) { return hd % 32 == 0; }
+    static float32x4_t at(const uint8_t* row, int64_t i0) {
+        const block_q5_1* b = (const block_q5_1*)row + i0 / 32;
+        const int64_t j = i0 % 32;
+        const uint32x4_t q = vorrq_u32(nibbles4(b->qs, j), high_bits4(b->qh, j));
+        return vfmaq_n_f32(vdupq_n_f32(half_to_float(b->m)), vcvtq_f32_u32(q), half_to_float(b->d));
+    }
+};
+struct RowIQ4_NL {
+    static constexpr TensorType kType = TensorType::IQ4_NL;
+    static bool fits(int64_t hd) { return hd % 32 == 0; }
+    static float32x4_t at(const uint8_t* row, int64_t i0) {
+        const block_iq4_nl* b = (const block_iq4_nl*)row + i0 / 32;
+        const uint32x4_t idx = nibbles4(b->qs, i0 % 32);
+        const float v[4] = {(float)kvalues_iq4nl[vgetq_lane_u32(idx, 0)], (float)kvalues_iq4nl[vgetq_lane_u32(idx, 1)],
+                            (float)kvalues_iq4nl[vgetq_lane_u32(idx, 2)], (float)kvalues_iq4nl[vgetq_lane_u32(idx, 3)]};
+        return vmulq_n_f32(vld1q_f32(v), half_to_float(b->d));
+    }
+};
+
 // V sum: slices of 16 elements (four registers) for up to four heads stay in registers
 // over all rows; each slice of a V row is widened once per four heads.
 template <typename Row, int kHeads>
@@ -430,6 +516,20 @@ void fill_neon(TypeKernels* table) {
     at(T::F16).dot_rows = dot_rows_neon<RowF16>;
     at(T::Q8_0).vec_mad_n = vec_mad_n_neon<RowQ8_0>;
     at(T::Q8_0).dot_rows = dot_rows_neon<RowQ8_0>;
+    at(T::F32).vec_mad_n = vec_mad_n_neon<RowF32>;
+    at(T::F32).dot_rows = dot_rows_neon<RowF32>;
+    at(T::BF16).vec_mad_n = vec_mad_n_neon<RowBF16>;
+    at(T::BF16).dot_rows = dot_rows_neon<RowBF16>;
+    at(T::Q4_0).vec_mad_n = vec_mad_n_neon<RowQ4_0>;
+    at(T::Q4_0).dot_rows = dot_rows_neon<RowQ4_0>;
+    at(T::Q4_1).vec_mad_n = vec_mad_n_neon<RowQ4_1>;
+    at(T::Q4_1).dot_rows = dot_rows_neon<RowQ4_1>;
+    at(T::Q5_0).vec_mad_n = vec_mad_n_neon<RowQ5_0>;
+    at(T::Q5_0).dot_rows = dot_rows_neon<RowQ5_0>;
+    at(T::Q5_1).vec_mad_n = vec_mad_n_neon<RowQ5_1>;
+    at(T::Q5_1).dot_rows = dot_rows_neon<RowQ5_1>;
+    at(T::IQ4_NL).vec_mad_n = vec_mad_n_neon<RowIQ4_NL>;
+    at(T::IQ4_NL).dot_rows = dot_rows_neon<RowIQ4_NL>;
 
     fill_int_dots(table, DotWiden{});
 }
