@@ -291,6 +291,9 @@ struct Server::Impl {
     // context); "" or why not (nothing is kept then).
     std::string load_main(const std::string& path, Loaded* l, size_t in_use = 0);
     std::string fit_memory(const Model& m, ContextParams* cp, size_t in_use);
+    // --mlock (a failure is a warning and makes the server degraded) and the warm-up read
+    // of every weight page.
+    void pin_and_warm(const Model& m, const char* what);
     // The slots (sessions), their pool and the step batcher over l's context.
     void build_slots(Loaded* l);
     // Exchange the live model and everything built on it with l's (under the gate: no
@@ -389,14 +392,7 @@ std::string Server::Impl::load_main(const std::string& path, Loaded* l, size_t i
         std::string why = fit_memory(**loaded, &cp, in_use);
         if (!why.empty()) return why;
     }
-    if (cfg.mlock) {
-        auto r = (*loaded)->lock_memory();
-        if (!r) {
-            log("warning: --mlock failed, the weights may be paged out: %s", r.error().c_str());
-            degrade("--mlock failed, the weights may be paged out: " + r.error());
-        }
-    }
-    if (cfg.warmup) (*loaded)->warm_up();
+    pin_and_warm(**loaded, "the weights");
     auto c = Context::create(**loaded, cp);
     if (!c) return c.error();
     l->ctx = std::move(*c);
@@ -406,6 +402,17 @@ std::string Server::Impl::load_main(const std::string& path, Loaded* l, size_t i
     l->model_name = cfg.alias.empty() ? std::filesystem::path(path).filename().string() : cfg.alias;
     l->created = (int64_t)std::time(nullptr);
     return "";
+}
+
+void Server::Impl::pin_and_warm(const Model& m, const char* what) {
+    if (cfg.mlock) {
+        auto r = m.lock_memory();
+        if (!r) {
+            log("warning: --mlock failed, %s may be paged out: %s", what, r.error().c_str());
+            degrade(std::string("--mlock failed, ") + what + " may be paged out: " + r.error());
+        }
+    }
+    if (cfg.warmup) m.warm_up();
 }
 
 void Server::Impl::build_slots(Loaded* l) {
@@ -623,14 +630,7 @@ std::string Server::Impl::load_speculation() {
         if (!why.empty())
             return "the draft model " + sc.draft_model + " cannot draft for " + cfg.model_path +
                    ": " + why;
-        if (cfg.mlock) {
-            auto r = (*m)->lock_memory();
-            if (!r) {
-                log("warning: --mlock failed for the draft model: %s", r.error().c_str());
-                degrade("--mlock failed for the draft model: " + r.error());
-            }
-        }
-        if (cfg.warmup) (*m)->warm_up();
+        pin_and_warm(**m, "the draft model's weights");
         ContextParams cp = ctx->params();
         cp.n_ctx = sc.n_ctx > 0 ? std::max<int64_t>(1, sc.n_ctx / ctx->n_seq()) : n_ctx_slot();
         cp.n_outputs = cp.n_seq;
