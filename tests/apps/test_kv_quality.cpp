@@ -6,7 +6,8 @@
 // 0.5B-Instruct Q4_K_M and The Adventures of Tom Sawyer, and are recorded below. Ours comes
 // from `edgellm perplexity --kl-top-k 4096` (the reference's top 4096 tokens and the rest
 // lumped: it holds all but ~1% of the mass, so it reads a little low) with the same model,
-// text and chunks. Runs the real binary; skips without the model or the text.
+// text and chunks, and must not be above llama.cpp's beyond two standard errors. Runs the
+// real binary; skips without the model or the text.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -25,6 +26,13 @@ const fs::path kText = "/usr/share/gocode/src/github.com/pierrec/lz4/testdata/Ma
 double value_after(const std::string& out, const std::string& key) {
     const size_t at = out.find(key);
     return at == std::string::npos ? std::nan("") : std::strtod(out.c_str() + at + key.size(), nullptr);
+}
+
+// The standard error printed after the value ("mean KLD = X +/- SE").
+double error_after(const std::string& out, const std::string& key) {
+    const size_t at = out.find(key);
+    const size_t pm = at == std::string::npos ? at : out.find("+/- ", at);
+    return pm == std::string::npos ? std::nan("") : std::strtod(out.c_str() + pm + 4, nullptr);
 }
 
 struct Recorded {
@@ -58,14 +66,16 @@ TEST(KvQuality, EveryTypeLosesNoMoreThanLlamaCpp) {
     for (const Recorded& rec : kRecorded) {
         r = edgellm::test::run(common + " -ctk " + rec.k + " -ctv " + rec.v + " --kl-base " + base.string());
         ASSERT_EQ(r.code, 0) << r.err;
-        const double ours = value_after(r.out, "mean KLD = ");
-        std::printf("[ kv quality ] K %-6s V %-6s mean KLD %.6f (llama.cpp %.6f, ratio %.3f)\n", rec.k,
-                    rec.v, ours, rec.llama_cpp, ours / rec.llama_cpp);
-        ASSERT_TRUE(std::isfinite(ours)) << r.out;
-        // Two chunks leave a few percent of noise between two engines' roundings (the q8_0
-        // cache reads 0.0086 against llama.cpp's 0.0083 here, 0.00865 against 0.00873 over
-        // 16 chunks): 5 % of slack.
-        EXPECT_LE(ours, rec.llama_cpp * 1.05) << "K " << rec.k << " V " << rec.v;
+        const double ours = value_after(r.out, "mean KLD = "), se = error_after(r.out, "mean KLD = ");
+        std::printf("[ kv quality ] K %-6s V %-6s mean KLD %.6f +/- %.6f (llama.cpp %.6f, ratio %.3f)\n",
+                    rec.k, rec.v, ours, se, rec.llama_cpp, ours / rec.llama_cpp);
+        ASSERT_TRUE(std::isfinite(ours) && std::isfinite(se)) << r.out;
+        // The mean over 1020 positions moves with every rounding (another CPU's kernels sum
+        // in another order, so the keys round differently): here the q8_0 cache reads
+        // 0.0086 against llama.cpp's 0.0083 over 2 chunks and 0.00865 against 0.00873 over
+        // 16. Not above llama.cpp's beyond that noise (two standard errors); without the
+        // Hadamard turn the q8_0 cache read 0.014, well outside.
+        EXPECT_LE(ours, rec.llama_cpp + 2 * se) << "K " << rec.k << " V " << rec.v;
     }
     fs::remove(base);
 }
