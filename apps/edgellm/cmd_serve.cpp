@@ -1,6 +1,14 @@
 // edgellm serve [-m MODEL] [--host H] [--port P] [-np N] [-c CTX] ... — the HTTP server,
 // with llama-server's flags: the seeds' command lines work with the binary name replaced.
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
 
 #include <atomic>
 #include <cmath>
@@ -17,6 +25,33 @@
 namespace edgellm::cli {
 
 namespace {
+
+// systemd's readiness protocol (sd_notify without libsystemd): a datagram to the socket
+// in $NOTIFY_SOCKET ('@' at the start: the abstract namespace). Nothing when it is unset.
+void notify_service_manager(const std::string& state) {
+    const char* path = std::getenv("NOTIFY_SOCKET");
+    if (!path || !*path) return;
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    const size_t len = std::strlen(path);
+    if (len >= sizeof addr.sun_path) return;
+    std::memcpy(addr.sun_path, path, len);
+    if (addr.sun_path[0] == '@') addr.sun_path[0] = '\0';
+    const int fd = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return;
+    (void)::sendto(fd, state.data(), state.size(), MSG_NOSIGNAL, (const sockaddr*)&addr,
+                   (socklen_t)(offsetof(sockaddr_un, sun_path) + len));
+    ::close(fd);
+}
+
+// The pid file, written atomically (a temporary file renamed into place).
+bool write_pid_file(const std::string& path) {
+    const std::string tmp = path + ".tmp";
+    std::FILE* f = std::fopen(tmp.c_str(), "w");
+    if (!f) return false;
+    const bool ok = std::fprintf(f, "%d\n", (int)::getpid()) > 0 && std::fclose(f) == 0;
+    return ok && std::rename(tmp.c_str(), path.c_str()) == 0;
+}
 
 // "1500000000", "1.7G", "1700M", "1.5GiB": bytes (decimal suffixes as powers of 1024, as
 // llama.cpp and ollama read them).
@@ -285,6 +320,9 @@ int cmd_serve(const std::vector<std::string>& given) {
     p.option({"--keep"}, "N",
              "tokens a context shift keeps at the start (default 0; -1: the whole prompt)");
     p.flag({"--log-disable"}, "no log lines");
+    p.option({"--log-file"}, "FILE", "append the log to FILE instead of stderr (log rotation: copytruncate)");
+    p.flag({"-v", "--verbose"}, "also log each request's prompt and output");
+    p.option({"--pid-file"}, "FILE", "write the process id to FILE once listening (removed at exit)");
     p.option({"--kernels"}, "NAME", "kernel set (default: the best available)");
     add_spec_options(p);
     add_sampling_options(p);
@@ -389,6 +427,14 @@ int cmd_serve(const std::vector<std::string>& given) {
         return fail("serve", "--prompt-cache-max-mib needs --prompt-cache DIR", 2);
     cfg.webui = !p.has("--no-webui");
     cfg.log = !p.has("--log-disable");
+    cfg.verbose = p.has("--verbose");
+    if (auto lf = p.get("--log-file")) {
+        const int fd = ::open(lf->c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd < 0) return fail("serve", "cannot open the log file " + *lf + ": " + std::strerror(errno), 2);
+        ::dup2(fd, STDERR_FILENO);  // every log line, the start-up's too
+        ::close(fd);
+        std::setvbuf(stderr, nullptr, _IOLBF, 0);
+    }
     cfg.chat_template_kwargs = p.get_or("--chat-template-kwargs", "");
     cfg.grammar = cfg_grammar;
     cfg.spec = cfg_spec;
@@ -458,9 +504,13 @@ int cmd_serve(const std::vector<std::string>& given) {
     pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
     signal(SIGPIPE, SIG_IGN);
 
+    cfg.on_ready = [] { notify_service_manager("READY=1\nSTATUS=serving"); };
     server::Server srv(cfg);
     auto bound = srv.listen();
     if (!bound) return fail("serve", bound.error());
+    const std::string pid_file = p.get_or("--pid-file", "");
+    if (!pid_file.empty() && !write_pid_file(pid_file))
+        return fail("serve", "cannot write the pid file " + pid_file + ": " + std::strerror(errno), 2);
     if (cfg.log)
         std::fprintf(stderr, "edgellm serve: listening on http://%s:%d\n", cfg.http.host.c_str(),
                      *bound);
@@ -471,6 +521,7 @@ int cmd_serve(const std::vector<std::string>& given) {
             const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
             if (sig == SIGINT || sig == SIGTERM) {
                 if (cfg.log) std::fprintf(stderr, "edgellm serve: stopping (signal %d)\n", sig);
+                notify_service_manager("STOPPING=1");
                 srv.stop();
                 return;
             }
@@ -479,6 +530,7 @@ int cmd_serve(const std::vector<std::string>& given) {
     const int code = srv.run();
     done = true;
     signals.join();
+    if (!pid_file.empty()) std::remove(pid_file.c_str());
     return code;
 }
 

@@ -351,13 +351,27 @@ Result<int> Server::listen() {
 }
 
 void Server::stop() {
-    impl_->stopping = true;
-    impl_->http->stop();
-    impl_->stop_cv.notify_all();
-    // (the slots exist once ready; the HTTP layer's stop also makes every handler's
-    // peer_gone() true, which raises its slot's cancel flag through the watcher)
-    if (impl_->ready)
-        for (auto& s : impl_->slots) s->cancel = true;
+    Impl& d = *impl_;
+    const bool first = !d.stopping.exchange(true);
+    if (first && d.ready) {
+        // Generations stop at their next step; their clients are told (a stream gets an
+        // error event, a request still waiting a 503) before the connections close: the
+        // requests in flight get up to 3 s for it.
+        {
+            std::lock_guard<std::mutex> lock(d.gate_mu);
+            for (auto& s : d.slots) s->cancel = true;
+        }
+        std::unique_lock<std::mutex> lock(d.gate_mu);
+        d.gate_cv.wait_for(lock, std::chrono::seconds(3), [&] { return d.in_flight == 0; });
+    }
+    d.http->stop();
+    d.stop_cv.notify_all();
+    // (the HTTP layer's stop also makes every handler's peer_gone() true, which raises its
+    // slot's cancel flag through the watcher)
+    if (d.ready) {
+        std::lock_guard<std::mutex> lock(d.gate_mu);
+        for (auto& s : d.slots) s->cancel = true;
+    }
 }
 
 void Server::Impl::log(const char* fmt, ...) const {
@@ -608,6 +622,7 @@ int Server::run() {
     malloc_trim(0);
     d.ready = true;
     d.phase = Impl::Phase::Ready;
+    if (d.cfg.on_ready) d.cfg.on_ready();
     {
         std::unique_lock<std::mutex> lock(d.stop_mu);
         d.stop_cv.wait(lock, [&] { return d.stopping.load(); });
@@ -1291,6 +1306,11 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
     ApiError err;
     Slot* slot = acquire(p.prompt, g.id_slot, res, &err);
     if (!slot) {
+        if (err.status == 499 && stopping && !res.peer_gone()) {
+            metrics.cancelled++;
+            *log_extra = " | the server is stopping";
+            return send_error(res, {503, "unavailable_error", "the server is stopping", {}});
+        }
         if (err.status == 499) {
             metrics.cancelled++;
             *log_extra = " | cancelled while waiting for a slot";
@@ -1366,6 +1386,22 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
     const bool client_gone = std::any_of(choices.begin(), choices.end(), [](const Choice& c) {
         return c.client_gone || (c.r && c.o.result.stop == StopReason::Cancelled);
     });
+    // Cut by the server's shutdown, with the client still there: tell it so.
+    if (client_gone && stopping && !res.peer_gone() &&
+        std::none_of(choices.begin(), choices.end(), [](const Choice& c) { return c.client_gone; })) {
+        metrics.cancelled++;
+        *log_extra = " | cut: the server is stopping";
+        const ApiError e{503, "unavailable_error", "the server is stopping: the reply was cut", {}};
+        if (writer && res.started()) {
+            if (writer->ok()) {
+                writer->fail(e);
+                res.end_stream();
+            }
+        } else {
+            send_error(res, e);
+        }
+        return;
+    }
     if (!failure.empty() && client_gone) {  // the stream could not even start: nobody to answer
         metrics.cancelled++;
         *log_extra = " | cancelled: the client went away";
@@ -1445,6 +1481,20 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
                   p.constraint.empty() ? "" : " | constrained: ", p.constraint.c_str(),
                   client_gone ? "cancelled: the client went away" : stop_reason_name(gr.stop));
     *log_extra = buf + cache_note;
+    if (cfg.verbose) {
+        // One line each, newlines shown as \n, long texts cut in the middle.
+        auto shown = [](std::string t) {
+            if (t.size() > 4000) t = t.substr(0, 2000) + " [...] " + t.substr(t.size() - 2000);
+            std::string out;
+            for (char ch : t) out += ch == '\n' ? std::string("\\n") : std::string(1, ch);
+            return out;
+        };
+        log("request %s prompt: %s", first.o.id.c_str(), shown(p.prompt_text.empty()
+                                                                    ? tok->detokenize(p.prompt, false)
+                                                                    : p.prompt_text).c_str());
+        for (const Choice& c : choices)
+            log("request %s output %d: %s", first.o.id.c_str(), c.o.index, shown(c.o.result.text).c_str());
+    }
     if (client_gone) return;  // nobody to answer
 
     GenOutcome summary = first.o;

@@ -9,6 +9,7 @@
 // client goes away, which stops prefill at the next layer and decode before the next step.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -87,6 +88,10 @@ struct ServerConfig {
     std::shared_ptr<const Grammar> grammar;
     SpecConfig spec;
     ContextPolicy context_policy = ContextPolicy::Error;
+    // -v: each request's prompt and output in the log (seed 002's debugging advice).
+    bool verbose = false;
+    // Called once, when /health first says ok (the service manager's readiness).
+    std::function<void()> on_ready;
     // --memory-limit: weights + KV cache + scratch + --cache-ram (and the draft model's) must
     // fit in this many bytes, else the model is refused with the bill; with --fit the
     // context shrinks until it fits. 0: no limit.

@@ -149,7 +149,7 @@ class Server:
     `listening on http://HOST:PORT` line; otherwise the given port (for --log-disable).
     """
 
-    def __init__(self, args, port=None, prefix=()):
+    def __init__(self, args, port=None, prefix=(), env=None):
         self.args = [str(a) for a in args]
         self.lines = []  # (monotonic time, text)
         self.cond = threading.Condition()
@@ -157,7 +157,8 @@ class Server:
         self.started_at = time.monotonic()
         self.proc = subprocess.Popen([*prefix, ARGS.bin, "serve", *self.args], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     preexec_fn=_die_with_parent)
+                                     preexec_fn=_die_with_parent,
+                                     env=None if env is None else dict(os.environ, **env))
         _live_servers.add(self)
         self.reader = threading.Thread(target=self._read_stderr, daemon=True)
         self.reader.start()
@@ -1788,6 +1789,80 @@ class ModelSwap(unittest.TestCase):
         assert_error_shape(self, r, 400)
         self.assertIn("beside the", r.json()["error"]["message"])
         self.assertEqual(self.served(srv.port), os.path.basename(self.gemma))
+
+
+class ServiceLifecycle(unittest.TestCase):
+    """What a service manager sees: --pid-file, --log-file, -v, readiness on $NOTIFY_SOCKET
+    (systemd's Type=notify), and SIGTERM ending a stream with an error event."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model = need_model(GEMMA)
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="edgellm-svc-")
+        self.addCleanup(lambda: shutil.rmtree(self.dir, ignore_errors=True))
+
+    def test_pid_file_log_file_and_verbose(self):
+        pid_file, log_file = os.path.join(self.dir, "edgellm.pid"), os.path.join(self.dir, "edgellm.log")
+        port = free_port()
+        srv = Server(["-m", self.model, "--port", port, "-c", "512", "--pid-file", pid_file,
+                      "--log-file", log_file, "-v"], port=port)
+        self.addCleanup(srv.stop)
+        srv.wait_ready()
+        with open(pid_file) as f:
+            self.assertEqual(int(f.read()), srv.proc.pid)
+        r = request(port, "POST", "/v1/chat/completions",
+                    {"messages": [{"role": "user", "content": "Name a fruit."}], "max_tokens": 5,
+                     "temperature": 0})
+        self.assertEqual(r.status, 200, r)
+        answer = r.json()["choices"][0]["message"]["content"]
+        srv.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(srv.proc.wait(timeout=30), 0)
+        with open(log_file) as f:
+            log = f.read()
+        self.assertIn("listening on http://127.0.0.1:%d" % port, log)
+        self.assertRegex(log, r"POST /v1/chat/completions 200 \| slot 0")
+        self.assertRegex(log, r"request chatcmpl-\S+ prompt: .*Name a fruit\.")
+        self.assertIn("output 0: " + answer.replace("\n", "\\n"), log)
+        self.assertIn("stopping (signal 15)", log)
+        self.assertNotIn("listening on", srv.log_text(), "stderr went to the log file")
+        self.assertFalse(os.path.exists(pid_file), "the pid file is removed at exit")
+
+    def test_readiness_on_notify_socket(self):
+        path = os.path.join(self.dir, "notify.sock")
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        sock.bind(path)
+        self.addCleanup(sock.close)
+        sock.settimeout(LOAD_TIMEOUT_S)
+        srv = Server(["-m", self.model, "--port", "0", "-c", "512"], env={"NOTIFY_SOCKET": path})
+        self.addCleanup(srv.stop)
+        msg = sock.recv(4096).decode()
+        self.assertIn("READY=1", msg)
+        # ready means /health already says ok
+        self.assertEqual(request(srv.port, "GET", "/health").json()["status"], "ok")
+        srv.proc.send_signal(signal.SIGTERM)
+        self.assertIn("STOPPING=1", sock.recv(4096).decode())
+        self.assertEqual(srv.proc.wait(timeout=30), 0)
+
+    def test_sigterm_ends_a_stream_with_an_error_event(self):
+        srv = Server(["-m", self.model, "--port", "0", "-c", "2048"])
+        self.addCleanup(srv.stop)
+        srv.wait_ready()
+        s = RawStream(srv.port, "POST", "/v1/chat/completions",
+                      {"messages": [{"role": "user", "content": "Count from one to a thousand."}],
+                       "max_tokens": 1500, "ignore_eos": True, "stream": True})
+        s.read_until_events(3)
+        srv.proc.send_signal(signal.SIGTERM)
+        s.read_all()
+        events = sse_events(s.body)
+        last = json.loads(events[-1])
+        self.assertIn("error", last, events[-3:])
+        self.assertEqual(last["error"]["code"], 503)
+        self.assertIn("the server is stopping", last["error"]["message"])
+        self.assertNotIn("[DONE]", events, "a cut reply does not end as a complete one")
+        self.assertEqual(srv.proc.wait(timeout=30), 0)
+        self.assertIn("cut: the server is stopping", srv.log_text())
 
 
 class CacheRam(unittest.TestCase):
