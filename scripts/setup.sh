@@ -18,6 +18,7 @@ packages=(
   chromium chromium-driver python3-selenium  # the server's chat page, in headless Chromium
   golang-github-pierrec-lz4-dev      # perplexity text: Tom Sawyer (public domain) in its Go test data
   g++-aarch64-linux-gnu qemu-user-static  # aarch64 kernels: cross build + qemu (scripts/test-arm.sh)
+  curl systemd                       # deploy/: the warm-up script; systemd-analyze verify of the unit
 )
 
 missing=()

@@ -1865,6 +1865,64 @@ class ServiceLifecycle(unittest.TestCase):
         self.assertIn("cut: the server is stopping", srv.log_text())
 
 
+class DeployFiles(unittest.TestCase):
+    """deploy/: the systemd unit verifies and its command line starts a server as written,
+    the scripts parse, and the warm-up script warms a real server."""
+
+    def unit_text(self):
+        with open(os.path.join(ARGS.root, "deploy", "edgellm.service")) as f:
+            return f.read()
+
+    def test_systemd_unit_verifies(self):
+        if not shutil.which("systemd-analyze"):
+            self.skipTest("systemd-analyze is not installed (Debian's systemd package)")
+        d = tempfile.mkdtemp(prefix="edgellm-unit-")
+        self.addCleanup(lambda: shutil.rmtree(d, ignore_errors=True))
+        unit = os.path.join(d, "edgellm.service")
+        with open(unit, "w") as f:  # the installed paths, here: this build and this tree
+            f.write(self.unit_text().replace("/usr/local/bin/edgellm", ARGS.bin).replace(
+                "/usr/local/share/edgellm/warmup.sh", os.path.join(ARGS.root, "deploy", "warmup.sh")))
+        r = subprocess.run(["systemd-analyze", "verify", unit], capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stderr.strip(), "", "systemd-analyze warned")
+        for key in ("Type=notify", "Restart=on-failure", "MemoryMax=2G", "CPUAffinity=0 1 2 3", "Nice=-10"):
+            self.assertIn(key, self.unit_text())
+
+    def test_scripts_parse(self):
+        for script in ("deploy/warmup.sh", "deploy/android/start_llm_server.sh"):
+            r = subprocess.run(["sh", "-n", os.path.join(ARGS.root, script)], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, (script, r.stderr))
+
+    def test_the_units_command_line_serves_and_warms_up(self):
+        model = need_model(GEMMA)
+        text = self.unit_text()
+        m = re.search(r"^ExecStart=(.*?)\n(?=\S)", text, re.S | re.M)
+        cmd = m.group(1).replace("\\\n", " ").split()
+        d = tempfile.mkdtemp(prefix="edgellm-unit-")
+        self.addCleanup(lambda: shutil.rmtree(d, ignore_errors=True))
+        port = free_port()
+        args = []
+        for a in cmd[2:]:  # after "/usr/local/bin/edgellm serve"
+            a = a.replace("${EDGELLM_MODEL}", model).replace("/var/cache/edgellm", os.path.join(d, "cache"))
+            a = a.replace("/var/log/edgellm/edgellm.log", os.path.join(d, "edgellm.log"))
+            args.append("%d" % port if a == "8899" else a)
+        self.assertIn("--mlock", args)
+        srv = Server(args, port=port)
+        self.addCleanup(srv.stop)
+        srv.wait_ready()
+        env = dict(os.environ, PORT=str(port), LOG=os.path.join(d, "warmup.log"))
+        r = subprocess.run(["sh", os.path.join(ARGS.root, "deploy", "warmup.sh")], env=env,
+                           capture_output=True, text=True, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(d, "warmup.log")) as f:
+            self.assertIn("warmup done", f.read())
+        srv.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(srv.proc.wait(timeout=30), 0)
+        with open(os.path.join(d, "edgellm.log")) as f:
+            log = f.read()
+        self.assertRegex(log, r"POST /v1/chat/completions 200 \| slot 0 \| prompt \d+ .*generated 1")
+
+
 class CacheRam(unittest.TestCase):
     """--cache-ram: an agent alternating between three system prompts on one slot pays a
     full prefill only once for each."""
