@@ -62,7 +62,8 @@ fi
 
 if [ "${SETUP_SKIP_BUILD:-0}" != "1" ]; then
   jobs="${JOBS:-2}"
-  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+  # The binary is linked statically: what the tests run is what a device gets (one file).
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DEDGELLM_STATIC=ON
   cmake --build build -j"$jobs"
-  echo "setup: built build/bin/edgellm"
+  echo "setup: built build/bin/edgellm (static)"
 fi

@@ -1893,6 +1893,43 @@ class DeployFiles(unittest.TestCase):
             r = subprocess.run(["sh", "-n", os.path.join(ARGS.root, script)], capture_output=True, text=True)
             self.assertEqual(r.returncode, 0, (script, r.stderr))
 
+    def test_the_static_binary_serves_from_an_empty_root(self):
+        """Seed 000: deploying is copying one binary. In a directory holding only the binary
+        and a model (chroot, no libraries, no /etc), with an empty environment, it serves."""
+        r = subprocess.run(["ldd", ARGS.bin], capture_output=True, text=True)
+        if "not a dynamic executable" not in (r.stdout + r.stderr):
+            self.skipTest("the binary is not static (configure with -DEDGELLM_STATIC=ON)")
+        if os.geteuid() != 0 or not shutil.which("chroot") and not os.path.exists("/usr/sbin/chroot"):
+            self.skipTest("chroot needs root")
+        tiny = os.path.join(ARGS.root, "..", "shared", "reference", "golden", "tiny-qwen2-q8_0.gguf")
+        if not os.path.isfile(tiny):
+            self.skipTest(f"no golden tiny model at {tiny}")
+        root = tempfile.mkdtemp(prefix="edgellm-root-")
+        self.addCleanup(lambda: shutil.rmtree(root, ignore_errors=True))
+        shutil.copy(ARGS.bin, os.path.join(root, "edgellm"))
+        shutil.copy(tiny, os.path.join(root, "model.gguf"))
+        self.assertEqual(sorted(os.listdir(root)), ["edgellm", "model.gguf"])
+        port = free_port()
+        chroot = shutil.which("chroot") or "/usr/sbin/chroot"
+        proc = subprocess.Popen(["env", "-i", chroot, root, "/edgellm", "serve", "-m", "/model.gguf",
+                                 "--port", str(port), "-c", "256"], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, preexec_fn=_die_with_parent)
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                try:
+                    if request(port, "GET", "/health", timeout=5).status == 200:
+                        break
+                except OSError:
+                    time.sleep(0.05)
+            r = request(port, "POST", "/completion", {"prompt": "hello", "n_predict": 4})
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.json()["tokens_predicted"], 4)
+        finally:
+            proc.terminate()
+            self.assertEqual(proc.wait(timeout=30), 0, proc.stderr.read().decode())
+            proc.stderr.close()
+
     def test_the_units_command_line_serves_and_warms_up(self):
         model = need_model(GEMMA)
         text = self.unit_text()
@@ -1951,6 +1988,11 @@ class CacheRam(unittest.TestCase):
         srv, evaluated = self.run_agent()
         self.assertTrue(all(n > 250 for n in evaluated[:3]), evaluated)
         self.assertTrue(all(n < 30 for n in evaluated[3:]), evaluated)
+        # (a request's log line is written just after its answer: wait for the last one)
+        deadline = time.monotonic() + 10
+        while len(re.findall(r"restored \d+ cached tokens from RAM", srv.log_text())) < 6 and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
         self.assertEqual(len(re.findall(r"restored \d+ cached tokens from RAM", srv.log_text())), 6,
                          srv.log_text())
 
