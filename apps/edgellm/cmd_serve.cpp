@@ -291,6 +291,9 @@ int cmd_serve(const std::vector<std::string>& given) {
              "keep the KV of each conversation's prefix in DIR, so it survives a restart; the "
              "newest go back into the slots at start-up");
     p.option({"--prompt-cache-max-mib"}, "N", "disk budget of --prompt-cache (default 1024)");
+    p.flag({"--cache-idle-slots"}, "keep a slot's conversation in --cache-ram when a new prompt "
+                                   "replaces it (the default)");
+    p.flag({"--no-cache-idle-slots"}, "do not (a returning conversation is evaluated again)");
     p.option({"-cram", "--cache-ram"}, "N",
              "MiB of earlier prompts' KV kept in RAM to restore into a slot (default 64; "
              "-1: no limit, 0: off)");
@@ -399,6 +402,9 @@ int cmd_serve(const std::vector<std::string>& given) {
     cfg.slots_endpoint = !p.has("--no-slots");
     cfg.slot_save_path = p.get_or("--slot-save-path", "");
     cfg.prompt_cache_dir = p.get_or("--prompt-cache", "");
+    if (p.has("--cache-idle-slots") && p.has("--no-cache-idle-slots"))
+        return fail("serve", "--cache-idle-slots and --no-cache-idle-slots contradict each other", 2);
+    cfg.cache_idle_slots = !p.has("--no-cache-idle-slots");
     cfg.fallback_model = p.get_or("--fallback-model", "");
     cfg.fallback_reply = p.get_or("--fallback-reply", "");
     if (!p.get_int("--timeout-first-token", 1, 86400000, &cfg.timeout_first_token_ms, &err))

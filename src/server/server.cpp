@@ -876,7 +876,8 @@ std::string Server::Impl::reuse_prefix(Slot* slot, const std::vector<int32_t>& p
     std::optional<PromptCache::Hit> hit;
     if (cache_prompt) hit = prompt_cache->find(prompt, have + kMinGain);
     // What the slot holds beyond the part this prompt keeps would be lost: keep it.
-    if (seq.size() - have >= prompt_cache->options().min_tokens) prompt_cache->store(seq, true, false);
+    if (cfg.cache_idle_slots && seq.size() - have >= prompt_cache->options().min_tokens)
+        prompt_cache->store(seq, true, false);
     std::string note;
     if (hit) {
         const auto t0 = Clock::now();

@@ -71,6 +71,7 @@ struct ServerConfig {
     // restart (--prompt-cache DIR, bounded by --prompt-cache-max-mib), whose newest
     // entries are restored into the slots at start-up.
     int64_t cache_ram_mib = 64;
+    bool cache_idle_slots = true;  // llama-server's --cache-idle-slots: keep what a new prompt cuts
     std::string prompt_cache_dir;
     int64_t prompt_cache_max_mib = 1024;
     std::string chat_template;   // Jinja source to use instead of the model's; empty: the model's

@@ -2000,6 +2000,10 @@ class CacheRam(unittest.TestCase):
         _, evaluated = self.run_agent("--cache-ram", "0")
         self.assertTrue(all(n > 250 for n in evaluated), evaluated)
 
+    def test_no_cache_idle_slots_keeps_nothing_a_new_prompt_cuts(self):
+        _, evaluated = self.run_agent("--no-cache-idle-slots")
+        self.assertTrue(all(n > 250 for n in evaluated), evaluated)
+
 
 class ServerOptions(unittest.TestCase):
     """Flags no other class exercises: --max-queue, --chat-template (a built-in name and
