@@ -18,11 +18,14 @@ packages=(
   chromium chromium-driver python3-selenium  # the server's chat page, in headless Chromium
   golang-github-pierrec-lz4-dev      # perplexity text: Tom Sawyer (public domain) in its Go test data
   g++-aarch64-linux-gnu qemu-user-static  # aarch64 kernels: cross build + qemu (scripts/test-arm.sh)
-  curl systemd                       # deploy/: the warm-up script; systemd-analyze verify of the unit
+  curl systemd file                  # deploy/: the warm-up script, systemd-analyze verify; file(1)
 )
 
+# The aarch64 release links the target's PCRE2 (scripts/test-arm.sh builds and runs it).
+arm_packages=(libpcre2-dev:arm64)
+
 missing=()
-for p in "${packages[@]}"; do
+for p in "${packages[@]}" "${arm_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
@@ -30,6 +33,7 @@ if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""
   if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
   export DEBIAN_FRONTEND=noninteractive
+  dpkg --print-foreign-architectures | grep -qx arm64 || $SUDO dpkg --add-architecture arm64
   $SUDO apt-get update -qq || echo "setup: apt-get update failed; trying with the current package lists"
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
 else
