@@ -132,7 +132,7 @@ class PromptCache {
     uint64_t next_id_ = 1, clock_ = 0;
     size_t ram_used_ = 0, disk_used_ = 0;
     std::deque<Write> queue_;
-    bool writing_ = false, stop_ = false;
+    bool stop_ = false;
     Stats stats_;
     std::vector<std::string> warnings_;
     std::thread thread_;

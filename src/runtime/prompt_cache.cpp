@@ -449,7 +449,6 @@ void PromptCache::writer() {
         cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
         if (queue_.empty()) return;  // stopping, with nothing left to write
         Write w = std::move(queue_.front());
-        writing_ = true;
         lock.unlock();
         const std::string path = (fs::path(o_.dir) / w.file).string();
         std::string warning;
@@ -465,7 +464,6 @@ void PromptCache::writer() {
         lock.lock();
         // Popped only now: until written, restore() finds the state in the queue.
         queue_.pop_front();
-        writing_ = false;
         if (w.state) {
             auto it = std::find_if(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.id == w.id; });
             if (wrote) {

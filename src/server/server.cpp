@@ -217,11 +217,11 @@ struct Server::Impl {
     ServerConfig cfg;
     std::unique_ptr<http::Server> http;
     std::thread http_thread;
-    std::atomic<bool> ready{false};
     // GET /health: loading the model, warming it (its pages, one forward, the prompt
     // cache), ready; ready with reasons is degraded (it serves, with less than was asked).
     enum class Phase { Loading, Warming, Ready };
     std::atomic<Phase> phase{Phase::Loading};
+    bool ready() const { return phase.load() == Phase::Ready; }
     mutable std::mutex health_mu;
     std::vector<std::string> degraded;
     void degrade(const std::string& why) {
@@ -353,7 +353,7 @@ Result<int> Server::listen() {
 void Server::stop() {
     Impl& d = *impl_;
     const bool first = !d.stopping.exchange(true);
-    if (first && d.ready) {
+    if (first && d.ready()) {
         // Generations stop at their next step; their clients are told (a stream gets an
         // error event, a request still waiting a 503) before the connections close: the
         // requests in flight get up to 3 s for it.
@@ -368,7 +368,7 @@ void Server::stop() {
     d.stop_cv.notify_all();
     // (the HTTP layer's stop also makes every handler's peer_gone() true, which raises its
     // slot's cancel flag through the watcher)
-    if (d.ready) {
+    if (d.ready()) {
         std::lock_guard<std::mutex> lock(d.gate_mu);
         for (auto& s : d.slots) s->cancel = true;
     }
@@ -393,7 +393,10 @@ std::string Server::Impl::load_main(const std::string& path, Loaded* l, size_t i
     log("loading %s", path.c_str());
     auto loaded = Model::load(path, cfg.load);
     if (!loaded) return loaded.error();
-    phase = Phase::Warming;
+    // (the first model only: a model loaded for a swap does not change what /health says
+    // about the one serving)
+    Phase loading = Phase::Loading;
+    phase.compare_exchange_strong(loading, Phase::Warming);
     auto t = Tokenizer::load((*loaded)->file());
     if (!t) return t.error();
     ContextParams cp = cfg.ctx;
@@ -492,7 +495,6 @@ std::string Server::Impl::fit_memory(const Model& m, ContextParams* cp, size_t i
     };
     auto bill = Context::memory_bill(m, *cp);
     if (!bill) return bill.error();
-    if (cfg.memory_limit < 0) cfg.memory_limit = 0;
     if (bill->total() + cache <= limit) {
         log("memory: %s, within --memory-limit %.0f MiB", bill_text(*bill).c_str(), (double)limit / 1048576.0);
         return "";
@@ -620,7 +622,6 @@ int Server::run() {
     // What loading allocated and freed (the draft model's tokenizer, parse buffers) goes
     // back to the system instead of staying resident in the heap.
     malloc_trim(0);
-    d.ready = true;
     d.phase = Impl::Phase::Ready;
     if (d.cfg.on_ready) d.cfg.on_ready();
     {
@@ -976,7 +977,7 @@ void Server::Impl::route(const http::Request& req, http::Response& res, std::str
     const bool is_public = p == "/v1/models" || p == "/models";
     if (!is_public && !authorized(req))
         return send_error(res, {401, "authentication_error", "Invalid API Key", {}});
-    if (!ready) return send_error(res, {503, "unavailable_error", "Loading model", {}});
+    if (!ready()) return send_error(res, {503, "unavailable_error", "Loading model", {}});
 
     auto post = [&](const char* path) { return p == path && m == "POST"; };
     auto get = [&](const char* path) { return p == path && (m == "GET" || m == "HEAD"); };
@@ -1121,6 +1122,11 @@ std::optional<ApiError> Server::Impl::prepare(Api api, GenRequest& g, Prepared* 
                             std::to_string(n_ctx_slot() - 1) +
                             " prompt tokens, leaving room for one generated token)",
                         {{"n_prompt_tokens", p->prompt.size()}, {"n_ctx", n_ctx_slot()}}};
+    // (n_keep / n_discard only say what a context shift keeps and drops)
+    if (!cfg.defaults.context_shift && (g.gen.n_keep != cfg.defaults.n_keep || g.gen.n_discard != 0))
+        return bad_request(std::string(g.gen.n_discard != 0 ? "n_discard" : "n_keep") +
+                           " needs a server started with --context-shift (this one never shifts "
+                           "the context: a full context ends the reply)");
     if (g.id_slot >= (int)slots.size())
         return bad_request("id_slot " + std::to_string(g.id_slot) + " does not exist (slots: 0.." +
                            std::to_string(slots.size() - 1) + ")");
@@ -1384,6 +1390,13 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
     pool->release(slot->id);
 
     const Choice& first = choices[0];
+    // An error once the slot ran: the stream's last event, or the whole answer.
+    auto answer_error = [&](const ApiError& e) {
+        if (!writer || !res.started()) return send_error(res, e);
+        if (!writer->ok()) return;
+        writer->fail(e);
+        res.end_stream();
+    };
     const bool client_gone = std::any_of(choices.begin(), choices.end(), [](const Choice& c) {
         return c.client_gone || (c.r && c.o.result.stop == StopReason::Cancelled);
     });
@@ -1392,16 +1405,7 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
         std::none_of(choices.begin(), choices.end(), [](const Choice& c) { return c.client_gone; })) {
         metrics.cancelled++;
         *log_extra = " | cut: the server is stopping";
-        const ApiError e{503, "unavailable_error", "the server is stopping: the reply was cut", {}};
-        if (writer && res.started()) {
-            if (writer->ok()) {
-                writer->fail(e);
-                res.end_stream();
-            }
-        } else {
-            send_error(res, e);
-        }
-        return;
+        return answer_error({503, "unavailable_error", "the server is stopping: the reply was cut", {}});
     }
     if (!failure.empty() && client_gone) {  // the stream could not even start: nobody to answer
         metrics.cancelled++;
@@ -1410,17 +1414,8 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
     }
     if (!failure.empty()) {
         metrics.requests_failed++;
-        ApiError e{500, "server_error", failure, {}};
-        if (writer && res.started()) {
-            if (writer->ok()) {
-                writer->fail(e);
-                res.end_stream();
-            }
-        } else {
-            send_error(res, e);
-        }
         *log_extra = " | error: " + failure;
-        return;
+        return answer_error({500, "server_error", failure, {}});
     }
     // Usage over every choice: the prompt once, the generated tokens of all.
     GenerateResult total = first.o.result;
@@ -1611,7 +1606,7 @@ void Server::Impl::models(http::Response& res) {
 
 void Server::Impl::models_load(const http::Request& req, http::Response& res, std::string* log_extra) {
     if (!authorized(req)) return send_error(res, {401, "authentication_error", "Invalid API Key", {}});
-    if (!ready) return send_error(res, {503, "unavailable_error", "Loading model", {}});
+    if (!ready()) return send_error(res, {503, "unavailable_error", "Loading model", {}});
     const json j = json::parse(req.body, nullptr, false);
     if (!j.is_object() || !j.contains("model") || !j["model"].is_string() || j["model"].get<std::string>().empty())
         return send_error(res, bad_request("give {\"model\": \"FILE\"}: a GGUF file, or the name of one "
@@ -1644,9 +1639,7 @@ void Server::Impl::models_load(const http::Request& req, http::Response& res, st
         if (auto b = Context::memory_bill(*draft_model, draft_ctx->params())) in_use += b->total();
     if (cfg.cache_ram_mib > 0) in_use += (size_t)cfg.cache_ram_mib << 20;
     Loaded next;
-    const Phase before = phase.load();
     std::string err = load_main(path, &next, cfg.memory_limit > 0 ? std::max<size_t>(in_use, 1) : 0);
-    phase = before;  // (loading marks the phase; the current model still serves)
     if (err.empty()) {
         build_slots(&next);
         if (cfg.warmup) {

@@ -1412,6 +1412,15 @@ class ContextShift(unittest.TestCase):
         self.assertEqual(j["context"]["n_keep"], 41)
         self.assertEqual(j["choices"][0]["finish_reason"], "length")
 
+    def test_n_keep_without_context_shift_is_a_400(self):
+        srv = self.start()
+        for field in ("n_keep", "n_discard"):
+            r = request(srv.port, "POST", "/completion", {"prompt": "hi", "n_predict": 1, field: 8})
+            assert_error_shape(self, r, 400)
+            self.assertIn(field, r.json()["error"]["message"])
+        r = request(srv.port, "POST", "/completion", {"prompt": "hi", "n_predict": 1, "n_keep": 0})
+        self.assertEqual(r.status, 200, r)
+
     def test_flags(self):
         for flags, msg in ((["--keep", "4"], "--keep needs --context-shift"),
                            (["--context-shift", "--no-context-shift"], "contradict")):
@@ -1739,7 +1748,14 @@ class ModelSwap(unittest.TestCase):
                 if r.status == 200:
                     models.append(r.json()["model"])
 
-        workers = [threading.Thread(target=load) for _ in range(2)]
+        health = []
+
+        def poll_health():
+            while not stop.is_set():
+                health.append(request(srv.port, "GET", "/health").json().get("state"))
+                time.sleep(0.05)
+
+        workers = [threading.Thread(target=load) for _ in range(2)] + [threading.Thread(target=poll_health)]
         for w in workers:
             w.start()
         time.sleep(1.0)
@@ -1754,6 +1770,7 @@ class ModelSwap(unittest.TestCase):
         self.assertEqual(j["previous"], os.path.basename(self.gemma))
         self.assertTrue(statuses, "no requests ran")
         self.assertEqual(set(statuses), {200}, "a request failed during the swap")
+        self.assertEqual(set(health), {"ready"}, "/health while the other model loaded")
         self.assertIn(os.path.basename(self.gemma), models)
         self.assertEqual(models[-1], os.path.basename(self.qwen), "requests after the swap use the new model")
         self.assertEqual(self.served(srv.port), os.path.basename(self.qwen))
