@@ -17,6 +17,7 @@ int cmd_quantize(const std::vector<std::string>& args);
 int cmd_synth(const std::vector<std::string>& args);
 int cmd_bench(const std::vector<std::string>& args);
 int cmd_serve(const std::vector<std::string>& args);
+int cmd_accept(const std::vector<std::string>& args);
 
 // Shared by commands: print "edgellm <cmd>: <reason>" on stderr, return the code.
 int fail(const std::string& command, const std::string& reason, int code = 1);

@@ -51,6 +51,7 @@ void usage(FILE* out) {
         "usage: edgellm <command> [options]\n\n"
         "commands:\n"
         "  serve               HTTP server: OpenAI and llama-server APIs, chat page at /\n"
+        "  accept              seed 000's acceptance table against a server (started here or --url)\n"
         "  run                 generate text from a prompt (--chat: a chat turn)\n"
         "  tokenize            text -> token ids\n"
         "  detokenize          token ids -> text\n"
@@ -79,6 +80,7 @@ int main(int argc, char** argv) {
     if (cmd == "inspect") return cmd_inspect(args);
     if (cmd == "run") return cmd_run(args);
     if (cmd == "serve") return cmd_serve(args);
+    if (cmd == "accept") return cmd_accept(args);
     if (cmd == "perplexity") return cmd_perplexity(args);
     if (cmd == "quantize") return cmd_quantize(args);
     if (cmd == "synth") return cmd_synth(args);

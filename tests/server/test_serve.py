@@ -1882,6 +1882,87 @@ class ServiceLifecycle(unittest.TestCase):
         self.assertIn("cut: the server is stopping", srv.log_text())
 
 
+class AcceptCommand(unittest.TestCase):
+    """`edgellm accept`: seed 000's acceptance table against a server it starts (start-up timed)
+    or one already running (--url), every row printed with target, value and result; JSON; the
+    exit status follows the rows."""
+
+    ROWS = ["decode speed", "first token, first turn", "first token, turn 3 on", "draft accept rate",
+            "resident memory (peak)", "cgroup memory", "start-up to healthy"]
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model = need_model(QWEN_SMALL)
+
+    def accept(self, args, timeout=600):
+        return subprocess.run([ARGS.bin, "accept", *args], capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)
+
+    def check_table(self, r, j):
+        for name in self.ROWS:
+            self.assertRegex(r.stdout, r"(?m)^" + re.escape(name) + r" +[<>]=? ", r.stdout)
+        self.assertEqual([row["name"] for row in j["rows"]], self.ROWS)
+        for row in j["rows"]:
+            self.assertIn(row["result"], ("pass", "FAIL", "n/a"))
+            if row["value"] is None:
+                self.assertEqual(row["result"], "n/a", row)
+        self.assertEqual(r.returncode, 0 if j["passed"] else 1, r.stdout + r.stderr)
+        self.assertEqual(j["passed"], all(row["result"] != "FAIL" for row in j["rows"]))
+
+    def test_starts_the_server_and_times_it(self):
+        out = os.path.join(tempfile.mkdtemp(prefix="edgellm-accept-"), "accept.json")
+        self.addCleanup(lambda: shutil.rmtree(os.path.dirname(out), ignore_errors=True))
+        # loose targets: the table and its exit status are under test, not this machine
+        r = self.accept(["--json", out, "--turns", "3", "--max-tokens", "16", "--target-decode", "1",
+                         "--target-first-token", "60000", "--target-first-token-turn", "60000",
+                         "--target-memory", "100000", "--target-startup", "120000", "--",
+                         "-m", self.model, "-c", "1024", "-np", "1", "-ctk", "q8_0", "-ctv", "q8_0"])
+        with open(out) as f:
+            j = json.load(f)
+        self.check_table(r, j)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        rows = {row["key"]: row for row in j["rows"]}
+        self.assertGreater(rows["startup_ms"]["value"], 0)
+        self.assertGreater(rows["decode_tps"]["value"], 1)
+        self.assertGreater(rows["resident_mib"]["value"], 100)  # the 0.5B's weights are resident
+        self.assertEqual(rows["draft_accept_rate"]["result"], "n/a")  # no -md
+        self.assertEqual(len(j["turns"]), 3)
+        # the conversation goes through one slot: later turns reuse the earlier prefix
+        self.assertGreater(j["turns"][2]["cached_tokens"], j["turns"][0]["prompt_tokens"])
+        self.assertRegex(r.stderr, r"accept: turn 3/3: first token \d+ ms")
+        self.assertIn("PASS", r.stdout)
+
+    def test_url_of_a_running_server_and_a_failing_row(self):
+        srv = Server(["-m", self.model, "--port", "0", "-c", "1024", "-np", "1"])
+        self.addCleanup(srv.stop)
+        srv.wait_ready()
+        r = self.accept(["--url", "http://127.0.0.1:%d" % srv.port, "--json", "-", "--turns", "3",
+                         "--max-tokens", "8", "--target-decode", "1000000"])
+        j = json.loads(r.stdout[r.stdout.index("{"):])
+        self.check_table(r, j)
+        rows = {row["key"]: row for row in j["rows"]}
+        self.assertEqual(rows["decode_tps"]["result"], "FAIL")  # nobody decodes a million a second
+        self.assertEqual(r.returncode, 1)
+        self.assertEqual(rows["startup_ms"]["result"], "n/a")
+        self.assertIn("--url", rows["startup_ms"]["detail"])
+        # the process was found from the port
+        self.assertIn("pid %d" % srv.proc.pid, rows["resident_mib"]["detail"])
+
+    def test_usage_errors_and_a_server_that_cannot_start(self):
+        r = self.accept(["--turns", "99"])
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--turns", r.stderr)
+        r = self.accept(["--url", "http://127.0.0.1:1", "--", "-m", self.model])
+        self.assertEqual(r.returncode, 2)
+        r = self.accept(["--url", "http://127.0.0.1:%s" % free_port()])
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("cannot connect", r.stderr)
+        r = self.accept(["--", "-m", "/nonexistent.gguf"])
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("exited before it was healthy", r.stderr)
+        self.assertIn("/nonexistent.gguf", r.stderr)  # serve's own message is shown
+
+
 class DeployFiles(unittest.TestCase):
     """deploy/: the systemd unit verifies and its command line starts a server as written,
     the scripts parse, and the warm-up script warms a real server."""

@@ -1,0 +1,488 @@
+// edgellm accept: seed 000's acceptance table, measured. Starts `edgellm serve` with the
+// given flags (so start-up is timed) or talks to a running server (--url), sends the
+// warm-up request of deploy/warmup.sh, then a car-assistant conversation through the client
+// SDK (include/edgellm/client.h) as an application would, and prints each row's target,
+// measured value and pass / fail (and JSON with --json). Exit 0 only when every measured
+// row passes; 1 when one fails or the server cannot be reached; 2 for bad usage.
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "args.h"
+#include "commands.h"
+#include "edgellm/client.h"
+
+extern char** environ;
+
+namespace edgellm::cli {
+
+std::filesystem::path models_dir();
+
+namespace {
+
+using json = nlohmann::json;
+using Clock = std::chrono::steady_clock;
+namespace ec = edgellm::client;
+
+double ms_since(Clock::time_point t0) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+// seed 000, Step 5: the system prompt and the first utterance; then a conversation that
+// stays on the topic (so the prefix cache carries it, as in a car).
+const char* const kSystem = "你是车载助手，回答简短口语化。";
+const char* const kTurns[] = {
+    "今晚吃什么好",
+    "有没有清淡一点的？",
+    "附近有什么好的粤菜馆？",
+    "那家店一般几点关门？",
+    "帮我想一句给朋友的生日祝福。",
+    "再短一点。",
+    "谢谢，顺便说说明天的天气适合出门吗？",
+    "好的，就这样吧。",
+};
+constexpr int kMaxTurns = (int)(sizeof kTurns / sizeof kTurns[0]);
+
+struct Row {
+    std::string key, name;
+    std::string op;  // ">=", "<", "<="
+    double target = 0;
+    std::string unit;
+    std::optional<double> value;
+    std::string detail;   // how it was measured, or why not
+    bool pass() const {
+        if (!value) return true;
+        if (op == ">=") return *value >= target;
+        if (op == "<") return *value < target;
+        return *value <= target;
+    }
+    std::string result() const { return !value ? "n/a" : pass() ? "pass" : "FAIL"; }
+};
+
+std::string fmt(double v, const std::string& unit) {
+    char b[64];
+    if (unit == "ms" || unit == "MiB") std::snprintf(b, sizeof b, "%.0f %s", v, unit.c_str());
+    else if (unit.empty()) std::snprintf(b, sizeof b, "%.2f", v);
+    else std::snprintf(b, sizeof b, "%.1f %s", v, unit.c_str());
+    return b;
+}
+
+// The process listening on a local TCP port (from /proc/net/tcp{,6} and the processes'
+// sockets), or -1.
+pid_t pid_listening_on(int port) {
+    std::set<std::string> inodes;
+    for (const char* f : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+        std::ifstream in(f);
+        std::string line;
+        std::getline(in, line);
+        while (std::getline(in, line)) {
+            std::istringstream ls(line);
+            std::string sl, local, remote, st, q, tr, retr, uid, timeout, inode;
+            ls >> sl >> local >> remote >> st >> q >> tr >> retr >> uid >> timeout >> inode;
+            const size_t colon = local.rfind(':');
+            if (colon == std::string::npos || st != "0A") continue;  // 0A: LISTEN
+            if (std::stoi(local.substr(colon + 1), nullptr, 16) == port) inodes.insert(inode);
+        }
+    }
+    if (inodes.empty()) return -1;
+    std::error_code ec;
+    for (const auto& p : std::filesystem::directory_iterator("/proc", ec)) {
+        const std::string name = p.path().filename();
+        if (name.empty() || !std::all_of(name.begin(), name.end(), ::isdigit)) continue;
+        std::error_code ec2;
+        for (const auto& fd : std::filesystem::directory_iterator(p.path() / "fd", ec2)) {
+            std::error_code ec3;
+            const std::string target = std::filesystem::read_symlink(fd.path(), ec3).string();
+            if (target.rfind("socket:[", 0) == 0 &&
+                inodes.count(target.substr(8, target.size() - 9)))
+                return (pid_t)std::stoi(name);
+        }
+    }
+    return -1;
+}
+
+// VmRSS / VmHWM of a process in MiB.
+bool process_memory(pid_t pid, double* rss, double* peak) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+    std::string line;
+    bool got = false;
+    while (std::getline(in, line)) {
+        if (line.rfind("VmRSS:", 0) == 0) *rss = std::atof(line.c_str() + 6) / 1024.0, got = true;
+        if (line.rfind("VmHWM:", 0) == 0) *peak = std::atof(line.c_str() + 6) / 1024.0;
+    }
+    return got;
+}
+
+// The process's cgroup (v2) memory use and limit; false with why when it has none of its
+// own (the root cgroup, or cgroup v1).
+bool cgroup_memory(pid_t pid, double* current, std::string* limit, std::string* path, std::string* why) {
+    std::ifstream in("/proc/" + std::to_string(pid) + "/cgroup");
+    std::string line, rel;
+    while (std::getline(in, line))
+        if (line.rfind("0::", 0) == 0) rel = line.substr(3);
+    if (rel.empty()) {
+        *why = "no cgroup v2 entry in /proc/" + std::to_string(pid) + "/cgroup";
+        return false;
+    }
+    if (rel == "/") {
+        *why = "the process is in the root cgroup (no limit of its own; systemd's unit sets one)";
+        return false;
+    }
+    const std::string dir = "/sys/fs/cgroup" + rel;
+    std::ifstream cur(dir + "/memory.current");
+    long long bytes = -1;
+    if (!(cur >> bytes)) {
+        *why = "cannot read " + dir + "/memory.current";
+        return false;
+    }
+    *current = (double)bytes / (1024.0 * 1024.0);
+    std::ifstream mx(dir + "/memory.max");
+    std::string m;
+    if (mx >> m) *limit = m == "max" ? "no limit" : fmt(std::atof(m.c_str()) / (1024.0 * 1024.0), "MiB");
+    *path = rel;
+    return true;
+}
+
+int free_port() {
+    for (int p = 18000 + (int)(getpid() % 2000); p < 65000; p += 7) {
+        if (pid_listening_on(p) < 0) {
+            ec::HttpResult r = ec::http_request({"http://127.0.0.1:" + std::to_string(p)}, "GET", "/",
+                                                "", ec::Timeouts{200, 200, 200});
+            if (r.failure == ec::Failure::connect) return p;
+        }
+    }
+    return 8899;
+}
+
+}  // namespace
+
+int cmd_accept(const std::vector<std::string>& all_args) {
+    // accept's own options, then `--` and serve's.
+    std::vector<std::string> args, serve_args;
+    bool after = false;
+    for (const std::string& a : all_args) {
+        if (!after && a == "--") {
+            after = true;
+            continue;
+        }
+        (after ? serve_args : args).push_back(a);
+    }
+    ArgParser p("accept",
+                "usage: edgellm accept [options] [-- serve options]\n"
+                "       edgellm accept --url http://127.0.0.1:8899 [options]\n\n"
+                "Seed 000's acceptance table: decode speed (with the draft model when one is\n"
+                "configured), first token of the cold turn and from the third turn on, draft\n"
+                "accept rate, resident memory (and the cgroup's), start-up to healthy. Starts\n"
+                "`edgellm serve` with the options after `--` (default: seed 000's configuration\n"
+                "on the default model, with the 0.5B as draft when it is fetched), or measures a\n"
+                "running server (--url; start-up is then not measured). Exit status 0 only when\n"
+                "every measured row passes.\n");
+    p.option({"--url"}, "URL", "measure the server already running there");
+    p.option({"--pid"}, "PID", "its process, for the memory rows (default: the local process listening on the URL's port)");
+    p.option({"--turns"}, "N", "conversation turns, 3..8 (default 5)");
+    p.option({"--max-tokens"}, "N", "max_tokens of each turn (default 128, seed 000's chat value)");
+    p.option({"--json"}, "FILE", "also write the table as JSON (- for stdout)");
+    p.option({"--target-decode"}, "TOK_S", "decode speed at least (default 15)");
+    p.option({"--target-first-token"}, "MS", "first token of the cold turn below (default 1000)");
+    p.option({"--target-first-token-turn"}, "MS", "first token from the third turn on below (default 500)");
+    p.option({"--target-accept"}, "RATE", "draft accept rate at least (default 0.55)");
+    p.option({"--target-memory"}, "MIB", "resident memory at most (default 1700)");
+    p.option({"--target-startup"}, "MS", "start-up to healthy below (default 5000)");
+    p.option({"--startup-timeout"}, "S", "give up waiting for the server after (default 120)");
+    if (auto rc = parse_command_line(p, args)) return *rc;
+    if (!p.positional().empty()) return fail("accept", "unexpected argument '" + p.positional()[0] + "' (serve's options go after --)", 2);
+    if (p.has("--url") && !serve_args.empty())
+        return fail("accept", "give --url or serve options after --, not both", 2);
+
+    std::string err;
+    int64_t turns = 5, max_tokens = 128, startup_timeout = 120, pid_opt = -1;
+    float t_decode = 15, t_ttft = 1000, t_turn = 500, t_accept = 0.55f, t_mem = 1700, t_start = 5000;
+    if (!p.get_int("--turns", 3, kMaxTurns, &turns, &err) ||
+        !p.get_int("--max-tokens", 1, 4096, &max_tokens, &err) ||
+        !p.get_int("--startup-timeout", 1, 3600, &startup_timeout, &err) ||
+        !p.get_int("--pid", 1, 1 << 30, &pid_opt, &err) ||
+        !p.get_float("--target-decode", 0, 1e6, &t_decode, &err) ||
+        !p.get_float("--target-first-token", 0, 1e7, &t_ttft, &err) ||
+        !p.get_float("--target-first-token-turn", 0, 1e7, &t_turn, &err) ||
+        !p.get_float("--target-accept", 0, 1, &t_accept, &err) ||
+        !p.get_float("--target-memory", 0, 1e9, &t_mem, &err) ||
+        !p.get_float("--target-startup", 0, 1e9, &t_start, &err))
+        return fail("accept", err, 2);
+
+    // ---- the server ----
+    std::string url = p.get_or("--url", "");
+    pid_t child = -1;
+    std::optional<double> startup_ms;
+    std::string startup_detail = "not measured: the server was already running (--url)";
+    std::filesystem::path log_path;
+    auto stop_child = [&] {
+        if (child > 0) {
+            ::kill(child, SIGTERM);
+            int st;
+            waitpid(child, &st, 0);
+            child = -1;
+        }
+    };
+    if (url.empty()) {
+        if (serve_args.empty()) {  // seed 000's start script, on the default model
+            Result<std::string> m = default_model_path();
+            if (!m) return fail("accept", m.error(), 1);
+            serve_args = {"-m", *m, "--host", "127.0.0.1", "--parallel", "1", "--no-cont-batching",
+                          "--threads", "2", "--threads-batch", "2", "--ctx-size", "1024",
+                          "--flash-attn", "on", "--cache-type-k", "q8_0", "--cache-type-v", "q8_0",
+                          "--mlock", "--temp", "0.7", "--top-p", "0.8", "--repeat-penalty", "1.05",
+                          "-n", "256"};
+            const auto draft = models_dir() / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf";
+            if (std::filesystem::exists(draft) && draft.string() != *m)
+                serve_args.insert(serve_args.end(), {"-md", draft.string(), "--draft-max", "4",
+                                                     "--draft-min", "2", "--draft-p-min", "0.6", "-ngld", "99"});
+        }
+        std::string host = "127.0.0.1", port;
+        for (size_t i = 0; i < serve_args.size(); ++i) {
+            const std::string& a = serve_args[i];
+            if ((a == "--port") && i + 1 < serve_args.size()) port = serve_args[i + 1];
+            if (a.rfind("--port=", 0) == 0) port = a.substr(7);
+            if ((a == "--host") && i + 1 < serve_args.size()) host = serve_args[i + 1];
+            if (a.rfind("--host=", 0) == 0) host = a.substr(7);
+        }
+        if (port.empty()) {
+            port = std::to_string(free_port());
+            serve_args.insert(serve_args.end(), {"--port", port});
+        }
+        if (host == "0.0.0.0" || host.empty()) host = "127.0.0.1";
+        if (host == "::") host = "::1";
+        url = "http://" + (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + port;
+        log_path = std::filesystem::temp_directory_path() / ("edgellm-accept-" + std::to_string(getpid()) + ".log");
+        std::vector<std::string> argv_s = {"/proc/self/exe", "serve"};
+        argv_s.insert(argv_s.end(), serve_args.begin(), serve_args.end());
+        argv_s.insert(argv_s.end(), {"--log-file", log_path.string()});
+        std::vector<char*> argv;
+        for (auto& a : argv_s) argv.push_back(a.data());
+        argv.push_back(nullptr);
+        std::string shown;
+        for (const auto& a : serve_args) shown += " " + a;
+        std::fprintf(stderr, "accept: starting edgellm serve%s\n", shown.c_str());
+        const Clock::time_point t0 = Clock::now();
+        if (posix_spawn(&child, "/proc/self/exe", nullptr, nullptr, argv.data(), environ) != 0)
+            return fail("accept", "cannot start edgellm serve", 1);
+        for (;;) {
+            ec::HttpResult h = ec::http_request({url}, "GET", "/health", "", ec::Timeouts{200, 1000, 1000});
+            if (h.status == 200) break;
+            int st;
+            if (waitpid(child, &st, WNOHANG) == child) {
+                child = -1;
+                std::ifstream lf(log_path);
+                std::string log((std::istreambuf_iterator<char>(lf)), {});
+                std::filesystem::remove(log_path);
+                std::fprintf(stderr, "%s", log.c_str());
+                return fail("accept", "edgellm serve exited before it was healthy (its log is above)", 1);
+            }
+            if (ms_since(t0) > (double)startup_timeout * 1000) {
+                stop_child();
+                return fail("accept", "edgellm serve was not healthy within " + std::to_string(startup_timeout) + " s", 1);
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        startup_ms = ms_since(t0);
+        startup_detail = "process start -> GET /health 200";
+    } else {
+        ec::HttpResult h = ec::http_request({url}, "GET", "/health", "", ec::Timeouts{2000, 5000, 5000});
+        if (h.failure != ec::Failure::none || h.status != 200)
+            return fail("accept", url + "/health: " + (h.failure != ec::Failure::none ? h.error : "HTTP " + std::to_string(h.status)), 1);
+    }
+    struct ChildGuard {
+        std::function<void()> f;
+        ~ChildGuard() { f(); }
+    } guard{[&] {
+        stop_child();
+        if (!log_path.empty()) std::filesystem::remove(log_path);
+    }};
+
+    // ---- warm-up (deploy/warmup.sh: one token through the whole path) ----
+    {
+        ec::ClientOptions wo;
+        wo.primary.url = url;
+        wo.max_tokens = 1;
+        wo.history_token_budget = 0;
+        wo.timeouts = ec::Timeouts{2000, 60000, 120000};
+        ec::Client w(wo);
+        ec::Reply r = w.complete({{"user", "hi"}});
+        if (!r.ok()) return fail("accept", "the warm-up request failed: " + r.error, 1);
+    }
+
+    // ---- the conversation, as the car client runs it ----
+    ec::ClientOptions co;
+    co.primary.url = url;
+    co.system_prompt = kSystem;
+    co.max_tokens = (int)max_tokens;
+    co.timeouts = ec::Timeouts{2000, 60000, 120000};  // measured, not enforced here
+    ec::Client client(co);
+    struct Turn {
+        double ttft = -1, total = 0, tps = -1;
+        int tokens = 0, prompt = 0, cached = 0, drafted = -1, accepted = -1;
+    };
+    std::vector<Turn> done;
+    for (int i = 0; i < turns; ++i) {
+        const Clock::time_point t0 = Clock::now();
+        double first = -1;
+        ec::Reply r = client.chat(kTurns[i], [&](std::string_view) {
+            if (first < 0) first = ms_since(t0);
+        });
+        if (r.source != ec::Source::llm)
+            return fail("accept", "turn " + std::to_string(i + 1) + " failed: " +
+                                      ec::failure_name(r.failure) + ": " + r.error, 1);
+        Turn t;
+        t.ttft = first;
+        t.total = ms_since(t0);
+        t.tps = r.decode_tokens_per_second;
+        t.tokens = r.completion_tokens;
+        t.prompt = r.prompt_tokens;
+        t.cached = r.cached_tokens;
+        t.drafted = r.draft_tokens;
+        t.accepted = r.draft_accepted;
+        std::fprintf(stderr, "accept: turn %d/%d: first token %.0f ms, %d prompt tokens (%d cached), %d tokens at %.1f t/s%s\n",
+                     i + 1, (int)turns, t.ttft, t.prompt, t.cached, t.tokens, t.tps,
+                     t.drafted > 0 ? (", draft " + std::to_string(t.accepted) + "/" + std::to_string(t.drafted)).c_str() : "");
+        done.push_back(t);
+    }
+
+    // ---- the rows ----
+    std::vector<Row> rows;
+    {
+        double n = 0, ms = 0;
+        for (const Turn& t : done)
+            if (t.tps > 0 && t.tokens > 1) n += t.tokens, ms += 1000.0 * t.tokens / t.tps;
+        Row r{"decode_tps", "decode speed", ">=", t_decode, "tok/s", std::nullopt, ""};
+        bool draft = std::any_of(done.begin(), done.end(), [](const Turn& t) { return t.drafted > 0; });
+        if (ms > 0) {
+            r.value = 1000.0 * n / ms;
+            r.detail = std::string("the server's timings over ") + std::to_string(done.size()) + " turns" +
+                       (draft ? ", with the draft model" : ", no draft model");
+        } else {
+            r.detail = "no turn generated more than one token";
+        }
+        rows.push_back(r);
+    }
+    {
+        Row r{"first_token_cold_ms", "first token, first turn", "<", t_ttft, "ms", done[0].ttft, ""};
+        r.detail = "first real request after the warm-up, " + std::to_string(done[0].prompt) + " prompt tokens";
+        if (done[0].ttft < 0) r.value.reset(), r.detail = "the first turn streamed no text";
+        rows.push_back(r);
+    }
+    {
+        std::vector<double> v;
+        for (size_t i = 2; i < done.size(); ++i)
+            if (done[i].ttft >= 0) v.push_back(done[i].ttft);
+        Row r{"first_token_turn3_ms", "first token, turn 3 on", "<", t_turn, "ms", std::nullopt, ""};
+        if (!v.empty()) {
+            std::sort(v.begin(), v.end());
+            r.value = v[v.size() / 2];
+            r.detail = "median of turns 3.." + std::to_string(done.size()) + " (max " + fmt(v.back(), "ms") + ")";
+        } else {
+            r.detail = "no text streamed from turn 3 on";
+        }
+        rows.push_back(r);
+    }
+    {
+        long long dn = 0, da = 0;
+        for (const Turn& t : done)
+            if (t.drafted > 0) dn += t.drafted, da += t.accepted;
+        Row r{"draft_accept_rate", "draft accept rate", ">=", t_accept, "", std::nullopt, ""};
+        if (dn > 0) {
+            r.value = (double)da / (double)dn;
+            r.detail = std::to_string(da) + " of " + std::to_string(dn) + " drafted tokens accepted";
+        } else {
+            r.detail = "no draft model configured (-md)";
+        }
+        rows.push_back(r);
+    }
+    pid_t pid = child > 0 ? child : (pid_t)pid_opt;
+    if (pid <= 0 && (url.find("127.0.0.1") != std::string::npos || url.find("localhost") != std::string::npos ||
+                     url.find("[::1]") != std::string::npos)) {
+        const size_t colon = url.rfind(':');
+        pid = pid_listening_on(std::atoi(url.c_str() + colon + 1));
+    }
+    {
+        Row r{"resident_mib", "resident memory (peak)", "<=", t_mem, "MiB", std::nullopt, ""};
+        double rss = 0, peak = 0;
+        if (pid > 0 && process_memory(pid, &rss, &peak)) {
+            r.value = peak;
+            r.detail = "VmHWM of pid " + std::to_string(pid) + " after the conversation (VmRSS now " + fmt(rss, "MiB") + ")";
+        } else {
+            r.detail = "no local process to read (give --pid)";
+        }
+        rows.push_back(r);
+    }
+    {
+        Row r{"cgroup_mib", "cgroup memory", "<=", t_mem, "MiB", std::nullopt, ""};
+        double cur = 0;
+        std::string limit, path, why;
+        if (pid > 0 && cgroup_memory(pid, &cur, &limit, &path, &why)) {
+            r.value = cur;
+            r.detail = "memory.current of " + path + " (memory.max: " + limit + ")";
+        } else {
+            r.detail = pid > 0 ? why : "no local process to read (give --pid)";
+        }
+        rows.push_back(r);
+    }
+    rows.push_back(Row{"startup_ms", "start-up to healthy", "<", t_start, "ms", startup_ms, startup_detail});
+
+    // ---- output ----
+    bool all = true;
+    int measured = 0;
+    std::printf("edgellm accept: seed 000's acceptance table, %s%s\n\n", url.c_str(),
+                child > 0 ? " (started here)" : "");
+    std::printf("%-26s %-14s %-12s %-6s %s\n", "row", "target", "measured", "result", "how");
+    for (const Row& r : rows) {
+        std::string target = r.op + " " + (r.unit.empty() ? fmt(r.target, "") : fmt(r.target, r.unit));
+        std::printf("%-26s %-14s %-12s %-6s %s\n", r.name.c_str(), target.c_str(),
+                    r.value ? fmt(*r.value, r.unit).c_str() : "-", r.result().c_str(), r.detail.c_str());
+        all = all && r.pass();
+        measured += r.value.has_value();
+    }
+    std::printf("\n%s: %d of %zu rows measured, %s\n", all ? "PASS" : "FAIL", measured, rows.size(),
+                all ? "every measured row meets its target" : "a row misses its target");
+    if (auto out = p.get("--json")) {
+        json j = {{"url", url}, {"started_here", child > 0}, {"passed", all}};
+        for (const Row& r : rows)
+            j["rows"].push_back({{"key", r.key}, {"name", r.name}, {"op", r.op}, {"target", r.target},
+                                 {"unit", r.unit}, {"value", r.value ? json(*r.value) : json(nullptr)},
+                                 {"result", r.result()}, {"detail", r.detail}});
+        for (const Turn& t : done)
+            j["turns"].push_back({{"first_token_ms", t.ttft}, {"total_ms", t.total}, {"prompt_tokens", t.prompt},
+                                  {"cached_tokens", t.cached}, {"completion_tokens", t.tokens},
+                                  {"decode_tps", t.tps}, {"draft_n", t.drafted}, {"draft_accepted", t.accepted}});
+        if (!serve_args.empty()) j["serve_args"] = serve_args;
+        const std::string text = j.dump(2) + "\n";
+        if (*out == "-") {
+            std::fputs(text.c_str(), stdout);
+        } else {
+            const std::string tmp = *out + ".tmp";
+            {
+                std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+                f << text;
+                if (!f) return fail("accept", "cannot write " + tmp, 1);
+            }
+            std::error_code e;
+            std::filesystem::rename(tmp, *out, e);
+            if (e) return fail("accept", "cannot write " + *out + ": " + e.message(), 1);
+        }
+    }
+    return all ? 0 : 1;
+}
+
+}  // namespace edgellm::cli
