@@ -1963,6 +1963,50 @@ class AcceptCommand(unittest.TestCase):
         self.assertIn("/nonexistent.gguf", r.stderr)  # serve's own message is shown
 
 
+class ClientExamples(unittest.TestCase):
+    """examples/: the car assistant's chat loop (router, streaming, canned reply when the server
+    is gone) and seed 001's /completion client, run against a real server."""
+
+    @classmethod
+    def setUpClass(cls):
+        model = need_model(QWEN_SMALL)
+        cls.bindir = os.path.dirname(ARGS.bin)
+        for ex in ("car_assistant", "completion_client"):
+            if not os.path.exists(os.path.join(cls.bindir, ex)):
+                raise unittest.SkipTest("%s not built (EDGELLM_BUILD_EXAMPLES=OFF)" % ex)
+        cls.srv = start_server(cls, ["-m", model, "--port", "0", "-c", "2048", "-np", "1"])
+        cls.url = "http://127.0.0.1:%d" % cls.srv.port
+
+    def run_example(self, name, args, stdin=""):
+        return subprocess.run([os.path.join(self.bindir, name), *args], input=stdin, capture_output=True,
+                              text=True, timeout=REQUEST_TIMEOUT_S)
+
+    def test_car_assistant_routes_streams_and_degrades(self):
+        r = self.run_example("car_assistant", ["--url", self.url, "--max-tokens", "24"],
+                             "打开空调\n今晚吃什么好\n导航到北京西站\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = r.stdout.splitlines()
+        self.assertEqual(out[0], "好的，已为您打开空调。")
+        self.assertEqual(out[2], "好的，正在为您导航到北京西站。")
+        self.assertTrue(out[1].strip(), r.stdout)  # the LLM answered the open question
+        status = r.stderr.splitlines()
+        self.assertEqual(status[0], "[router: handled without the LLM]")
+        self.assertRegex(status[1], r"^\[llm: first token \d+ ms, \d+ tokens")
+        # nothing listening: the canned reply, and why
+        r = self.run_example("car_assistant", ["--url", "http://127.0.0.1:%s" % free_port()], "hi\n")
+        self.assertEqual(r.stdout.strip(), "抱歉，我现在有点忙，请稍后再试。")
+        self.assertIn("canned_reply after connect", r.stderr)
+
+    def test_completion_client_of_seed_001(self):
+        r = self.run_example("completion_client", ["--url", self.url, "-n", "16", "Explain ownership in Rust."])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(r.stdout.strip())
+        self.assertRegex(r.stderr, r"tokens_predicted 16, [0-9.]+ tokens/s")
+        r = self.run_example("completion_client", ["--url", "http://127.0.0.1:%s" % free_port()])
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("network error", r.stderr)
+
+
 class DeployFiles(unittest.TestCase):
     """deploy/: the systemd unit verifies and its command line starts a server as written,
     the scripts parse, and the warm-up script warms a real server."""
