@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
-# The aarch64 kernels without an ARM board (DESIGN.md, "ARM without a board"): cross-build
-# arm_kernel_check with Debian's g++-aarch64-linux-gnu (static) and run it under
-# qemu-aarch64-static as three CPU models. Each run checks every kernel set that CPU has
-# against the scalar reference, and that start-up selection chose the right set:
-#   -cpu max          every extension         -> i8mm
-#   -cpu cortex-a76   dotprod, no i8mm (Pi 5) -> dotprod
-#   -cpu cortex-a53   ARMv8.0, no dotprod     -> neon
-# Builds only the kernels and the check program (the project's other layers are not
-# needed), with -j2 (JOBS=N to change).
-#   scripts/test-arm.sh [BUILD_DIR]     default: build-arm
+# edgellm on aarch64 without an ARM board (DESIGN.md, "ARM without a board"), with Debian's
+# g++-aarch64-linux-gnu (static binaries) and qemu-aarch64-static:
+#  1. arm_kernel_check as three CPU models: every kernel set the CPU has against the scalar
+#     reference, and start-up selection choosing the right set:
+#       -cpu max          every extension         -> i8mm
+#       -cpu cortex-a76   dotprod, no i8mm (Pi 5) -> dotprod
+#       -cpu cortex-a53   ARMv8.0, no dotprod     -> neon
+#  2. the static release binary, started as `serve` under -cpu cortex-a76, answering a request;
+#  3. the test suite, cross-built and run by CTest under qemu -cpu cortex-a76: the light set
+#     (the cases in tests/qemu-slow.txt left out, real models not offered so their cases skip)
+#     or, with --full, every case with the fetched models too. Timings under qemu mean nothing.
+# Steps 2 and 3 need the target's PCRE2 (libpcre2-dev:arm64, scripts/setup.sh installs it);
+# without it they are skipped with a message.
+#   scripts/test-arm.sh [--full] [BUILD_DIR]     default: build-arm; -j2 (JOBS=N to change)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+full=0
+if [ "${1:-}" = "--full" ]; then full=1; shift; fi
 build="${1:-build-arm}"
 jobs="${JOBS:-2}"
 
@@ -23,7 +29,8 @@ done
 
 start=$(date +%s)
 cmake -S . -B "$build" -G Ninja -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake \
-  -DCMAKE_BUILD_TYPE=Release -DEDGELLM_BUILD_TESTS=OFF -DEDGELLM_ARM_TESTS=ON -DEDGELLM_STATIC=ON >/dev/null
+  -DCMAKE_BUILD_TYPE=Release -DEDGELLM_BUILD_TESTS=ON -DEDGELLM_ARM_TESTS=ON -DEDGELLM_STATIC=ON \
+  -DEDGELLM_BUILD_EXAMPLES=OFF >/dev/null
 cmake --build "$build" -j"$jobs" --target arm_kernel_check
 echo "test-arm: cross build took $(($(date +%s) - start)) s"
 
@@ -74,4 +81,22 @@ if ! grep -q '"tokens_predicted":4' <<<"$out"; then
 fi
 kill -TERM $pid
 wait $pid || { echo "test-arm: serve under qemu did not stop cleanly" >&2; exit 1; }
+trap - EXIT
+rm -f "$log"
 echo "test-arm: the static aarch64 binary served a request under qemu -cpu cortex-a76"
+
+# The test suite under qemu.
+start=$(date +%s)
+cmake --build "$build" -j"$jobs"
+echo "test-arm: cross build of the test suite took $(($(date +%s) - start)) s"
+start=$(date +%s)
+if [ $full = 1 ]; then
+  ctest --test-dir "$build" --output-on-failure -j"$jobs" --timeout 1800
+else
+  slow=$(grep -v '^#' tests/qemu-slow.txt | sed '/^$/d; s/.*/^&$/' | paste -sd'|')
+  nomodels=$(mktemp -d)
+  EDGELLM_MODELS="$nomodels" ctest --test-dir "$build" --output-on-failure -j"$jobs" --timeout 900 -E "$slow"
+  rmdir "$nomodels"
+fi
+echo "test-arm: the aarch64 test suite passed under qemu -cpu cortex-a76 ($(($(date +%s) - start)) s;" \
+     "$([ $full = 1 ] && echo "every case" || echo "light set: tests/qemu-slow.txt and real-model cases left out"))"

@@ -19,7 +19,9 @@ struct Outcome {
 
 // `args` is appended to the binary's path and run by the shell.
 inline Outcome run(const std::string& args) {
-    const std::string bin = std::string(EDGELLM_BIN_DIR) + "/edgellm";
+    // (EDGELLM_TEST_WRAPPER: qemu for a cross-compiled binary, else empty)
+    const std::string wrapper = EDGELLM_TEST_WRAPPER;
+    const std::string bin = (wrapper.empty() ? "" : wrapper + " ") + std::string(EDGELLM_BIN_DIR) + "/edgellm";
     const std::filesystem::path err_file =
         std::filesystem::temp_directory_path() / ("edgellm_cli_err_" + std::to_string(getpid()));
     const std::string cmd = bin + " " + args + " 2>" + err_file.string();

@@ -37,4 +37,14 @@ inline std::filesystem::path qwen_model() {
         {"qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"});
 }
 
+// How much longer a time bound may be: 1 natively, 10 when the tests run under an emulator
+// (qemu for a cross-compiled build; EDGELLM_TEST_WRAPPER is its command).
+inline double emulation_slowdown() {
+#ifdef EDGELLM_TEST_WRAPPER
+    return EDGELLM_TEST_WRAPPER[0] ? 10.0 : 1.0;
+#else
+    return 1.0;
+#endif
+}
+
 }  // namespace edgellm::test

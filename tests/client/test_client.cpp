@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -51,14 +52,20 @@ struct ServerProcess {
 
     bool start(const std::filesystem::path& model, std::vector<std::string> extra = {}) {
         port = free_port();
-        std::vector<std::string> args = {std::string(EDGELLM_BIN_DIR) + "/edgellm", "serve", "-m",
+        std::vector<std::string> args;
+        {  // qemu for a cross-compiled binary (EDGELLM_TEST_WRAPPER), else nothing
+            std::istringstream w(EDGELLM_TEST_WRAPPER);
+            for (std::string part; w >> part;) args.push_back(part);
+        }
+        std::vector<std::string> serve = {std::string(EDGELLM_BIN_DIR) + "/edgellm", "serve", "-m",
                                          model.string(), "--port", std::to_string(port), "-c", "2048",
                                          "-np", "1", "-t", "2", "--log-file", "/dev/null"};
-        args.insert(args.end(), extra.begin(), extra.end());
+        serve.insert(serve.end(), extra.begin(), extra.end());
+        args.insert(args.end(), serve.begin(), serve.end());
         std::vector<char*> argv;
         for (auto& a : args) argv.push_back(a.data());
         argv.push_back(nullptr);
-        if (posix_spawn(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return false;
+        if (posix_spawnp(&pid, argv[0], nullptr, nullptr, argv.data(), environ) != 0) return false;
         for (int i = 0; i < 600; ++i) {  // up to 60 s
             HttpResult h = http_request({url_of(port)}, "GET", "/health", "", Timeouts{200, 1000, 1000});
             if (h.status == 200) return true;
