@@ -127,34 +127,51 @@ bool process_memory(pid_t pid, double* rss, double* peak) {
     return got;
 }
 
-// The process's cgroup (v2) memory use and limit; false with why when it has none of its
-// own (the root cgroup, or cgroup v1).
+// The memory use and limit of the process's cgroup: cgroup v2 (memory.current /
+// memory.max), else v1's memory controller (memory.usage_in_bytes / limit_in_bytes); false
+// with why when it has none of its own (the root cgroup).
 bool cgroup_memory(pid_t pid, double* current, std::string* limit, std::string* path, std::string* why) {
     std::ifstream in("/proc/" + std::to_string(pid) + "/cgroup");
-    std::string line, rel;
-    while (std::getline(in, line))
-        if (line.rfind("0::", 0) == 0) rel = line.substr(3);
-    if (rel.empty()) {
-        *why = "no cgroup v2 entry in /proc/" + std::to_string(pid) + "/cgroup";
-        return false;
+    std::string line, v2, v1;
+    while (std::getline(in, line)) {
+        if (line.rfind("0::", 0) == 0) v2 = line.substr(3);
+        const size_t m = line.find(":memory:");
+        if (m != std::string::npos) v1 = line.substr(m + 8);
     }
-    if (rel == "/") {
-        *why = "the process is in the root cgroup (no limit of its own; systemd's unit sets one)";
-        return false;
+    auto read_number = [](const std::string& file, long long* out) {
+        std::ifstream f(file);
+        return (bool)(f >> *out);
+    };
+    constexpr double kMiB = 1024.0 * 1024.0;
+    if (!v2.empty() && v2 != "/") {
+        const std::string dir = "/sys/fs/cgroup" + v2;
+        long long bytes = -1;
+        if (read_number(dir + "/memory.current", &bytes)) {
+            *current = (double)bytes / kMiB;
+            std::ifstream mx(dir + "/memory.max");
+            std::string m;
+            *limit = (mx >> m) ? (m == "max" ? "no limit" : fmt(std::atof(m.c_str()) / kMiB, "MiB")) : "?";
+            *path = "cgroup " + v2 + ": memory.current";
+            return true;
+        }
     }
-    const std::string dir = "/sys/fs/cgroup" + rel;
-    std::ifstream cur(dir + "/memory.current");
-    long long bytes = -1;
-    if (!(cur >> bytes)) {
-        *why = "cannot read " + dir + "/memory.current";
-        return false;
+    if (!v1.empty() && v1 != "/") {
+        const std::string dir = "/sys/fs/cgroup/memory" + v1;
+        long long bytes = -1, lim = -1;
+        if (read_number(dir + "/memory.usage_in_bytes", &bytes)) {
+            *current = (double)bytes / kMiB;
+            // (v1 says "no limit" with a number near 2^63)
+            *limit = read_number(dir + "/memory.limit_in_bytes", &lim) && lim < (1LL << 60)
+                         ? fmt((double)lim / kMiB, "MiB")
+                         : "no limit";
+            *path = "memory cgroup (v1) " + v1 + ": memory.usage_in_bytes, page cache included";
+            return true;
+        }
     }
-    *current = (double)bytes / (1024.0 * 1024.0);
-    std::ifstream mx(dir + "/memory.max");
-    std::string m;
-    if (mx >> m) *limit = m == "max" ? "no limit" : fmt(std::atof(m.c_str()) / (1024.0 * 1024.0), "MiB");
-    *path = rel;
-    return true;
+    *why = v2.empty() && v1.empty() ? "no cgroup entry in /proc/" + std::to_string(pid) + "/cgroup"
+                                    : "the process is in the root cgroup (no limit of its own; "
+                                      "systemd's unit sets one)";
+    return false;
 }
 
 int free_port() {
@@ -229,13 +246,21 @@ int cmd_accept(const std::vector<std::string>& all_args) {
     std::optional<double> startup_ms;
     std::string startup_detail = "not measured: the server was already running (--url)";
     std::filesystem::path log_path;
-    auto stop_child = [&] {
-        if (child > 0) {
-            ::kill(child, SIGTERM);
-            int st;
-            waitpid(child, &st, 0);
-            child = -1;
+    auto stop_child = [&] {  // SIGTERM, then SIGKILL after 15 s
+        if (child <= 0) return;
+        ::kill(child, SIGTERM);
+        int st;
+        const Clock::time_point t0 = Clock::now();
+        while (waitpid(child, &st, WNOHANG) == 0) {
+            if (ms_since(t0) > 15000) {
+                std::fprintf(stderr, "accept: edgellm serve did not stop within 15 s of SIGTERM: killed\n");
+                ::kill(child, SIGKILL);
+                waitpid(child, &st, 0);
+                break;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
         }
+        child = -1;
     };
     if (url.empty()) {
         if (serve_args.empty()) {  // seed 000's start script, on the default model
@@ -262,6 +287,12 @@ int cmd_accept(const std::vector<std::string>& all_args) {
         if (port.empty()) {
             port = std::to_string(free_port());
             serve_args.insert(serve_args.end(), {"--port", port});
+        } else if (std::all_of(port.begin(), port.end(), ::isdigit) && port.size() < 6 &&
+                   pid_listening_on(std::stoi(port)) > 0) {
+            // (else /health could answer from that other server)
+            return fail("accept", "port " + port + " is already in use (pid " +
+                                      std::to_string(pid_listening_on(std::stoi(port))) +
+                                      "): stop that server or measure it with --url", 1);
         }
         if (host == "0.0.0.0" || host.empty()) host = "127.0.0.1";
         if (host == "::") host = "::1";
@@ -293,6 +324,7 @@ int cmd_accept(const std::vector<std::string>& all_args) {
             }
             if (ms_since(t0) > (double)startup_timeout * 1000) {
                 stop_child();
+                std::filesystem::remove(log_path);
                 return fail("accept", "edgellm serve was not healthy within " + std::to_string(startup_timeout) + " s", 1);
             }
             std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -333,7 +365,7 @@ int cmd_accept(const std::vector<std::string>& all_args) {
     ec::Client client(co);
     struct Turn {
         double ttft = -1, total = 0, tps = -1;
-        int tokens = 0, prompt = 0, cached = 0, drafted = -1, accepted = -1;
+        int tokens = 0, prompt = 0, cached = 0, drafted = -1, accepted = -1, summarized = 0;
     };
     std::vector<Turn> done;
     for (int i = 0; i < turns; ++i) {
@@ -354,9 +386,11 @@ int cmd_accept(const std::vector<std::string>& all_args) {
         t.cached = r.cached_tokens;
         t.drafted = r.draft_tokens;
         t.accepted = r.draft_accepted;
-        std::fprintf(stderr, "accept: turn %d/%d: first token %.0f ms, %d prompt tokens (%d cached), %d tokens at %.1f t/s%s\n",
+        t.summarized = r.turns_summarized;
+        std::fprintf(stderr, "accept: turn %d/%d: first token %.0f ms, %d prompt tokens (%d cached), %d tokens at %.1f t/s%s%s\n",
                      i + 1, (int)turns, t.ttft, t.prompt, t.cached, t.tokens, t.tps,
-                     t.drafted > 0 ? (", draft " + std::to_string(t.accepted) + "/" + std::to_string(t.drafted)).c_str() : "");
+                     t.drafted > 0 ? (", draft " + std::to_string(t.accepted) + "/" + std::to_string(t.drafted)).c_str() : "",
+                     t.summarized ? (", " + std::to_string(t.summarized) + " older turns summarized first").c_str() : "");
         done.push_back(t);
     }
 
@@ -433,7 +467,7 @@ int cmd_accept(const std::vector<std::string>& all_args) {
         std::string limit, path, why;
         if (pid > 0 && cgroup_memory(pid, &cur, &limit, &path, &why)) {
             r.value = cur;
-            r.detail = "memory.current of " + path + " (memory.max: " + limit + ")";
+            r.detail = path + " (limit: " + limit + ")";
         } else {
             r.detail = pid > 0 ? why : "no local process to read (give --pid)";
         }
@@ -465,7 +499,8 @@ int cmd_accept(const std::vector<std::string>& all_args) {
         for (const Turn& t : done)
             j["turns"].push_back({{"first_token_ms", t.ttft}, {"total_ms", t.total}, {"prompt_tokens", t.prompt},
                                   {"cached_tokens", t.cached}, {"completion_tokens", t.tokens},
-                                  {"decode_tps", t.tps}, {"draft_n", t.drafted}, {"draft_accepted", t.accepted}});
+                                  {"decode_tps", t.tps}, {"draft_n", t.drafted}, {"draft_accepted", t.accepted},
+                                  {"turns_summarized", t.summarized}});
         if (!serve_args.empty()) j["serve_args"] = serve_args;
         const std::string text = j.dump(2) + "\n";
         if (*out == "-") {

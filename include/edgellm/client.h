@@ -134,8 +134,9 @@ struct Reply {
     std::string fallback_error;
     std::string partial_text;  // what the primary streamed before it failed
 
-    // A broken or timed-out stream on the primary: whether DELETE /slots/N was sent and
-    // answered 200 (slot_reset), else why not.
+    // A broken or timed-out stream on the primary, once the server had started on the
+    // request (its response headers came): whether DELETE /slots/N, sent after the reply
+    // from the fallback or the canned one, answered 200 (slot_reset), else why not.
     bool slot_reset = false;
     std::string slot_reset_error;
 
@@ -182,6 +183,11 @@ struct ClientOptions {
     int history_token_budget = 700;
     int keep_turns = 2;
     int summary_max_tokens = 96;
+
+    // Called when the primary had already streamed some text to on_text and another
+    // source's reply (the fallback endpoint's or the canned one) is about to follow, so a
+    // voice application can stop speaking the partial answer first.
+    std::function<void(Source next)> on_restart;
 
     // Intent split: return a reply to answer without the LLM (nothing is sent, the history
     // is not touched), or nullopt to go on to the LLM.

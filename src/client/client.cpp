@@ -34,6 +34,16 @@ json messages_json(const std::vector<Message>& msgs) {
     return a;
 }
 
+// A number field, or def when it is absent, null or not a number (a gateway may send
+// "cached_tokens": null).
+template <class T>
+T num(const json& j, const char* key, T def) {
+    if (!j.is_object()) return def;
+    auto it = j.find(key);
+    if (it == j.end() || !it->is_number()) return def;
+    return it->get<T>();
+}
+
 // The error message of an error body ({"error": {"message": ...}}), else the body's start.
 std::string error_text(const std::string& body) {
     json j = json::parse(body, nullptr, false);
@@ -51,7 +61,7 @@ struct Call {
     Failure failure = Failure::none;
     std::string error;
     int status = 0;
-    bool reached = false;  // the request was sent on a connection (the server may be busy with it)
+    bool answered = false;  // the server sent response headers: it was working on this request
     std::string text;
     std::string finish_reason;
     int prompt_tokens = -1, cached_tokens = -1, completion_tokens = -1;
@@ -84,14 +94,16 @@ Call stream_chat(const Endpoint& ep, const Timeouts& t, const json& body,
         if (j.contains("error")) {
             event_failure = Failure::server_error;
             event_error = error_text(data);
-            if (j["error"].is_object() && j["error"].contains("code") && j["error"]["code"].is_number())
-                c.status = j["error"]["code"].get<int>();
+            if (num(j["error"], "code", 0) > 0) c.status = num(j["error"], "code", 0);
             return false;
         }
         if (j.contains("choices") && j["choices"].is_array() && !j["choices"].empty()) {
             const json& ch = j["choices"][0];
             if (ch.contains("delta") && ch["delta"].is_object()) {
                 const json& d = ch["delta"];
+                if (d.contains("reasoning_content") && d["reasoning_content"].is_string() &&
+                    !d["reasoning_content"].get<std::string>().empty())
+                    ctl.progress = true;  // a thinking model's first output (not spoken)
                 if (d.contains("content") && d["content"].is_string()) {
                     const std::string piece = d["content"].get<std::string>();
                     if (!piece.empty()) {
@@ -109,19 +121,19 @@ Call stream_chat(const Endpoint& ep, const Timeouts& t, const json& body,
         }
         if (j.contains("usage") && j["usage"].is_object()) {
             const json& u = j["usage"];
-            c.prompt_tokens = u.value("prompt_tokens", -1);
-            c.completion_tokens = u.value("completion_tokens", -1);
-            if (u.contains("prompt_tokens_details") && u["prompt_tokens_details"].is_object())
-                c.cached_tokens = u["prompt_tokens_details"].value("cached_tokens", -1);
+            c.prompt_tokens = num(u, "prompt_tokens", -1);
+            c.completion_tokens = num(u, "completion_tokens", -1);
+            if (u.contains("prompt_tokens_details"))
+                c.cached_tokens = num(u["prompt_tokens_details"], "cached_tokens", -1);
         }
         if (j.contains("timings") && j["timings"].is_object()) {
             const json& tm = j["timings"];
-            c.tps = tm.value("predicted_per_second", -1.0);
-            c.draft_n = tm.value("draft_n", -1);
-            c.draft_accepted = tm.value("draft_n_accepted", -1);
-            if (c.completion_tokens < 0) c.completion_tokens = tm.value("predicted_n", -1);
-            if (c.prompt_tokens < 0 && tm.contains("prompt_n") && tm.contains("cache_n"))
-                c.prompt_tokens = tm.value("prompt_n", 0) + tm.value("cache_n", 0);
+            c.tps = num(tm, "predicted_per_second", -1.0);
+            c.draft_n = num(tm, "draft_n", -1);
+            c.draft_accepted = num(tm, "draft_n_accepted", -1);
+            if (c.completion_tokens < 0) c.completion_tokens = num(tm, "predicted_n", -1);
+            if (c.prompt_tokens < 0 && num(tm, "prompt_n", -1) >= 0 && num(tm, "cache_n", -1) >= 0)
+                c.prompt_tokens = num(tm, "prompt_n", 0) + num(tm, "cache_n", 0);
         }
         return true;
     };
@@ -129,9 +141,7 @@ Call stream_chat(const Endpoint& ep, const Timeouts& t, const json& body,
         ep, "POST", "/v1/chat/completions", body.dump(), t,
         [&](std::string_view bytes, StreamControl&) { return sse.feed(bytes, on_event); }, &ctl);
     c.status = c.status ? c.status : r.status;
-    // (a cancel during connect says "cannot connect ...")
-    c.reached = r.failure != Failure::connect && r.failure != Failure::bad_endpoint &&
-                r.error.rfind("cannot connect", 0) != 0;
+    c.answered = r.status > 0;
     if (r.failure != Failure::none) {
         c.failure = r.failure;
         c.error = r.error;
@@ -176,6 +186,7 @@ struct Client::Impl {
     std::vector<Message> history;       // user / assistant turns kept
     std::string summary;                // condensed older turns
     std::atomic<bool> cancel{false};
+    uint64_t generation = 0;            // bumped by reset(): a call's history is then dropped
 
     json chat_body(const std::vector<Message>& msgs, bool primary) const {
         json b = extra;
@@ -195,7 +206,7 @@ struct Client::Impl {
             *why = "no slot to reset (ClientOptions::slot is -1)";
             return false;
         }
-        Timeouts t{opt.timeouts.connect_ms, 5000, 5000};
+        Timeouts t{opt.timeouts.connect_ms, 3000, 3000};
         HttpResult r = http_request(opt.primary, "DELETE", "/slots/" + std::to_string(opt.slot), "", t);
         if (r.failure != Failure::none) {
             *why = "DELETE /slots/" + std::to_string(opt.slot) + ": " + r.error;
@@ -238,39 +249,54 @@ struct Client::Impl {
         reply.error = c.error;
         reply.http_status = c.status;
         reply.partial_text = c.text;
-        const bool dirty = c.reached && (c.failure == Failure::broken_stream ||
-                                         c.failure == Failure::first_token_timeout ||
-                                         c.failure == Failure::total_timeout ||
-                                         c.failure == Failure::bad_response);
-        if (dirty) reply.slot_reset = reset_slot(&reply.slot_reset_error);
-        if (c.failure == Failure::cancelled) return reply;  // the user stopped it: no fallback
-
-        if (opt.fallback) {
-            const double offset = ms_since(t0);
-            Call f = stream_chat(*opt.fallback, opt.fallback_timeouts, chat_body(msgs, false),
-                                 on_text, &cancel);
-            if (f.failure == Failure::none) {
-                take(f, Source::fallback_endpoint);
-                reply.first_token_ms = f.first_token_ms < 0 ? -1 : offset + f.first_token_ms;
-                return reply;
+        // The slot is reset only when the server had started on this request (its headers
+        // came): a request still queued behind another client's must not cut that one.
+        const bool dirty = c.answered && (c.failure == Failure::broken_stream ||
+                                          c.failure == Failure::first_token_timeout ||
+                                          c.failure == Failure::total_timeout ||
+                                          c.failure == Failure::bad_response);
+        auto restart = [&](Source next) {
+            if (!c.text.empty() && opt.on_restart) opt.on_restart(next);
+        };
+        if (c.failure != Failure::cancelled) {  // (the user stopped it: no fallback)
+            bool answered = false;
+            if (opt.fallback) {
+                const double offset = ms_since(t0);
+                restart(Source::fallback_endpoint);
+                Call f = stream_chat(*opt.fallback, opt.fallback_timeouts, chat_body(msgs, false),
+                                     on_text, &cancel);
+                if (f.failure == Failure::none) {
+                    take(f, Source::fallback_endpoint);
+                    reply.first_token_ms = f.first_token_ms < 0 ? -1 : offset + f.first_token_ms;
+                    answered = true;
+                } else {
+                    reply.fallback_failure = f.failure;
+                    reply.fallback_error = f.error;
+                }
             }
-            reply.fallback_failure = f.failure;
-            reply.fallback_error = f.error;
-            if (f.failure == Failure::cancelled) return reply;
+            if (!answered && !opt.canned_reply.empty() && reply.fallback_failure != Failure::cancelled) {
+                if (!opt.fallback) restart(Source::canned_reply);
+                reply.source = Source::canned_reply;
+                reply.text = opt.canned_reply;
+                reply.first_token_ms = ms_since(t0);
+                if (on_text) on_text(opt.canned_reply);
+            }
         }
-        if (!opt.canned_reply.empty()) {
-            reply.source = Source::canned_reply;
-            reply.text = opt.canned_reply;
-            reply.first_token_ms = ms_since(t0);
-            if (on_text) on_text(opt.canned_reply);
-        }
+        // After the reply the user hears: the reset must not delay it.
+        if (dirty) reply.slot_reset = reset_slot(&reply.slot_reset_error);
+        else if (c.failure != Failure::cancelled && c.failure != Failure::connect &&
+                 c.failure != Failure::bad_endpoint && c.failure != Failure::http_status &&
+                 c.failure != Failure::server_error)
+            reply.slot_reset_error = "not reset: the server had not started on this request";
         return reply;
     }
 
     std::optional<int> count(const std::vector<Message>& msgs, std::string* why) {
-        Timeouts t{opt.timeouts.connect_ms, opt.timeouts.total_ms, opt.timeouts.total_ms};
+        Timeouts t{opt.timeouts.connect_ms, 5000, 5000};
+        StreamControl ctl;
+        ctl.cancel = &cancel;
         HttpResult a = http_request(opt.primary, "POST", "/apply-template",
-                                    json{{"messages", messages_json(msgs)}}.dump(), t);
+                                    json{{"messages", messages_json(msgs)}}.dump(), t, {}, &ctl);
         if (a.failure != Failure::none || a.status != 200) {
             if (why)
                 *why = "/apply-template: " +
@@ -283,7 +309,8 @@ struct Client::Impl {
             return std::nullopt;
         }
         HttpResult k = http_request(opt.primary, "POST", "/tokenize",
-                                    json{{"content", pj["prompt"]}, {"add_special", true}}.dump(), t);
+                                    json{{"content", pj["prompt"]}, {"add_special", true}}.dump(), t,
+                                    {}, &ctl);
         if (k.failure != Failure::none || k.status != 200) {
             if (why)
                 *why = "/tokenize: " +
@@ -336,8 +363,10 @@ struct Client::Impl {
                      {"stream", false}};
         if (!opt.primary.model.empty()) body["model"] = opt.primary.model;
         Timeouts t{opt.timeouts.connect_ms, opt.timeouts.total_ms, opt.timeouts.total_ms};
+        StreamControl ctl;
+        ctl.cancel = &cancel;
         HttpResult r = http_request(opt.primary, "POST", "/v1/chat/completions", body.dump(), t,
-                                    {}, nullptr);
+                                    {}, &ctl);
         if (r.failure != Failure::none || r.status != 200) {
             *why = "summary: " + (r.failure != Failure::none
                                       ? r.error
@@ -364,10 +393,12 @@ struct Client::Impl {
     std::vector<Message> trimmed(std::string_view utterance, Reply* reply) {
         std::vector<Message> turns;
         std::string sum;
+        uint64_t gen;
         {
             std::lock_guard lk(state_mu);
             turns = history;
             sum = summary;
+            gen = generation;
         }
         std::vector<Message> msgs = build(turns, sum, utterance);
         if (opt.history_token_budget <= 0) return msgs;
@@ -403,12 +434,21 @@ struct Client::Impl {
             msgs = build(turns, sum, utterance);
             n = count(msgs, &why);
         }
-        if (!n) reply->trim_error = why;
-        else reply->history_tokens = *n;
+        if (!n) {
+            reply->trim_error = why;
+        } else {
+            reply->history_tokens = *n;
+            if (*n > opt.history_token_budget)
+                reply->trim_error = "still " + std::to_string(*n) + " tokens, over the budget of " +
+                                    std::to_string(opt.history_token_budget) +
+                                    " with no turn left to condense (system prompt, summary and utterance)";
+        }
         {
             std::lock_guard lk(state_mu);
-            history = turns;
-            summary = sum;
+            if (generation == gen) {  // (a reset() meanwhile wins)
+                history = turns;
+                summary = sum;
+            }
         }
         return msgs;
     }
@@ -443,6 +483,7 @@ void Client::reset() {
     std::lock_guard lk(impl_->state_mu);
     impl_->history.clear();
     impl_->summary.clear();
+    impl_->generation++;
 }
 
 std::optional<int> Client::count_tokens(const std::vector<Message>& messages, std::string* why) {
@@ -482,13 +523,20 @@ Reply Client::chat(std::string_view utterance, const TextCallback& on_text) {
     std::unique_lock<std::mutex> turn = take_turn(impl_->call_mu, impl_->opt.concurrency);
     if (!turn.owns_lock()) return busy_reply(t0);
     impl_->cancel = false;
+    uint64_t gen;
+    {
+        std::lock_guard lk(impl_->state_mu);
+        gen = impl_->generation;
+    }
     Reply r;
     std::vector<Message> msgs = impl_->trimmed(utterance, &r);
     r = impl_->run(msgs, on_text, std::move(r));
     if (r.source == Source::llm || r.source == Source::fallback_endpoint) {
         std::lock_guard lk(impl_->state_mu);
-        impl_->history.push_back({"user", std::string(utterance)});
-        impl_->history.push_back({"assistant", r.text});
+        if (impl_->generation == gen) {
+            impl_->history.push_back({"user", std::string(utterance)});
+            impl_->history.push_back({"assistant", r.text});
+        }
     }
     r.total_ms = ms_since(t0);
     return r;

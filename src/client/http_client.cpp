@@ -192,6 +192,9 @@ class Socket {
     Io recv_some(std::string* buf, Clock::time_point deadline, const std::atomic<bool>* cancel) {
         char tmp[16384];
         for (;;) {
+            // (checked before every read: a peer that never pauses still meets both)
+            if (cancel && cancel->load()) return Io::cancelled;
+            if (Clock::now() >= deadline) return Io::timeout;
             ssize_t n = ::recv(fd_, tmp, sizeof tmp, 0);
             if (n > 0) {
                 buf->append(tmp, (size_t)n);
@@ -275,7 +278,8 @@ HttpResult http_request(const Endpoint& ep, std::string_view method, std::string
     std::string req;
     req.reserve(256 + body.size());
     req.append(method).append(" ").append(u.prefix).append(path).append(" HTTP/1.1\r\n");
-    req.append("Host: ").append(u.host).append(":").append(u.port).append("\r\n");
+    const bool v6 = u.host.find(':') != std::string::npos;
+    req.append("Host: ").append(v6 ? "[" + u.host + "]" : u.host).append(":").append(u.port).append("\r\n");
     req.append("Connection: close\r\n");
     if (streaming) req.append("Accept: text/event-stream\r\n");
     if (!ep.api_key.empty()) req.append("Authorization: Bearer ").append(ep.api_key).append("\r\n");
@@ -291,8 +295,7 @@ HttpResult http_request(const Endpoint& ep, std::string_view method, std::string
             case Io::timeout: return timed_out();
             case Io::cancelled: return finish(Failure::cancelled, "cancelled");
             case Io::closed:
-                return finish(r.status ? Failure::broken_stream : Failure::broken_stream,
-                              std::string("the connection closed ") + what);
+                return finish(Failure::broken_stream, std::string("the connection closed ") + what);
             default: return finish(Failure::broken_stream, std::string("connection error ") + what);
         }
     };
@@ -382,6 +385,8 @@ HttpResult http_request(const Endpoint& ep, std::string_view method, std::string
                     if (left == 0) left = -2;  // its CRLF next
                 } else {  // -2: the CRLF after a chunk
                     if (buf.size() < 2) break;
+                    if (buf[0] != '\r' || buf[1] != '\n')
+                        return finish(Failure::bad_response, "bad chunked framing (no CRLF after a chunk)");
                     buf.erase(0, 2);
                     left = -1;
                     progressed = true;

@@ -1957,6 +1957,11 @@ class AcceptCommand(unittest.TestCase):
         r = self.accept(["--url", "http://127.0.0.1:%s" % free_port()])
         self.assertEqual(r.returncode, 1)
         self.assertIn("cannot connect", r.stderr)
+        srv = Server(["-m", self.model, "--port", "0", "-c", "256"])
+        self.addCleanup(srv.stop)
+        r = self.accept(["--", "-m", self.model, "--port", str(srv.port)])  # another server has it
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("port %d is already in use" % srv.port, r.stderr)
         r = self.accept(["--", "-m", "/nonexistent.gguf"])
         self.assertEqual(r.returncode, 1)
         self.assertIn("exited before it was healthy", r.stderr)

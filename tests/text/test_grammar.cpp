@@ -879,7 +879,7 @@ TEST(GrammarMatcher, TooAmbiguousGrammarsOverflow) {
     GrammarMatcher n(nested, byte_vocab());
     EXPECT_TRUE(n.overflowed());
     EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-              2.0 * edgellm::test::emulation_slowdown());
+              10.0 * edgellm::test::emulation_slowdown());  // (a stall would take minutes)
     GrammarMatcher fine(parse_ok(R"(root ::= ( "a"? ){3000} "b")"), byte_vocab());
     EXPECT_FALSE(fine.overflowed());
 }
