@@ -143,9 +143,21 @@ bool cgroup_memory(pid_t pid, double* current, std::string* limit, std::string* 
         return (bool)(f >> *out);
     };
     constexpr double kMiB = 1024.0 * 1024.0;
+    // Only a cgroup of the server's own says something about it (a service unit's): one
+    // shared with other processes (a login session, a sandbox) counts their memory too.
+    auto own = [&](const std::string& dir) {
+        std::ifstream procs(dir + "/cgroup.procs");
+        int others = 0;
+        for (long p; procs >> p;) others += p != pid;
+        if (others == 0) return true;
+        *why = "its cgroup " + dir + " holds " + std::to_string(others) +
+               " other processes too (not the server's own: run it as a service)";
+        return false;
+    };
     if (!v2.empty() && v2 != "/") {
         const std::string dir = "/sys/fs/cgroup" + v2;
         long long bytes = -1;
+        if (!own(dir)) return false;
         if (read_number(dir + "/memory.current", &bytes)) {
             *current = (double)bytes / kMiB;
             std::ifstream mx(dir + "/memory.max");
@@ -158,6 +170,7 @@ bool cgroup_memory(pid_t pid, double* current, std::string* limit, std::string* 
     if (!v1.empty() && v1 != "/") {
         const std::string dir = "/sys/fs/cgroup/memory" + v1;
         long long bytes = -1, lim = -1;
+        if (!own(dir)) return false;
         if (read_number(dir + "/memory.usage_in_bytes", &bytes)) {
             *current = (double)bytes / kMiB;
             // (v1 says "no limit" with a number near 2^63)

@@ -1948,6 +1948,43 @@ class AcceptCommand(unittest.TestCase):
         # the process was found from the port
         self.assertIn("pid %d" % srv.proc.pid, rows["resident_mib"]["detail"])
 
+    def test_cgroup_row_of_a_server_in_a_cgroup_of_its_own(self):
+        # a memory cgroup of the server's own under ours (v1 here; v2 needs the memory
+        # controller delegated to a child, which a shell's cgroup usually cannot do)
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+        base = None
+        for line in lines:
+            if ":memory:" in line:
+                base = ("/sys/fs/cgroup/memory" + line.split(":memory:", 1)[1], "memory.limit_in_bytes")
+            elif line.startswith("0::") and base is None:
+                base = ("/sys/fs/cgroup" + line[3:], "memory.max")
+        if base is None:
+            self.skipTest("no cgroup entry in /proc/self/cgroup")
+        cg = os.path.join(base[0], "edgellm-accept-%d" % os.getpid())
+        try:
+            os.mkdir(cg)
+            self.addCleanup(lambda: os.path.isdir(cg) and os.rmdir(cg))
+            if not os.path.exists(os.path.join(cg, base[1])):
+                self.skipTest("no memory controller in a child cgroup of %s" % base[0])
+            with open(os.path.join(cg, base[1]), "w") as f:
+                f.write(str(3 << 30))
+        except OSError as e:
+            self.skipTest("cannot make a memory cgroup here: %s" % e)
+        # the server enters it before it starts (a shell that moves itself, then execs)
+        enter = ("sh", "-c", 'echo $$ > "%s/cgroup.procs" && exec "$0" "$@"' % cg)
+        srv = Server(["-m", self.model, "--port", "0", "-c", "1024", "-np", "1"], prefix=enter)
+        self.addCleanup(srv.stop)  # (stopped before the cgroup is removed)
+        srv.wait_ready()
+        r = self.accept(["--url", "http://127.0.0.1:%d" % srv.port, "--json", "-", "--turns", "3",
+                         "--max-tokens", "8", "--target-memory", "100000"])
+        j = json.loads(r.stdout[r.stdout.index("{"):])
+        row = {row["key"]: row for row in j["rows"]}["cgroup_mib"]
+        self.assertIsNotNone(row["value"], row)
+        self.assertGreater(row["value"], 300)  # the 0.5B's weights at least
+        self.assertIn("edgellm-accept-%d" % os.getpid(), row["detail"])
+        self.assertIn("limit: 3072 MiB", row["detail"])
+
     def test_usage_errors_and_a_server_that_cannot_start(self):
         r = self.accept(["--turns", "99"])
         self.assertEqual(r.returncode, 2)
