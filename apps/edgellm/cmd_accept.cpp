@@ -452,6 +452,7 @@ int cmd_accept(const std::vector<std::string>& all_args) {
         if (dn > 0) {
             r.value = (double)da / (double)dn;
             r.detail = std::to_string(da) + " of " + std::to_string(dn) + " drafted tokens accepted";
+            if (dn < 20) r.detail += " (few drafts: a noisy rate; more --turns give more)";
         } else {
             r.detail = "no draft model configured (-md)";
         }
