@@ -311,7 +311,8 @@ int cmd_serve(const std::vector<std::string>& given) {
     p.option({"--threads-http"}, "N", "most concurrent connections (default 64)");
     p.option({"--max-queue"}, "N",
              "most requests waiting for a busy slot; more get 503 (default 16)");
-    p.flag({"--no-webui"}, "do not serve the chat page at /");
+    p.flag({"--no-webui", "--no-ui"}, "do not serve the chat page at /");
+    p.flag({"--offline"}, "accepted: edgellm never downloads anything (models are local files)");
     p.flag({"--context-shift"},
            "when the context fills while generating, drop the oldest tokens after the first "
            "--keep and go on (default: the reply ends, finish_reason length)");

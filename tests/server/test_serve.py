@@ -2227,6 +2227,14 @@ class ServerOptions(unittest.TestCase):
         finally:
             a.close()
 
+    def test_llama_server_spellings_no_ui_and_offline(self):
+        # current llama.cpp's --no-ui is --no-webui; --offline (no downloads) is always true
+        port = self.start("--no-ui", "--offline")
+        assert_error_shape(self, request(port, "GET", "/"), 404)
+        r = request(port, "POST", "/v1/chat/completions",
+                    {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
+        self.assertEqual(r.status, 200, r)
+
     def test_gpu_layers_are_accepted_and_said_once(self):
         srv = Server(["-m", self.model, "--port", "0", "-c", "512", "-ngl", "99"])
         self.addCleanup(srv.stop)
