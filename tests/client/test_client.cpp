@@ -384,9 +384,9 @@ struct SlowStreamServer {
                 std::this_thread::sleep_for(40ms);
             }
             chunk("data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n");
-            chunk("data: [DONE]\n\n");
-            --now;  // (before the last chunk: the client may be on its next call right after)
+            --now;  // (before [DONE]: the client returns on it and may be on its next call at once)
             ++served;
+            chunk("data: [DONE]\n\n");
             chunk("");
         });
     }
