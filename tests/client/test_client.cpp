@@ -332,10 +332,10 @@ TEST_F(ClientTest, CountsTokensAsTheServerDoes) {
 TEST_F(ClientTest, HistoryOverTheBudgetIsSummarizedByTheServer) {
     ClientOptions o = opts();
     o.system_prompt = "You are a car assistant. Answer in one short sentence.";
-    o.history_token_budget = 90;
+    o.history_token_budget = 120;
     o.keep_turns = 1;
     o.max_tokens = 20;
-    o.summary_max_tokens = 40;
+    o.summary_max_tokens = 32;
     Client c(o);
     const char* turns[] = {"My name is Alice and my car is a red Tesla.",
                            "I am driving from Berlin to Munich today.",
@@ -347,7 +347,9 @@ TEST_F(ClientTest, HistoryOverTheBudgetIsSummarizedByTheServer) {
         ASSERT_EQ(r.source, Source::llm) << r.error;
         EXPECT_TRUE(r.trim_error.empty()) << r.trim_error;
         EXPECT_LE(r.history_tokens, o.history_token_budget);
-        EXPECT_LE(c.history().size(), 2u * (size_t)o.keep_turns + 2);
+        if (r.turns_summarized > 0) {  // what is left: the kept turns and this one
+            EXPECT_LE(c.history().size(), 2u * (size_t)o.keep_turns + 2);
+        }
         summarized += r.turns_summarized;
     }
     EXPECT_GT(summarized, 0);
