@@ -377,8 +377,8 @@ int cmd_accept(const std::vector<std::string>& all_args) {
     co.timeouts = ec::Timeouts{2000, 60000, 120000};  // measured, not enforced here
     ec::Client client(co);
     struct Turn {
-        double ttft = -1, total = 0, tps = -1;
-        int tokens = 0, prompt = 0, cached = 0, drafted = -1, accepted = -1, summarized = 0;
+        double ttft = -1, total = 0;  // measured here, from the call
+        ec::Reply r;                  // the server's figures
     };
     std::vector<Turn> done;
     for (int i = 0; i < turns; ++i) {
@@ -393,17 +393,11 @@ int cmd_accept(const std::vector<std::string>& all_args) {
         Turn t;
         t.ttft = first;
         t.total = ms_since(t0);
-        t.tps = r.decode_tokens_per_second;
-        t.tokens = r.completion_tokens;
-        t.prompt = r.prompt_tokens;
-        t.cached = r.cached_tokens;
-        t.drafted = r.draft_tokens;
-        t.accepted = r.draft_accepted;
-        t.summarized = r.turns_summarized;
+        t.r = r;
         std::fprintf(stderr, "accept: turn %d/%d: first token %.0f ms, %d prompt tokens (%d cached), %d tokens at %.1f t/s%s%s\n",
-                     i + 1, (int)turns, t.ttft, t.prompt, t.cached, t.tokens, t.tps,
-                     t.drafted > 0 ? (", draft " + std::to_string(t.accepted) + "/" + std::to_string(t.drafted)).c_str() : "",
-                     t.summarized ? (", " + std::to_string(t.summarized) + " older turns summarized first").c_str() : "");
+                     i + 1, (int)turns, t.ttft, t.r.prompt_tokens, t.r.cached_tokens, t.r.completion_tokens, t.r.decode_tokens_per_second,
+                     t.r.draft_tokens > 0 ? (", draft " + std::to_string(t.r.draft_accepted) + "/" + std::to_string(t.r.draft_tokens)).c_str() : "",
+                     t.r.turns_summarized ? (", " + std::to_string(t.r.turns_summarized) + " older turns summarized first").c_str() : "");
         done.push_back(t);
     }
 
@@ -412,9 +406,9 @@ int cmd_accept(const std::vector<std::string>& all_args) {
     {
         double n = 0, ms = 0;
         for (const Turn& t : done)
-            if (t.tps > 0 && t.tokens > 1) n += t.tokens, ms += 1000.0 * t.tokens / t.tps;
+            if (t.r.decode_tokens_per_second > 0 && t.r.completion_tokens > 1) n += t.r.completion_tokens, ms += 1000.0 * t.r.completion_tokens / t.r.decode_tokens_per_second;
         Row r{"decode_tps", "decode speed", ">=", t_decode, "tok/s", std::nullopt, ""};
-        bool draft = std::any_of(done.begin(), done.end(), [](const Turn& t) { return t.drafted > 0; });
+        bool draft = std::any_of(done.begin(), done.end(), [](const Turn& t) { return t.r.draft_tokens > 0; });
         if (ms > 0) {
             r.value = 1000.0 * n / ms;
             r.detail = std::string("the server's timings over ") + std::to_string(done.size()) + " turns" +
@@ -426,7 +420,7 @@ int cmd_accept(const std::vector<std::string>& all_args) {
     }
     {
         Row r{"first_token_cold_ms", "first token, first turn", "<", t_ttft, "ms", done[0].ttft, ""};
-        r.detail = "first real request after the warm-up, " + std::to_string(done[0].prompt) + " prompt tokens";
+        r.detail = "first real request after the warm-up, " + std::to_string(done[0].r.prompt_tokens) + " prompt tokens";
         if (done[0].ttft < 0) r.value.reset(), r.detail = "the first turn streamed no text";
         rows.push_back(r);
     }
@@ -447,7 +441,7 @@ int cmd_accept(const std::vector<std::string>& all_args) {
     {
         long long dn = 0, da = 0;
         for (const Turn& t : done)
-            if (t.drafted > 0) dn += t.drafted, da += t.accepted;
+            if (t.r.draft_tokens > 0) dn += t.r.draft_tokens, da += t.r.draft_accepted;
         Row r{"draft_accept_rate", "draft accept rate", ">=", t_accept, "", std::nullopt, ""};
         if (dn > 0) {
             r.value = (double)da / (double)dn;
@@ -511,10 +505,10 @@ int cmd_accept(const std::vector<std::string>& all_args) {
                                  {"unit", r.unit}, {"value", r.value ? json(*r.value) : json(nullptr)},
                                  {"result", r.result()}, {"detail", r.detail}});
         for (const Turn& t : done)
-            j["turns"].push_back({{"first_token_ms", t.ttft}, {"total_ms", t.total}, {"prompt_tokens", t.prompt},
-                                  {"cached_tokens", t.cached}, {"completion_tokens", t.tokens},
-                                  {"decode_tps", t.tps}, {"draft_n", t.drafted}, {"draft_accepted", t.accepted},
-                                  {"turns_summarized", t.summarized}});
+            j["turns"].push_back({{"first_token_ms", t.ttft}, {"total_ms", t.total}, {"prompt_tokens", t.r.prompt_tokens},
+                                  {"cached_tokens", t.r.cached_tokens}, {"completion_tokens", t.r.completion_tokens},
+                                  {"decode_tps", t.r.decode_tokens_per_second}, {"draft_n", t.r.draft_tokens}, {"draft_accepted", t.r.draft_accepted},
+                                  {"turns_summarized", t.r.turns_summarized}});
         if (!serve_args.empty()) j["serve_args"] = serve_args;
         const std::string text = j.dump(2) + "\n";
         if (*out == "-") {

@@ -291,38 +291,38 @@ struct Client::Impl {
         return reply;
     }
 
-    std::optional<int> count(const std::vector<Message>& msgs, std::string* why) {
-        Timeouts t{opt.timeouts.connect_ms, 5000, 5000};
+    // A JSON POST to the primary (cancellable) answered 200 with a JSON object; nullopt
+    // with "PATH: why" in *why otherwise.
+    std::optional<json> post_json(const char* path, const json& body, const Timeouts& t, std::string* why) {
         StreamControl ctl;
         ctl.cancel = &cancel;
-        HttpResult a = http_request(opt.primary, "POST", "/apply-template",
-                                    json{{"messages", messages_json(msgs)}}.dump(), t, {}, &ctl);
-        if (a.failure != Failure::none || a.status != 200) {
-            if (why)
-                *why = "/apply-template: " +
-                       (a.failure != Failure::none ? a.error : "HTTP " + std::to_string(a.status));
-            return std::nullopt;
-        }
-        json pj = json::parse(a.body, nullptr, false);
-        if (!pj.is_object() || !pj.contains("prompt") || !pj["prompt"].is_string()) {
+        HttpResult r = http_request(opt.primary, "POST", path, body.dump(), t, {}, &ctl);
+        std::string err;
+        json j;
+        if (r.failure != Failure::none) err = r.error;
+        else if (r.status != 200) err = "HTTP " + std::to_string(r.status) + " " + error_text(r.body);
+        else if (!(j = json::parse(r.body, nullptr, false)).is_object()) err = "the answer is not a JSON object";
+        if (err.empty()) return j;
+        if (why) *why = std::string(path) + ": " + err;
+        return std::nullopt;
+    }
+
+    std::optional<int> count(const std::vector<Message>& msgs, std::string* why) {
+        Timeouts t{opt.timeouts.connect_ms, 5000, 5000};
+        std::optional<json> pj = post_json("/apply-template", json{{"messages", messages_json(msgs)}}, t, why);
+        if (!pj) return std::nullopt;
+        if (!pj->contains("prompt") || !(*pj)["prompt"].is_string()) {
             if (why) *why = "/apply-template answered without a prompt";
             return std::nullopt;
         }
-        HttpResult k = http_request(opt.primary, "POST", "/tokenize",
-                                    json{{"content", pj["prompt"]}, {"add_special", true}}.dump(), t,
-                                    {}, &ctl);
-        if (k.failure != Failure::none || k.status != 200) {
-            if (why)
-                *why = "/tokenize: " +
-                       (k.failure != Failure::none ? k.error : "HTTP " + std::to_string(k.status));
-            return std::nullopt;
-        }
-        json kj = json::parse(k.body, nullptr, false);
-        if (!kj.is_object() || !kj.contains("tokens") || !kj["tokens"].is_array()) {
+        std::optional<json> kj =
+            post_json("/tokenize", json{{"content", (*pj)["prompt"]}, {"add_special", true}}, t, why);
+        if (!kj) return std::nullopt;
+        if (!kj->contains("tokens") || !(*kj)["tokens"].is_array()) {
             if (why) *why = "/tokenize answered without tokens";
             return std::nullopt;
         }
-        return (int)kj["tokens"].size();
+        return (int)(*kj)["tokens"].size();
     }
 
     // The request's messages: system prompt, kept turns (the summary carried by the first
@@ -363,19 +363,14 @@ struct Client::Impl {
                      {"stream", false}};
         if (!opt.primary.model.empty()) body["model"] = opt.primary.model;
         Timeouts t{opt.timeouts.connect_ms, opt.timeouts.total_ms, opt.timeouts.total_ms};
-        StreamControl ctl;
-        ctl.cancel = &cancel;
-        HttpResult r = http_request(opt.primary, "POST", "/v1/chat/completions", body.dump(), t,
-                                    {}, &ctl);
-        if (r.failure != Failure::none || r.status != 200) {
-            *why = "summary: " + (r.failure != Failure::none
-                                      ? r.error
-                                      : "HTTP " + std::to_string(r.status) + " " + error_text(r.body));
+        std::string err;
+        std::optional<json> j = post_json("/v1/chat/completions", body, t, &err);
+        if (!j) {
+            *why = "summary: " + err;
             return std::nullopt;
         }
-        json j = json::parse(r.body, nullptr, false);
         try {
-            std::string s = j.at("choices").at(0).at("message").at("content").get<std::string>();
+            std::string s = j->at("choices").at(0).at("message").at("content").get<std::string>();
             while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
             while (!s.empty() && (s.front() == '\n' || s.front() == ' ')) s.erase(0, 1);
             if (s.empty()) {
