@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -425,6 +426,40 @@ TEST(ClientSerial, SecondConcurrentCallWaitsOrIsRefused) {
             EXPECT_EQ(srv.served.load(), 1);
         }
     }
+}
+
+// The fallback endpoint gets the key and model it was given (an OpenAI-compatible cloud
+// endpoint), and no id_slot (a field of llama-server's only).
+TEST(ClientFallback, SendsTheKeyAndModelButNoSlot) {
+    std::string seen;
+    std::mutex mu;
+    FakeServer cloud;
+    cloud.start([&](int c, std::atomic<bool>&) {
+        std::string req = read_request(c);
+        {
+            std::lock_guard lk(mu);
+            seen = req;
+        }
+        const std::string body =
+            "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"cloud\"},\"finish_reason\":\"stop\"}]}\n\n"
+            "data: [DONE]\n\n";
+        const std::string out = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: " +
+                                std::to_string(body.size()) + "\r\n\r\n" + body;
+        ::send(c, out.data(), out.size(), MSG_NOSIGNAL);
+    });
+    ClientOptions o;
+    o.primary.url = url_of(free_port());  // nothing there
+    o.fallback = Endpoint(url_of(cloud.port), "sk-test", "gpt-4o-mini");
+    o.history_token_budget = 0;
+    Client c(o);
+    Reply r = c.chat("hello");
+    ASSERT_EQ(r.source, Source::fallback_endpoint) << r.fallback_error;
+    EXPECT_EQ(r.text, "cloud");
+    std::lock_guard lk(mu);
+    EXPECT_NE(seen.find("Authorization: Bearer sk-test\r\n"), std::string::npos) << seen;
+    EXPECT_NE(seen.find("Host: 127.0.0.1:" + std::to_string(cloud.port) + "\r\n"), std::string::npos) << seen;
+    EXPECT_NE(seen.find("\"model\":\"gpt-4o-mini\""), std::string::npos) << seen;
+    EXPECT_EQ(seen.find("id_slot"), std::string::npos) << seen;
 }
 
 // The HTTP layer's framing on bytes written one at a time: chunk extensions, CRLFs split
