@@ -312,6 +312,15 @@ int cmd_serve(const std::vector<std::string>& given) {
     p.option({"--max-queue"}, "N",
              "most requests waiting for a busy slot; more get 503 (default 16)");
     p.flag({"--no-webui", "--no-ui"}, "do not serve the chat page at /");
+    p.flag({"--embedding", "--embeddings"},
+           "serve embeddings: POST /embedding and /v1/embeddings (the model's final hidden "
+           "states, pooled by --pooling)");
+    p.flag({"--reranking", "--rerank"},
+           "serve POST /rerank (implies --embedding): documents scored by the cosine "
+           "similarity of their embeddings to the query's");
+    p.option({"--pooling"}, "none|mean|cls|last|rank",
+             "how a text's token vectors become one embedding (default: the model's, else "
+             "last); rank: --reranking");
     p.flag({"--offline"}, "accepted: edgellm never downloads anything (models are local files)");
     p.flag({"--context-shift"},
            "when the context fills while generating, drop the oldest tokens after the first "
@@ -432,6 +441,20 @@ int cmd_serve(const std::vector<std::string>& given) {
     }
     if (p.has("--prompt-cache-max-mib") && cfg.prompt_cache_dir.empty())
         return fail("serve", "--prompt-cache-max-mib needs --prompt-cache DIR", 2);
+    cfg.embeddings = p.has("--embedding") || p.has("--reranking");
+    cfg.reranking = p.has("--reranking");
+    if (auto pl = p.get("--pooling")) {
+        if (*pl == "none") cfg.pooling = Context::Pooling::None;
+        else if (*pl == "mean") cfg.pooling = Context::Pooling::Mean;
+        else if (*pl == "cls") cfg.pooling = Context::Pooling::Cls;
+        else if (*pl == "last") cfg.pooling = Context::Pooling::Last;
+        else if (*pl == "rank") cfg.reranking = cfg.embeddings = true;
+        else
+            return fail("serve", "--pooling takes none, mean, cls, last or rank, got \"" + *pl + "\"", 2);
+        if (!cfg.embeddings)
+            return fail("serve", "--pooling needs --embedding or --reranking (it shapes their "
+                                 "vectors)", 2);
+    }
     cfg.webui = !p.has("--no-webui");
     cfg.log = !p.has("--log-disable");
     cfg.verbose = p.has("--verbose");

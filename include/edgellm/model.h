@@ -173,6 +173,14 @@ class Context {
     };
     Result<std::span<const float>> eval_batch(std::span<const SeqTokens> parts);
 
+    // Embeddings: the final normalized hidden states (the output projection's input) of
+    // tokens evaluated from position 0 of sequence seq (what it held is dropped; afterwards
+    // it holds tokens), pooled: Mean over the tokens, Cls the first token's, Last the last
+    // one's ([n_embd] floats), or None: every token's ([n][n_embd]). Unnormalized.
+    enum class Pooling { None, Mean, Cls, Last };
+    Result<std::vector<float>> embed(std::span<const int32_t> tokens, Pooling pooling,
+                                     int seq = 0);
+
     // Forget every position >= n_keep of sequence seq. Returns the positions kept: n_keep,
     // or 0 when a sliding-window layer's ring no longer holds the window before n_keep
     // (then the caller evaluates from the start).

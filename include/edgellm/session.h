@@ -34,6 +34,9 @@ class StepBatcher {
     // Context::kAborted).
     Result<std::monostate> eval(int seq, std::span<const int32_t> tokens, std::span<float> out,
                                 const std::atomic<bool>* cancel, bool all_logits = false);
+    // Run fn with the context to itself (no pass runs meanwhile): for evaluations that are
+    // not a step of logits, such as embeddings.
+    void exclusive(const std::function<void()>& fn);
     // A session generating now (its steps are waited for).
     void enter();
     void leave();
@@ -92,6 +95,11 @@ class KvSequence {
     Result<std::span<const float>> eval(std::span<const int32_t> tokens, bool all_logits,
                                         const std::atomic<bool>* cancel = nullptr,
                                         StepBatcher* batcher = nullptr);
+    // Embed tokens from position 0 (Context::embed; what the sequence held is replaced by
+    // them). With a batcher it runs between passes, the context to itself.
+    Result<std::vector<float>> embed(std::span<const int32_t> tokens, Context::Pooling pooling,
+                                     const std::atomic<bool>* cancel = nullptr,
+                                     StepBatcher* batcher = nullptr);
     // Forget every token from position n_keep on. Returns how many are held: n_keep (or
     // fewer when fewer were held), or 0 when a sliding-window ring could not go back so far.
     int64_t rollback(int64_t n_keep);

@@ -343,7 +343,8 @@ struct Segment {
 // the logits of the rows listed in out_rows, in that order, to `logits`. Returns false
 // when the abort flag stopped it between layers.
 bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t* tokens,
-                  int64_t n, std::span<const int64_t> out_rows, float* logits) {
+                  int64_t n, std::span<const int64_t> out_rows, float* logits,
+                  float* hidden = nullptr) {
     const Model& m = *c.model;
     const HParams& h = m.hparams();
     const Model::Impl& w = m.impl();
@@ -497,6 +498,10 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
                  h.rms_eps);
     });
     trace("result_norm", -1, c.xn, n_out, n_embd);
+    if (hidden) {  // embeddings: the normalized hidden states, no output projection
+        std::copy(c.xn, c.xn + n_out * n_embd, hidden);
+        return true;
+    }
     matmul(pool, w.output, c.xn, n_embd, n_out, c.act_q, logits, h.n_vocab);
     if (h.final_softcap > 0.0f)
         for_each_row(pool, n_out, [&](int64_t r) {
@@ -551,6 +556,65 @@ Result<std::span<const float>> Context::eval(std::span<const int32_t> tokens, bo
     }
     const size_t n_out = all_logits ? (size_t)n : 1;
     return std::span<const float>(c.logits, n_out * (size_t)h.n_vocab);
+}
+
+Result<std::vector<float>> Context::embed(std::span<const int32_t> tokens, Pooling pooling,
+                                          int seq) {
+    using R = Result<std::vector<float>>;
+    Impl& c = *impl_;
+    if (seq < 0 || seq >= n_seq())
+        return R::fail("sequence " + std::to_string(seq) + " does not exist");
+    KvCache& kv = *c.kv[(size_t)seq];
+    const HParams& h = c.model->hparams();
+    const int64_t n = (int64_t)tokens.size(), n_embd = h.n_embd;
+    if (n == 0) return R::fail("no tokens to embed");
+    if (panel_kernel().rows != c.panel_rows)
+        return R::fail("the kernel set changed after this context was created; create a new "
+                       "context");
+    for (size_t i = 0; i < tokens.size(); ++i)
+        if (tokens[i] < 0 || tokens[i] >= h.n_vocab)
+            return R::fail("token " + std::to_string(i) + " has id " + std::to_string(tokens[i]) +
+                           ", outside the vocabulary of " + std::to_string(h.n_vocab));
+    if (n > params_.n_ctx)
+        return R::fail("input of " + std::to_string(n) + " tokens is larger than the context "
+                       "size " + std::to_string(params_.n_ctx));
+    kv.truncate(0);
+    const bool every_row = pooling == Pooling::None || pooling == Pooling::Mean;
+    std::vector<float> out(every_row && pooling == Pooling::None ? (size_t)(n * n_embd)
+                                                                 : (size_t)n_embd, 0.0f);
+    std::vector<float> rows((size_t)(params_.n_batch * n_embd));
+    for (int64_t start = 0; start < n; start += params_.n_batch) {
+        const int64_t nb = std::min(params_.n_batch, n - start);
+        if (c.abort && c.abort->load(std::memory_order_relaxed)) {
+            kv.truncate(0);
+            return R::fail(kAborted);
+        }
+        // Rows wanted from this step: all of them, the first token's, or the last one's.
+        int64_t r0 = 0, r1 = 0;
+        if (every_row) r1 = nb;
+        else if (pooling == Pooling::Cls) { if (start == 0) r1 = 1; }
+        else if (start + nb == n) { r0 = nb - 1; r1 = nb; }
+        for (int64_t r = r0; r < r1; ++r) c.out_rows[(size_t)(r - r0)] = r;
+        const int64_t first_cell = kv.n_used();
+        kv.append(nb);
+        const Segment seg{&kv, 0, nb, first_cell};
+        if (!forward_step(c, std::span<const Segment>(&seg, 1), tokens.data() + start, nb,
+                          std::span<const int64_t>(c.out_rows, (size_t)(r1 - r0)), c.logits,
+                          rows.data())) {
+            kv.truncate(0);
+            return R::fail(kAborted);
+        }
+        if (pooling == Pooling::None)
+            std::copy(rows.begin(), rows.begin() + nb * n_embd, out.begin() + start * n_embd);
+        else if (pooling == Pooling::Mean)
+            for (int64_t r = 0; r < nb; ++r)
+                for (int64_t i = 0; i < n_embd; ++i) out[(size_t)i] += rows[(size_t)(r * n_embd + i)];
+        else if (r1 > r0)
+            std::copy(rows.begin(), rows.begin() + n_embd, out.begin());
+    }
+    if (pooling == Pooling::Mean)
+        for (float& v : out) v /= (float)n;
+    return out;
 }
 
 Result<std::span<const float>> Context::eval_batch(std::span<const SeqTokens> parts) {

@@ -86,6 +86,25 @@ void StepBatcher::leave() {
     cv_.notify_all();  // a step waiting for this session's may run now
 }
 
+void StepBatcher::exclusive(const std::function<void()>& fn) {
+    {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return !running_; });
+        running_ = true;
+    }
+    struct Done {
+        StepBatcher* b;
+        ~Done() {
+            {
+                std::lock_guard<std::mutex> lock(b->mu_);
+                b->running_ = false;
+            }
+            b->cv_.notify_all();
+        }
+    } done{this};
+    fn();
+}
+
 int StepBatcher::active() const {
     std::lock_guard<std::mutex> lock(mu_);
     return active_;
@@ -238,6 +257,27 @@ Result<std::span<const float>> KvSequence::eval(std::span<const int32_t> tokens,
     tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
     n_.store((int64_t)tokens_.size(), std::memory_order_relaxed);
     return out;
+}
+
+Result<std::vector<float>> KvSequence::embed(std::span<const int32_t> tokens,
+                                             Context::Pooling pooling,
+                                             const std::atomic<bool>* cancel,
+                                             StepBatcher* batcher) {
+    Result<std::vector<float>> r = Result<std::vector<float>>::fail("not run");
+    auto run = [&] {
+        AbortScope scope(ctx_, cancel);
+        r = ctx_.embed(tokens, pooling, seq_);
+    };
+    if (batcher)
+        batcher->exclusive(run);
+    else
+        run();
+    if (r)
+        tokens_.assign(tokens.begin(), tokens.end());
+    else
+        tokens_.clear();
+    n_.store((int64_t)tokens_.size(), std::memory_order_relaxed);
+    return r;
 }
 
 int64_t KvSequence::rollback(int64_t n_keep) {

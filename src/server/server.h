@@ -105,7 +105,15 @@ struct ServerConfig {
     // this long after the request arrived is stopped and answered with the text instead.
     int64_t timeout_first_token_ms = 0;
     std::string fallback_reply;
-    int summary_max_tokens = 160;  // the longest summary (--context-policy summarize)
+    int summary_max_tokens = 160;
+    // --embedding: POST /embedding, /embeddings and /v1/embeddings (the final hidden
+    // states, pooled); --reranking (implies it): POST /rerank. Without them those answer 400
+    // naming the flag, as llama-server refuses them.
+    bool embeddings = false;
+    bool reranking = false;
+    // --pooling none|mean|cls|last (rank: --reranking); unset: the model's
+    // <arch>.pooling_type, else last (the token that has seen the whole input).
+    std::optional<Context::Pooling> pooling;  // the longest summary (--context-policy summarize)
 };
 
 class Server {
