@@ -321,6 +321,13 @@ int cmd_serve(const std::vector<std::string>& given) {
     p.option({"--pooling"}, "none|mean|cls|last|rank",
              "how a text's token vectors become one embedding (default: the model's, else "
              "last); rank: --reranking");
+    p.option({"--cors-origins"}, "ORIGINS",
+             "origins browsers may call from: * (any: the request's echoed; the default), "
+             "localhost (only localhost, 127.0.0.1, [::1] pages), or a comma-separated list");
+    p.option({"--cors-methods"}, "METHODS", "methods a preflight allows (default \"GET, POST, DELETE, OPTIONS\")");
+    p.option({"--cors-headers"}, "HEADERS", "headers a preflight allows (default *)");
+    p.flag({"--cors-credentials"}, "a preflight allows credentials (the default)");
+    p.flag({"--no-cors-credentials"}, "it does not (with --cors-origins *: Access-Control-Allow-Origin *)");
     p.flag({"--offline"}, "accepted: edgellm never downloads anything (models are local files)");
     p.flag({"--context-shift"},
            "when the context fills while generating, drop the oldest tokens after the first "
@@ -455,6 +462,13 @@ int cmd_serve(const std::vector<std::string>& given) {
             return fail("serve", "--pooling needs --embedding or --reranking (it shapes their "
                                  "vectors)", 2);
     }
+    cfg.cors.origins = p.get_or("--cors-origins", cfg.cors.origins);
+    cfg.cors.methods = p.get_or("--cors-methods", cfg.cors.methods);
+    cfg.cors.headers = p.get_or("--cors-headers", cfg.cors.headers);
+    if (p.has("--cors-credentials") && p.has("--no-cors-credentials"))
+        return fail("serve", "--cors-credentials and --no-cors-credentials contradict each other", 2);
+    cfg.cors.credentials = !p.has("--no-cors-credentials");
+    if (cfg.cors.origins.empty()) return fail("serve", "--cors-origins must not be empty", 2);
     cfg.webui = !p.has("--no-webui");
     cfg.log = !p.has("--log-disable");
     cfg.verbose = p.has("--verbose");

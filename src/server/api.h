@@ -84,6 +84,24 @@ struct ApiError {
 std::string error_body(const ApiError& e);
 ApiError bad_request(std::string message);
 
+// Cross-origin requests from browsers, as llama-server answers them (--cors-origins,
+// --cors-methods, --cors-headers, --cors-credentials).
+struct CorsPolicy {
+    // "*": any origin (echoed back when credentials are allowed, as a browser requires);
+    // "localhost": only http(s)://localhost, 127.0.0.1 or [::1] with any port, echoed;
+    // else a comma-separated list of origins, the request's echoed when it is listed.
+    std::string origins = "*";
+    std::string methods = "GET, POST, DELETE, OPTIONS";
+    std::string headers = "*";
+    bool credentials = true;
+};
+// The CORS headers for a request with this Origin header (nullptr: none sent); a
+// preflight (OPTIONS) also gets the allowed credentials, methods and headers.
+std::vector<std::pair<std::string, std::string>> cors_headers(const CorsPolicy& p,
+                                                             const std::string* origin,
+                                                             bool preflight);
+bool origin_is_localhost(std::string_view origin);
+
 // Parse and validate a request body for `api`. `defaults` carries the server's sampling
 // flags and -n. Errors: malformed JSON, wrong types, unknown roles, values out of range.
 std::optional<ApiError> parse_gen_request(Api api, const std::string& body,

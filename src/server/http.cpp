@@ -372,7 +372,12 @@ std::string Response::head(int status, std::string_view content_type, const Head
     // Extra headers: the transport owns the framing ones; "Connection: close" is honoured.
     std::string extra;
     bool own_server = false;  // the caller's Server header replaces ours
-    for (const auto& [name, value] : headers) {
+    HeaderList all = headers;
+    for (const auto& [name, value] : always_)
+        if (std::none_of(headers.begin(), headers.end(),
+                         [&](const auto& h) { return iequals(h.first, name); }))
+            all.emplace_back(name, value);
+    for (const auto& [name, value] : all) {
         if (!is_token(name) ||
             value.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos)
             continue;  // would split the response

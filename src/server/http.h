@@ -75,6 +75,13 @@ class Response {
     Response(const Response&) = delete;
     Response& operator=(const Response&) = delete;
 
+    // A header every answer to this request carries (send, begin_stream, and the errors the
+    // handler sends), unless that call's own headers name it too: e.g. CORS, decided once
+    // per request. Before the response starts.
+    void add_header(std::string name, std::string value) {
+        always_.emplace_back(std::move(name), std::move(value));
+    }
+
     bool started() const { return started_; }  // headers sent (or attempted)
     int status() const { return status_; }     // 0 until started
 
@@ -101,6 +108,7 @@ class Response {
     std::atomic<bool> broken_{false};  // a write failed: the connection is unusable
     std::atomic<bool> gone_{false};
     int status_ = 0;
+    HeaderList always_;
 };
 
 struct Options {

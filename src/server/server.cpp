@@ -933,13 +933,11 @@ bool Server::Impl::authorized(const http::Request& req) const {
 }
 
 void Server::Impl::send_json(http::Response& res, int status, const json& j) {
-    res.send(status, "application/json; charset=utf-8", json_str(j),
-             {{"Access-Control-Allow-Origin", "*"}});
+    res.send(status, "application/json; charset=utf-8", json_str(j));
 }
 
 void Server::Impl::send_error(http::Response& res, const ApiError& e) {
-    res.send(e.status, "application/json; charset=utf-8", error_body(e),
-             {{"Access-Control-Allow-Origin", "*"}});
+    res.send(e.status, "application/json; charset=utf-8", error_body(e));
 }
 
 void Server::Impl::handle(const http::Request& req, http::Response& res) {
@@ -971,11 +969,11 @@ void Server::Impl::handle(const http::Request& req, http::Response& res) {
 void Server::Impl::route(const http::Request& req, http::Response& res, std::string* log_extra) {
     const std::string& m = req.method;
     const std::string& p = req.path;
+    // CORS, decided once for every answer to this request (a preflight needs no key).
+    for (auto& [name, value] : cors_headers(cfg.cors, req.header("origin"), m == "OPTIONS"))
+        res.add_header(name, value);
     if (m == "OPTIONS") {
-        res.send(204, "text/plain", "",
-                 {{"Access-Control-Allow-Origin", "*"},
-                  {"Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS"},
-                  {"Access-Control-Allow-Headers", "Content-Type, Authorization, X-Api-Key"}});
+        res.send(200, "text/html", "");
         return;
     }
     if (p == "/health" || p == "/v1/health") {
@@ -1367,8 +1365,7 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
     std::unique_ptr<StreamWriter> writer;
     if (g.stream) {
         const bool started = res.begin_stream(200, "text/event-stream",
-                                              {{"Cache-Control", "no-cache"},
-                                               {"Access-Control-Allow-Origin", "*"}});
+                                              {{"Cache-Control", "no-cache"}});
         StreamSettings ss;
         ss.request = &g;
         ss.tok = tok.get();

@@ -22,6 +22,7 @@
 #include "edgellm/prompt_cache.h"
 #include "edgellm/session.h"
 #include "edgellm/speculative.h"
+#include "server/api.h"
 #include "server/http.h"
 
 namespace edgellm::server {
@@ -55,6 +56,7 @@ enum class ContextPolicy { Error, Shift, Summarize };
 
 struct ServerConfig {
     http::Options http;
+    CorsPolicy cors;  // --cors-origins and friends
     std::string model_path;
     std::string alias;  // the model's name in responses; default: the file name
     LoadOptions load;

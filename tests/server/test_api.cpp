@@ -425,3 +425,42 @@ TEST(ToolCalls, ACutReplyDropsTheOpeningOfACallThatNeverCame) {
     EXPECT_EQ(p->calls.size(), 1u);
     EXPECT_EQ(p->content, "");
 }
+
+TEST(Cors, AsLlamaServerAnswers) {
+    using H = std::vector<std::pair<std::string, std::string>>;
+    auto value = [](const H& h, const std::string& name) -> std::string {
+        for (const auto& [n, v] : h)
+            if (n == name) return v;
+        return "(none)";
+    };
+    CorsPolicy any;  // "*", credentials: the request's origin is echoed
+    const std::string web = "http://web.mydomain.fr";
+    H h = cors_headers(any, &web, true);
+    EXPECT_EQ(value(h, "Access-Control-Allow-Origin"), web);
+    EXPECT_EQ(value(h, "Access-Control-Allow-Credentials"), "true");
+    EXPECT_EQ(value(h, "Access-Control-Allow-Methods"), "GET, POST, DELETE, OPTIONS");
+    EXPECT_EQ(value(h, "Access-Control-Allow-Headers"), "*");
+    EXPECT_EQ(value(cors_headers(any, nullptr, false), "Access-Control-Allow-Origin"), "*");
+    EXPECT_EQ(value(cors_headers(any, &web, false), "Access-Control-Allow-Methods"), "(none)");
+    CorsPolicy plain;
+    plain.credentials = false;
+    EXPECT_EQ(value(cors_headers(plain, &web, false), "Access-Control-Allow-Origin"), "*");
+
+    CorsPolicy local;
+    local.origins = "localhost";
+    for (const char* o : {"http://localhost", "http://localhost:8080", "http://127.0.0.1",
+                          "https://127.0.0.1:3000", "http://[::1]", "http://[::1]:3000"}) {
+        const std::string origin = o;
+        EXPECT_EQ(value(cors_headers(local, &origin, true), "Access-Control-Allow-Origin"), origin);
+    }
+    for (const char* o : {"http://web.mydomain.fr", "http://evil.com", "http://notlocalhost",
+                          "http://localhost.evil.com", "http://localhost:80a", "localhost"}) {
+        const std::string origin = o;
+        EXPECT_EQ(value(cors_headers(local, &origin, true), "Access-Control-Allow-Origin"), "(none)") << o;
+    }
+    CorsPolicy list;
+    list.origins = "http://a.example, http://b.example";
+    const std::string b = "http://b.example", c = "http://c.example";
+    EXPECT_EQ(value(cors_headers(list, &b, false), "Access-Control-Allow-Origin"), b);
+    EXPECT_EQ(value(cors_headers(list, &c, false), "Access-Control-Allow-Origin"), "(none)");
+}

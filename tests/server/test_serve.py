@@ -2235,6 +2235,35 @@ class ServerOptions(unittest.TestCase):
                     {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2})
         self.assertEqual(r.status, 200, r)
 
+    def test_cors_preflight_and_answers(self):
+        pre = {"Origin": "http://web.mydomain.fr", "Access-Control-Request-Method": "POST",
+               "Access-Control-Request-Headers": "Authorization"}
+        port = self.start("--api-key", "k")
+        r = request(port, "OPTIONS", "/v1/chat/completions", headers=pre)  # no key needed
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.headers["access-control-allow-origin"], "http://web.mydomain.fr")
+        self.assertEqual(r.headers["access-control-allow-credentials"], "true")
+        self.assertEqual(r.headers["access-control-allow-methods"], "GET, POST, DELETE, OPTIONS")
+        self.assertEqual(r.headers["access-control-allow-headers"], "*")
+        # every answer carries it: JSON, errors, streams
+        h = {"Origin": "http://web.mydomain.fr", "Authorization": "Bearer k"}
+        for body in ({"prompt": "hi", "n_predict": 1}, {"prompt": "hi", "n_predict": 1, "stream": True},
+                     {"prompt": 5}):
+            r = request(port, "POST", "/completion", body, headers=h)
+            self.assertEqual(r.headers.get("access-control-allow-origin"), "http://web.mydomain.fr", r)
+        r = request(port, "POST", "/completion", {"prompt": "hi"}, headers={"Origin": "http://x.y"})
+        self.assertEqual(r.status, 401)
+        self.assertEqual(r.headers.get("access-control-allow-origin"), "http://x.y")
+
+        local = self.start("--cors-origins", "localhost", "--no-cors-credentials")
+        for origin, allowed in (("http://localhost:3000", True), ("http://[::1]", True),
+                                ("http://localhost.evil.com", False), ("http://evil.com", False)):
+            r = request(local, "OPTIONS", "/completion", headers={**pre, "Origin": origin})
+            self.assertEqual(r.status, 200)
+            self.assertEqual(r.headers.get("access-control-allow-origin"),
+                             origin if allowed else None, origin)
+            self.assertEqual(r.headers["access-control-allow-credentials"], "false")
+
     def test_gpu_layers_are_accepted_and_said_once(self):
         srv = Server(["-m", self.model, "--port", "0", "-c", "512", "-ngl", "99"])
         self.addCleanup(srv.stop)
