@@ -10,11 +10,13 @@
 #include <cstdlib>
 #include <cstring>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "args.h"
@@ -250,11 +252,18 @@ int cmd_serve(const std::vector<std::string>& given) {
     ArgParser p("serve", "edgellm serve [-m MODEL] [--host HOST] [--port PORT] [options]");
     p.option({"-m", "--model"}, "FILE",
              "GGUF model (default: the model scripts/fetch-models.sh installed)");
-    p.option({"-a", "--alias"}, "NAME", "the model's name in responses (default: the file name)");
+    p.option({"-a", "--alias"}, "NAME[,NAME...]",
+             "the model's name in responses (default: the file name); several: all listed in "
+             "/models, the first in sorted order is its id");
+    p.option({"--tags"}, "LIST", "comma-separated labels of the model, listed in GET /models");
     p.option({"--host"}, "HOST", "address to listen on (default 127.0.0.1: this machine only)");
     p.option({"--port"}, "N", "port to listen on (default 8080; 0: any free port)");
     p.option({"-np", "--parallel"}, "N",
              "slots: requests generated at the same time, sharing the context (default 1)");
+    p.flag({"-kvu", "--kv-unified"},
+           "each slot may use the whole -c instead of -c / -np; KV memory follows the positions "
+           "in use (up to -np x -c)");
+    p.flag({"-no-kvu", "--no-kv-unified"}, "each slot holds -c / -np positions (the default)");
     p.flag({"-cb", "--cont-batching"}, "accepted (slots always decode together)");
     p.flag({"-nocb", "--no-cont-batching"}, "accepted (with -np 1 there is nothing to batch)");
     p.option({"-c", "--ctx-size"}, "N",
@@ -298,7 +307,9 @@ int cmd_serve(const std::vector<std::string>& given) {
              "MiB of earlier prompts' KV kept in RAM to restore into a slot (default 64; "
              "-1: no limit, 0: off)");
     p.option({"--chat-template"}, "NAME|JINJA",
-             "chat template: chatml, llama3, gemma, or Jinja source (default: the model's)");
+             "chat template: a llama.cpp built-in name (chatml, llama3, gemma, llama2, mistral-v7, "
+             "phi3, phi4, command-r, deepseek3, ...: the error lists them) or Jinja source "
+             "(default: the model's)");
     p.option({"--chat-template-file"}, "FILE", "chat template from a Jinja file");
     p.option({"--chat-template-kwargs"}, "JSON",
              "default template variables, e.g. '{\"enable_thinking\":false}'");
@@ -306,6 +317,11 @@ int cmd_serve(const std::vector<std::string>& given) {
     p.option({"--reasoning-format"}, "auto|deepseek|none",
              "a thinking model's <think> text: as reasoning_content (auto, deepseek; the "
              "default) or left in the content (none)");
+    p.option({"-rea", "--reasoning"}, "on|off|auto",
+             "thinking: the templates' enable_thinking is true (on, auto: the default) or "
+             "false (off)");
+    p.flag({"--no-prefill-assistant"},
+           "an assistant message last is a finished turn (default: the reply continues it)");
     p.flag({"--no-jinja"}, "accepted (templates are rendered with Jinja)");
     p.option({"-to", "--timeout"}, "SECONDS", "read and write timeout of a connection (default 600)");
     p.option({"--threads-http"}, "N", "most concurrent connections (default 64)");
@@ -328,6 +344,9 @@ int cmd_serve(const std::vector<std::string>& given) {
     p.option({"--cors-headers"}, "HEADERS", "headers a preflight allows (default *)");
     p.flag({"--cors-credentials"}, "a preflight allows credentials (the default)");
     p.flag({"--no-cors-credentials"}, "it does not (with --cors-origins *: Access-Control-Allow-Origin *)");
+    p.option({"--sleep-idle-seconds"}, "N",
+             "unload the model after N seconds without a request (its memory goes back to the "
+             "system); the next request loads it again (default 0: never)");
     p.flag({"--offline"}, "accepted: edgellm never downloads anything (models are local files)");
     p.flag({"--context-shift"},
            "when the context fills while generating, drop the oldest tokens after the first "
@@ -359,7 +378,24 @@ int cmd_serve(const std::vector<std::string>& given) {
     auto model_path = model_path_or_default(p);
     if (!model_path) return fail("serve", model_path.error(), 2);
     cfg.model_path = *model_path;
-    cfg.alias = p.get_or("--alias", "");
+    // --alias a,b,c: names the model answers to (llama-server: the first in sorted order is
+    // its id); --tags: labels listed in /models.
+    auto split_list = [](const std::string& text) {
+        std::set<std::string> items;
+        size_t at = 0;
+        while (at <= text.size()) {
+            const size_t comma = std::min(text.find(',', at), text.size());
+            std::string item = text.substr(at, comma - at);
+            while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+            while (!item.empty() && item.back() == ' ') item.pop_back();
+            if (!item.empty()) items.insert(item);
+            at = comma + 1;
+        }
+        return std::vector<std::string>(items.begin(), items.end());
+    };
+    cfg.aliases = split_list(p.get_or("--alias", ""));
+    cfg.alias = cfg.aliases.empty() ? "" : cfg.aliases.front();
+    cfg.tags = split_list(p.get_or("--tags", ""));
     cfg.http.host = p.get_or("--host", "127.0.0.1");
     int64_t port = 8080, np = 1, n_ctx = 0, threads = 0, tb = 0, n_batch = 512, n_ubatch = 512,
             n_predict = -1, timeout = 600, conns = 64, ngl = 0, keep = 0, max_queue = 16;
@@ -380,6 +416,9 @@ int cmd_serve(const std::vector<std::string>& given) {
     cfg.http.write_timeout_ms = (int)timeout * 1000;
     cfg.http.max_connections = (int)conns;
     cfg.n_parallel = (int)np;
+    if (p.has("--kv-unified") && p.has("--no-kv-unified"))
+        return fail("serve", "--kv-unified and --no-kv-unified contradict each other", 2);
+    cfg.kv_unified = p.has("--kv-unified");
     cfg.max_queue = (int)max_queue;
     cfg.defaults.n_predict = (int32_t)n_predict;
     if (p.has("--context-shift") && p.has("--no-context-shift"))
@@ -469,6 +508,11 @@ int cmd_serve(const std::vector<std::string>& given) {
         return fail("serve", "--cors-credentials and --no-cors-credentials contradict each other", 2);
     cfg.cors.credentials = !p.has("--no-cors-credentials");
     if (cfg.cors.origins.empty()) return fail("serve", "--cors-origins must not be empty", 2);
+    {
+        int64_t sleep_s = 0;
+        if (!p.get_int("--sleep-idle-seconds", 0, 1 << 30, &sleep_s, &err)) return fail("serve", err, 2);
+        cfg.sleep_idle_seconds = (int)sleep_s;
+    }
     cfg.webui = !p.has("--no-webui");
     cfg.log = !p.has("--log-disable");
     cfg.verbose = p.has("--verbose");
@@ -488,16 +532,29 @@ int cmd_serve(const std::vector<std::string>& given) {
             return fail("serve", "--reasoning-format takes auto, deepseek or none, got \"" + rf + "\"", 2);
         cfg.reasoning = rf != "none";
     }
-    if (auto t = p.get("--chat-template")) {
-        if (auto fmt = chat_format_from_name(*t))
-            cfg.chat_format = fmt;
-        else if (t->find("{%") != std::string::npos || t->find("{{") != std::string::npos)
-            cfg.chat_template = *t;
+    if (auto r = p.get("--reasoning")) {
+        if (*r == "on" || *r == "auto" || *r == "true" || *r == "1" || *r == "enabled")
+            cfg.enable_thinking = true;
+        else if (*r == "off" || *r == "false" || *r == "0" || *r == "disabled")
+            cfg.enable_thinking = false;
         else
+            return fail("serve", "--reasoning takes on, off or auto, got \"" + *r + "\"", 2);
+    }
+    cfg.prefill_assistant = !p.has("--no-prefill-assistant");
+    if (auto t = p.get("--chat-template")) {
+        if (auto fmt = chat_format_from_name(*t)) {
+            cfg.chat_format = fmt;
+        } else if (auto src = builtin_chat_template(*t)) {
+            cfg.chat_template = *src;  // llama.cpp's other built-in names, as Jinja
+        } else if (t->find("{%") != std::string::npos || t->find("{{") != std::string::npos) {
+            cfg.chat_template = *t;
+        } else {
+            std::string names = "chatml, llama3, gemma";
+            for (const std::string& n : builtin_chat_template_names()) names += ", " + n;
             return fail("serve", "--chat-template \"" + *t +
-                                     "\" is neither a known name (chatml, llama3, gemma) nor a "
-                                     "Jinja template",
+                                     "\" is neither a known name (" + names + ") nor a Jinja template",
                         2);
+        }
     }
     if (auto f = p.get("--chat-template-file"))
         if (!read_file(*f, &cfg.chat_template))
@@ -532,8 +589,11 @@ int cmd_serve(const std::vector<std::string>& given) {
              (threads > 0 ? std::to_string(threads) : std::string("default")) + " threads (-t)");
     for (const std::string& n : spec_notes) note(n);
     if (p.has("--no-mmap")) note("--no-mmap: the file is mapped read-only and warmed up instead");
-    if (cfg.http.host != "127.0.0.1" && cfg.http.host != "localhost" && cfg.http.host != "::1" &&
-        cfg.api_keys.empty())
+    const auto hosts = split_list(cfg.http.host);
+    const bool loopback_only = std::all_of(hosts.begin(), hosts.end(), [](const std::string& h) {
+        return h == "127.0.0.1" || h == "localhost" || h == "::1";
+    });
+    if (!loopback_only && cfg.api_keys.empty())
         std::fprintf(stderr,
                      "edgellm serve: WARNING: listening on %s without --api-key: anyone who can "
                      "reach this port can use the model\n",

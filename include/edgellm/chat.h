@@ -33,6 +33,12 @@ const char* chat_format_name(ChatFormat f);
 // The format of a name chat_format_name gives ("chatml", "llama3", "gemma"; llama.cpp's
 // --chat-template NAME), or nullopt.
 std::optional<ChatFormat> chat_format_from_name(std::string_view name);
+// The Jinja source of llama.cpp's built-in template NAME (--chat-template NAME), rendering what
+// llama.cpp's C++ formatter for that name produces; nullopt for a name it does not know.
+// (chatml, llama3 and gemma are ChatFormats, not here: chat_format_from_name.)
+std::optional<std::string> builtin_chat_template(std::string_view name);
+// The names builtin_chat_template knows, in alphabetical order.
+std::vector<std::string> builtin_chat_template_names();
 
 // Render messages as the prompt text; with add_generation_prompt the text ends where the
 // assistant's reply begins. Control tokens appear as text: tokenize with parse_special.

@@ -113,6 +113,10 @@ struct ContextParams {
     // Sliding-window layers keep the whole context instead of a ring of window + batch
     // cells (llama.cpp's --swa-full): more memory, but any prefix can be reused.
     bool swa_full = false;
+    // The KV cache's pages are taken as positions are first written instead of all at
+    // creation (llama.cpp's --kv-unified lets each slot hold the whole context: memory then
+    // follows the positions in use, up to the bill's n_seq x n_ctx).
+    bool kv_lazy = false;
     // Independent sequences, each with a KV cache of n_ctx positions (the server's slots).
     // They share the threads and scratch: evaluate one at a time.
     int n_seq = 1;
@@ -190,6 +194,9 @@ class Context {
     // Returns the positions dropped.
     int64_t shift(int64_t n_keep, int64_t n_discard, int seq = 0);
     int n_seq() const { return (int)params_.n_seq; }
+    // Forward steps run so far, and the most tokens one of them evaluated.
+    uint64_t n_steps() const;
+    int64_t most_tokens_per_step() const;
 
     // While *flag is true, eval stops at the next layer and fails with kAborted; the
     // positions of the unfinished step are dropped (n_past() tells what the sequence kept).

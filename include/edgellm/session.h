@@ -159,6 +159,11 @@ struct GenerateParams {
     StepBatcher* batcher = nullptr;
     // When set, counts the tokens generated so far (for progress reports from other threads).
     std::atomic<int64_t>* progress = nullptr;
+    // When set: called before the prompt's first step and after each (on the generating
+    // thread) with the prompt tokens processed so far (the reused prefix counts as
+    // processed), all of them, the reused prefix, and the milliseconds since prefill began.
+    std::function<void(int64_t processed, int64_t total, int64_t cached, double ms)>
+        on_prompt_progress;
     // When set: one entry per generated token (end-of-generation tokens too), appended as it
     // is sampled, with the n_probs most likely tokens (n_probs may be 0: the token's own
     // logprob only).
@@ -191,11 +196,12 @@ struct GenerateResult {
     double generate_ms = 0.0;  // from the first sampled token to the end
     int64_t n_drafted = 0;     // tokens drafted (speculative decoding)
     int64_t n_accepted = 0;    // of those, kept
+    int64_t n_draft_steps = 0; // steps that checked drafts
     int64_t n_shifts = 0;      // context shifts (GenerateParams::context_shift)
     int64_t n_discarded = 0;   // tokens they dropped
     int64_t n_kept = 0;        // tokens at the start every shift kept
-    // Tokens per second of generation; 0 when fewer than two tokens were generated (the
-    // first comes from the prompt's step, so there was no decode step to time).
+    // Tokens per second of generation: the n - 1 decode steps after the first token (which
+    // comes from the prompt's step) over generate_ms; 0 when fewer than two tokens.
     double prompt_per_second() const;
     double generate_per_second() const;
 };

@@ -187,6 +187,7 @@ KvLayout kv_layout(const Model& m, const ContextParams& p) {
     l.n_head_kv = h.n_head_kv;
     l.type_k = p.type_k;
     l.type_v = p.type_v;
+    l.lazy = p.kv_lazy;
     if (h.n_swa > 0 && !p.swa_full) {
         for (int64_t il = 0; il < h.n_layer; ++il) l.ring.push_back(h.is_swa(il));
         l.window = h.n_swa;
@@ -349,6 +350,9 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
     const HParams& h = m.hparams();
     const Model::Impl& w = m.impl();
     ThreadPool& pool = *c.pool;
+    c.steps.fetch_add(1, std::memory_order_relaxed);
+    if (n > c.most_tokens.load(std::memory_order_relaxed))
+        c.most_tokens.store(n, std::memory_order_relaxed);
     const int64_t n_embd = h.n_embd, n_q = h.n_embd_q(), n_kv = h.n_embd_kv();
     auto trace = [&](const char* name, int layer, const float* data, int64_t rows, int64_t width) {
         if (c.trace) c.trace(name, layer, data, rows, width);
@@ -556,6 +560,14 @@ Result<std::span<const float>> Context::eval(std::span<const int32_t> tokens, bo
     }
     const size_t n_out = all_logits ? (size_t)n : 1;
     return std::span<const float>(c.logits, n_out * (size_t)h.n_vocab);
+}
+
+uint64_t Context::n_steps() const {
+    return impl_->steps.load(std::memory_order_relaxed);
+}
+
+int64_t Context::most_tokens_per_step() const {
+    return impl_->most_tokens.load(std::memory_order_relaxed);
 }
 
 Result<std::vector<float>> Context::embed(std::span<const int32_t> tokens, Pooling pooling,

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <sys/mman.h>
+
 #include "edgellm/error.h"
 
 namespace edgellm {
@@ -18,7 +20,7 @@ KvCache::KvCache(const KvLayout& layout)
     : l_(layout),
       k_row_(row_size(layout.type_k, layout.n_embd_kv)),
       v_row_(row_size(layout.type_v, layout.n_embd_kv)),
-      data_(new uint8_t[layout.bytes()]),
+      data_(layout.bytes(), layout.lazy),
       cell_pos_((size_t)layout.n_ctx, -1),
       ring_pos_((size_t)std::max<int64_t>(0, layout.ring_cells), -1) {
     size_t at = 0;
@@ -27,7 +29,27 @@ KvCache::KvCache(const KvLayout& layout)
         at += (size_t)n_cells(l) * (k_row_ + v_row_);
     }
     // Touch every page now so the token loop never page-faults on the cache.
-    std::memset(data_.get(), 0, l_.bytes());
+    if (!data_.mapped) std::memset(data_.get(), 0, l_.bytes());
+}
+
+KvCache::Buffer::Buffer(size_t n, bool lazy) : bytes(n) {
+    if (lazy && n > 0) {
+        void* m = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                         -1, 0);
+        if (m != MAP_FAILED) {
+            p = (uint8_t*)m;
+            mapped = true;
+            return;
+        }
+    }
+    p = new uint8_t[std::max<size_t>(n, 1)];
+}
+
+KvCache::Buffer::~Buffer() {
+    if (mapped)
+        ::munmap(p, bytes);
+    else
+        delete[] p;
 }
 
 bool KvCache::append(int64_t n) {

@@ -42,6 +42,10 @@ struct KvLayout {
     std::vector<bool> ring;  // per layer: a ring of ring_cells cells (empty: none)
     int64_t ring_cells = 0;
     int64_t window = 0;      // positions a ring layer's queries see (<= ring_cells)
+    // Pages taken as cells are first written, instead of all touched at creation (so the
+    // token loop never faults): for slots that may each hold the whole context
+    // (--kv-unified) while memory follows the positions in use.
+    bool lazy = false;
     int64_t cells(int64_t layer) const {
         return layer < (int64_t)ring.size() && ring[(size_t)layer] && ring_cells < n_ctx
                    ? ring_cells
@@ -107,7 +111,19 @@ class KvCache {
     size_t k_row_, v_row_;
     int64_t n_used_ = 0;
     std::vector<size_t> offset_;  // per layer: its K block; V follows
-    std::unique_ptr<uint8_t[]> data_;
+    // The blocks: new[] and touched, or (lazy) an anonymous mapping whose pages the kernel
+    // supplies, zeroed, when first written.
+    struct Buffer {
+        uint8_t* p = nullptr;
+        size_t bytes = 0;
+        bool mapped = false;
+        Buffer(size_t n, bool lazy);
+        ~Buffer();
+        Buffer(const Buffer&) = delete;
+        Buffer& operator=(const Buffer&) = delete;
+        uint8_t* get() const { return p; }
+    };
+    Buffer data_;
     std::vector<int32_t> cell_pos_;  // global layers
     std::vector<int32_t> ring_pos_;  // ring layers
 };

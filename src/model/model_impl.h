@@ -1,6 +1,8 @@
 // Internals of Model and Context shared by the model layer's translation units.
 #pragma once
 
+#include <atomic>
+
 #include <cstdlib>
 #include <memory>
 #include <utility>
@@ -94,6 +96,9 @@ struct Context::Impl {
     // The panel GEMM's rows per panel when the scratch was sized (0: none); the scratch
     // only fits that kernel set's matmul.
     int panel_rows = 0;
+    // Forward steps run, and the most tokens one step evaluated (for metrics).
+    std::atomic<uint64_t> steps{0};
+    std::atomic<int64_t> most_tokens{0};
 };
 
 // Bytes of scratch for these parameters (the same computation that lays out the arena).

@@ -54,7 +54,8 @@ double GenerateResult::prompt_per_second() const {
 }
 
 double GenerateResult::generate_per_second() const {
-    return generate_ms > 0 && n_generated > 1 ? (double)n_generated * 1000.0 / generate_ms : 0.0;
+    return generate_ms > 0 && n_generated > 1 ? (double)(n_generated - 1) * 1000.0 / generate_ms
+                                              : 0.0;
 }
 
 struct StepBatcher::Request {
@@ -365,6 +366,12 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
     const auto t0 = Clock::now();
     int32_t next = -1;
     bool cancelled = false;
+    auto report = [&](size_t done, bool start) {
+        if (p.on_prompt_progress)
+            p.on_prompt_progress((int64_t)done, (int64_t)prompt.size(), (int64_t)common,
+                                 start ? 0.0 : ms_since(t0));
+    };
+    report(common, true);
     for (size_t done = common; done < prompt.size();) {
         // With other sessions, leave room in the batch for their decoded tokens.
         size_t n_batch = (size_t)std::max<int64_t>(1, ctx_.params().n_batch);
@@ -384,6 +391,7 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
             return R::fail(logits.error());
         }
         done += n;
+        report(done, false);
         if (done == prompt.size()) next = sample(*logits);
     }
     res.prompt_ms = ms_since(t0);
@@ -532,6 +540,7 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
                 return R::fail("the KV cache could not drop the drafts that were not kept");
             res.n_drafted += (int64_t)drafts.size();
             res.n_accepted += (int64_t)kept;
+            res.n_draft_steps++;
         }
     }
     if (!cancelled && res.stop != StopReason::StopString) {

@@ -215,6 +215,50 @@ void parse_messages(const json& body, Fields& f, GenRequest* out) {
         if (!kw->is_object()) return f.fail("chat_template_kwargs must be an object");
         out->template_kwargs_json = kw->dump();
     }
+    // Continuing the last message (llama.cpp's assistant prefill, vLLM's
+    // continue_final_message).
+    bool agp_given = false;
+    if (const json* agp = f.get("add_generation_prompt")) {
+        if (!agp->is_boolean()) return f.fail("add_generation_prompt must be true or false");
+        out->add_generation_prompt = agp->get<bool>();
+        agp_given = true;
+    }
+    if (const json* cfm = f.get("continue_final_message")) {
+        if (!cfm->is_boolean()) return f.fail("continue_final_message must be true or false");
+        out->continue_final = cfm->get<bool>();
+        if (out->continue_final && agp_given && out->add_generation_prompt)
+            return f.fail("add_generation_prompt and continue_final_message cannot both be true: "
+                          "the prompt either opens a new reply or continues the last message");
+        if (out->continue_final) out->add_generation_prompt = false;
+    }
+    const size_t n = out->messages.size();
+    const bool last_is_assistant = n > 0 && out->messages[n - 1].role == "assistant";
+    if (!out->continue_final && out->prefill_assistant && last_is_assistant) {
+        if (n >= 2 && out->messages[n - 2].role == "assistant")
+            return f.fail("the messages end with two assistant messages: only the last one can "
+                          "be continued");
+        out->continue_final = true;
+        out->add_generation_prompt = false;
+    }
+    if (out->continue_final) {
+        if (!last_is_assistant)
+            return f.fail("continue_final_message needs an assistant message last");
+        const json& last = (*msgs)[n - 1];
+        if (last.contains("tool_calls") && !last["tool_calls"].is_null())
+            return f.fail("an assistant message with tool_calls cannot be continued");
+        // Its text parts joined as llama.cpp renders a continued message.
+        std::string text;
+        if (last.contains("content") && last["content"].is_array()) {
+            for (const json& part : last["content"]) {
+                if (!text.empty()) text += "\n\n";
+                text += part["text"].get<std::string>();
+            }
+        } else {
+            text = out->messages[n - 1].content;
+        }
+        out->continue_text = std::move(text);
+        out->messages.pop_back();
+    }
     (void)body;
 }
 
@@ -245,8 +289,14 @@ void parse_prompt(Fields& f, GenRequest* out) {
         out->prompt_is_tokens = true;
         return;
     }
-    if (p->is_array() && p->size() > 1 && (*p)[0].is_string())
-        return f.fail("only one prompt per request is supported");
+    if (p->is_object()) {  // llama.cpp's JSON prompt
+        if (p->contains("multimodal_data"))
+            return f.fail("prompt.multimodal_data: this model has no image or audio encoder");
+        if (!p->contains("prompt_string") || !(*p)["prompt_string"].is_string())
+            return f.fail("a prompt object needs \"prompt_string\" (a string)");
+        out->prompt = (*p)["prompt_string"].get<std::string>();
+        return;
+    }
     f.fail("prompt must be a string or an array of token ids");
 }
 
@@ -551,7 +601,9 @@ std::string error_body(const ApiError& e) {
 
 std::optional<ApiError> parse_gen_request(Api api, const std::string& body,
                                           const GenerateParams& defaults, GenRequest* out) {
+    const bool prefill = out->prefill_assistant;
     *out = GenRequest{};
+    out->prefill_assistant = prefill;
     out->api = api;
     out->gen = defaults;
     json j = json::parse(body, nullptr, false);
@@ -594,6 +646,9 @@ std::optional<ApiError> parse_gen_request(Api api, const std::string& body,
         s.seed = v < 0 ? kRandomSeed : (uint64_t)v;
     }
     f.boolean("stream", &out->stream);
+    f.boolean("verbose", &out->verbose);
+    f.boolean("timings_per_token", &out->timings_per_token);
+    f.boolean("return_progress", &out->return_progress);
     f.boolean("ignore_eos", &out->gen.ignore_eos);
     f.boolean("cache_prompt", &out->cache_prompt);
     f.boolean("return_tokens", &out->return_tokens);
@@ -650,7 +705,7 @@ json timings_json(const GenerateResult& r) {
                 {"prompt_per_second", per_second(r.prompt_ms, prompt_n)},
                 {"predicted_n", r.n_generated},
                 {"predicted_ms", r.generate_ms},
-                {"predicted_per_token_ms", r.n_generated > 1 ? per_token(r.generate_ms, r.n_generated) : 0.0},
+                {"predicted_per_token_ms", r.n_generated > 1 ? per_token(r.generate_ms, r.n_generated - 1) : 0.0},
                 {"predicted_per_second", r.generate_per_second()}};
     if (r.n_drafted > 0) {  // (llama-server's names)
         t["draft_n"] = r.n_drafted;
@@ -772,6 +827,7 @@ json native_response(const GenOutcome& o, const GenRequest& req) {
     const GenerateResult& r = o.result;
     json settings = sampling_json(req.gen);
     settings["n_ctx"] = o.n_ctx;
+    settings["logit_bias"] = o.logit_bias;
     json j = {{"index", o.index},
               {"content", r.text},
               {"tokens", req.return_tokens ? json(r.tokens) : json::array()},
@@ -883,6 +939,7 @@ json completions_chunk_final(const GenOutcome& o) {
 json usage_chunk(const GenOutcome& o, bool chat) {
     json j = envelope(o, chat ? "chat.completion.chunk" : "text_completion", json::array());
     j["usage"] = usage_json(o.result);
+    j["timings"] = timings_json(o.result);
     return j;
 }
 

@@ -35,6 +35,16 @@ struct GenRequest {
     std::string tools_json;             // JSON array, or empty
     std::vector<std::string> tool_names;  // the tools the reply may call (none: plain text)
     std::string template_kwargs_json;   // JSON object, or empty
+    // The chat prompt ends where the assistant's reply begins (add_generation_prompt); or,
+    // continuing the last message (continue_final_message, or an assistant message last
+    // when prefill_assistant), it ends with that message's text, taken out of messages.
+    bool add_generation_prompt = true;
+    bool continue_final = false;
+    std::string continue_text;
+    bool prefill_assistant = true;  // set by the server before parsing (--no-prefill-assistant)
+    bool timings_per_token = false;  // every streamed chunk carries the timings so far
+    bool return_progress = false;    // streamed prompt_progress events while prefilling
+    bool verbose = false;  // "verbose": the answer carries __verbose (the prompt, the output)
     // Completions: the prompt as text, or as token ids (native API).
     std::string prompt;
     std::vector<int32_t> prompt_tokens;
@@ -118,6 +128,7 @@ struct GenOutcome {
     GenerateResult result;
     std::string prompt_text;  // the rendered prompt (native API echoes it)
     int64_t n_ctx = 0;
+    json logit_bias = json::array();  // generation_settings.logit_bias (native API)
     // Chat with tools: the reply's tool calls (then finish_reason "tool_calls"), with their
     // ids ("call_...").
     std::optional<ParsedReply> parsed;

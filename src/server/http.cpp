@@ -178,7 +178,7 @@ namespace detail {
 struct ServerState {
     Options opts;
     Server::Handler handler;
-    int listen_fd = -1;
+    std::vector<int> listen_fds;  // one per address of Options::host
     int wake_rd = -1;  // the self-pipe: stop() writes a byte, it stays readable for good
     int wake_wr = -1;
     std::atomic<bool> stopping{false};
@@ -774,29 +774,54 @@ Server::~Server() {
         std::unique_lock<std::mutex> lock(s_->run_mu);
         s_->run_cv.wait(lock, [&] { return !s_->running; });
     }
-    if (s_->listen_fd >= 0) ::close(s_->listen_fd);
+    for (int fd : s_->listen_fds) ::close(fd);
     if (s_->wake_rd >= 0) ::close(s_->wake_rd);
     if (s_->wake_wr >= 0) ::close(s_->wake_wr);
 }
 
 Result<int> Server::listen() {
     const Options& o = s_->opts;
-    const std::string where =
-        (o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host) + ":" +
-        std::to_string(o.port);
-    if (s_->listen_fd >= 0) return Result<int>::fail("http: already listening on " + where);
+    // Several addresses, comma-separated ("127.0.0.1,::1"): one listening socket each, on
+    // the same port (with port 0: the one the first was given).
+    std::vector<std::string> hosts;
+    for (size_t at = 0; at <= o.host.size();) {
+        const size_t comma = std::min(o.host.find(',', at), o.host.size());
+        std::string h = o.host.substr(at, comma - at);
+        while (!h.empty() && h.front() == ' ') h.erase(h.begin());
+        while (!h.empty() && h.back() == ' ') h.pop_back();
+        hosts.push_back(h);
+        at = comma + 1;
+    }
+    if (!s_->listen_fds.empty()) return Result<int>::fail("http: already listening");
     if (s_->wake_rd < 0) return Result<int>::fail("http: cannot create the stop pipe");
-    if (o.port < 0 || o.port > 65535) return Result<int>::fail("http: invalid port in " + where);
+    int port = o.port;
+    for (const std::string& host : hosts) {
+        auto r = listen_on(host, port);
+        if (!r) {
+            for (int fd : s_->listen_fds) ::close(fd);
+            s_->listen_fds.clear();
+            return r;
+        }
+        port = *r;
+    }
+    return port;
+}
+
+Result<int> Server::listen_on(const std::string& host, int port_number) {
+    const std::string where =
+        (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" +
+        std::to_string(port_number);
+    if (port_number < 0 || port_number > 65535) return Result<int>::fail("http: invalid port in " + where);
 
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
     addrinfo* found = nullptr;
-    const std::string port = std::to_string(o.port);
+    const std::string port = std::to_string(port_number);
     if (int rc =
-            ::getaddrinfo(o.host.empty() ? nullptr : o.host.c_str(), port.c_str(), &hints, &found))
-        return Result<int>::fail("http: cannot resolve '" + o.host + "': " + gai_strerror(rc));
+            ::getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &found))
+        return Result<int>::fail("http: cannot resolve '" + host + "': " + gai_strerror(rc));
     // IPv4 first: "localhost" then means 127.0.0.1, which every client tries.
     std::vector<const addrinfo*> candidates;
     for (const addrinfo* a = found; a; a = a->ai_next) candidates.push_back(a);
@@ -805,6 +830,7 @@ Result<int> Server::listen() {
     });
 
     int err = EADDRNOTAVAIL;
+    int bound = -1;
     for (const addrinfo* a : candidates) {
         const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
         if (fd < 0) {
@@ -813,25 +839,28 @@ Result<int> Server::listen() {
         }
         const int one = 1, zero = 0;
         ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        if (a->ai_family == AF_INET6)  // "::" also takes IPv4 clients
-            ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+        // "::" also takes IPv4 clients; "::1" beside "127.0.0.1" is IPv6 only.
+        if (a->ai_family == AF_INET6)
+            ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, s_->listen_fds.empty() ? &zero : &one,
+                         sizeof zero);
         if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, SOMAXCONN) == 0 &&
             set_nonblocking(fd)) {
-            s_->listen_fd = fd;
+            bound = fd;
             break;
         }
         err = errno;
         ::close(fd);
     }
     ::freeaddrinfo(found);
-    if (s_->listen_fd < 0) {
+    if (bound < 0) {
         std::string why = std::strerror(err);
         if (!why.empty()) why[0] = ascii_lower(why[0]);
         return Result<int>::fail("http: cannot listen on " + where + ": " + why);
     }
+    s_->listen_fds.push_back(bound);
     sockaddr_storage ss{};
     socklen_t len = sizeof ss;
-    ::getsockname(s_->listen_fd, (sockaddr*)&ss, &len);
+    ::getsockname(bound, (sockaddr*)&ss, &len);
     return ss.ss_family == AF_INET6 ? (int)ntohs(((sockaddr_in6*)&ss)->sin6_port)
                                     : (int)ntohs(((sockaddr_in*)&ss)->sin_port);
 }
@@ -854,7 +883,7 @@ void Server::run() {
     detail::ServerState& s = *s_;
     {
         std::lock_guard<std::mutex> lock(s.run_mu);
-        if (s.listen_fd < 0 || s.running) return;
+        if (s.listen_fds.empty() || s.running) return;
         s.running = true;
     }
     // A connection thread; `done` is its last act, so the accept loop can join it at once.
@@ -891,7 +920,9 @@ void Server::run() {
             w.thread.join();
             return true;
         });
-        std::vector<pollfd> fds = {{s.listen_fd, POLLIN, 0}, {s.wake_rd, POLLIN, 0}};
+        std::vector<pollfd> fds = {{s.wake_rd, POLLIN, 0}};
+        for (int fd : s.listen_fds) fds.push_back({fd, POLLIN, 0});
+        const size_t first_rejected = fds.size();
         auto wake_at = after_ms(1000);  // also reaps finished threads once a second
         for (const Rejected& r : rejected) {
             fds.push_back({r.fd, POLLIN, 0});
@@ -899,13 +930,13 @@ void Server::run() {
         }
         const int rc = ::poll(fds.data(), fds.size(), ms_until(wake_at));
         if (rc < 0 && errno != EINTR) break;
-        if (rc < 0 || fds[1].revents) continue;  // the loop condition sees the stop
+        if (rc < 0 || fds[0].revents) continue;  // the loop condition sees the stop
 
         // Drain rejected sockets; close the ones that ended or ran out of time.
         const auto now = Clock::now();
         for (size_t i = rejected.size(); i-- > 0;) {
             bool done = now >= rejected[i].deadline;
-            if (fds[2 + i].revents) {
+            if (fds[first_rejected + i].revents) {
                 char sink[4096];
                 const ssize_t n = ::recv(rejected[i].fd, sink, sizeof sink, 0);
                 done = done || n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR);
@@ -915,14 +946,15 @@ void Server::run() {
                 rejected.erase(rejected.begin() + (ptrdiff_t)i);
             }
         }
-        if (!(fds[0].revents & POLLIN)) continue;
+        for (size_t li = 0; li < s.listen_fds.size(); ++li) {
+        if (!(fds[1 + li].revents & POLLIN)) continue;
 
         // Accept everything pending.
         for (;;) {
             sockaddr_storage ss{};
             socklen_t len = sizeof ss;
             const int fd =
-                ::accept4(s.listen_fd, (sockaddr*)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                ::accept4(s.listen_fds[li], (sockaddr*)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
             if (fd < 0) {
                 if (errno == EINTR || errno == ECONNABORTED) continue;
                 if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
@@ -952,11 +984,12 @@ void Server::run() {
                 reject(fd);
             }
         }
+        }
     }
 
     // Shut down: refuse new connections, let the connection threads see the stop and end.
-    ::close(s.listen_fd);
-    s.listen_fd = -1;
+    for (int fd : s.listen_fds) ::close(fd);
+    s.listen_fds.clear();
     for (const Rejected& r : rejected) ::close(r.fd);
     for (Worker& w : workers) w.thread.join();
     {

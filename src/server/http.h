@@ -112,7 +112,8 @@ class Response {
 };
 
 struct Options {
-    std::string host = "127.0.0.1";      // IPv4 dotted, "0.0.0.0", "localhost", IPv6 ("::", "::1")
+    std::string host = "127.0.0.1";      // IPv4 dotted, "0.0.0.0", "localhost", IPv6 ("::", "::1"),
+                                         // or several, comma-separated ("127.0.0.1,::1")
     int port = 8080;                     // 0: pick a free port (listen() reports it)
     size_t max_body_bytes = 8 << 20;     // larger declared or chunked body: 413
     size_t max_header_bytes = 64 << 10;  // request line + headers (and chunk trailers): 431
@@ -156,6 +157,7 @@ class Server {
     int active_connections() const;
 
   private:
+    Result<int> listen_on(const std::string& host, int port);
     std::unique_ptr<detail::ServerState> s_;
 };
 

@@ -24,7 +24,9 @@
 #include "server/api.h"
 #include "server/reasoning.h"
 #include "server/context_policy.h"
+#include "server/anthropic.h"
 #include "server/embeddings.h"
+#include "server/responses.h"
 #include "server/slot_pool.h"
 #include "server/stream_writer.h"
 #include "server/tool_calls.h"
@@ -61,6 +63,10 @@ struct Metrics {
     std::atomic<uint64_t> generate_us{0};       // time spent decoding
     std::atomic<uint64_t> drafted_tokens{0};    // speculative decoding: tokens drafted
     std::atomic<uint64_t> accepted_tokens{0};   // of those, kept
+    std::atomic<uint64_t> draft_steps{0};       // steps that checked drafts
+    // llama-server's throughput gauges are over the window since the previous scrape.
+    std::mutex window_mu;
+    uint64_t window_prompt = 0, window_prompt_us = 0, window_gen = 0, window_gen_us = 0;
     std::atomic<int> processing{0};
     // Time to first token, cumulative buckets (seconds).
     static constexpr double kBuckets[] = {0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0};
@@ -258,6 +264,7 @@ struct Server::Impl {
     std::unique_ptr<PromptCache> prompt_cache;
 
     Metrics metrics;
+    const int64_t process_start_unix = (int64_t)std::time(nullptr);
 
     void handle(const http::Request& req, http::Response& res);
     void route(const http::Request& req, http::Response& res, std::string* log_extra);
@@ -265,11 +272,36 @@ struct Server::Impl {
     void send_error(http::Response& res, const ApiError& e);
     bool authorized(const http::Request& req) const;
 
-    void generate(Api api, const http::Request& req, http::Response& res, std::string* log_extra);
+    // Another API answered through the chat path (Anthropic's messages, OpenAI's
+    // responses): the reply's shape, and the stream's events made from the chat chunks.
+    struct ReplyAdapter {
+        std::function<json(const json& chat_body, const GenOutcome& first)> body;
+        // An error's body in the API's shape (unset: OpenAI's).
+        std::function<json(const ApiError&)> error;
+        // Told the first choice's outcome before the stream's end (a stop string matched...).
+        std::function<void(const GenOutcome& first)> before_end;
+        // (prompt tokens, model name) -> a translator: a chat chunk (nullptr: the end) in,
+        // the API's SSE bytes out.
+        std::function<std::function<std::string(const json*)>(int64_t, const std::string&)> stream;
+        // When set (not streaming): the answer, or the error, goes here instead of out.
+        std::function<void(int status, const json& body)> capture;
+    };
+    // A prompt array of several prompts (llama-server's batch, OpenAI's prompt list): each
+    // answered in turn, the answers gathered.
+    void generate_batch(Api api, const http::Request& req, http::Response& res,
+                        std::string* log_extra, const json& body);
+    void generate(Api api, const http::Request& req, http::Response& res, std::string* log_extra,
+                  const ReplyAdapter* adapter = nullptr);
+    void anthropic_messages(const http::Request& req, http::Response& res, std::string* log_extra);
+    void anthropic_count_tokens(const http::Request& req, http::Response& res);
+    void responses(const http::Request& req, http::Response& res, std::string* log_extra);
+    // The chat prompt's token count of a chat request body (nullopt: *err says why).
+    std::optional<int64_t> count_chat_tokens(const std::string& body, ApiError* err);
     struct Choice;
     std::optional<ApiError> prepare(Api api, GenRequest& g, Prepared* p);
     void run_choice(Api api, const GenRequest& g, const Prepared& p, Slot* slot,
                     http::Response& res, StreamWriter* w, Clock::time_point t_start, Choice* c);
+    json logit_bias_json(const GenerateParams& gp) const;
     // How the model writes tool calls (from its chat template).
     ToolFormat tool_format() const;
     std::string template_text() const;  // the chat template in use (empty: a built-in format)
@@ -288,9 +320,27 @@ struct Server::Impl {
                                       Context::Pooling pooling, http::Response& res,
                                       std::vector<std::vector<float>>* out);
     void apply_template(const http::Request& req, http::Response& res);
+    // POST /v1/chat/completions/input_tokens: the prompt's token count, nothing generated.
+    void input_tokens_count(const http::Request& req, http::Response& res);
     void props(http::Response& res);
     void models(http::Response& res);
     void slots_get(http::Response& res);
+    json props_json() const;
+    json models_json() const;
+    json slots_json() const;
+    // --sleep-idle-seconds: after that long without a request the model and everything
+    // built on it are unloaded (the memory goes back to the system); /health, /props,
+    // /models, /slots and /metrics answer from what was there, any other request loads it
+    // again first.
+    std::atomic<bool> sleeping{false};
+    std::atomic<int64_t> last_active_ms{0};  // steady-clock ms when the last request ended
+    json props_asleep, models_asleep, slots_asleep;
+    uint64_t steps_before = 0;      // forward steps of the contexts unloaded by sleeping
+    int64_t most_tokens_before = 0;
+    void go_to_sleep();
+    std::string wake();
+    // Exchange the live model's members with l's (the caller holds the gate).
+    void exchange(Loaded* l);
     void slot_action(const http::Request& req, http::Response& res, int id, std::string action);
     void metrics_get(http::Response& res);
 
@@ -414,7 +464,11 @@ std::string Server::Impl::load_main(const std::string& path, Loaded* l, size_t i
     if (!t) return t.error();
     ContextParams cp = cfg.ctx;
     if (cp.n_ctx <= 0) cp.n_ctx = std::min<int64_t>((*loaded)->hparams().n_ctx_train, 4096);
-    cp.n_ctx = std::max<int64_t>(1, cp.n_ctx / std::max(1, cfg.n_parallel));
+    // --kv-unified: every slot may hold the whole context, its pages taken as used.
+    if (cfg.kv_unified)
+        cp.kv_lazy = true;
+    else
+        cp.n_ctx = std::max<int64_t>(1, cp.n_ctx / std::max(1, cfg.n_parallel));
     cp.n_seq = std::max(1, cfg.n_parallel);
     // Speculation checks a step's drafts with the logits of every position.
     if (cfg.spec.on()) cp.n_outputs = (int64_t)cp.n_seq * (cfg.spec.n_max + 1);
@@ -461,6 +515,14 @@ void Server::Impl::swap_loaded(Loaded* l, const std::function<void()>& under_gat
     std::unique_lock<std::mutex> lock(gate_mu);
     swapping = true;
     gate_cv.wait(lock, [&] { return in_flight == 0; });
+    exchange(l);
+    if (under_gate) under_gate();
+    swapping = false;
+    lock.unlock();
+    gate_cv.notify_all();
+}
+
+void Server::Impl::exchange(Loaded* l) {
     using std::swap;
     swap(model, l->model);
     swap(tok, l->tok);
@@ -477,10 +539,80 @@ void Server::Impl::swap_loaded(Loaded* l, const std::function<void()>& under_gat
     swap(model_name, l->model_name);
     swap(serving_path, l->serving_path);
     swap(created, l->created);
-    if (under_gate) under_gate();
+}
+
+static int64_t steady_ms() {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch()).count();
+}
+
+void Server::Impl::go_to_sleep() {
+    std::unique_lock<std::mutex> one(swap_mu, std::try_to_lock);
+    if (!one.owns_lock() || sleeping || !ready()) return;
+    {
+        std::lock_guard<std::mutex> lock(gate_mu);
+        if (in_flight > 0) return;  // busy after all: later
+        swapping = true;
+    }
+    // Nothing runs now and new requests wait: keep what the read-only endpoints show.
+    props_asleep = props_json();
+    props_asleep["is_sleeping"] = true;
+    models_asleep = models_json();
+    for (json& m : models_asleep["data"]) m["status"] = {{"value", "sleeping"}};
+    slots_asleep = slots_json();
+    for (json& sl : slots_asleep) sl["n_cached"] = 0;
+    steps_before += ctx->n_steps();
+    most_tokens_before = std::max(most_tokens_before, ctx->most_tokens_per_step());
+    const size_t rss_before = resident_bytes();
+    Loaded out;
+    exchange(&out);
+    model_name = out.model_name;  // (still the name it answers to)
+    serving_path = out.serving_path;
+    created = out.created;
+    sleeping = true;
+    {
+        std::lock_guard<std::mutex> lock(gate_mu);
+        swapping = false;
+    }
+    gate_cv.notify_all();
+    out = Loaded{};  // the model, its context, slots, prompt cache (writes finished) go
+    malloc_trim(0);
+    log("sleeping after %d s without a request: the model is unloaded (resident %.0f -> %.0f MiB)",
+        cfg.sleep_idle_seconds, (double)rss_before / 1048576.0, (double)resident_bytes() / 1048576.0);
+}
+
+std::string Server::Impl::wake() {
+    std::lock_guard<std::mutex> one(swap_mu);
+    if (!sleeping) return "";
+    const auto t0 = Clock::now();
+    Loaded next;
+    std::string err = load_main(serving_path, &next);
+    if (!err.empty()) {
+        log("error: cannot load %s again after sleeping: %s", serving_path.c_str(), err.c_str());
+        return err;
+    }
+    build_slots(&next);
+    if (cfg.warmup) {
+        const int32_t t = next.tok->bos() >= 0 ? next.tok->bos() : 0;
+        (void)next.ctx->eval(std::span<const int32_t>(&t, 1), false, 0);
+        next.ctx->truncate(0, 0);
+    }
+    std::unique_lock<std::mutex> lock(gate_mu);
+    swapping = true;
+    gate_cv.wait(lock, [&] { return in_flight == 0; });
+    exchange(&next);
+    cache_key = kv_cache_key(*ctx, template_text());
+    open_prompt_cache();
+    if (cfg.spec.on()) err = load_speculation();
+    if (!err.empty()) {
+        degrade("speculative decoding is off after sleeping: " + err);
+        cfg.spec = SpecConfig{};
+    }
+    sleeping = false;
     swapping = false;
     lock.unlock();
     gate_cv.notify_all();
+    log("awake: the model is loaded again in %.0f ms", ms_between(t0, Clock::now()));
+    return "";
 }
 
 std::string Server::Impl::fit_memory(const Model& m, ContextParams* cp, size_t in_use) {
@@ -637,9 +769,18 @@ int Server::run() {
     malloc_trim(0);
     d.phase = Impl::Phase::Ready;
     if (d.cfg.on_ready) d.cfg.on_ready();
+    d.last_active_ms = steady_ms();
     {
         std::unique_lock<std::mutex> lock(d.stop_mu);
-        d.stop_cv.wait(lock, [&] { return d.stopping.load(); });
+        while (!d.stopping.load()) {
+            d.stop_cv.wait_for(lock, std::chrono::milliseconds(100));
+            if (d.cfg.sleep_idle_seconds > 0 && !d.sleeping && !d.stopping &&
+                steady_ms() - d.last_active_ms >= (int64_t)d.cfg.sleep_idle_seconds * 1000) {
+                lock.unlock();
+                d.go_to_sleep();
+                lock.lock();
+            }
+        }
     }
     d.http_thread.join();
     d.log("stopped");
@@ -948,12 +1089,25 @@ void Server::Impl::handle(const http::Request& req, http::Response& res) {
     } else {
         // Every request holds the gate: a model swap waits for those in flight, and new ones
         // wait for the swap (a moment: the new model is loaded before).
+        const std::string& pth = req.path;
+        const bool read_only = (req.method == "GET" || req.method == "HEAD") &&
+                               (pth == "/health" || pth == "/v1/health" || pth == "/props" ||
+                                pth == "/models" || pth == "/v1/models" || pth == "/metrics" ||
+                                pth == "/slots");
+        if (sleeping && !read_only && req.method != "OPTIONS" && authorized(req)) {
+            if (const std::string e = wake(); !e.empty()) {
+                send_error(res, {503, "unavailable_error", "the model could not be loaded again "
+                                                           "after sleeping: " + e, {}});
+                return;
+            }
+        }
         {
             std::unique_lock<std::mutex> lock(gate_mu);
             gate_cv.wait(lock, [&] { return !swapping; });
             ++in_flight;
         }
         route(req, res, &extra);
+        if (!read_only) last_active_ms = steady_ms();
         {
             std::lock_guard<std::mutex> lock(gate_mu);
             --in_flight;
@@ -965,6 +1119,20 @@ void Server::Impl::handle(const http::Request& req, http::Response& res) {
     log("%s %s %s%s | %.1f ms", req.method.c_str(), req.path.c_str(), status.c_str(), extra.c_str(),
         ms_between(t0, Clock::now()));
 }
+
+namespace {
+
+// Several prompts in one request: an array of strings, token arrays or prompt objects (a
+// flat array of ids is one prompt, as is an array of one string).
+bool is_prompt_batch(const json& p) {
+    if (!p.is_array() || p.empty()) return false;
+    if (std::all_of(p.begin(), p.end(), [](const json& e) { return e.is_number(); })) return false;
+    if (p.size() == 1 && p[0].is_string()) return false;
+    return std::all_of(p.begin(), p.end(),
+                       [](const json& e) { return e.is_string() || e.is_array() || e.is_object(); });
+}
+
+}  // namespace
 
 void Server::Impl::route(const http::Request& req, http::Response& res, std::string* log_extra) {
     const std::string& m = req.method;
@@ -994,13 +1162,33 @@ void Server::Impl::route(const http::Request& req, http::Response& res, std::str
     auto get = [&](const char* path) { return p == path && (m == "GET" || m == "HEAD"); };
     if (post("/v1/chat/completions") || post("/chat/completions"))
         return generate(Api::Chat, req, res, log_extra);
-    if (post("/v1/completions") || post("/completions"))
-        return generate(Api::Completions, req, res, log_extra);
-    if (post("/completion")) return generate(Api::Native, req, res, log_extra);
+    if (post("/v1/completions") || post("/completion") || post("/completions")) {
+        // (llama-server: /completions without /v1 is its own API, as /completion)
+        const Api api = p == "/v1/completions" ? Api::Completions : Api::Native;
+        const json body = json::parse(req.body, nullptr, false);
+        if (body.is_object() && body.contains("prompt") && is_prompt_batch(body["prompt"]))
+            return generate_batch(api, req, res, log_extra, body);
+        return generate(api, req, res, log_extra);
+    }
     if (post("/embedding") || post("/embeddings")) return embeddings(false, req, res, log_extra);
     if (post("/v1/embeddings")) return embeddings(true, req, res, log_extra);
     if (post("/rerank") || post("/reranking") || post("/v1/rerank") || post("/v1/reranking"))
         return rerank(req, res, log_extra);
+    if (post("/v1/chat/completions/input_tokens") || post("/chat/completions/input_tokens"))
+        return input_tokens_count(req, res);
+    if (post("/v1/messages")) return anthropic_messages(req, res, log_extra);
+    if (post("/v1/messages/count_tokens")) return anthropic_count_tokens(req, res);
+    if (post("/v1/responses") || post("/responses")) return responses(req, res, log_extra);
+    if (post("/v1/responses/input_tokens") || post("/responses/input_tokens")) {
+        const json body = json::parse(req.body, nullptr, false);
+        if (!body.is_object()) return send_error(res, bad_request("the request body must be a JSON object"));
+        json chat;
+        if (auto e = responses_to_chat(body, &chat)) return send_error(res, *e);
+        ApiError err;
+        const auto n = count_chat_tokens(chat.dump(), &err);
+        if (!n) return send_error(res, err);
+        return send_json(res, 200, {{"object", "response.input_tokens"}, {"input_tokens", *n}});
+    }
     if (post("/tokenize")) return tokenize(req, res);
     if (post("/detokenize")) return detokenize(req, res);
     if (post("/apply-template")) return apply_template(req, res);
@@ -1044,17 +1232,21 @@ void Server::Impl::route(const http::Request& req, http::Response& res, std::str
 std::string Server::Impl::render(const GenRequest& g, bool* bos_in_text) const {
     if (cfg.chat_format) {  // --chat-template NAME: the built-in format
         *bos_in_text = false;
-        return render_chat(*cfg.chat_format, g.messages, true, default_system_prompt(model->file()));
+        return render_chat(*cfg.chat_format, g.messages, g.add_generation_prompt || g.continue_final,
+                           default_system_prompt(model->file())) +
+               g.continue_text;
     }
-    std::string kwargs = cfg.chat_template_kwargs;
-    if (!g.template_kwargs_json.empty()) {
-        json merged = kwargs.empty() ? json::object() : json::parse(kwargs, nullptr, false);
-        if (!merged.is_object()) merged = json::object();
-        const json given = json::parse(g.template_kwargs_json, nullptr, false);
+    // Template variables: enable_thinking (--reasoning; true unless off, as llama.cpp
+    // always passes it), then --chat-template-kwargs, then the request's.
+    json kw = json::object();
+    kw["enable_thinking"] = cfg.enable_thinking;
+    for (const std::string* src : {&cfg.chat_template_kwargs, &g.template_kwargs_json}) {
+        if (src->empty()) continue;
+        const json given = json::parse(*src, nullptr, false);
         if (given.is_object())
-            for (const auto& [k, v] : given.items()) merged[k] = v;
-        kwargs = merged.dump();
+            for (const auto& [k, v] : given.items()) kw[k] = v;
     }
+    const std::string kwargs = kw.dump();
     std::vector<ChatMessage> messages = g.messages;
     if (!g.tools_json.empty() && !template_renders_tools(template_text())) {
         // A template without tools (Gemma 3): our system prompt declares them and the
@@ -1066,10 +1258,11 @@ std::string Server::Impl::render(const GenRequest& g, bool* bos_in_text) const {
             messages.insert(messages.begin(), ChatMessage("system", decl));
     }
     const ChatPrompt cp =
-        chat_prompt(model->file(), *tok, messages, true, kwargs, g.tools_json, cfg.chat_template);
+        chat_prompt(model->file(), *tok, messages, g.add_generation_prompt || g.continue_final,
+                    kwargs, g.tools_json, cfg.chat_template);
     if (!cp.warning.empty()) log("warning: %s; using the %s format", cp.warning.c_str(), cp.how.c_str());
     *bos_in_text = cp.bos_in_text;
-    return cp.text;
+    return cp.text + g.continue_text;
 }
 
 std::string Server::Impl::template_text() const {
@@ -1226,6 +1419,17 @@ struct Server::Impl::Choice {
     double ttft_ms = -1.0;
 };
 
+// llama-server's generation_settings.logit_bias: the request's biases, and with ignore_eos
+// every end-of-generation token at -inf (null).
+json Server::Impl::logit_bias_json(const GenerateParams& gp) const {
+    json out = json::array();
+    for (const auto& [id, bias] : gp.sampling.logit_bias)
+        out.push_back({{"token", id}, {"bias", std::isfinite(bias) ? json(bias) : json(nullptr)}});
+    if (gp.ignore_eos)
+        for (int32_t id : tok->eog_tokens()) out.push_back({{"token", id}, {"bias", nullptr}});
+    return out;
+}
+
 void Server::Impl::run_choice(Api api, const GenRequest& g, const Prepared& p, Slot* slot,
                               http::Response& res, StreamWriter* w, Clock::time_point t_start,
                               Choice* c) {
@@ -1255,9 +1459,37 @@ void Server::Impl::run_choice(Api api, const GenRequest& g, const Prepared& p, S
         if (cfg.timeout_first_token_ms > 0 && c->o.index == 0)
             deadline = t_start + std::chrono::milliseconds(cfg.timeout_first_token_ms);
         DisconnectWatch watch(res, slot->cancel, deadline, &slot->n_decoded);
+        // timings_per_token / return_progress: what the prefill and the decoding have done
+        // so far, for the stream.
+        int64_t live_prompt_n = 0;
+        double live_prompt_ms = 0.0;
+        std::optional<Clock::time_point> first_piece;
+        auto live_timings = [&](int64_t predicted_n, double predicted_ms) {
+            auto rate = [](double ms, int64_t n) { return ms > 0 ? 1000.0 * (double)n / ms : 0.0; };
+            return json{{"prompt_n", live_prompt_n},
+                        {"prompt_ms", live_prompt_ms},
+                        {"prompt_per_second", rate(live_prompt_ms, live_prompt_n)},
+                        {"predicted_n", predicted_n},
+                        {"predicted_ms", predicted_ms},
+                        {"predicted_per_second", rate(predicted_ms, predicted_n)}};
+        };
+        if (w && (g.timings_per_token || g.return_progress))
+            gp.on_prompt_progress = [&](int64_t processed, int64_t total, int64_t cached, double ms) {
+                live_prompt_n = processed - cached;
+                live_prompt_ms = ms;
+                w->set_timings(live_timings(0, 0.0));
+                if (g.return_progress)
+                    w->progress(o, {{"total", total}, {"cache", cached}, {"processed", processed},
+                                    {"time_ms", ms}});
+            };
         auto on_text = [&](std::string_view piece) {
             if (c->ttft_ms < 0) c->ttft_ms = ms_between(t_start, Clock::now());
             if (!w) return true;
+            if (g.timings_per_token) {
+                const auto now = Clock::now();
+                if (!first_piece) first_piece = now;
+                w->set_timings(live_timings(slot->n_decoded.load(), ms_between(*first_piece, now)));
+            }
             w->piece(o, piece);
             return w->ok();
         };
@@ -1314,10 +1546,21 @@ void Server::Impl::run_choice(Api api, const GenRequest& g, const Prepared& p, S
 }
 
 void Server::Impl::generate(Api api, const http::Request& req, http::Response& res,
-                            std::string* log_extra) {
+                            std::string* log_extra, const ReplyAdapter* adapter) {
+    // Every answer goes out through these (or to the adapter's capture).
+    auto send_error = [&](http::Response& r, const ApiError& e) {
+        if (adapter && adapter->capture) return adapter->capture(e.status, json::parse(error_body(e)));
+        if (adapter && adapter->error) return Impl::send_json(r, e.status, adapter->error(e));
+        Impl::send_error(r, e);
+    };
+    auto send_json = [&](http::Response& r, int status, const json& j) {
+        if (adapter && adapter->capture) return adapter->capture(status, j);
+        Impl::send_json(r, status, j);
+    };
     const auto t_start = Clock::now();
     GenRequest g;
     Prepared p;
+    g.prefill_assistant = cfg.prefill_assistant;
     std::optional<ApiError> bad = parse_gen_request(api, req.body, cfg.defaults, &g);
     if (!bad) bad = prepare(api, g, &p);
     if (bad) {
@@ -1371,6 +1614,12 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
         ss.tok = tok.get();
         ss.reasoning = api == Api::Chat && cfg.reasoning;
         ss.tool_grammar = api == Api::Chat && p.tool_grammar;
+        if (adapter && adapter->stream)
+            ss.chunks = [&res, tr = adapter->stream((int64_t)p.prompt.size(),
+                                                    g.model.empty() ? model_name : g.model)](const json* c) {
+                const std::string bytes = tr(c);
+                return bytes.empty() || res.write(bytes);
+            };
         writer = make_stream_writer(
             api, [&res](std::string_view b) { return res.write(std::string(b)); }, ss);
         if (!started) writer->lost();
@@ -1389,6 +1638,7 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
         c.o.slot = slot->id;
         c.o.prompt_text = p.prompt_text;
         c.o.n_ctx = n_ctx_slot();
+        c.o.logit_bias = logit_bias_json(p.gp);
         run_choice(api, g, p, slot, res, writer.get(), t_start, &c);
         if (!c.r) {
             failure = c.r.error();
@@ -1456,6 +1706,7 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
     }
     metrics.drafted_tokens += (uint64_t)drafted;
     metrics.accepted_tokens += (uint64_t)accepted;
+    for (const Choice& c : choices) metrics.draft_steps += (uint64_t)c.o.result.n_draft_steps;
     std::string spec_note;
     int64_t shifts = 0, discarded = 0;
     for (const Choice& c : choices) {
@@ -1510,6 +1761,7 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
     GenOutcome summary = first.o;
     summary.result = total;
     if (writer) {
+        if (adapter && adapter->before_end) adapter->before_end(first.o);
         writer->end(summary, first.o);
         res.end_stream();
         return;
@@ -1531,6 +1783,14 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
             break;
     }
     if (api != Api::Native) body["usage"] = usage_json(total);
+    if (adapter && adapter->body) return send_json(res, 200, adapter->body(body, first.o));
+    if (cfg.verbose || g.verbose)  // llama-server's __verbose: what the model saw and wrote
+        body["__verbose"] = {{"prompt", p.prompt_text.empty() ? tok->detokenize(p.prompt, true)
+                                                               : p.prompt_text},
+                             {"content", first.o.result.text},
+                             {"tokens_evaluated", first.o.result.n_prompt},
+                             {"tokens_predicted", first.o.result.n_generated},
+                             {"tokens_cached", first.o.result.n_cached}};
     send_json(res, 200, body);
 }
 
@@ -1752,14 +2012,161 @@ void Server::Impl::detokenize(const http::Request& req, http::Response& res) {
     send_json(res, 200, {{"content", tok->detokenize(ids, true)}});
 }
 
+std::optional<int64_t> Server::Impl::count_chat_tokens(const std::string& body, ApiError* err) {
+    GenRequest g;
+    Prepared p;
+    g.prefill_assistant = cfg.prefill_assistant;
+    std::optional<ApiError> bad = parse_gen_request(Api::Chat, body, cfg.defaults, &g);
+    if (!bad) bad = prepare(Api::Chat, g, &p);
+    if (bad) {
+        *err = *bad;
+        return std::nullopt;
+    }
+    return (int64_t)p.prompt.size();
+}
+
+void Server::Impl::input_tokens_count(const http::Request& req, http::Response& res) {
+    ApiError err;
+    const auto n = count_chat_tokens(req.body, &err);
+    if (!n) return send_error(res, err);
+    send_json(res, 200, {{"input_tokens", *n}});
+}
+
+void Server::Impl::generate_batch(Api api, const http::Request& req, http::Response& res,
+                                  std::string* log_extra, const json& body) {
+    if (body.value("stream", false))
+        return send_error(res, bad_request("stream with several prompts is not supported: "
+                                           "send one request per prompt"));
+    const json& prompts = body["prompt"];
+    std::vector<json> answers;
+    std::string extra;
+    for (size_t i = 0; i < prompts.size(); ++i) {
+        json one = body;
+        one["prompt"] = prompts[i];
+        http::Request sub = req;
+        sub.body = one.dump();
+        int status = 0;
+        json answer;
+        ReplyAdapter a;
+        a.capture = [&](int st, const json& j) {
+            status = st;
+            answer = j;
+        };
+        std::string note;
+        generate(api, sub, res, &note, &a);
+        extra += note;
+        if (status == 0) {  // cancelled: the client went away
+            *log_extra = extra;
+            return;
+        }
+        if (status != 200) {  // the first failure answers for the batch, naming the prompt
+            json e = answer;
+            if (e.contains("error") && e["error"].contains("message"))
+                e["error"]["message"] = "prompt " + std::to_string(i) + ": " +
+                                        e["error"]["message"].get<std::string>();
+            *log_extra = extra;
+            return send_json(res, status, e);
+        }
+        answers.push_back(std::move(answer));
+    }
+    *log_extra = " | " + std::to_string(prompts.size()) + " prompts" + extra;
+    if (api == Api::Native) {
+        json out = json::array();
+        for (size_t i = 0; i < answers.size(); ++i) {
+            answers[i]["index"] = i;
+            out.push_back(std::move(answers[i]));
+        }
+        return send_json(res, 200, out);
+    }
+    // OpenAI: one answer, a choice per prompt (and per n), usage summed.
+    json out = answers[0];
+    out["choices"] = json::array();
+    int64_t prompt_tokens = 0, completion_tokens = 0;
+    const int64_t n = body.contains("n") && body["n"].is_number_integer() ? body["n"].get<int64_t>() : 1;
+    for (size_t i = 0; i < answers.size(); ++i) {
+        for (json c : answers[i]["choices"]) {
+            c["index"] = (int64_t)i * std::max<int64_t>(1, n) + c.value("index", 0);
+            out["choices"].push_back(std::move(c));
+        }
+        prompt_tokens += answers[i]["usage"].value("prompt_tokens", 0);
+        completion_tokens += answers[i]["usage"].value("completion_tokens", 0);
+    }
+    out["usage"] = {{"prompt_tokens", prompt_tokens},
+                    {"completion_tokens", completion_tokens},
+                    {"total_tokens", prompt_tokens + completion_tokens}};
+    send_json(res, 200, out);
+}
+
+void Server::Impl::anthropic_messages(const http::Request& req, http::Response& res,
+                                      std::string* log_extra) {
+    auto refuse = [&](const ApiError& e) { send_json(res, e.status, anthropic_error_json(e)); };
+    const json body = json::parse(req.body, nullptr, false);
+    if (!body.is_object()) return refuse(bad_request("the request body must be a JSON object"));
+    json chat;
+    if (auto e = anthropic_to_chat(body, &chat)) return refuse(*e);
+    http::Request chat_req = req;
+    chat_req.body = chat.dump();
+    auto stop_text = [](const GenOutcome& o) {
+        return o.result.stop == StopReason::StopString ? o.result.stop_string : std::string();
+    };
+    // The stream's translator, made when the stream starts, told the stop string at its end.
+    auto stream = std::make_shared<std::shared_ptr<AnthropicStream>>();
+    ReplyAdapter a;
+    a.body = [&](const json& b, const GenOutcome& o) { return chat_to_anthropic(b, stop_text(o)); };
+    a.error = [](const ApiError& e) { return anthropic_error_json(e); };
+    a.stream = [stream](int64_t n_prompt, const std::string& model) {
+        auto tr = std::make_shared<AnthropicStream>(model, n_prompt);
+        *stream = tr;
+        return [tr](const json* c) { return c ? tr->on_chunk(*c) : tr->on_done(); };
+    };
+    a.before_end = [&, stream](const GenOutcome& o) {
+        if (*stream && !stop_text(o).empty()) (*stream)->set_stop_sequence(stop_text(o));
+    };
+    generate(Api::Chat, chat_req, res, log_extra, &a);
+}
+
+void Server::Impl::anthropic_count_tokens(const http::Request& req, http::Response& res) {
+    auto refuse = [&](const ApiError& e) { send_json(res, e.status, anthropic_error_json(e)); };
+    const json body = json::parse(req.body, nullptr, false);
+    if (!body.is_object()) return refuse(bad_request("the request body must be a JSON object"));
+    json chat;
+    if (auto e = anthropic_count_tokens_to_chat(body, &chat)) return refuse(*e);
+    ApiError err;
+    const auto n = count_chat_tokens(chat.dump(), &err);
+    if (!n) return refuse(err);
+    send_json(res, 200, anthropic_count_tokens_response(*n));
+}
+
+void Server::Impl::responses(const http::Request& req, http::Response& res, std::string* log_extra) {
+    const json body = json::parse(req.body, nullptr, false);
+    if (!body.is_object()) return send_error(res, bad_request("the request body must be a JSON object"));
+    json chat;
+    if (auto e = responses_to_chat(body, &chat)) return send_error(res, *e);
+    http::Request chat_req = req;
+    chat_req.body = chat.dump();
+    ReplyAdapter a;
+    a.body = [body](const json& b, const GenOutcome&) { return chat_to_responses(b, body); };
+    a.stream = [body](int64_t, const std::string& model) {
+        auto tr = std::make_shared<ResponsesStream>(model, body);
+        return [tr](const json* c) { return c ? tr->on_chunk(*c) : tr->on_done(); };
+    };
+    generate(Api::Chat, chat_req, res, log_extra, &a);
+}
+
 void Server::Impl::apply_template(const http::Request& req, http::Response& res) {
     GenRequest g;
+    g.prefill_assistant = cfg.prefill_assistant;
     if (auto e = parse_gen_request(Api::Chat, req.body, cfg.defaults, &g)) return send_error(res, *e);
     bool bos = false;
     send_json(res, 200, {{"prompt", render(g, &bos)}});
 }
 
 void Server::Impl::models(http::Response& res) {
+    if (sleeping) return send_json(res, 200, models_asleep);
+    send_json(res, 200, models_json());
+}
+
+json Server::Impl::models_json() const {
     const HParams& h = model->hparams();
     json meta = {{"vocab_type", tok->kind() == Tokenizer::Kind::Bpe ? 2 : 1},
                  {"n_vocab", h.n_vocab},
@@ -1769,6 +2176,8 @@ void Server::Impl::models(http::Response& res) {
     json m = {{"id", model_name}, {"object", "model"}, {"created", created},
               {"owned_by", "edgellm"}, {"meta", meta}, {"path", serving_path},
               {"status", {{"value", "loaded"}}}};
+    m["aliases"] = cfg.aliases.empty() ? json::array({model_name}) : json(cfg.aliases);
+    m["tags"] = cfg.tags;
     json data = json::array({m});
     {
         std::lock_guard<std::mutex> lock(loading_mu);
@@ -1777,12 +2186,15 @@ void Server::Impl::models(http::Response& res) {
                             {"object", "model"}, {"owned_by", "edgellm"}, {"path", loading_path},
                             {"status", {{"value", "loading"}}}});
     }
-    send_json(res, 200, {{"object", "list"}, {"data", data}});
+    return {{"object", "list"}, {"data", data}};
 }
 
 void Server::Impl::models_load(const http::Request& req, http::Response& res, std::string* log_extra) {
     if (!authorized(req)) return send_error(res, {401, "authentication_error", "Invalid API Key", {}});
     if (!ready()) return send_error(res, {503, "unavailable_error", "Loading model", {}});
+    if (sleeping)
+        if (const std::string e = wake(); !e.empty())
+            return send_error(res, {503, "unavailable_error", "the model could not be loaded again: " + e, {}});
     const json j = json::parse(req.body, nullptr, false);
     if (!j.is_object() || !j.contains("model") || !j["model"].is_string() || j["model"].get<std::string>().empty())
         return send_error(res, bad_request("give {\"model\": \"FILE\"}: a GGUF file, or the name of one "
@@ -1855,6 +2267,11 @@ void Server::Impl::models_load(const http::Request& req, http::Response& res, st
 
 
 void Server::Impl::props(http::Response& res) {
+    if (sleeping) return send_json(res, 200, props_asleep);
+    send_json(res, 200, props_json());
+}
+
+json Server::Impl::props_json() const {
     const std::string tmpl = cfg.chat_template.empty()
                                  ? model->file().get_string("tokenizer.chat_template").value_or("")
                                  : cfg.chat_template;
@@ -1873,11 +2290,17 @@ void Server::Impl::props(http::Response& res) {
               {"bos_token", tok->bos() >= 0 ? tok->token_to_piece(tok->bos(), true) : ""},
               {"eos_token", tok->eos() >= 0 ? tok->token_to_piece(tok->eos(), true) : ""},
               {"modalities", {{"vision", false}, {"audio", false}}},
-              {"build_info", std::string("edgellm ") + EDGELLM_VERSION}};
-    send_json(res, 200, j);
+              {"build_info", std::string("edgellm ") + EDGELLM_VERSION},
+              {"is_sleeping", false}};
+    return j;
 }
 
 void Server::Impl::slots_get(http::Response& res) {
+    if (sleeping) return send_json(res, 200, slots_asleep);
+    send_json(res, 200, slots_json());
+}
+
+json Server::Impl::slots_json() const {
     json arr = json::array();
     for (const auto& s : slots) {
         const bool busy = pool->busy(s->id);
@@ -1887,13 +2310,15 @@ void Server::Impl::slots_get(http::Response& res) {
                        {"n_ctx", n_ctx_slot()},
                        {"is_processing", busy},
                        {"n_cached", s->session->n_cached()},
-                       {"params", sampling_json(cfg.defaults)},
+                       // (llama-server's shape: a list; an idle slot's budget is not kept)
                        {"next_token",
-                        {{"has_next_token", busy},
-                         {"n_decoded", decoded},
-                         {"n_remain", n_predict < 0 ? -1 : std::max<int64_t>(0, n_predict - decoded)}}}});
+                        json::array({{{"has_next_token", busy},
+                                      {"n_decoded", busy ? decoded : 0},
+                                      {"n_remain", !busy || n_predict < 0
+                                                       ? -1
+                                                       : std::max<int64_t>(0, n_predict - decoded)}}})}});
     }
-    send_json(res, 200, arr);
+    return arr;
 }
 
 void Server::Impl::slot_action(const http::Request& req, http::Response& res, int id,
@@ -1966,29 +2391,64 @@ void Server::Impl::metrics_get(http::Response& res) {
     const double prompt_s = (double)metrics.prompt_us / 1e6;
     const double gen_s = (double)metrics.generate_us / 1e6;
     const double new_prompt = (double)(metrics.prompt_tokens - metrics.cached_tokens);
+    // (asleep: no model, no context; the counters go on from what they had)
+    const bool awake = ctx != nullptr;
     int64_t kv_tokens = 0;
     for (const auto& s : slots) kv_tokens += s->session->n_cached();
-    const auto bill = Context::memory_bill(*model, ctx->params());
+    const auto bill = awake ? Context::memory_bill(*model, ctx->params())
+                            : Result<MemoryBill>::fail("asleep");
     const double kv_total = bill ? (double)bill->kv_cache : 0.0;
-    const double kv_capacity = (double)n_ctx_slot() * (double)slots.size();
-    // llama.cpp's names, so its dashboards work, then ours.
+    const double kv_capacity = awake ? (double)n_ctx_slot() * (double)slots.size() : 0.0;
+    const uint64_t n_steps = steps_before + (awake ? ctx->n_steps() : 0);
+    const int64_t most_tokens = std::max(most_tokens_before, awake ? ctx->most_tokens_per_step() : 0);
+    // llama.cpp's names, so its dashboards work, then ours. Its throughput gauges cover the
+    // window since the previous scrape.
+    double window_prompt_rate = 0.0, window_gen_rate = 0.0;
+    {
+        std::lock_guard<std::mutex> lock(metrics.window_mu);
+        const uint64_t np = metrics.prompt_tokens - metrics.cached_tokens, pu = metrics.prompt_us,
+                       ng = metrics.generated_tokens, gu = metrics.generate_us;
+        if (pu > metrics.window_prompt_us)
+            window_prompt_rate = (double)(np - metrics.window_prompt) * 1e6 / (double)(pu - metrics.window_prompt_us);
+        if (gu > metrics.window_gen_us)
+            window_gen_rate = (double)(ng - metrics.window_gen) * 1e6 / (double)(gu - metrics.window_gen_us);
+        metrics.window_prompt = np;
+        metrics.window_prompt_us = pu;
+        metrics.window_gen = ng;
+        metrics.window_gen_us = gu;
+    }
+    const uint64_t passes = batcher ? batcher->passes() : 0, steps = batcher ? batcher->steps() : 0;
     metric("llamacpp:prompt_tokens_total", "counter", "Number of prompt tokens processed.",
            new_prompt);
+    metric("llamacpp:prompt_tokens_cached_total", "counter",
+           "Number of prompt tokens reused from the KV cache.", (double)metrics.cached_tokens);
     metric("llamacpp:prompt_seconds_total", "counter", "Prompt process time", prompt_s);
     metric("llamacpp:tokens_predicted_total", "counter", "Number of generation tokens processed.",
            (double)metrics.generated_tokens);
     metric("llamacpp:tokens_predicted_seconds_total", "counter", "Predict process time", gen_s);
-    metric("llamacpp:prompt_tokens_seconds", "gauge", "Average prompt throughput in tokens/s.",
-           prompt_s > 0 ? new_prompt / prompt_s : 0.0);
-    metric("llamacpp:predicted_tokens_seconds", "gauge", "Average generation throughput in tokens/s.",
-           gen_s > 0 ? (double)metrics.generated_tokens / gen_s : 0.0);
+    metric("llamacpp:n_decode_total", "counter", "Total number of forward steps.",
+           (double)n_steps);
+    metric("llamacpp:n_tokens_max", "counter", "Largest number of tokens one step evaluated.",
+           (double)most_tokens);
+    metric("llamacpp:spec_decode_num_draft_tokens_total", "counter", "Tokens drafted.",
+           (double)metrics.drafted_tokens);
+    metric("llamacpp:spec_decode_num_accepted_tokens_total", "counter", "Drafted tokens accepted.",
+           (double)metrics.accepted_tokens);
+    metric("llamacpp:spec_decode_num_drafts_total", "counter", "Steps that checked drafts.",
+           (double)metrics.draft_steps);
+    metric("llamacpp:prompt_tokens_seconds", "gauge",
+           "Prompt throughput in tokens/s since the previous scrape.", window_prompt_rate);
+    metric("llamacpp:predicted_tokens_seconds", "gauge",
+           "Generation throughput in tokens/s since the previous scrape.", window_gen_rate);
     metric("llamacpp:kv_cache_usage_ratio", "gauge", "KV-cache usage. 1 means 100 percent usage.",
            kv_capacity > 0 ? (double)kv_tokens / kv_capacity : 0.0);
     metric("llamacpp:kv_cache_tokens", "gauge", "KV-cache tokens.", (double)kv_tokens);
     metric("llamacpp:requests_processing", "gauge", "Number of requests processing.",
            (double)metrics.processing);
     metric("llamacpp:requests_deferred", "gauge", "Number of requests deferred.",
-           (double)pool->queued());
+           awake ? (double)pool->queued() : 0.0);
+    metric("llamacpp:n_busy_slots_per_decode", "gauge", "Average slots stepping per forward pass.",
+           passes > 0 ? (double)steps / (double)passes : (n_steps > 0 ? 1.0 : 0.0));
     metric("edgellm_requests_total", "counter", "Generation requests answered.",
            (double)metrics.requests);
     metric("edgellm_requests_failed_total", "counter", "Generation requests refused with an error.",
@@ -2010,7 +2470,8 @@ void Server::Impl::metrics_get(http::Response& res) {
            prompt_s > 0 ? new_prompt / prompt_s : 0.0);
     metric("edgellm_decode_tokens_per_second", "gauge", "Decode speed so far.",
            gen_s > 0 ? (double)metrics.generated_tokens / gen_s : 0.0);
-    metric("edgellm_queue_depth", "gauge", "Requests waiting for a slot.", (double)pool->queued());
+    metric("edgellm_queue_depth", "gauge", "Requests waiting for a slot.",
+           awake ? (double)pool->queued() : 0.0);
     metric("edgellm_requests_processing", "gauge", "Requests generating.", (double)metrics.processing);
     metric("edgellm_resident_memory_bytes", "gauge", "Resident memory of the process.",
            (double)resident_bytes());
@@ -2050,7 +2511,8 @@ void Server::Impl::metrics_get(http::Response& res) {
     std::snprintf(line, sizeof line, "edgellm_time_to_first_token_seconds_count %llu\n",
                   (unsigned long long)metrics.ttft_count);
     out += line;
-    res.send(200, "text/plain; version=0.0.4; charset=utf-8", out);
+    res.send(200, "text/plain; version=0.0.4; charset=utf-8", out,
+             {{"Process-Start-Time-Unix", std::to_string(process_start_unix)}});
 }
 
 }  // namespace edgellm::server

@@ -59,9 +59,15 @@ struct ServerConfig {
     CorsPolicy cors;  // --cors-origins and friends
     std::string model_path;
     std::string alias;  // the model's name in responses; default: the file name
+    std::vector<std::string> aliases;  // --alias a,b,c: every name (alias is the first, sorted)
+    std::vector<std::string> tags;     // --tags: listed in /models
     LoadOptions load;
     ContextParams ctx;  // ctx.n_ctx is the total: each of the n_parallel slots gets n_ctx / n_parallel
     int n_parallel = 1;
+    // --kv-unified: each slot may hold up to the whole n_ctx (not n_ctx / n_parallel); the KV
+    // pages are taken as positions are used, so memory follows what the slots hold (the
+    // bill counts the worst case, every slot full).
+    bool kv_unified = false;
     int max_queue = 16;       // requests waiting for a slot; more get 503
     GenerateParams defaults;  // -n and the sampling flags
     std::vector<std::string> api_keys;  // empty: no key needed
@@ -86,6 +92,11 @@ struct ServerConfig {
     // A thinking model's <think>...</think> goes out as reasoning_content (llama-server's
     // --reasoning-format auto / deepseek); false: left in the content (none).
     bool reasoning = true;
+    // --reasoning on|auto (true) or off (false): the templates' enable_thinking variable
+    // (--chat-template-kwargs and a request's chat_template_kwargs override it).
+    bool enable_thinking = true;
+    // A chat whose last message is the assistant's continues it (--no-prefill-assistant: off).
+    bool prefill_assistant = true;
     // --grammar / --json-schema: constrains every request that brings no grammar, schema or
     // tools of its own (null: none).
     std::shared_ptr<const Grammar> grammar;
@@ -107,6 +118,9 @@ struct ServerConfig {
     // this long after the request arrived is stopped and answered with the text instead.
     int64_t timeout_first_token_ms = 0;
     std::string fallback_reply;
+    // --sleep-idle-seconds: unload the model after this long without a request, load it
+    // again on the next one (0: never).
+    int sleep_idle_seconds = 0;
     int summary_max_tokens = 160;
     // --embedding: POST /embedding, /embeddings and /v1/embeddings (the final hidden
     // states, pooled); --reranking (implies it): POST /rerank. Without them those answer 400

@@ -12,12 +12,46 @@ void StreamWriter::begin(GenOutcome&, const std::vector<TokenProbs>* probs, cons
 }
 
 bool StreamWriter::write(const json& chunk) {
+    if (s_.chunks) {
+        if (!timings_.is_null() && s_.request && s_.request->timings_per_token && chunk.is_object() &&
+            !chunk.contains("timings") && !chunk.contains("error")) {
+            json with = chunk;
+            with["timings"] = timings_;
+            return ok_ = ok_ && s_.chunks(&with);
+        }
+        return ok_ = ok_ && s_.chunks(&chunk);
+    }
+    if (!timings_.is_null() && s_.request && s_.request->timings_per_token && chunk.is_object() &&
+        !chunk.contains("timings") && !chunk.contains("error")) {
+        json with = chunk;
+        with["timings"] = timings_;
+        return write_raw(sse(with));
+    }
     return write_raw(sse(chunk));
+}
+
+void StreamWriter::progress(const GenOutcome& o, const json& prompt_progress) {
+    json chunk;
+    if (s_.request->api == Api::Native) {
+        chunk = native_chunk_text(o, "", nullptr);
+    } else {
+        chunk = usage_chunk(o, s_.request->api == Api::Chat);
+        chunk.erase("usage");
+        chunk.erase("timings");
+    }
+    chunk["prompt_progress"] = prompt_progress;
+    if (!timings_.is_null()) chunk["timings"] = timings_;
+    write(chunk);
 }
 
 bool StreamWriter::write_raw(std::string_view bytes) {
     ok_ = ok_ && sink_(bytes);
     return ok_;
+}
+
+bool StreamWriter::done() {
+    if (s_.chunks) return ok_ = ok_ && s_.chunks(nullptr);
+    return write_raw("data: [DONE]\n\n");
 }
 
 void StreamWriter::fail(const ApiError& e) {
@@ -122,7 +156,7 @@ void ChatStream::end_choice(GenOutcome& o) {
 
 void ChatStream::end(const GenOutcome& summary, const GenOutcome&) {
     if (s_.request->include_usage) write(usage_chunk(summary, true));
-    write_raw("data: [DONE]\n\n");
+    done();
 }
 
 // ---- completions --------------------------------------------------------------------
@@ -139,7 +173,7 @@ void CompletionsStream::end_choice(GenOutcome& o) {
 
 void CompletionsStream::end(const GenOutcome& summary, const GenOutcome&) {
     if (s_.request->include_usage) write(usage_chunk(summary, false));
-    write_raw("data: [DONE]\n\n");
+    done();
 }
 
 // ---- llama.cpp's /completion --------------------------------------------------------

@@ -37,6 +37,10 @@ struct StreamSettings {
     const Tokenizer* tok = nullptr;
     bool reasoning = false;         // split <think> into reasoning_content (chat)
     bool tool_grammar = false;      // the tool-call grammar constrains the reply (chat)
+    // When set, each chunk goes here as JSON instead of out as an SSE event, and the end
+    // ([DONE]) as nullptr: another API's events are made from them (Anthropic's messages,
+    // OpenAI's responses). False: the client is gone.
+    std::function<bool(const json*)> chunks;
 };
 
 class StreamWriter {
@@ -59,6 +63,11 @@ class StreamWriter {
     virtual void end_choice(GenOutcome& o) = 0;
     // The response ends: summary has the usage over every choice, first is choice 0.
     virtual void end(const GenOutcome& summary, const GenOutcome& first) = 0;
+    // timings_per_token: the timings so far, added to every chunk written after this.
+    void set_timings(json t) { timings_ = std::move(t); }
+    // return_progress: a prompt_progress event ({total, cache, processed, time_ms}) with the
+    // timings so far, in the API's chunk shape.
+    void progress(const GenOutcome& o, const json& prompt_progress);
     // An error after the stream started: an error event.
     void fail(const ApiError& e);
     bool ok() const { return ok_; }
@@ -68,6 +77,7 @@ class StreamWriter {
   protected:
     bool write(const json& chunk);
     bool write_raw(std::string_view bytes);
+    bool done();  // the [DONE] marker
     // The logprobs of the tokens sampled since the last call (end-of-generation tokens
     // held back), for the text about to be sent; null without logprobs.
     json take_logprobs(const std::string& text);
@@ -77,6 +87,7 @@ class StreamWriter {
     bool ok_ = true;
     const std::vector<TokenProbs>* probs_ = nullptr;
     size_t probs_sent_ = 0, text_sent_ = 0;
+    json timings_;  // null until set_timings
 };
 
 class ChatStream final : public StreamWriter {

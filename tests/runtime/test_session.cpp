@@ -350,3 +350,20 @@ TEST(Context, ThreadsAreCappedAtTheUsableCpus) {
     // and it still evaluates
     EXPECT_TRUE((*ctx)->eval(kPrompt, false).ok());
 }
+
+TEST(Session, LazyKvPagesGiveTheSameTokens) {
+    // --kv-unified's KV cache: pages taken as positions are written, not touched at creation.
+    Fixture eager, lazy;
+    if (!load(&eager)) GTEST_SKIP() << "no golden models at " << test::golden_dir();
+    ASSERT_TRUE(load(&lazy));
+    ContextParams cp = lazy.ctx->params();
+    cp.kv_lazy = true;
+    auto c = Context::create(*lazy.model, cp);
+    ASSERT_TRUE(c.ok()) << c.error();
+    lazy.ctx = std::move(*c);
+    Session a(*eager.model, *eager.tok, *eager.ctx), b(*lazy.model, *lazy.tok, *lazy.ctx);
+    auto ra = a.generate(kPrompt, greedy(24), nullptr);
+    auto rb = b.generate(kPrompt, greedy(24), nullptr);
+    ASSERT_TRUE(ra.ok() && rb.ok());
+    EXPECT_EQ(ra->tokens, rb->tokens);
+}

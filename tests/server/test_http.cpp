@@ -803,6 +803,39 @@ TEST(Http, ListenErrorsAndHosts) {
         s.stop();
         t.join();
     }
+    {  // several addresses: one socket each, on one port
+        http::Options h = small_limits();
+        h.host = "127.0.0.1,::1";
+        h.port = 0;
+        http::Server s(h, rec.handler());
+        auto port = s.listen();
+        if (port.ok()) {
+            std::thread t([&] { s.run(); });
+            Client c(*port);
+            ASSERT_TRUE(c.send("GET /v4 HTTP/1.1\r\n\r\n"));
+            EXPECT_EQ(c.read_reply().body, "GET /v4 ");
+            const int fd = ::socket(AF_INET6, SOCK_STREAM, 0);
+            sockaddr_in6 a6{};
+            a6.sin6_family = AF_INET6;
+            a6.sin6_port = htons((uint16_t)*port);
+            a6.sin6_addr = in6addr_loopback;
+            ASSERT_EQ(::connect(fd, (sockaddr*)&a6, sizeof a6), 0) << "::1 is listened on too";
+            const std::string req = "GET /v6 HTTP/1.1\r\nConnection: close\r\n\r\n";
+            ASSERT_EQ(::send(fd, req.data(), req.size(), 0), (ssize_t)req.size());
+            std::string got;
+            char buf[4096];
+            for (ssize_t n; (n = ::recv(fd, buf, sizeof buf, 0)) > 0;) got.append(buf, (size_t)n);
+            ::close(fd);
+            EXPECT_NE(got.find("GET /v6 "), std::string::npos) << got;
+            s.stop();
+            t.join();
+        } else {
+            EXPECT_NE(port.error().find("::1"), std::string::npos) << port.error();  // no IPv6 here
+        }
+        http::Options half = small_limits();
+        half.host = "127.0.0.1,no.such.host.invalid";
+        EXPECT_FALSE(http::Server(half, rec.handler()).listen().ok());  // all or nothing
+    }
     http::Options bad;
     bad.host = "no.such.host.invalid";
     EXPECT_FALSE(http::Server(bad, rec.handler()).listen().ok());

@@ -980,7 +980,7 @@ class OneSlotServer(unittest.TestCase):
             time.sleep(0.3)  # well into the prompt
             slot = json.loads(ka.get_json("/slots")[1])[0]
             self.assertTrue(slot["is_processing"])
-            self.assertEqual(slot["next_token"]["n_decoded"], 0, "prefill already finished")
+            self.assertEqual(slot["next_token"][0]["n_decoded"], 0, "prefill already finished")
             s.abort()
             stopped_after = self.measure_stop(ka, s.closed_at)
         finally:
@@ -2582,6 +2582,337 @@ class EmbeddingFlags(unittest.TestCase):
             r = run_cli(["-m", self.model, "--port", "0", *flags])
             self.assertEqual(r.returncode, 2, r)
             self.assertIn("--pooling", r.stderr)
+
+
+class LlamaServerApi(unittest.TestCase):
+    """The API details llama.cpp's own server suite checks, on Qwen2.5-Coder 0.5B with two
+    slots: continuing the last message, __verbose, token counting, /completions' native
+    shape, batches of prompts, JSON prompts, prompt progress and per-token timings,
+    generation_settings.logit_bias, /models aliases and tags, two listening addresses,
+    /slots' and /metrics' llama.cpp shapes."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model = need_model(QWEN_SMALL)
+        cls.srv = start_server(cls, ["-m", cls.model, "--port", "0", "-np", "2", "-c", "2048",
+                                     "-b", "32", "--metrics", "--host", "127.0.0.1,::1",
+                                     "--alias", "qwen,coder", "--tags", "small,chat"])
+        cls.port = cls.srv.port
+
+    def post(self, path, body):
+        return request(self.port, "POST", path, body)
+
+    def ok(self, path, body):
+        r = self.post(path, body)
+        self.assertEqual(r.status, 200, f"{path} {body}: {r}")
+        return r.json()
+
+    MSGS = [{"role": "system", "content": "Book"}, {"role": "user", "content": "What is the best book"}]
+
+    def test_assistant_prefill_and_continue_final_message(self):
+        msgs = self.MSGS + [{"role": "assistant", "content": "The best book is"}]
+        d = self.ok("/v1/chat/completions", {"messages": msgs, "max_tokens": 4, "verbose": True})
+        prompt = d["__verbose"]["prompt"]
+        self.assertTrue(prompt.endswith("<|im_start|>assistant\nThe best book is"), prompt[-80:])
+        # parts of a continued message are joined with a blank line, as llama.cpp does
+        parts = self.MSGS + [{"role": "assistant", "content": [{"type": "text", "text": "Wh"},
+                                                                {"type": "text", "text": "ill"}]}]
+        d = self.ok("/v1/chat/completions", {"messages": parts, "max_tokens": 2, "verbose": True})
+        self.assertTrue(d["__verbose"]["prompt"].endswith("assistant\nWh\n\nill"))
+        same = self.ok("/apply-template", {"messages": msgs, "add_generation_prompt": False,
+                                           "continue_final_message": True})["prompt"]
+        self.assertEqual(same, prompt)
+        both = self.post("/v1/chat/completions", {"messages": msgs, "max_tokens": 2,
+                                                  "add_generation_prompt": True,
+                                                  "continue_final_message": True})
+        assert_error_shape(self, both, 400)
+        self.assertIn("add_generation_prompt", both.json()["error"]["message"])
+        two = self.post("/v1/chat/completions", {"messages": msgs + [{"role": "assistant", "content": "x"}],
+                                                 "max_tokens": 2})
+        assert_error_shape(self, two, 400)
+        no_gen = self.ok("/apply-template", {"messages": self.MSGS, "add_generation_prompt": False})["prompt"]
+        self.assertFalse(no_gen.rstrip().endswith("<|im_start|>assistant"), no_gen[-60:])
+        self.assertTrue(self.ok("/apply-template", {"messages": self.MSGS})["prompt"].endswith(
+            "<|im_start|>assistant\n"))
+
+    def test_verbose_only_when_asked(self):
+        d = self.ok("/v1/chat/completions", {"messages": self.MSGS, "max_tokens": 2})
+        self.assertNotIn("__verbose", d)
+        d = self.ok("/v1/chat/completions", {"messages": self.MSGS, "max_tokens": 2, "verbose": True})
+        self.assertIn("Book", d["__verbose"]["prompt"])
+        self.assertEqual(d["__verbose"]["content"], d["choices"][0]["message"]["content"])
+
+    def test_input_tokens_counts_the_rendered_prompt(self):
+        prompt = self.ok("/apply-template", {"messages": self.MSGS})["prompt"]
+        n = len(self.ok("/tokenize", {"content": prompt, "add_special": True})["tokens"])
+        for path in ("/v1/chat/completions/input_tokens", "/chat/completions/input_tokens"):
+            self.assertEqual(self.ok(path, {"messages": self.MSGS})["input_tokens"], n)
+        assert_error_shape(self, self.post("/v1/chat/completions/input_tokens", {"messages": 5}), 400)
+
+    def test_completions_without_v1_is_the_native_api(self):
+        d = self.ok("/completions", {"prompt": "def add(a, b):", "n_predict": 4})
+        self.assertIn("content", d)
+        self.assertIn("generation_settings", d)
+        o = self.ok("/v1/completions", {"prompt": "def add(a, b):", "max_tokens": 4})
+        self.assertEqual(o["object"], "text_completion")
+
+    def test_batches_and_json_prompts(self):
+        ids = self.ok("/tokenize", {"content": "def add(a, b):", "add_special": True})["tokens"]
+        one = self.ok("/completion", {"prompt": ids, "n_predict": 6, "temperature": 0})["content"]
+        batch = self.ok("/completion", {"prompt": [ids, "def add(a, b):", {"prompt_string": "def add(a, b):"}],
+                                        "n_predict": 6, "temperature": 0})
+        self.assertIsInstance(batch, list)
+        self.assertEqual([b["index"] for b in batch], [0, 1, 2])
+        self.assertEqual([b["content"] for b in batch], [one] * 3)
+        oai = self.ok("/v1/completions", {"prompt": ["def add(a, b):", "def sub(a, b):"],
+                                          "max_tokens": 3, "temperature": 0})
+        self.assertEqual([c["index"] for c in oai["choices"]], [0, 1])
+        self.assertEqual(oai["usage"]["completion_tokens"], 6)
+        bad = self.post("/completion", {"prompt": ["ok", [1, -1]], "n_predict": 2})
+        assert_error_shape(self, bad, 400)
+        self.assertIn("prompt 1", bad.json()["error"]["message"])
+        assert_error_shape(self, self.post("/completion", {"prompt": ["a", "b"], "stream": True}), 400)
+        assert_error_shape(self, self.post("/completion", {"prompt": {"multimodal_data": ["x"],
+                                                                      "prompt_string": "y"}}), 400)
+
+    def test_prompt_progress_and_per_token_timings(self):
+        body = {"prompt": "word " * 100, "n_predict": 4, "stream": True, "return_progress": True,
+                "timings_per_token": True, "cache_prompt": False}
+        r = self.post("/completion", body)
+        self.assertEqual(r.status, 200, r)
+        events = [json.loads(e) for e in sse_events(r.body) if e != "[DONE]"]
+        progress = [e for e in events if "prompt_progress" in e]
+        self.assertGreaterEqual(len(progress), 4, "one before the prompt and one per 32-token step")
+        first = progress[0]
+        self.assertEqual(first["prompt_progress"]["processed"], first["prompt_progress"]["cache"])
+        self.assertEqual(first["timings"]["prompt_ms"], 0.0)
+        done = [p["prompt_progress"]["processed"] for p in progress]
+        self.assertEqual(done, sorted(done))
+        self.assertEqual(done[-1], progress[-1]["prompt_progress"]["total"])
+        texts = [e for e in events if e.get("content") and "prompt_progress" not in e]
+        self.assertTrue(texts and all("timings" in e for e in texts))
+        self.assertEqual(texts[-1]["timings"]["predicted_n"], len(texts))
+        chat = self.post("/v1/chat/completions", {"messages": self.MSGS, "max_tokens": 3, "stream": True,
+                                                  "stream_options": {"include_usage": True},
+                                                  "timings_per_token": True})
+        ev = [json.loads(e) for e in sse_events(chat.body) if e != "[DONE]"]
+        self.assertNotIn("timings", ev[0])  # the role chunk comes before anything ran
+        self.assertIn("timings", ev[-1])     # the usage chunk
+
+    def test_generation_settings_logit_bias(self):
+        d = self.ok("/completion", {"prompt": "x", "n_predict": 2, "ignore_eos": True,
+                                    "logit_bias": [[15, 2.0]]})
+        bias = d["generation_settings"]["logit_bias"]
+        self.assertIn({"token": 15, "bias": 2.0}, bias)
+        self.assertTrue(any(b["bias"] is None for b in bias), "end-of-generation tokens at -inf")
+        d = self.ok("/completion", {"prompt": "x", "n_predict": 2})
+        self.assertEqual(d["generation_settings"]["logit_bias"], [])
+
+    def test_models_aliases_tags_and_both_addresses(self):
+        for host in ("127.0.0.1", "::1"):
+            m = request(self.port, "GET", "/v1/models", host=host).json()["data"][0]
+            self.assertEqual(m["id"], "coder")  # the first in sorted order
+            self.assertEqual(m["aliases"], ["coder", "qwen"])
+            self.assertEqual(m["tags"], ["chat", "small"])
+
+    def test_slots_and_metrics_shapes(self):
+        self.ok("/completion", {"prompt": "I believe", "n_predict": 8})
+        slots = request(self.port, "GET", "/slots").json()
+        for s in slots:
+            self.assertNotIn("params", s)
+            self.assertEqual(s["next_token"][0]["n_remain"], -1)
+            self.assertEqual(s["next_token"][0]["n_decoded"], 0)
+        r = request(self.port, "GET", "/metrics")
+        self.assertGreater(int(r.headers["process-start-time-unix"]), 1700000000)
+        text = r.body.decode()
+        for name in ("llamacpp:prompt_tokens_cached_total", "llamacpp:n_decode_total",
+                     "llamacpp:n_tokens_max", "llamacpp:spec_decode_num_drafts_total",
+                     "llamacpp:n_busy_slots_per_decode"):
+            self.assertIn(f"# TYPE {name} ", text)
+        self.ok("/completion", {"prompt": "I believe", "n_predict": 8})
+        rate = lambda: metrics_values(self.port)["llamacpp:predicted_tokens_seconds"]
+        self.assertGreater(rate(), 0)  # the window since the previous scrape had a generation
+        self.assertEqual(rate(), 0)    # this one had none
+
+    def test_generation_rate_counts_decode_steps(self):
+        t = self.ok("/completion", {"prompt": "I believe", "n_predict": 1})["timings"]
+        self.assertEqual(t["predicted_per_second"], 0.0)
+        t = self.ok("/completion", {"prompt": "I believe", "n_predict": 16, "ignore_eos": True})["timings"]
+        self.assertAlmostEqual(t["predicted_per_second"], 1e3 / t["predicted_ms"] * 15, places=6)
+
+
+class AgentApis(unittest.TestCase):
+    """Anthropic's /v1/messages (+ count_tokens) and OpenAI's /v1/responses on the chat path,
+    with the openai and plain-HTTP clients, on Qwen2.5-Coder 0.5B."""
+
+    TOOL = {"name": "get_weather", "description": "Get the weather of a city",
+            "input_schema": {"type": "object", "properties": {"location": {"type": "string"}},
+                             "required": ["location"]}}
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model = need_model(QWEN_SMALL)
+        cls.srv = start_server(cls, ["-m", cls.model, "--port", "0", "-c", "4096", "--api-key", "k"])
+        cls.port = cls.srv.port
+
+    def post(self, path, body, key=True):
+        return request(self.port, "POST", path, body, headers={"x-api-key": "k"} if key else None)
+
+    def test_messages_basic_system_and_usage(self):
+        r = self.post("/v1/messages", {"model": "claude", "max_tokens": 16, "system": "Answer briefly.",
+                                       "messages": [{"role": "user", "content": "Say hello"}]})
+        self.assertEqual(r.status, 200, r)
+        d = r.json()
+        self.assertEqual((d["type"], d["role"], d["model"]), ("message", "assistant", "claude"))
+        self.assertEqual(d["content"][0]["type"], "text")
+        self.assertIn(d["stop_reason"], ("end_turn", "max_tokens"))
+        self.assertGreater(d["usage"]["output_tokens"], 0)
+        self.assertNotIn("timings", d)
+        n = self.post("/v1/messages/count_tokens", {"model": "claude", "system": "Answer briefly.",
+                                                    "messages": [{"role": "user", "content": "Say hello"}]})
+        self.assertEqual(n.status, 200, n)
+        self.assertEqual(n.json()["input_tokens"],
+                         d["usage"]["input_tokens"] + d["usage"]["cache_read_input_tokens"])
+        self.assertEqual(self.post("/v1/messages", {"max_tokens": 4, "messages": []}).status, 400)
+        self.assertEqual(self.post("/v1/messages", {"max_tokens": 4, "messages": [
+            {"role": "user", "content": "x"}]}, key=False).status, 401)
+        img = self.post("/v1/messages", {"max_tokens": 4, "messages": [{"role": "user", "content": [
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}]}]})
+        self.assertEqual(img.status, 400, img)
+        self.assertEqual(img.json()["type"], "error")
+        self.assertIn("image input is not supported", img.json()["error"]["message"])
+
+    def test_messages_stream_events_in_order(self):
+        r = self.post("/v1/messages", {"max_tokens": 8, "stream": True,
+                                       "messages": [{"role": "user", "content": "Count: one, two,"}]})
+        self.assertEqual(r.status, 200, r)
+        events = [json.loads(line[6:]) for line in r.body.decode().splitlines() if line.startswith("data: ")]
+        types = [e["type"] for e in events]
+        self.assertEqual(types[0], "message_start")
+        self.assertEqual(types[1], "content_block_start")
+        self.assertEqual(types[-3:], ["content_block_stop", "message_delta", "message_stop"])
+        self.assertTrue(all(t == "content_block_delta" for t in types[2:-3]))
+        self.assertGreater(events[0]["message"]["usage"]["input_tokens"], 0)
+        self.assertEqual(events[-2]["usage"]["output_tokens"], len(types) - 5)
+
+    def test_messages_tool_use_and_result(self):
+        r = self.post("/v1/messages", {"max_tokens": 80, "tools": [self.TOOL],
+                                       "tool_choice": {"type": "tool", "name": "get_weather"},
+                                       "messages": [{"role": "user", "content": "Weather in Paris?"}]})
+        self.assertEqual(r.status, 200, r)
+        d = r.json()
+        self.assertEqual(d["stop_reason"], "tool_use")
+        call = next(b for b in d["content"] if b["type"] == "tool_use")
+        self.assertEqual(call["name"], "get_weather")
+        self.assertIsInstance(call["input"]["location"], str)
+        back = self.post("/v1/messages", {"max_tokens": 24, "tools": [self.TOOL],
+                                          "tool_choice": {"type": "none"}, "messages": [
+            {"role": "user", "content": "Weather in Paris?"},
+            {"role": "assistant", "content": [call]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": call["id"],
+                                          "content": "sunny, 25 C"}]}]})
+        self.assertEqual(back.status, 200, back)
+        self.assertEqual(back.json()["content"][0]["type"], "text")
+
+    def test_responses_text_stream_and_function_call(self):
+        from openai import OpenAI
+        client = OpenAI(api_key="k", base_url=f"http://127.0.0.1:{self.port}/v1")
+        r = client.responses.create(model="m", input="Say hello", max_output_tokens=12,
+                                    instructions="Answer briefly.")
+        self.assertGreater(len(r.output_text), 0)
+        self.assertGreater(r.usage.output_tokens, 0)
+        kinds = [e.type for e in client.responses.create(model="m", input="Say hi",
+                                                         max_output_tokens=200, stream=True)]
+        self.assertEqual(kinds[0], "response.created")
+        self.assertIn("response.output_text.delta", kinds)
+        self.assertEqual(kinds[-1], "response.completed")
+        tool = {"type": "function", "name": "get_weather", "parameters": self.TOOL["input_schema"]}
+        f = client.responses.create(model="m", input="Weather in Paris?", tools=[tool],
+                                    tool_choice="required", max_output_tokens=80)
+        call = next(o for o in f.output if o.type == "function_call")
+        self.assertEqual(call.name, "get_weather")
+        self.assertIn("location", json.loads(call.arguments))
+        bad = self.post("/v1/responses", {"input": "x", "previous_response_id": "resp_1"})
+        assert_error_shape(self, bad, 400)
+
+
+class ServeFlags17(unittest.TestCase):
+    """llama-server flags from its test suite: --reasoning, built-in template names,
+    --kv-unified."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model = need_model(GEMMA)
+
+    def start(self, *flags):
+        srv = Server(["-m", self.model, "--port", "0", *flags])
+        self.addCleanup(srv.stop)
+        srv.wait_ready()
+        return srv.port
+
+    def test_reasoning_off_sets_enable_thinking(self):
+        import tempfile
+        tpl = ("{% for m in messages %}<{{ m.role }}>{{ m.content }}{% endfor %}"
+               "{% if add_generation_prompt %}<assistant><think>\n"
+               "{% if not enable_thinking %}</think>{% endif %}{% endif %}")
+        with tempfile.NamedTemporaryFile("w", suffix=".jinja", delete=False) as f:
+            f.write(tpl)
+        self.addCleanup(os.unlink, f.name)
+        msgs = {"messages": [{"role": "user", "content": "hi"}]}
+        for mode, end in (("auto", "<think>\n"), ("on", "<think>\n"), ("off", "<think>\n</think>")):
+            port = self.start("-c", "256", "--reasoning", mode, "--chat-template-file", f.name)
+            prompt = request(port, "POST", "/apply-template", msgs).json()["prompt"]
+            self.assertTrue(prompt.endswith(end), (mode, prompt))
+        port = self.start("-c", "256", "--reasoning", "off", "--chat-template-file", f.name)
+        kw = dict(msgs, chat_template_kwargs={"enable_thinking": True})
+        self.assertTrue(request(port, "POST", "/apply-template", kw).json()["prompt"].endswith("<think>\n"))
+        r = run_cli(["-m", self.model, "--port", "0", "--reasoning", "maybe"])
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--reasoning", r.stderr)
+
+    def test_builtin_template_names(self):
+        port = self.start("-c", "256", "--chat-template", "command-r")
+        p = request(port, "POST", "/apply-template", {"messages": [
+            {"role": "system", "content": "You are a test."}, {"role": "user", "content": "Hi there"}]}).json()
+        self.assertEqual(p["prompt"], "<|START_OF_TURN_TOKEN|><|SYSTEM_TOKEN|>You are a test.<|END_OF_TURN_TOKEN|>"
+                                      "<|START_OF_TURN_TOKEN|><|USER_TOKEN|>Hi there<|END_OF_TURN_TOKEN|>"
+                                      "<|START_OF_TURN_TOKEN|><|CHATBOT_TOKEN|>")
+        r = run_cli(["-m", self.model, "--port", "0", "--chat-template", "no-such-format"])
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("mistral-v7", r.stderr)  # the error lists the names
+
+    def test_sleep_unloads_and_the_next_request_loads_again(self):
+        port = self.start("-c", "1024", "--metrics", "--sleep-idle-seconds", "1")
+        d = request(port, "POST", "/completion", {"prompt": "Once", "n_predict": 4, "temperature": 0}).json()
+        awake = metrics_values(port)
+        self.assertFalse(request(port, "GET", "/props").json()["is_sleeping"])
+        deadline = time.monotonic() + 15
+        while not request(port, "GET", "/props").json()["is_sleeping"]:
+            self.assertLess(time.monotonic(), deadline, "the server did not go to sleep")
+            time.sleep(0.1)
+        # the read-only endpoints answer without waking it
+        self.assertEqual(request(port, "GET", "/health").status, 200)
+        self.assertEqual(request(port, "GET", "/v1/models").json()["data"][0]["id"], os.path.basename(self.model))
+        asleep = metrics_values(port)
+        self.assertTrue(request(port, "GET", "/props").json()["is_sleeping"])
+        self.assertLess(asleep["edgellm_resident_memory_bytes"], awake["edgellm_resident_memory_bytes"] - 100e6,
+                        "the weights' memory went back to the system")
+        self.assertEqual(asleep["llamacpp:tokens_predicted_total"], awake["llamacpp:tokens_predicted_total"])
+        # any other request loads it again
+        r = request(port, "POST", "/tokenize", {"content": "hello"})
+        self.assertEqual(r.status, 200, r)
+        self.assertFalse(request(port, "GET", "/props").json()["is_sleeping"])
+        again = request(port, "POST", "/completion", {"prompt": "Once", "n_predict": 4, "temperature": 0}).json()
+        self.assertEqual(again["content"], d["content"])
+        self.assertGreater(metrics_values(port)["llamacpp:n_decode_total"], awake["llamacpp:n_decode_total"])
+
+    def test_kv_unified_lets_one_slot_use_the_whole_context(self):
+        port = self.start("-c", "512", "-np", "4", "--kv-unified")
+        self.assertEqual(request(port, "GET", "/slots").json()[0]["n_ctx"], 512)
+        d = request(port, "POST", "/completion", {"prompt": "A", "n_predict": 300, "ignore_eos": True}).json()
+        self.assertEqual(d["timings"]["predicted_n"], 300)  # more than 512 / 4
+        plain = self.start("-c", "512", "-np", "4")
+        self.assertEqual(request(plain, "GET", "/slots").json()[0]["n_ctx"], 128)
 
 
 class ConstrainedOutput(GemmaServer):
