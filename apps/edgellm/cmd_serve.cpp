@@ -347,6 +347,10 @@ int cmd_serve(const std::vector<std::string>& given) {
     p.option({"--sleep-idle-seconds"}, "N",
              "unload the model after N seconds without a request (its memory goes back to the "
              "system); the next request loads it again (default 0: never)");
+    p.flag({"--ui-mcp-proxy", "--webui-mcp-proxy"},
+           "serve /cors-proxy?url=http://...: the chat page's requests to other servers (MCP over "
+           "HTTP) forwarded, with only the headers it names");
+    p.flag({"--no-ui-mcp-proxy", "--no-webui-mcp-proxy"}, "no /cors-proxy (the default: it answers 403)");
     p.flag({"--offline"}, "accepted: edgellm never downloads anything (models are local files)");
     p.flag({"--context-shift"},
            "when the context fills while generating, drop the oldest tokens after the first "
@@ -513,6 +517,9 @@ int cmd_serve(const std::vector<std::string>& given) {
         if (!p.get_int("--sleep-idle-seconds", 0, 1 << 30, &sleep_s, &err)) return fail("serve", err, 2);
         cfg.sleep_idle_seconds = (int)sleep_s;
     }
+    if (p.has("--ui-mcp-proxy") && p.has("--no-ui-mcp-proxy"))
+        return fail("serve", "--ui-mcp-proxy and --no-ui-mcp-proxy contradict each other", 2);
+    cfg.ui_mcp_proxy = p.has("--ui-mcp-proxy");
     cfg.webui = !p.has("--no-webui");
     cfg.log = !p.has("--log-disable");
     cfg.verbose = p.has("--verbose");

@@ -88,11 +88,12 @@ using BodyCallback = std::function<bool(std::string_view bytes, StreamControl& c
 // One request on a fresh connection. With on_body the body is handed over as it arrives
 // (chunked framing removed) and the first-token deadline applies until ctl.progress;
 // without it the body is collected into HttpResult::body and only the total deadline
-// applies. Never throws.
+// applies. `headers` are sent as well (one with CR or LF in it is left out). Never throws.
 HttpResult http_request(const Endpoint& ep, std::string_view method, std::string_view path,
                         std::string_view body, const Timeouts& t,
                         const BodyCallback& on_body = {}, StreamControl* ctl = nullptr,
-                        std::string_view content_type = "application/json");
+                        std::string_view content_type = "application/json",
+                        const std::vector<std::pair<std::string, std::string>>& headers = {});
 
 // Server-sent events: feed bytes as they arrive, get each event's data (multi-line data
 // joined with '\n'; comments and other fields ignored; CRLF or LF line ends).

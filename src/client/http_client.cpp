@@ -242,7 +242,8 @@ std::string trim(std::string_view s) {
 
 HttpResult http_request(const Endpoint& ep, std::string_view method, std::string_view path,
                         std::string_view body, const Timeouts& t, const BodyCallback& on_body,
-                        StreamControl* ctl_in, std::string_view content_type) {
+                        StreamControl* ctl_in, std::string_view content_type,
+                        const std::vector<std::pair<std::string, std::string>>& headers) {
     HttpResult r;
     const Clock::time_point t0 = Clock::now();
     StreamControl own;
@@ -283,6 +284,9 @@ HttpResult http_request(const Endpoint& ep, std::string_view method, std::string
     req.append("Connection: close\r\n");
     if (streaming) req.append("Accept: text/event-stream\r\n");
     if (!ep.api_key.empty()) req.append("Authorization: Bearer ").append(ep.api_key).append("\r\n");
+    for (const auto& [name, value] : headers)
+        if ((name + value).find_first_of("\r\n") == std::string::npos && !name.empty())
+            req.append(name).append(": ").append(value).append("\r\n");
     if (!body.empty() || method == "POST") {
         req.append("Content-Type: ").append(content_type).append("\r\n");
         req.append("Content-Length: ").append(std::to_string(body.size())).append("\r\n");

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "edgellm/chat.h"
+#include "edgellm/client.h"
 #include "edgellm/speculative.h"
 #include "edgellm/tokenizer.h"
 #include "edgellm/version.h"
@@ -320,6 +321,10 @@ struct Server::Impl {
                                       Context::Pooling pooling, http::Response& res,
                                       std::vector<std::vector<float>>* out);
     void apply_template(const http::Request& req, http::Response& res);
+    // --ui-mcp-proxy: GET/POST /cors-proxy?url=http://... forwarded for the chat page (which
+    // a browser would stop from calling other origins), with only the headers the page names
+    // (x-llama-server-proxy-header-NAME: VALUE is sent as NAME: VALUE).
+    void cors_proxy(const http::Request& req, http::Response& res, std::string* log_extra);
     // POST /v1/chat/completions/input_tokens: the prompt's token count, nothing generated.
     void input_tokens_count(const http::Request& req, http::Response& res);
     void props(http::Response& res);
@@ -1189,6 +1194,7 @@ void Server::Impl::route(const http::Request& req, http::Response& res, std::str
         if (!n) return send_error(res, err);
         return send_json(res, 200, {{"object", "response.input_tokens"}, {"input_tokens", *n}});
     }
+    if (p == "/cors-proxy") return cors_proxy(req, res, log_extra);
     if (post("/tokenize")) return tokenize(req, res);
     if (post("/detokenize")) return detokenize(req, res);
     if (post("/apply-template")) return apply_template(req, res);
@@ -2151,6 +2157,41 @@ void Server::Impl::responses(const http::Request& req, http::Response& res, std:
         return [tr](const json* c) { return c ? tr->on_chunk(*c) : tr->on_done(); };
     };
     generate(Api::Chat, chat_req, res, log_extra, &a);
+}
+
+void Server::Impl::cors_proxy(const http::Request& req, http::Response& res, std::string* log_extra) {
+    if (!cfg.ui_mcp_proxy)
+        return send_error(res, {403, "permission_error", "the CORS proxy is off (--ui-mcp-proxy turns it on)", {}});
+    const auto it = req.query.find("url");
+    if (it == req.query.end() || it->second.empty())
+        return send_error(res, bad_request("give ?url=http://HOST[:PORT]/PATH"));
+    const std::string& url = it->second;
+    if (url.rfind("https://", 0) == 0)
+        return send_error(res, bad_request("the proxy speaks plain HTTP only (no TLS here): " + url));
+    if (url.rfind("http://", 0) != 0) return send_error(res, bad_request("not an http:// URL: " + url));
+    const size_t slash = url.find('/', 7);
+    const std::string base = slash == std::string::npos ? url : url.substr(0, slash);
+    const std::string path = slash == std::string::npos ? "/" : url.substr(slash);
+    std::vector<std::pair<std::string, std::string>> headers;
+    const std::string prefix = "x-llama-server-proxy-header-";
+    std::string content_type = "application/json";
+    for (const auto& [name, value] : req.headers) {
+        if (name.rfind(prefix, 0) == 0 && name.size() > prefix.size())
+            headers.emplace_back(name.substr(prefix.size()), value);
+        if (name == "content-type") content_type = value;
+    }
+    client::Timeouts t;
+    t.connect_ms = 5000;
+    t.total_ms = 60000;
+    client::HttpResult r = client::http_request(client::Endpoint(base), req.method, path, req.body, t, {},
+                                                nullptr, content_type, headers);
+    *log_extra = " | " + req.method + " " + url + " -> " + std::to_string(r.status);
+    if (r.status == 0)
+        return send_error(res, {502, "proxy_error", "the proxy could not reach " + url + ": " + r.error, {}});
+    std::string type;
+    for (const auto& [name, value] : r.headers)
+        if (name == "content-type") type = value;
+    res.send(r.status, type, r.body);
 }
 
 void Server::Impl::apply_template(const http::Request& req, http::Response& res) {

@@ -121,6 +121,7 @@ struct ServerConfig {
     // --sleep-idle-seconds: unload the model after this long without a request, load it
     // again on the next one (0: never).
     int sleep_idle_seconds = 0;
+    bool ui_mcp_proxy = false;  // --ui-mcp-proxy: /cors-proxy for the chat page
     int summary_max_tokens = 160;
     // --embedding: POST /embedding, /embeddings and /v1/embeddings (the final hidden
     // states, pooled); --reranking (implies it): POST /rerank. Without them those answer 400

@@ -2906,6 +2906,48 @@ class ServeFlags17(unittest.TestCase):
         self.assertEqual(again["content"], d["content"])
         self.assertGreater(metrics_values(port)["llamacpp:n_decode_total"], awake["llamacpp:n_decode_total"])
 
+    def test_cors_proxy_forwards_only_the_named_headers(self):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+        import threading
+        seen = {}
+
+        class Target(BaseHTTPRequestHandler):
+            def do_GET(self):
+                seen.update({k.lower(): v for k, v in self.headers.items()})
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.end_headers()
+                self.wfile.write(b"target says hi")
+
+            def do_POST(self):
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, *a):
+                pass
+
+        target = ThreadingHTTPServer(("127.0.0.1", 0), Target)
+        threading.Thread(target=target.serve_forever, daemon=True).start()
+        self.addCleanup(target.server_close)
+        self.addCleanup(target.shutdown)
+        url = f"/cors-proxy?url=http://127.0.0.1:{target.server_port}/x"
+        off = self.start("-c", "256")
+        self.assertEqual(request(off, "GET", url).status, 403)
+        port = self.start("-c", "256", "--ui-mcp-proxy", "--api-key", "k")
+        r = request(port, "GET", url, headers={"Authorization": "Bearer k", "Cookie": "s=1",
+                                               "X-Api-Key": "k",
+                                               "x-llama-server-proxy-header-accept": "text/plain",
+                                               "x-llama-server-proxy-header-authorization": "Bearer other"})
+        self.assertEqual((r.status, r.body), (200, b"target says hi"))
+        self.assertEqual(seen.get("accept"), "text/plain")
+        self.assertEqual(seen.get("authorization"), "Bearer other")
+        self.assertNotIn("cookie", seen)
+        self.assertNotIn("x-api-key", seen)
+        self.assertEqual(request(port, "POST", url, {"a": 1}, headers={"Authorization": "Bearer k"}).status, 204)
+        self.assertEqual(request(port, "GET", url).status, 401)  # the server's key still applies
+        bad = request(port, "GET", "/cors-proxy?url=https://example.com", headers={"Authorization": "Bearer k"})
+        assert_error_shape(self, bad, 400)
+
     def test_kv_unified_lets_one_slot_use_the_whole_context(self):
         port = self.start("-c", "512", "-np", "4", "--kv-unified")
         self.assertEqual(request(port, "GET", "/slots").json()[0]["n_ctx"], 512)
