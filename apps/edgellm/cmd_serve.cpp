@@ -351,6 +351,39 @@ int cmd_serve(const std::vector<std::string>& given) {
            "serve /cors-proxy?url=http://...: the chat page's requests to other servers (MCP over "
            "HTTP) forwarded, with only the headers it names");
     p.flag({"--no-ui-mcp-proxy", "--no-webui-mcp-proxy"}, "no /cors-proxy (the default: it answers 403)");
+    // llama-server's offload and device flags: a CPU has nothing to offload to.
+    p.option({"-dev", "--device"}, "LIST", "none or cpu: edgellm runs on the CPU");
+    p.flag({"--list-devices"}, "print the devices (the CPU) and exit");
+    p.option({"-sm", "--split-mode"}, "MODE", "accepted: one CPU, nothing to split");
+    p.option({"-ts", "--tensor-split"}, "LIST", "accepted: one CPU, nothing to split");
+    p.option({"-mg", "--main-gpu"}, "N", "accepted: there is no GPU");
+    p.flag({"-nkvo", "--no-kv-offload"}, "accepted: the KV cache is in RAM");
+    p.flag({"-kvo", "--kv-offload"}, "accepted: the KV cache is in RAM");
+    p.flag({"--op-offload"}, "accepted: no GPU to offload to");
+    p.flag({"--no-op-offload"}, "accepted: no GPU to offload to");
+    p.flag({"-cmoe", "--cpu-moe"}, "accepted: every expert is on the CPU");
+    p.option({"-ncmoe", "--n-cpu-moe"}, "N", "accepted: every expert is on the CPU");
+    p.option({"--rpc"}, "SERVERS", "accepted: edgellm runs on this machine only (no RPC backends)");
+    // multimodal projectors: this build has no image or audio encoder
+    p.option({"-mm", "--mmproj"}, "FILE", "accepted, no effect: no image or audio encoder (images are refused with a 400)");
+    p.option({"-mmu", "--mmproj-url"}, "URL", "accepted, no effect (nothing is downloaded, no image encoder)");
+    p.flag({"--no-mmproj"}, "accepted: no projector is loaded (never is)");
+    p.flag({"--mmproj-auto"}, "accepted, no effect: no image encoder");
+    p.flag({"--no-mmproj-auto"}, "accepted: no projector is loaded");
+    p.flag({"--mmproj-offload"}, "accepted, no effect");
+    p.flag({"--no-mmproj-offload"}, "accepted, no effect");
+    p.option({"--media-path"}, "DIR", "accepted, no effect: no image encoder to read local media for");
+    p.option({"-mu", "--model-url"}, "URL", "refused: edgellm never downloads (fetch the file, pass -m)");
+    p.option({"-gan", "--grp-attn-n"}, "N", "group-attention (self-extend) factor: only 1 (off)");
+    p.option({"-gaw", "--grp-attn-w"}, "N", "group-attention width: only with --grp-attn-n above 1 (refused)");
+    p.flag({"--no-cache-prompt"}, "a request's cache_prompt defaults to false (its prefix is evaluated again)");
+    p.flag({"--cache-prompt"}, "a request's cache_prompt defaults to true (the default)");
+    p.flag({"--ignore-eos"}, "requests ignore end-of-generation tokens unless they say otherwise");
+    p.flag({"--warmup"}, "read every weight page and run one step before serving (the default)");
+    p.flag({"--webui", "--ui"}, "serve the chat page at / (the default)");
+    p.option({"--api-prefix"}, "PREFIX", "serve every route under PREFIX (e.g. /llm), without the trailing slash");
+    p.option({"--reasoning-budget"}, "N", "thinking tokens allowed: -1 no limit (the default), 0 none (as --reasoning off)");
+    p.option({"--reasoning-effort"}, "LEVEL", "the templates' reasoning_effort (minimal, low, medium, high, ...; default: the template's)");
     p.flag({"--offline"}, "accepted: edgellm never downloads anything (models are local files)");
     p.flag({"--context-shift"},
            "when the context fills while generating, drop the oldest tokens after the first "
@@ -520,6 +553,45 @@ int cmd_serve(const std::vector<std::string>& given) {
     if (p.has("--ui-mcp-proxy") && p.has("--no-ui-mcp-proxy"))
         return fail("serve", "--ui-mcp-proxy and --no-ui-mcp-proxy contradict each other", 2);
     cfg.ui_mcp_proxy = p.has("--ui-mcp-proxy");
+    if (p.has("--list-devices")) {
+        std::printf("Available devices:\n  CPU (edgellm's own kernels)\n");
+        return 0;
+    }
+    if (auto dev = p.get("--device"); dev && *dev != "none" && *dev != "cpu" && *dev != "CPU")
+        return fail("serve", "--device " + *dev + ": edgellm runs on the CPU (none or cpu)", 2);
+    for (const char* f : {"-sm", "-ts", "-mg", "-nkvo", "-kvo", "--op-offload", "--no-op-offload",
+                          "-cmoe", "-ncmoe", "--rpc"})
+        if (p.has(f)) spec_notes.push_back(std::string(f) + ": no effect on the CPU (nothing to offload or split)");
+    for (const char* f : {"-mm", "-mmu", "--mmproj-auto", "--mmproj-offload", "--no-mmproj-offload",
+                          "--media-path"})
+        if (p.has(f)) spec_notes.push_back(std::string(f) + ": no effect: this build has no image or audio "
+                                                      "encoder (such requests get a 400)");
+    if (p.has("--model-url"))
+        return fail("serve", "--model-url: edgellm never downloads; fetch the file and pass -m FILE", 2);
+    {
+        int64_t ga_n = 1, ga_w = 512;
+        if (!p.get_int("--grp-attn-n", 1, 1 << 20, &ga_n, &err) || !p.get_int("--grp-attn-w", 1, 1 << 24, &ga_w, &err))
+            return fail("serve", err, 2);
+        if (ga_n > 1)
+            return fail("serve", "--grp-attn-n " + std::to_string(ga_n) + ": group attention (self-extend) "
+                                 "is not supported; use a model trained for the context, or --context-shift", 2);
+        if (p.has("--grp-attn-w"))
+            spec_notes.push_back("--grp-attn-w: no effect without --grp-attn-n above 1");
+    }
+    if (p.has("--cache-prompt") && p.has("--no-cache-prompt"))
+        return fail("serve", "--cache-prompt and --no-cache-prompt contradict each other", 2);
+    cfg.cache_prompt = !p.has("--no-cache-prompt");
+    if (p.has("--ignore-eos")) cfg.defaults.ignore_eos = true;
+    if (p.has("--warmup") && p.has("--no-warmup"))
+        return fail("serve", "--warmup and --no-warmup contradict each other", 2);
+    if (p.has("--webui") && p.has("--no-webui"))
+        return fail("serve", "--webui and --no-webui contradict each other", 2);
+    if (auto pre = p.get("--api-prefix")) {
+        std::string v = *pre;
+        while (!v.empty() && v.back() == '/') v.pop_back();
+        if (!v.empty() && v[0] != '/') return fail("serve", "--api-prefix must start with /, got \"" + *pre + "\"", 2);
+        cfg.api_prefix = v;
+    }
     cfg.webui = !p.has("--no-webui");
     cfg.log = !p.has("--log-disable");
     cfg.verbose = p.has("--verbose");
@@ -548,6 +620,21 @@ int cmd_serve(const std::vector<std::string>& given) {
             return fail("serve", "--reasoning takes on, off or auto, got \"" + *r + "\"", 2);
     }
     cfg.prefill_assistant = !p.has("--no-prefill-assistant");
+    {
+        int64_t budget = -1;
+        if (!p.get_int("--reasoning-budget", -1, 1 << 30, &budget, &err)) return fail("serve", err, 2);
+        if (budget > 0)
+            return fail("serve", "--reasoning-budget " + std::to_string(budget) + ": only -1 (no limit) or 0 "
+                                 "(no thinking) are supported", 2);
+        if (budget == 0) cfg.enable_thinking = false;
+    }
+    if (auto effort = p.get("--reasoning-effort"); effort && *effort != "default") {
+        server::json kw = cfg.chat_template_kwargs.empty() ? server::json::object()
+                                                   : server::json::parse(cfg.chat_template_kwargs, nullptr, false);
+        if (!kw.is_object()) return fail("serve", "--chat-template-kwargs must be a JSON object", 2);
+        if (!kw.contains("reasoning_effort")) kw["reasoning_effort"] = *effort;
+        cfg.chat_template_kwargs = kw.dump();
+    }
     if (auto t = p.get("--chat-template")) {
         if (auto fmt = chat_format_from_name(*t)) {
             cfg.chat_format = fmt;

@@ -601,9 +601,11 @@ std::string error_body(const ApiError& e) {
 
 std::optional<ApiError> parse_gen_request(Api api, const std::string& body,
                                           const GenerateParams& defaults, GenRequest* out) {
-    const bool prefill = out->prefill_assistant;
+    // (the server's defaults for these, set before the call)
+    const bool prefill = out->prefill_assistant, cache = out->cache_prompt;
     *out = GenRequest{};
     out->prefill_assistant = prefill;
+    out->cache_prompt = cache;
     out->api = api;
     out->gen = defaults;
     json j = json::parse(body, nullptr, false);

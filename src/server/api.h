@@ -52,7 +52,8 @@ struct GenRequest {
     GenerateParams gen;
     bool stream = false;
     bool include_usage = false;  // stream_options.include_usage
-    bool cache_prompt = true;    // reuse the slot's cached prefix (native API's cache_prompt)
+    bool cache_prompt = true;    // reuse the slot's cached prefix (native API's cache_prompt;
+                                 // the server's default set before parsing: --no-cache-prompt)
     int id_slot = -1;            // native API: ask for this slot; -1: the best one
     bool return_tokens = false;  // native API: ids of the generated tokens in the answer
 

@@ -1086,8 +1086,21 @@ void Server::Impl::send_error(http::Response& res, const ApiError& e) {
     res.send(e.status, "application/json; charset=utf-8", error_body(e));
 }
 
-void Server::Impl::handle(const http::Request& req, http::Response& res) {
+void Server::Impl::handle(const http::Request& req_in, http::Response& res) {
     const auto t0 = Clock::now();
+    // --api-prefix: every route lives under it; anything else is not found.
+    std::optional<http::Request> stripped;
+    if (!cfg.api_prefix.empty()) {
+        const std::string& pre = cfg.api_prefix;
+        if (req_in.path.rfind(pre, 0) != 0 ||
+            (req_in.path.size() > pre.size() && req_in.path[pre.size()] != '/')) {
+            send_error(res, {404, "not_found_error", "File Not Found (the routes are under " + pre + ")", {}});
+            return;
+        }
+        stripped = req_in;
+        stripped->path = req_in.path.size() == pre.size() ? "/" : req_in.path.substr(pre.size());
+    }
+    const http::Request& req = stripped ? *stripped : req_in;
     std::string extra;
     if (req.path == "/models/load" && req.method == "POST") {
         models_load(req, res, &extra);  // (takes the gate itself, to swap)
@@ -1567,6 +1580,7 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
     GenRequest g;
     Prepared p;
     g.prefill_assistant = cfg.prefill_assistant;
+    g.cache_prompt = cfg.cache_prompt;
     std::optional<ApiError> bad = parse_gen_request(api, req.body, cfg.defaults, &g);
     if (!bad) bad = prepare(api, g, &p);
     if (bad) {
@@ -2022,6 +2036,7 @@ std::optional<int64_t> Server::Impl::count_chat_tokens(const std::string& body, 
     GenRequest g;
     Prepared p;
     g.prefill_assistant = cfg.prefill_assistant;
+    g.cache_prompt = cfg.cache_prompt;
     std::optional<ApiError> bad = parse_gen_request(Api::Chat, body, cfg.defaults, &g);
     if (!bad) bad = prepare(Api::Chat, g, &p);
     if (bad) {
@@ -2197,6 +2212,7 @@ void Server::Impl::cors_proxy(const http::Request& req, http::Response& res, std
 void Server::Impl::apply_template(const http::Request& req, http::Response& res) {
     GenRequest g;
     g.prefill_assistant = cfg.prefill_assistant;
+    g.cache_prompt = cfg.cache_prompt;
     if (auto e = parse_gen_request(Api::Chat, req.body, cfg.defaults, &g)) return send_error(res, *e);
     bool bos = false;
     send_json(res, 200, {{"prompt", render(g, &bos)}});

@@ -121,6 +121,8 @@ struct ServerConfig {
     // --sleep-idle-seconds: unload the model after this long without a request, load it
     // again on the next one (0: never).
     int sleep_idle_seconds = 0;
+    bool cache_prompt = true;   // a request's cache_prompt default (--no-cache-prompt: false)
+    std::string api_prefix;     // --api-prefix: the routes live under it ("/llm")
     bool ui_mcp_proxy = false;  // --ui-mcp-proxy: /cors-proxy for the chat page
     int summary_max_tokens = 160;
     // --embedding: POST /embedding, /embeddings and /v1/embeddings (the final hidden

@@ -2948,6 +2948,45 @@ class ServeFlags17(unittest.TestCase):
         bad = request(port, "GET", "/cors-proxy?url=https://example.com", headers={"Authorization": "Bearer k"})
         assert_error_shape(self, bad, 400)
 
+    def test_offload_and_projector_flags_are_said_to_do_nothing(self):
+        srv = Server(["-m", self.model, "--port", "0", "-c", "256", "-nkvo", "-ts", "1,1", "-sm", "row",
+                      "-mm", "proj.gguf", "--no-mmproj", "--media-path", "/tmp", "--rpc", "h:1"])
+        self.addCleanup(srv.stop)
+        srv.wait_ready()
+        log = srv.log_text()
+        for flag in ("-nkvo", "-ts", "-sm", "-mm", "--media-path", "--rpc"):
+            self.assertRegex(log, rf"{re.escape(flag)}: no effect", flag)
+        img = request(srv.port, "POST", "/v1/chat/completions", {"messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}], "max_tokens": 2})
+        assert_error_shape(self, img, 400)
+        for flags, word in ((["--model-url", "http://x/m.gguf"], "never downloads"),
+                            (["--grp-attn-n", "4"], "--grp-attn-n"), (["--device", "cuda0"], "--device"),
+                            (["--reasoning-budget", "64"], "--reasoning-budget")):
+            r = run_cli(["-m", self.model, "--port", "0", *flags])
+            self.assertEqual(r.returncode, 2, (flags, r.stderr))
+            self.assertIn(word, r.stderr)
+        r = run_cli(["--list-devices"])
+        self.assertEqual(r.returncode, 0)
+        self.assertIn("CPU", r.stdout)
+
+    def test_api_prefix_cache_prompt_and_ignore_eos_defaults(self):
+        srv = Server(["-m", self.model, "--port", "0", "-c", "512", "--api-prefix", "/llm",
+                      "--no-cache-prompt", "--ignore-eos"])
+        self.addCleanup(srv.stop)
+        port = srv.port
+        deadline = time.monotonic() + LOAD_TIMEOUT_S
+        while request(port, "GET", "/llm/health").status != 200:
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.1)
+        self.assertEqual(request(port, "GET", "/health").status, 404)
+        body = {"prompt": "The quick brown fox", "n_predict": 3}
+        for _ in range(2):
+            d = request(port, "POST", "/llm/completion", body).json()
+        self.assertEqual(d["timings"]["cache_n"], 0, "--no-cache-prompt: the prefix is evaluated again")
+        self.assertTrue(d["generation_settings"]["ignore_eos"])
+        d = request(port, "POST", "/llm/completion", dict(body, cache_prompt=True)).json()
+        self.assertGreater(d["timings"]["cache_n"], 0)
+
     def test_kv_unified_lets_one_slot_use_the_whole_context(self):
         port = self.start("-c", "512", "-np", "4", "--kv-unified")
         self.assertEqual(request(port, "GET", "/slots").json()[0]["n_ctx"], 512)
