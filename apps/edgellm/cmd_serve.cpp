@@ -592,6 +592,20 @@ int cmd_serve(const std::vector<std::string>& given) {
         if (!v.empty() && v[0] != '/') return fail("serve", "--api-prefix must start with /, got \"" + *pre + "\"", 2);
         cfg.api_prefix = v;
     }
+    if (const char* mode = std::getenv("AIP_MODE"); mode && std::string(mode) == "PREDICTION") {
+        const char* route = std::getenv("AIP_PREDICT_ROUTE");
+        const char* health = std::getenv("AIP_HEALTH_ROUTE");
+        const char* port_env = std::getenv("AIP_HTTP_PORT");
+        cfg.predict_route = route && *route ? route : "/predict";
+        cfg.health_route = health ? health : "";
+        if (port_env && *port_env) {
+            char* end = nullptr;
+            const long v = std::strtol(port_env, &end, 10);
+            if (!end || *end || v < 0 || v > 65535)
+                return fail("serve", std::string("AIP_HTTP_PORT is not a port: ") + port_env, 2);
+            cfg.http.port = (int)v;
+        }
+    }
     cfg.webui = !p.has("--no-webui");
     cfg.log = !p.has("--log-disable");
     cfg.verbose = p.has("--verbose");

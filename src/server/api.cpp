@@ -135,7 +135,9 @@ void parse_messages(const json& body, Fields& f, GenRequest* out) {
         if (!m.contains("content") || m["content"].is_null()) {
             if (cm.role != "assistant")
                 return f.fail(at + ".content is required for role " + cm.role);
-            if (has_tool_calls) extra["content"] = nullptr;
+            // (as llama.cpp gives templates: an empty string, never null, which templates
+            // such as Qwen3's would call string methods on)
+            if (has_tool_calls) extra["content"] = "";
         } else {
             std::string why;
             if (!content_text(m["content"], &cm.content, &why))
@@ -287,6 +289,23 @@ void parse_prompt(Fields& f, GenRequest* out) {
     }
     if (p->is_array() && !p->empty() && token_array(*p, &out->prompt_tokens)) {
         out->prompt_is_tokens = true;
+        return;
+    }
+    // ids and strings mixed in one array: one prompt made of both
+    if (p->is_array() && std::all_of(p->begin(), p->end(), [](const json& e) { return e.is_number_integer() || e.is_string(); }) &&
+        std::any_of(p->begin(), p->end(), [](const json& e) { return e.is_number_integer(); })) {
+        for (const json& e : *p) {
+            if (e.is_string()) {
+                out->prompt_mixed.push_back({e.get<std::string>(), {}});
+                continue;
+            }
+            const int64_t id = e.get<int64_t>();
+            if (id < 0 || id > INT32_MAX) return f.fail("prompt: token id " + e.dump() + " out of range");
+            if (out->prompt_mixed.empty() || !out->prompt_mixed.back().first.empty() ||
+                out->prompt_mixed.back().second.empty())
+                out->prompt_mixed.push_back({"", {}});
+            out->prompt_mixed.back().second.push_back((int32_t)id);
+        }
         return;
     }
     if (p->is_object()) {  // llama.cpp's JSON prompt

@@ -49,6 +49,9 @@ struct GenRequest {
     std::string prompt;
     std::vector<int32_t> prompt_tokens;
     bool prompt_is_tokens = false;
+    // Ids and text in one prompt ([1, 2, "text", 3]): the pieces in order, tokenized by the
+    // server (the first text piece with the model's BOS).
+    std::vector<std::pair<std::string, std::vector<int32_t>>> prompt_mixed;
     GenerateParams gen;
     bool stream = false;
     bool include_usage = false;  // stream_options.include_usage

@@ -321,6 +321,7 @@ struct Server::Impl {
                                       Context::Pooling pooling, http::Response& res,
                                       std::vector<std::vector<float>>* out);
     void apply_template(const http::Request& req, http::Response& res);
+    void predict(const http::Request& req, http::Response& res, std::string* log_extra);
     // --ui-mcp-proxy: GET/POST /cors-proxy?url=http://... forwarded for the chat page (which
     // a browser would stop from calling other origins), with only the headers the page names
     // (x-llama-server-proxy-header-NAME: VALUE is sent as NAME: VALUE).
@@ -1162,7 +1163,7 @@ void Server::Impl::route(const http::Request& req, http::Response& res, std::str
         res.send(200, "text/html", "");
         return;
     }
-    if (p == "/health" || p == "/v1/health") {
+    if (p == "/health" || p == "/v1/health" || (!cfg.health_route.empty() && p == cfg.health_route)) {
         if (m != "GET" && m != "HEAD") return send_error(res, {405, "invalid_request_error", "use GET", {}});
         return health(res);
     }
@@ -1208,6 +1209,7 @@ void Server::Impl::route(const http::Request& req, http::Response& res, std::str
         return send_json(res, 200, {{"object", "response.input_tokens"}, {"input_tokens", *n}});
     }
     if (p == "/cors-proxy") return cors_proxy(req, res, log_extra);
+    if (!cfg.predict_route.empty() && post(cfg.predict_route.c_str())) return predict(req, res, log_extra);
     if (post("/tokenize")) return tokenize(req, res);
     if (post("/detokenize")) return detokenize(req, res);
     if (post("/apply-template")) return apply_template(req, res);
@@ -1323,6 +1325,22 @@ std::optional<ApiError> Server::Impl::prepare(Api api, GenRequest& g, Prepared* 
         bool bos_in_text = false;
         p->prompt_text = render(g, &bos_in_text);
         p->prompt = tok->tokenize(p->prompt_text, !bos_in_text, true);
+    } else if (!g.prompt_mixed.empty()) {
+        bool first_text = true;
+        for (const auto& [text, ids] : g.prompt_mixed) {
+            if (ids.empty()) {
+                const auto t = tok->tokenize(text, first_text, true);
+                first_text = false;
+                p->prompt.insert(p->prompt.end(), t.begin(), t.end());
+                p->prompt_text += text;
+            } else {
+                for (int32_t t : ids)
+                    if (t >= tok->n_vocab())
+                        return bad_request("token id " + std::to_string(t) + " is outside the vocabulary of " +
+                                           std::to_string(tok->n_vocab()));
+                p->prompt.insert(p->prompt.end(), ids.begin(), ids.end());
+            }
+        }
     } else if (g.prompt_is_tokens) {
         p->prompt = g.prompt_tokens;
         for (int32_t t : p->prompt)
@@ -2207,6 +2225,53 @@ void Server::Impl::cors_proxy(const http::Request& req, http::Response& res, std
     for (const auto& [name, value] : r.headers)
         if (name == "content-type") type = value;
     res.send(r.status, type, r.body);
+}
+
+void Server::Impl::predict(const http::Request& req, http::Response& res, std::string* log_extra) {
+    const json body = json::parse(req.body, nullptr, false);
+    if (!body.is_object()) return send_error(res, bad_request("the request body must be a JSON object"));
+    if (!body.contains("instances") || !body["instances"].is_array())
+        return send_error(res, bad_request("\"instances\" must be an array"));
+    json predictions = json::array();
+    for (const json& inst : body["instances"]) {
+        if (!inst.is_object() || !inst.contains("@requestFormat") || !inst["@requestFormat"].is_string()) {
+            predictions.push_back({{"error", json::parse(error_body(bad_request(
+                                                 "each instance needs \"@requestFormat\"")))["error"]}});
+            continue;
+        }
+        const std::string format = inst["@requestFormat"];
+        Api api;
+        if (format == "chatCompletions") api = Api::Chat;
+        else if (format == "completions") api = Api::Completions;
+        else if (format == "completion") api = Api::Native;
+        else {
+            predictions.push_back({{"error", json::parse(error_body(bad_request(
+                "@requestFormat \"" + format + "\": chatCompletions, completions or completion")))["error"]}});
+            continue;
+        }
+        json one = inst;
+        one.erase("@requestFormat");
+        if (one.value("stream", false)) {
+            predictions.push_back({{"error", json::parse(error_body(bad_request(
+                                                 "the predict route does not stream")))["error"]}});
+            continue;
+        }
+        http::Request sub = req;
+        sub.body = one.dump();
+        int status = 0;
+        json answer;
+        ReplyAdapter a;
+        a.capture = [&](int st, const json& j) {
+            status = st;
+            answer = j;
+        };
+        std::string note;
+        generate(api, sub, res, &note, &a);
+        if (status == 0) return;  // the client went away
+        predictions.push_back(status == 200 ? answer : json{{"error", answer.value("error", answer)}});
+    }
+    *log_extra = " | " + std::to_string(predictions.size()) + " instance(s)";
+    send_json(res, 200, {{"predictions", predictions}});
 }
 
 void Server::Impl::apply_template(const http::Request& req, http::Response& res) {

@@ -123,6 +123,10 @@ struct ServerConfig {
     int sleep_idle_seconds = 0;
     bool cache_prompt = true;   // a request's cache_prompt default (--no-cache-prompt: false)
     std::string api_prefix;     // --api-prefix: the routes live under it ("/llm")
+    // Vertex AI's prediction protocol ($AIP_MODE=PREDICTION): POST predict_route takes
+    // {"instances": [...]}, each with "@requestFormat" (chatCompletions, completions,
+    // completion), and answers {"predictions": [...]}; health_route answers as /health.
+    std::string predict_route, health_route;
     bool ui_mcp_proxy = false;  // --ui-mcp-proxy: /cors-proxy for the chat page
     int summary_max_tokens = 160;
     // --embedding: POST /embedding, /embeddings and /v1/embeddings (the final hidden

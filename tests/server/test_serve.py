@@ -2664,6 +2664,8 @@ class LlamaServerApi(unittest.TestCase):
         self.assertIsInstance(batch, list)
         self.assertEqual([b["index"] for b in batch], [0, 1, 2])
         self.assertEqual([b["content"] for b in batch], [one] * 3)
+        mixed = self.ok("/completion", {"prompt": ids[:2] + ["(a, b):"], "n_predict": 2, "verbose": True})
+        self.assertIn("content", mixed)  # ids and text in one prompt
         oai = self.ok("/v1/completions", {"prompt": ["def add(a, b):", "def sub(a, b):"],
                                           "max_tokens": 3, "temperature": 0})
         self.assertEqual([c["index"] for c in oai["choices"]], [0, 1])
@@ -2986,6 +2988,35 @@ class ServeFlags17(unittest.TestCase):
         self.assertTrue(d["generation_settings"]["ignore_eos"])
         d = request(port, "POST", "/llm/completion", dict(body, cache_prompt=True)).json()
         self.assertGreater(d["timings"]["cache_n"], 0)
+
+    def test_vertex_ai_predict_route(self):
+        port = free_port()
+        env = dict(os.environ, AIP_MODE="PREDICTION", AIP_HTTP_PORT=str(port), AIP_HEALTH_ROUTE="/ping")
+        proc = subprocess.Popen([ARGS.bin, "serve", "-m", self.model, "--port", "0", "-c", "512", "-np", "2"],
+                                env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                stdin=subprocess.DEVNULL)
+        self.addCleanup(lambda: (proc.terminate(), proc.wait(30)))
+        deadline = time.monotonic() + LOAD_TIMEOUT_S
+        while True:  # AIP_HTTP_PORT overrides --port; AIP_HEALTH_ROUTE answers as /health
+            try:
+                if request(port, "GET", "/ping").status == 200:
+                    break
+            except OSError:
+                pass
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.1)
+        r = request(port, "POST", "/predict", {"instances": [
+            {"@requestFormat": "chatCompletions", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]},
+            {"@requestFormat": "completion", "prompt": "Once", "n_predict": 3},
+            {"@requestFormat": "teleport"},
+            {"@requestFormat": "chatCompletions", "messages": 5}]})
+        self.assertEqual(r.status, 200, r)
+        p = r.json()["predictions"]
+        self.assertEqual(p[0]["choices"][0]["message"]["role"], "assistant")
+        self.assertIn("content", p[1])
+        self.assertIn("teleport", p[2]["error"]["message"])
+        self.assertIn("messages", p[3]["error"]["message"])
+        assert_error_shape(self, request(port, "POST", "/predict", {"nothing": 1}), 400)
 
     def test_kv_unified_lets_one_slot_use_the_whole_context(self):
         port = self.start("-c", "512", "-np", "4", "--kv-unified")
