@@ -384,6 +384,15 @@ int cmd_serve(const std::vector<std::string>& given) {
     p.option({"--api-prefix"}, "PREFIX", "serve every route under PREFIX (e.g. /llm), without the trailing slash");
     p.option({"--reasoning-budget"}, "N", "thinking tokens allowed: -1 no limit (the default), 0 none (as --reasoning off)");
     p.option({"--reasoning-effort"}, "LEVEL", "the templates' reasoning_effort (minimal, low, medium, high, ...; default: the template's)");
+    p.option({"--tools"}, "all|NAMES",
+             "serve GET/POST /tools: the built-in agent tools (read_file, write_file, edit_file, "
+             "grep_search, file_glob_search, exec_shell_command, get_info), all or a comma-separated "
+             "list; they act on this machine with the server's rights (CORS then defaults to localhost)");
+    p.option({"--tools-runtime"}, "RUNTIME",
+             "where the tools act: ssh:HOST, docker-container:ID, podman-container:ID, docker:IMAGE "
+             "(default: this machine)");
+    p.option({"--mcp-servers-config"}, "FILE", "MCP servers ({\"mcpServers\": {NAME: {command, args, env}}}) whose tools /tools offers as NAME_TOOL");
+    p.option({"--mcp-servers-json"}, "JSON", "the same, inline");
     p.flag({"--offline"}, "accepted: edgellm never downloads anything (models are local files)");
     p.flag({"--context-shift"},
            "when the context fills while generating, drop the oldest tokens after the first "
@@ -606,6 +615,13 @@ int cmd_serve(const std::vector<std::string>& given) {
             cfg.http.port = (int)v;
         }
     }
+    cfg.tools = p.get_or("--tools", "");
+    cfg.tools_runtime = p.get_or("--tools-runtime", "");
+    cfg.mcp_config_path = p.get_or("--mcp-servers-config", "");
+    cfg.mcp_json = p.get_or("--mcp-servers-json", "");
+    if ((p.has("--tools") || p.has("--mcp-servers-config") || p.has("--mcp-servers-json")) &&
+        !p.has("--cors-origins"))
+        cfg.cors.origins = "localhost";  // (tools act on this machine: no page of another origin)
     cfg.webui = !p.has("--no-webui");
     cfg.log = !p.has("--log-disable");
     cfg.verbose = p.has("--verbose");

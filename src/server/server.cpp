@@ -26,6 +26,8 @@
 #include "server/reasoning.h"
 #include "server/context_policy.h"
 #include "server/anthropic.h"
+#include "server/builtin_tools.h"
+#include "server/mcp.h"
 #include "server/embeddings.h"
 #include "server/responses.h"
 #include "server/slot_pool.h"
@@ -321,6 +323,14 @@ struct Server::Impl {
                                       Context::Pooling pooling, http::Response& res,
                                       std::vector<std::vector<float>>* out);
     void apply_template(const http::Request& req, http::Response& res);
+    std::unique_ptr<BuiltinTools> builtin_tools;
+    std::unique_ptr<McpClients> mcp;
+    // GET /tools (both lists) and POST /tools {"tool", "params", "stream"} (headers
+    // x-tool-cwd, x-tool-runtime, x-resp-type).
+    void tools_get(http::Response& res);
+    void tools_post(const http::Request& req, http::Response& res, std::string* log_extra);
+    // The tools of --tools and the MCP servers; "" or why not (a bad flag).
+    std::string start_tools();
     void predict(const http::Request& req, http::Response& res, std::string* log_extra);
     // --ui-mcp-proxy: GET/POST /cors-proxy?url=http://... forwarded for the chat page (which
     // a browser would stop from calling other origins), with only the headers the page names
@@ -433,6 +443,7 @@ void Server::stop() {
         std::unique_lock<std::mutex> lock(d.gate_mu);
         d.gate_cv.wait_for(lock, std::chrono::seconds(3), [&] { return d.in_flight == 0; });
     }
+    if (d.mcp) d.mcp->shutdown();  // MCP calls in flight return now
     d.http->stop();
     d.stop_cv.notify_all();
     // (the HTTP layer's stop also makes every handler's peer_gone() true, which raises its
@@ -685,6 +696,10 @@ std::string Server::Impl::fit_memory(const Model& m, ContextParams* cp, size_t i
 
 int Server::run() {
     Impl& d = *impl_;
+    if (const std::string e = d.start_tools(); !e.empty()) {
+        d.log("error: %s", e.c_str());
+        return 2;
+    }
     d.http_thread = std::thread([&d] { d.http->run(); });
     const auto t0 = Clock::now();
     Loaded first;
@@ -1175,6 +1190,14 @@ void Server::Impl::route(const http::Request& req, http::Response& res, std::str
     const bool is_public = p == "/v1/models" || p == "/models";
     if (!is_public && !authorized(req))
         return send_error(res, {401, "authentication_error", "Invalid API Key", {}});
+    if (p == "/tools") {  // (no model needed)
+        if (!builtin_tools && !mcp)
+            return send_error(res, {403, "permission_error",
+                                    "no tools: start the server with --tools or MCP servers", {}});
+        if (m == "GET" || m == "HEAD") return tools_get(res);
+        if (m == "POST") return tools_post(req, res, log_extra);
+        return send_error(res, {405, "invalid_request_error", "use GET or POST", {}});
+    }
     if (!ready()) return send_error(res, {503, "unavailable_error", "Loading model", {}});
 
     auto post = [&](const char* path) { return p == path && m == "POST"; };
@@ -2272,6 +2295,88 @@ void Server::Impl::predict(const http::Request& req, http::Response& res, std::s
     }
     *log_extra = " | " + std::to_string(predictions.size()) + " instance(s)";
     send_json(res, 200, {{"predictions", predictions}});
+}
+
+std::string Server::Impl::start_tools() {
+    if (!cfg.tools.empty() || !cfg.tools_runtime.empty()) {
+        auto t = BuiltinTools::create(cfg.tools, cfg.tools_runtime);
+        if (!t) return t.error();
+        if (!(*t)->empty()) builtin_tools = std::move(*t);
+    }
+    if (!cfg.mcp_config_path.empty() || !cfg.mcp_json.empty()) {
+        std::vector<std::string> warnings;
+        auto servers = load_mcp_config(cfg.mcp_config_path, cfg.mcp_json, &warnings);
+        if (!servers) return servers.error();
+        for (const std::string& w : warnings) log("MCP: %s", w.c_str());
+        McpOptions o;
+        o.log = [this](const std::string& line) { log("%s", line.c_str()); };
+        mcp = std::make_unique<McpClients>(std::move(*servers), o);
+        for (const McpServerStatus& st : mcp->servers())
+            log("MCP server %s: %s", st.name.c_str(),
+                st.error.empty() ? (std::to_string(st.n_tools) + " tools").c_str() : st.error.c_str());
+    }
+    if (builtin_tools || mcp)
+        log("tools: %zu built-in%s, %zu from MCP servers; CORS origins %s", builtin_tools ? builtin_tools->list().size() : 0,
+            cfg.tools_runtime.empty() ? "" : (" (runtime " + cfg.tools_runtime + ")").c_str(),
+            mcp ? mcp->list().size() : 0, cfg.cors.origins.c_str());
+    return "";
+}
+
+void Server::Impl::tools_get(http::Response& res) {
+    json all = builtin_tools ? builtin_tools->list() : json::array();
+    if (mcp)
+        for (const json& t : mcp->list()) all.push_back(t);
+    send_json(res, 200, all);
+}
+
+void Server::Impl::tools_post(const http::Request& req, http::Response& res, std::string* log_extra) {
+    const json body = json::parse(req.body, nullptr, false);
+    if (!body.is_object()) return send_error(res, bad_request("the request body must be a JSON object"));
+    if (!body.contains("tool") || !body["tool"].is_string())
+        return send_error(res, bad_request("\"tool\" must be a string: the name of a tool from GET /tools"));
+    const std::string name = body["tool"];
+    const json params = body.contains("params") ? body["params"] : json::object();
+    if (body.contains("stream") && !body["stream"].is_boolean())
+        return send_error(res, bad_request("stream must be true or false"));
+    const bool stream = body.value("stream", false);
+    *log_extra = " | tool " + name;
+    std::atomic<bool> cancel{false};
+    DisconnectWatch watch(res, cancel);
+    json result;
+    std::optional<ApiError> err;
+    if (builtin_tools && builtin_tools->has(name)) {
+        BuiltinToolCall c;
+        c.name = name;
+        c.params = params;
+        auto header = [&](const char* h) { const std::string* v = req.header(h); return v ? *v : std::string(); };
+        c.cwd = header("x-tool-cwd");
+        c.runtime = header("x-tool-runtime");
+        c.resp_type = header("x-resp-type");
+        c.cancel = &cancel;
+        bool started = false;
+        std::function<bool(const json&)> on_event;
+        if (stream)
+            on_event = [&](const json& ev) {
+                if (!started) {
+                    started = true;
+                    if (!res.begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}})) return false;
+                }
+                return res.write("data: " + ev.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n");
+            };
+        err = builtin_tools->call(c, &result, on_event);
+        if (started) {
+            res.end_stream();
+            return;
+        }
+    } else if (mcp && mcp->has(name)) {
+        if (stream) return send_error(res, {404, "not_found_error", "tool \"" + name + "\" does not support stream = true", {}});
+        err = mcp->call(name, params, &result, &cancel);
+    } else {
+        return send_error(res, {404, "not_found_error", "unknown tool \"" + name + "\" (GET /tools lists them)", {}});
+    }
+    if (err) return send_error(res, *err);
+    if (result.is_object() && result.contains("error")) *log_extra += " | error";
+    send_json(res, 200, result);
 }
 
 void Server::Impl::apply_template(const http::Request& req, http::Response& res) {

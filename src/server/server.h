@@ -127,6 +127,10 @@ struct ServerConfig {
     // {"instances": [...]}, each with "@requestFormat" (chatCompletions, completions,
     // completion), and answers {"predictions": [...]}; health_route answers as /health.
     std::string predict_route, health_route;
+    // GET/POST /tools: llama-server's built-in agent tools (--tools all|NAMES, run on the
+    // host or --tools-runtime) and the tools of MCP servers (--mcp-servers-config FILE,
+    // --mcp-servers-json JSON). Neither: /tools answers 403.
+    std::string tools, tools_runtime, mcp_config_path, mcp_json;
     bool ui_mcp_proxy = false;  // --ui-mcp-proxy: /cors-proxy for the chat page
     int summary_max_tokens = 160;
     // --embedding: POST /embedding, /embeddings and /v1/embeddings (the final hidden
