@@ -104,6 +104,8 @@ struct SamplerParams {
     std::vector<GrammarTrigger> grammar_triggers;
 };
 
+struct TokenLogprob;
+
 class Sampler {
   public:
     // PRECONDITION: n_vocab > 0. Allocates every buffer sample() needs (O(n_vocab)).
@@ -118,6 +120,12 @@ class Sampler {
     // accept(); does not record the chosen token (call accept() with it).
     // PRECONDITION: logits.size() == n_vocab.
     int32_t sample(std::span<const float> logits);
+    // The same, also reporting the distribution the token was drawn from (llama.cpp's
+    // post_sampling_probs): in *top the n_probs most likely tokens after the filters and the
+    // temperature (probabilities above 0 only, as log-probabilities), in *chosen_logprob the
+    // drawn token's (-inf when a grammar overrode the chain).
+    int32_t sample(std::span<const float> logits, size_t n_probs, std::vector<TokenLogprob>* top,
+                   float* chosen_logprob);
 
     // Record a generated token: the penalties' history, the grammar's position, mirostat's
     // surprise target. Ids outside [0, n_vocab) are ignored.

@@ -169,6 +169,9 @@ struct GenerateParams {
     // logprob only).
     std::vector<TokenProbs>* probs = nullptr;
     int32_t n_probs = 0;
+    // The probabilities after the sampler's filters and temperature instead of the model's
+    // (llama.cpp's post_sampling_probs).
+    bool post_sampling_probs = false;
     SpeculativeParams spec;
     // A context that fills up while generating ends the reply (StopReason::ContextFull),
     // or with context_shift drops the oldest tokens after the first n_keep (-1: the whole

@@ -351,6 +351,12 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
     Sampler sampler(p.sampling, model_.hparams().n_vocab);
     for (int32_t t : prompt) sampler.accept_prompt(t);
     auto sample = [&](std::span<const float> logits) {
+        if (p.probs && p.post_sampling_probs) {
+            TokenProbs tp;
+            tp.id = sampler.sample(logits, (size_t)std::max(0, p.n_probs), &tp.top, &tp.logprob);
+            p.probs->push_back(std::move(tp));
+            return p.probs->back().id;
+        }
         const int32_t t = sampler.sample(logits);
         if (p.probs) {
             TokenProbs tp;

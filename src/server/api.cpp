@@ -501,9 +501,10 @@ std::optional<ApiError> parse_sampling_extras(Api api, Fields& f, GenRequest* ou
     if (dry > 0.0f)
         return bad_request("dry_multiplier: DRY sampling is not implemented; use repeat_penalty, "
                            "presence_penalty or frequency_penalty");
-    if (const json* post = f.get("post_sampling_probs"); post && !(post->is_boolean() && !post->get<bool>()))
-        return bad_request("post_sampling_probs is not supported: n_probs reports the model's "
-                           "probabilities before sampling");
+    if (const json* post = f.get("post_sampling_probs")) {
+        if (!post->is_boolean()) return bad_request("post_sampling_probs must be true or false");
+        out->gen.post_sampling_probs = post->get<bool>();
+    }
     if (const json* t = f.get("t_max_predict_ms"); t && !(t->is_number() && t->get<double>() <= 0))
         return bad_request("t_max_predict_ms is not supported; use n_predict");
     if (const json* sm = f.get("samplers")) {
@@ -988,7 +989,7 @@ std::string piece_of(const Tokenizer& tok, int32_t id) {
 }  // namespace
 
 json logprobs_json(Api api, const std::vector<TokenProbs>& probs, size_t from, size_t to,
-                   const Tokenizer& tok, size_t text_offset) {
+                   const Tokenizer& tok, size_t text_offset, bool post_sampling) {
     to = std::min(to, probs.size());
     if (api == Api::Chat) {
         json content = json::array();
@@ -1027,7 +1028,10 @@ json logprobs_json(Api api, const std::vector<TokenProbs>& probs, size_t from, s
                     {"top_logprobs", tops},
                     {"text_offset", offsets}};
     }
-    // llama.cpp's completion_probabilities
+    // llama.cpp's completion_probabilities: log-probabilities under the model, or with
+    // post_sampling_probs the probabilities ("prob", "top_probs") the token was drawn with
+    const char* value = post_sampling ? "prob" : "logprob";
+    auto v = [&](float lp) { return post_sampling ? json(std::exp(lp)) : json(lp); };
     json out = json::array();
     for (size_t i = from; i < to; ++i) {
         const TokenProbs& tp = probs[i];
@@ -1035,13 +1039,13 @@ json logprobs_json(Api api, const std::vector<TokenProbs>& probs, size_t from, s
         json top = json::array();
         for (const TokenLogprob& t : tp.top) {
             const std::string alt = piece_of(tok, t.id);
-            top.push_back({{"id", t.id}, {"token", alt}, {"bytes", bytes_of(alt)}, {"logprob", t.logprob}});
+            top.push_back({{"id", t.id}, {"token", alt}, {"bytes", bytes_of(alt)}, {value, v(t.logprob)}});
         }
         out.push_back({{"id", tp.id},
                        {"token", piece},
                        {"bytes", bytes_of(piece)},
-                       {"logprob", tp.logprob},
-                       {"top_logprobs", top}});
+                       {value, v(tp.logprob)},
+                       {post_sampling ? "top_probs" : "top_logprobs", top}});
     }
     return out;
 }

@@ -187,7 +187,7 @@ json native_chunk_text(const GenOutcome& o, const std::string& text, const json&
 // bytes, top_logprobs}]}, completions {tokens, token_logprobs, top_logprobs, text_offset}
 // (offsets from text_offset), native llama.cpp's completion_probabilities array.
 json logprobs_json(Api api, const std::vector<TokenProbs>& probs, size_t from, size_t to,
-                   const Tokenizer& tok, size_t text_offset = 0);
+                   const Tokenizer& tok, size_t text_offset = 0, bool post_sampling = false);
 
 // A random id with the API's prefix ("chatcmpl-" + 32 alphanumerics).
 std::string make_id(const char* prefix);

@@ -490,6 +490,19 @@ class Session {
 
 std::shared_ptr<Session> Session::spawn(const McpServerConfig& cfg, SessionOptions opt,
                                         std::string* err) {
+    // The working directory checked here, not by the spawned child: how a failed chdir in
+    // posix_spawn is reported differs (under qemu's user mode it is only a closed pipe).
+    if (!cfg.cwd.empty()) {
+        struct stat st {};
+        if (::stat(cfg.cwd.c_str(), &st) != 0) {
+            *err = "cannot start in " + cfg.cwd + ": " + std::strerror(errno);
+            return nullptr;
+        }
+        if (!S_ISDIR(st.st_mode)) {
+            *err = "cannot start in " + cfg.cwd + ": not a directory";
+            return nullptr;
+        }
+    }
     std::string exe = resolve_command(cfg, err);
     if (exe.empty()) return nullptr;
 

@@ -1600,7 +1600,8 @@ void Server::Impl::run_choice(Api api, const GenRequest& g, const Prepared& p, S
         if (o.parsed)
             for (size_t i = 0; i < o.parsed->calls.size(); ++i) o.call_ids.push_back(make_id("call_"));
     }
-    if (g.logprobs) o.logprobs = logprobs_json(api, c->probs, 0, c->probs.size(), *tok);
+    if (g.logprobs)
+        o.logprobs = logprobs_json(api, c->probs, 0, c->probs.size(), *tok, 0, g.gen.post_sampling_probs);
     const bool cancelled = o.result.stop == StopReason::Cancelled || c->client_gone;
     if (w && !cancelled && w->ok()) w->end_choice(o);
 }

@@ -62,7 +62,8 @@ json StreamWriter::take_logprobs(const std::string& text) {
     if (!probs_ || !s_.request || !s_.request->logprobs) return nullptr;
     size_t upto = probs_->size();
     while (upto > probs_sent_ && s_.tok->is_eog((*probs_)[upto - 1].id)) --upto;
-    json lp = logprobs_json(s_.request->api, *probs_, probs_sent_, upto, *s_.tok, text_sent_);
+    json lp = logprobs_json(s_.request->api, *probs_, probs_sent_, upto, *s_.tok, text_sent_,
+                            s_.request->gen.post_sampling_probs);
     probs_sent_ = upto;
     text_sent_ += text.size();
     return lp;

@@ -951,7 +951,39 @@ struct Sampler::Impl {
         w.n_vocab = (size_t)n_vocab;
         w.cand = candidates.data();
         for (auto& s : stages) s->apply(w, rng);
+        if (post) keep_post(w);
         return selector->select(w, rng);
+    }
+
+    // Post-sampling probabilities (llama.cpp's post_sampling_probs): the softmax over what the
+    // chain left (after the filters and the temperature), kept before the selector draws.
+    std::vector<TokenLogprob>* post = nullptr;
+    size_t n_post = 0;
+    std::vector<TokenLogprob> post_all;  // every candidate with p > 0 (to find the chosen one)
+    void keep_post(const Work& w) {
+        post_all.clear();
+        auto add_all = [&](auto&& each) {
+            float hi = -kInf;
+            each([&](int32_t, float l) { hi = std::max(hi, l); });
+            if (!(hi > -kInf)) return;
+            double sum = 0.0;
+            each([&](int32_t, float l) { if (l > -kInf) sum += std::exp((double)(l - hi)); });
+            each([&](int32_t id, float l) {
+                if (!(l > -kInf)) return;
+                const double pr = std::exp((double)(l - hi)) / sum;
+                if (pr > 0.0) post_all.push_back({id, (float)std::log(pr)});
+            });
+        };
+        if (w.is_list)
+            add_all([&](auto&& f) { for (size_t i = 0; i < w.n; ++i) f(w.cand[i].id, w.cand[i].logit); });
+        else
+            add_all([&](auto&& f) { for (size_t i = 0; i < w.n_vocab; ++i) f((int32_t)i, w.row[i]); });
+        const size_t k = std::min(n_post, post_all.size());
+        std::partial_sort(post_all.begin(), post_all.begin() + (ptrdiff_t)k, post_all.end(),
+                          [](const TokenLogprob& a, const TokenLogprob& b) {
+                              return a.logprob > b.logprob || (a.logprob == b.logprob && a.id < b.id);
+                          });
+        post->assign(post_all.begin(), post_all.begin() + (ptrdiff_t)k);
     }
 };
 
@@ -1040,6 +1072,19 @@ Sampler Sampler::clone() const {
 }
 
 Sampler::Sampler(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+int32_t Sampler::sample(std::span<const float> logits, size_t n_probs,
+                        std::vector<TokenLogprob>* top, float* chosen_logprob) {
+    Impl& s = *impl_;
+    s.post = top;
+    s.n_post = n_probs;
+    const int32_t t = sample(logits);
+    s.post = nullptr;
+    *chosen_logprob = -kInf;
+    for (const TokenLogprob& c : s.post_all)
+        if (c.id == t) *chosen_logprob = c.logprob;
+    return t;
+}
 
 int32_t Sampler::sample(std::span<const float> logits) {
     Impl& s = *impl_;

@@ -343,7 +343,7 @@ TEST(ConstrainedRequests, SamplingOptionsHonouredOrRefused) {
     EXPECT_TRUE(g.logprobs);
     EXPECT_EQ(g.top_logprobs, 3);
     for (const char* body : {R"({"prompt":"x","dry_multiplier":0.8})", R"({"prompt":"x","samplers":["bogus"]})",
-                             R"({"prompt":"x","min_keep":5})", R"({"prompt":"x","post_sampling_probs":true})",
+                             R"({"prompt":"x","min_keep":5})", R"({"prompt":"x","post_sampling_probs":"yes"})",
                              R"({"prompt":"x","mirostat":3})", R"({"prompt":"x","logit_bias":5})"}) {
         auto e = parse_req(Api::Native, body, &g);
         ASSERT_TRUE(e) << body;

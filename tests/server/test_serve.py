@@ -2701,6 +2701,23 @@ class LlamaServerApi(unittest.TestCase):
         self.assertNotIn("timings", ev[0])  # the role chunk comes before anything ran
         self.assertIn("timings", ev[-1])     # the usage chunk
 
+    def test_post_sampling_probs(self):
+        d = self.ok("/completion", {"prompt": "Today I would finally become a", "n_probs": 10, "n_predict": 5,
+                                    "temperature": 1.0, "top_k": 3, "post_sampling_probs": True})
+        probs = d["completion_probabilities"]
+        self.assertEqual(len(probs), 5)
+        for tok in probs:
+            self.assertTrue(0.0 < tok["prob"] <= 1.0)
+            self.assertNotIn("logprob", tok)
+            top = tok["top_probs"]
+            self.assertLessEqual(len(top), 3, "what top-k removed has no probability")
+            self.assertAlmostEqual(sum(t["prob"] for t in top), 1.0, places=4)
+            self.assertIn(tok["id"], [t["id"] for t in top])
+        pre = self.ok("/completion", {"prompt": "Today I would finally become a", "n_probs": 10, "n_predict": 2,
+                                      "temperature": 1.0, "top_k": 3})
+        self.assertEqual(len(pre["completion_probabilities"][0]["top_logprobs"]), 10, "the model's own, unfiltered")
+        assert_error_shape(self, self.post("/completion", {"prompt": "x", "post_sampling_probs": "yes"}), 400)
+
     def test_generation_settings_logit_bias(self):
         d = self.ok("/completion", {"prompt": "x", "n_predict": 2, "ignore_eos": True,
                                     "logit_bias": [[15, 2.0]]})
@@ -3472,7 +3489,7 @@ class SamplingAndProbabilities(GemmaServer):
     def test_unsupported_sampler_fields_are_400_naming_them(self):
         for kw, needle in [({"dry_multiplier": 0.5}, "dry_multiplier"), ({"samplers": ["bogus"]}, "bogus"),
                            ({"samplers": ["top_k", "dry"]}, "dry"), ({"min_keep": 5}, "min_keep"),
-                           ({"post_sampling_probs": True}, "post_sampling_probs"), ({"mirostat": 3}, "mirostat"),
+                           ({"mirostat": 3}, "mirostat"),
                            ({"typical_p": 2}, "typical_p"),
                            # this server does not speculate: asking it to is refused, named
                            ({"speculative.n_max": 4}, "speculative.n_max"),

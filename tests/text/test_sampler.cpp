@@ -638,3 +638,38 @@ TEST(Sampler, Describe) {
 }
 
 }  // namespace
+
+TEST(Sampler, PostSamplingProbabilitiesAreWhatTheTokenWasDrawnFrom) {
+    // logits 3, 2, 1, 0: top-k 2 at temperature 1 leaves tokens 0 and 1 with p = e/(e+1), 1/(e+1)
+    SamplerParams p;
+    p.temperature = 1.0f;
+    p.top_k = 2;
+    p.top_p = 1.0f;
+    p.min_p = 0.0f;
+    p.seed = 7;
+    Sampler s(p, 4);
+    const std::vector<float> logits = {3.0f, 2.0f, 1.0f, 0.0f};
+    std::vector<TokenLogprob> top;
+    float chosen = 0.0f;
+    const int32_t t = s.sample(logits, 10, &top, &chosen);
+    ASSERT_EQ(top.size(), 2u) << "tokens the filters removed have no probability";
+    EXPECT_EQ(top[0].id, 0);
+    EXPECT_EQ(top[1].id, 1);
+    const double e = std::exp(1.0);
+    EXPECT_NEAR(std::exp(top[0].logprob), e / (e + 1.0), 1e-5);
+    EXPECT_NEAR(std::exp(top[1].logprob), 1.0 / (e + 1.0), 1e-5);
+    ASSERT_TRUE(t == 0 || t == 1);
+    EXPECT_FLOAT_EQ(chosen, top[(size_t)t].logprob);
+    // the same stream as sample() without probabilities
+    Sampler a(p, 4), b(p, 4);
+    for (int i = 0; i < 20; ++i) {
+        float c;
+        std::vector<TokenLogprob> tp;
+        EXPECT_EQ(a.sample(logits), b.sample(logits, 1, &tp, &c));
+    }
+    // a higher temperature flattens the reported distribution
+    p.temperature = 2.0f;
+    Sampler hot(p, 4);
+    (void)hot.sample(logits, 10, &top, &chosen);
+    EXPECT_NEAR(std::exp(top[0].logprob), std::exp(0.5) / (std::exp(0.5) + 1.0), 1e-5);
+}
