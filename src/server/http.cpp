@@ -789,9 +789,14 @@ Result<int> Server::listen() {
         std::string h = o.host.substr(at, comma - at);
         while (!h.empty() && h.front() == ' ') h.erase(h.begin());
         while (!h.empty() && h.back() == ' ') h.pop_back();
+        if (h.empty() && o.host.find(',') != std::string::npos)
+            return Result<int>::fail("http: an empty address in the list '" + o.host + "'");
+        if (std::find(hosts.begin(), hosts.end(), h) != hosts.end())
+            return Result<int>::fail("http: the address " + h + " is listed twice in '" + o.host + "'");
         hosts.push_back(h);
         at = comma + 1;
     }
+    multi_host_ = hosts.size() > 1;
     if (!s_->listen_fds.empty()) return Result<int>::fail("http: already listening");
     if (s_->wake_rd < 0) return Result<int>::fail("http: cannot create the stop pipe");
     int port = o.port;
@@ -839,10 +844,10 @@ Result<int> Server::listen_on(const std::string& host, int port_number) {
         }
         const int one = 1, zero = 0;
         ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        // "::" also takes IPv4 clients; "::1" beside "127.0.0.1" is IPv6 only.
+        // "::" alone also takes IPv4 clients; beside other addresses every IPv6 socket is
+        // IPv6 only (else "::" and "0.0.0.0" would collide).
         if (a->ai_family == AF_INET6)
-            ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, s_->listen_fds.empty() ? &zero : &one,
-                         sizeof zero);
+            ::setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, multi_host_ ? &one : &zero, sizeof zero);
         if (::bind(fd, a->ai_addr, a->ai_addrlen) == 0 && ::listen(fd, SOMAXCONN) == 0 &&
             set_nonblocking(fd)) {
             bound = fd;

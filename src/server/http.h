@@ -159,6 +159,7 @@ class Server {
   private:
     Result<int> listen_on(const std::string& host, int port);
     std::unique_ptr<detail::ServerState> s_;
+    bool multi_host_ = false;  // Options::host lists several addresses
 };
 
 // ---- the parser, exposed for tests and fuzzing --------------------------------------------

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "edgellm/chat.h"
@@ -236,7 +237,7 @@ struct Server::Impl {
     std::vector<std::string> degraded;
     void degrade(const std::string& why) {
         std::lock_guard<std::mutex> lock(health_mu);
-        degraded.push_back(why);
+        if (std::find(degraded.begin(), degraded.end(), why) == degraded.end()) degraded.push_back(why);
     }
     void health(http::Response& res);
     std::atomic<bool> stopping{false};
@@ -293,6 +294,10 @@ struct Server::Impl {
     // answered in turn, the answers gathered.
     void generate_batch(Api api, const http::Request& req, http::Response& res,
                         std::string* log_extra, const json& body);
+    // One generation with this body, its answer (or error) kept instead of sent: the status
+    // (0: the client went away).
+    int generate_captured(Api api, const http::Request& req, const json& body, http::Response& res,
+                          json* answer, std::string* log_extra);
     void generate(Api api, const http::Request& req, http::Response& res, std::string* log_extra,
                   const ReplyAdapter* adapter = nullptr);
     void anthropic_messages(const http::Request& req, http::Response& res, std::string* log_extra);
@@ -325,6 +330,9 @@ struct Server::Impl {
     void apply_template(const http::Request& req, http::Response& res);
     std::unique_ptr<BuiltinTools> builtin_tools;
     std::unique_ptr<McpClients> mcp;
+    // The cancel flags of the tool calls in flight (raised by stop()).
+    std::mutex tools_mu;
+    std::set<std::atomic<bool>*> tool_flags;
     // GET /tools (both lists) and POST /tools {"tool", "params", "stream"} (headers
     // x-tool-cwd, x-tool-runtime, x-resp-type).
     void tools_get(http::Response& res);
@@ -432,6 +440,13 @@ Result<int> Server::listen() {
 void Server::stop() {
     Impl& d = *impl_;
     const bool first = !d.stopping.exchange(true);
+    // Tool calls in flight end now (an MCP call returns "cancelled", a shell command is
+    // killed), so they do not hold the stop up.
+    if (d.mcp) d.mcp->shutdown();
+    {
+        std::lock_guard<std::mutex> lock(d.tools_mu);
+        for (std::atomic<bool>* f : d.tool_flags) f->store(true);
+    }
     if (first && d.ready()) {
         // Generations stop at their next step; their clients are told (a stream gets an
         // error event, a request still waiting a 503) before the connections close: the
@@ -443,7 +458,6 @@ void Server::stop() {
         std::unique_lock<std::mutex> lock(d.gate_mu);
         d.gate_cv.wait_for(lock, std::chrono::seconds(3), [&] { return d.in_flight == 0; });
     }
-    if (d.mcp) d.mcp->shutdown();  // MCP calls in flight return now
     d.http->stop();
     d.stop_cv.notify_all();
     // (the HTTP layer's stop also makes every handler's peer_gone() true, which raises its
@@ -581,13 +595,13 @@ void Server::Impl::go_to_sleep() {
     most_tokens_before = std::max(most_tokens_before, ctx->most_tokens_per_step());
     const size_t rss_before = resident_bytes();
     Loaded out;
-    exchange(&out);
-    model_name = out.model_name;  // (still the name it answers to)
-    serving_path = out.serving_path;
-    created = out.created;
-    sleeping = true;
     {
-        std::lock_guard<std::mutex> lock(gate_mu);
+        std::lock_guard<std::mutex> lock(gate_mu);  // (stop() walks the slots under it)
+        exchange(&out);
+        model_name = out.model_name;  // (still the name it answers to)
+        serving_path = out.serving_path;
+        created = out.created;
+        sleeping = true;
         swapping = false;
     }
     gate_cv.notify_all();
@@ -628,6 +642,7 @@ std::string Server::Impl::wake() {
     swapping = false;
     lock.unlock();
     gate_cv.notify_all();
+    last_active_ms = steady_ms();
     log("awake: the model is loaded again in %.0f ms", ms_between(t0, Clock::now()));
     return "";
 }
@@ -1104,6 +1119,9 @@ void Server::Impl::send_error(http::Response& res, const ApiError& e) {
 
 void Server::Impl::handle(const http::Request& req_in, http::Response& res) {
     const auto t0 = Clock::now();
+    // CORS, decided once for every answer to this request (a preflight needs no key).
+    for (auto& [name, value] : cors_headers(cfg.cors, req_in.header("origin"), req_in.method == "OPTIONS"))
+        res.add_header(name, value);
     // --api-prefix: every route lives under it; anything else is not found.
     std::optional<http::Request> stripped;
     if (!cfg.api_prefix.empty()) {
@@ -1120,33 +1138,46 @@ void Server::Impl::handle(const http::Request& req_in, http::Response& res) {
     std::string extra;
     if (req.path == "/models/load" && req.method == "POST") {
         models_load(req, res, &extra);  // (takes the gate itself, to swap)
+        last_active_ms = steady_ms();
     } else {
-        // Every request holds the gate: a model swap waits for those in flight, and new ones
-        // wait for the swap (a moment: the new model is loaded before).
+        // What needs no model answers while the server sleeps; anything else loads it first.
         const std::string& pth = req.path;
-        const bool read_only = (req.method == "GET" || req.method == "HEAD") &&
-                               (pth == "/health" || pth == "/v1/health" || pth == "/props" ||
-                                pth == "/models" || pth == "/v1/models" || pth == "/metrics" ||
-                                pth == "/slots");
-        if (sleeping && !read_only && req.method != "OPTIONS" && authorized(req)) {
-            if (const std::string e = wake(); !e.empty()) {
-                send_error(res, {503, "unavailable_error", "the model could not be loaded again "
-                                                           "after sleeping: " + e, {}});
-                return;
+        const bool get = req.method == "GET" || req.method == "HEAD";
+        const bool no_model =
+            req.method == "OPTIONS" || pth == "/tools" || pth == "/cors-proxy" ||
+            (get && (pth == "/health" || pth == "/v1/health" || pth == "/props" || pth == "/models" ||
+                     pth == "/v1/models" || pth == "/metrics" || pth == "/slots" || pth == "/" ||
+                     pth == "/index.html" || (!cfg.health_route.empty() && pth == cfg.health_route)));
+        // Every request holds the gate: a model swap (or sleep) waits for those in flight, and
+        // new ones wait for it. A request that needs the model and finds it asleep once it
+        // holds the gate lets go, wakes it, and tries again.
+        for (;;) {
+            if (sleeping && !no_model && authorized(req)) {
+                if (const std::string e = wake(); !e.empty()) {
+                    send_error(res, {503, "unavailable_error", "the model could not be loaded again "
+                                                               "after sleeping: " + e, {}});
+                    return;
+                }
             }
-        }
-        {
             std::unique_lock<std::mutex> lock(gate_mu);
             gate_cv.wait(lock, [&] { return !swapping; });
+            if (sleeping && !no_model && authorized(req)) continue;  // it fell asleep meanwhile
             ++in_flight;
+            break;
         }
+        // (released however route() ends, an exception included)
+        struct Release {
+            Impl* d;
+            ~Release() {
+                {
+                    std::lock_guard<std::mutex> lock(d->gate_mu);
+                    --d->in_flight;
+                }
+                d->gate_cv.notify_all();
+            }
+        } release{this};
         route(req, res, &extra);
-        if (!read_only) last_active_ms = steady_ms();
-        {
-            std::lock_guard<std::mutex> lock(gate_mu);
-            --in_flight;
-        }
-        gate_cv.notify_all();
+        if (!no_model) last_active_ms = steady_ms();
     }
     if (req.path == "/health" || req.path == "/v1/health" || req.path == "/metrics") return;
     const std::string status = res.status() ? std::to_string(res.status()) : "(no answer)";
@@ -1171,9 +1202,6 @@ bool is_prompt_batch(const json& p) {
 void Server::Impl::route(const http::Request& req, http::Response& res, std::string* log_extra) {
     const std::string& m = req.method;
     const std::string& p = req.path;
-    // CORS, decided once for every answer to this request (a preflight needs no key).
-    for (auto& [name, value] : cors_headers(cfg.cors, req.header("origin"), m == "OPTIONS"))
-        res.add_header(name, value);
     if (m == "OPTIONS") {
         res.send(200, "text/html", "");
         return;
@@ -1349,7 +1377,8 @@ std::optional<ApiError> Server::Impl::prepare(Api api, GenRequest& g, Prepared* 
         p->prompt_text = render(g, &bos_in_text);
         p->prompt = tok->tokenize(p->prompt_text, !bos_in_text, true);
     } else if (!g.prompt_mixed.empty()) {
-        bool first_text = true;
+        // (the model's BOS only when the prompt starts with text, as llama.cpp)
+        bool first_text = g.prompt_mixed.front().second.empty();
         for (const auto& [text, ids] : g.prompt_mixed) {
             if (ids.empty()) {
                 const auto t = tok->tokenize(text, first_text, true);
@@ -2076,16 +2105,16 @@ void Server::Impl::detokenize(const http::Request& req, http::Response& res) {
 
 std::optional<int64_t> Server::Impl::count_chat_tokens(const std::string& body, ApiError* err) {
     GenRequest g;
-    Prepared p;
     g.prefill_assistant = cfg.prefill_assistant;
     g.cache_prompt = cfg.cache_prompt;
-    std::optional<ApiError> bad = parse_gen_request(Api::Chat, body, cfg.defaults, &g);
-    if (!bad) bad = prepare(Api::Chat, g, &p);
-    if (bad) {
+    if (auto bad = parse_gen_request(Api::Chat, body, cfg.defaults, &g)) {
         *err = *bad;
         return std::nullopt;
     }
-    return (int64_t)p.prompt.size();
+    // (counted, not run: a prompt longer than a slot's context is counted too)
+    bool bos_in_text = false;
+    const std::string text = render(g, &bos_in_text);
+    return (int64_t)tok->tokenize(text, !bos_in_text, true).size();
 }
 
 void Server::Impl::input_tokens_count(const http::Request& req, http::Response& res) {
@@ -2095,9 +2124,25 @@ void Server::Impl::input_tokens_count(const http::Request& req, http::Response& 
     send_json(res, 200, {{"input_tokens", *n}});
 }
 
+int Server::Impl::generate_captured(Api api, const http::Request& req, const json& body,
+                                   http::Response& res, json* answer, std::string* log_extra) {
+    http::Request sub = req;
+    sub.body = body.dump();
+    int status = 0;
+    ReplyAdapter a;
+    a.capture = [&](int st, const json& j) {
+        status = st;
+        *answer = j;
+    };
+    generate(api, sub, res, log_extra, &a);
+    return status;
+}
+
 void Server::Impl::generate_batch(Api api, const http::Request& req, http::Response& res,
                                   std::string* log_extra, const json& body) {
-    if (body.value("stream", false))
+    if (body.contains("stream") && !body["stream"].is_boolean() && !body["stream"].is_null())
+        return send_error(res, bad_request("stream must be true or false"));
+    if (body.contains("stream") && body["stream"].is_boolean() && body["stream"].get<bool>())
         return send_error(res, bad_request("stream with several prompts is not supported: "
                                            "send one request per prompt"));
     const json& prompts = body["prompt"];
@@ -2106,17 +2151,9 @@ void Server::Impl::generate_batch(Api api, const http::Request& req, http::Respo
     for (size_t i = 0; i < prompts.size(); ++i) {
         json one = body;
         one["prompt"] = prompts[i];
-        http::Request sub = req;
-        sub.body = one.dump();
-        int status = 0;
         json answer;
-        ReplyAdapter a;
-        a.capture = [&](int st, const json& j) {
-            status = st;
-            answer = j;
-        };
         std::string note;
-        generate(api, sub, res, &note, &a);
+        const int status = generate_captured(api, req, one, res, &answer, &note);
         extra += note;
         if (status == 0) {  // cancelled: the client went away
             *log_extra = extra;
@@ -2133,6 +2170,7 @@ void Server::Impl::generate_batch(Api api, const http::Request& req, http::Respo
         answers.push_back(std::move(answer));
     }
     *log_extra = " | " + std::to_string(prompts.size()) + " prompts" + extra;
+    if (api == Api::Native && answers.size() == 1) return send_json(res, 200, answers[0]);
     if (api == Api::Native) {
         json out = json::array();
         for (size_t i = 0; i < answers.size(); ++i) {
@@ -2275,22 +2313,15 @@ void Server::Impl::predict(const http::Request& req, http::Response& res, std::s
         }
         json one = inst;
         one.erase("@requestFormat");
-        if (one.value("stream", false)) {
+        if (one.contains("stream") && !(one["stream"].is_boolean() && !one["stream"].get<bool>()) &&
+            !one["stream"].is_null()) {
             predictions.push_back({{"error", json::parse(error_body(bad_request(
                                                  "the predict route does not stream")))["error"]}});
             continue;
         }
-        http::Request sub = req;
-        sub.body = one.dump();
-        int status = 0;
         json answer;
-        ReplyAdapter a;
-        a.capture = [&](int st, const json& j) {
-            status = st;
-            answer = j;
-        };
         std::string note;
-        generate(api, sub, res, &note, &a);
+        const int status = generate_captured(api, req, one, res, &answer, &note);
         if (status == 0) return;  // the client went away
         predictions.push_back(status == 200 ? answer : json{{"error", answer.value("error", answer)}});
     }
@@ -2342,6 +2373,19 @@ void Server::Impl::tools_post(const http::Request& req, http::Response& res, std
     const bool stream = body.value("stream", false);
     *log_extra = " | tool " + name;
     std::atomic<bool> cancel{false};
+    {
+        std::lock_guard<std::mutex> lock(tools_mu);
+        if (stopping) return send_error(res, {503, "unavailable_error", "the server is stopping", {}});
+        tool_flags.insert(&cancel);
+    }
+    struct Unregister {
+        Impl* d;
+        std::atomic<bool>* f;
+        ~Unregister() {
+            std::lock_guard<std::mutex> lock(d->tools_mu);
+            d->tool_flags.erase(f);
+        }
+    } unregister{this, &cancel};
     DisconnectWatch watch(res, cancel);
     json result;
     std::optional<ApiError> err;
@@ -2618,7 +2662,8 @@ void Server::Impl::metrics_get(http::Response& res) {
     };
     const double prompt_s = (double)metrics.prompt_us / 1e6;
     const double gen_s = (double)metrics.generate_us / 1e6;
-    const double new_prompt = (double)(metrics.prompt_tokens - metrics.cached_tokens);
+    const uint64_t prompt_seen = metrics.prompt_tokens, cached_seen = metrics.cached_tokens;
+    const double new_prompt = prompt_seen >= cached_seen ? (double)(prompt_seen - cached_seen) : 0.0;
     // (asleep: no model, no context; the counters go on from what they had)
     const bool awake = ctx != nullptr;
     int64_t kv_tokens = 0;
@@ -2634,11 +2679,13 @@ void Server::Impl::metrics_get(http::Response& res) {
     double window_prompt_rate = 0.0, window_gen_rate = 0.0;
     {
         std::lock_guard<std::mutex> lock(metrics.window_mu);
-        const uint64_t np = metrics.prompt_tokens - metrics.cached_tokens, pu = metrics.prompt_us,
+        const uint64_t prompt_all = metrics.prompt_tokens, cached = metrics.cached_tokens;
+        const uint64_t np = prompt_all >= cached ? prompt_all - cached : 0, pu = metrics.prompt_us,
                        ng = metrics.generated_tokens, gu = metrics.generate_us;
-        if (pu > metrics.window_prompt_us)
+        // (the counters are bumped one after the other without a lock: never a negative delta)
+        if (pu > metrics.window_prompt_us && np >= metrics.window_prompt)
             window_prompt_rate = (double)(np - metrics.window_prompt) * 1e6 / (double)(pu - metrics.window_prompt_us);
-        if (gu > metrics.window_gen_us)
+        if (gu > metrics.window_gen_us && ng >= metrics.window_gen)
             window_gen_rate = (double)(ng - metrics.window_gen) * 1e6 / (double)(gu - metrics.window_gen_us);
         metrics.window_prompt = np;
         metrics.window_prompt_us = pu;

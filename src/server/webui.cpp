@@ -79,7 +79,7 @@ function stats(text) {
   d.textContent = text;
   log.appendChild(d);
 }
-fetch("/v1/models", { headers: headers() }).then(r => r.json()).then(j => {
+fetch("v1/models", { headers: headers() }).then(r => r.json()).then(j => {
   if (j.data && j.data[0]) document.getElementById("model").textContent = j.data[0].id;
 }).catch(() => {});
 
@@ -95,7 +95,7 @@ async function send(text) {
   const t0 = performance.now();
   let first = 0, reply = "", timings = null;
   try {
-    const r = await fetch("/v1/chat/completions", {
+    const r = await fetch("v1/chat/completions", {
       method: "POST", headers: headers(), signal: controller.signal,
       body: JSON.stringify({ messages: history, stream: true })
     });

@@ -33,6 +33,21 @@ struct BuiltinTemplate {
     const char* source;  // Jinja
 };
 
+// Granite 4.0 and 4.1 (the same format).
+constexpr const char* kGranite4 = R"jinja(
+{%- for message in messages -%}
+    {%- if message['role'] == 'assistant_tool_call' -%}
+        {{- '<|start_of_role|>assistant<|end_of_role|><|tool_call|>' -}}
+    {%- else -%}
+        {{- '<|start_of_role|>' + message['role'] + '<|end_of_role|>' -}}
+    {%- endif -%}
+    {{- message['content'] + '<|end_of_text|>\n' -}}
+{%- endfor -%}
+{%- if add_generation_prompt -%}
+    {{- '<|start_of_role|>assistant<|end_of_role|>' -}}
+{%- endif -%}
+)jinja";
+
 // In the order of llama.cpp's LLM_CHAT_TEMPLATES.
 constexpr BuiltinTemplate kBuiltinTemplates[] = {
     // Llama 2: "[INST] " opens the first turn without BOS; an assistant message closes a
@@ -478,32 +493,8 @@ constexpr BuiltinTemplate kBuiltinTemplates[] = {
 {%- endif -%}
 )jinja"},
     // Granite 4.0 and 4.1: assistant_tool_call is written as the assistant's role.
-    {"granite-4.0", R"jinja(
-{%- for message in messages -%}
-    {%- if message['role'] == 'assistant_tool_call' -%}
-        {{- '<|start_of_role|>assistant<|end_of_role|><|tool_call|>' -}}
-    {%- else -%}
-        {{- '<|start_of_role|>' + message['role'] + '<|end_of_role|>' -}}
-    {%- endif -%}
-    {{- message['content'] + '<|end_of_text|>\n' -}}
-{%- endfor -%}
-{%- if add_generation_prompt -%}
-    {{- '<|start_of_role|>assistant<|end_of_role|>' -}}
-{%- endif -%}
-)jinja"},
-    {"granite-4.1", R"jinja(
-{%- for message in messages -%}
-    {%- if message['role'] == 'assistant_tool_call' -%}
-        {{- '<|start_of_role|>assistant<|end_of_role|><|tool_call|>' -}}
-    {%- else -%}
-        {{- '<|start_of_role|>' + message['role'] + '<|end_of_role|>' -}}
-    {%- endif -%}
-    {{- message['content'] + '<|end_of_text|>\n' -}}
-{%- endfor -%}
-{%- if add_generation_prompt -%}
-    {{- '<|start_of_role|>assistant<|end_of_role|>' -}}
-{%- endif -%}
-)jinja"},
+    {"granite-4.0", kGranite4},
+    {"granite-4.1", kGranite4},
     // GigaChat: only a first system message counts (it follows the BOS text directly); a
     // later one is dropped, as are roles other than user and assistant.
     {"gigachat", R"jinja(

@@ -1078,8 +1078,15 @@ int32_t Sampler::sample(std::span<const float> logits, size_t n_probs,
     Impl& s = *impl_;
     s.post = top;
     s.n_post = n_probs;
+    s.post_all.clear();
+    top->clear();
     const int32_t t = sample(logits);
     s.post = nullptr;
+    if (!(s.params.temperature > 0.0f)) {  // greedy: the token was drawn with certainty
+        top->assign(1, TokenLogprob{t, 0.0f});
+        *chosen_logprob = 0.0f;
+        return t;
+    }
     *chosen_logprob = -kInf;
     for (const TokenLogprob& c : s.post_all)
         if (c.id == t) *chosen_logprob = c.logprob;

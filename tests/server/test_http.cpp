@@ -835,6 +835,13 @@ TEST(Http, ListenErrorsAndHosts) {
         http::Options half = small_limits();
         half.host = "127.0.0.1,no.such.host.invalid";
         EXPECT_FALSE(http::Server(half, rec.handler()).listen().ok());  // all or nothing
+        for (const char* list : {"127.0.0.1,", "127.0.0.1,127.0.0.1", ",::1"}) {
+            http::Options l = small_limits();
+            l.host = list;
+            l.port = 0;
+            auto r = http::Server(l, rec.handler()).listen();
+            EXPECT_FALSE(r.ok()) << list << ": an empty or repeated address (an empty one would mean every interface)";
+        }
     }
     http::Options bad;
     bad.host = "no.such.host.invalid";

@@ -673,3 +673,15 @@ TEST(Sampler, PostSamplingProbabilitiesAreWhatTheTokenWasDrawnFrom) {
     (void)hot.sample(logits, 10, &top, &chosen);
     EXPECT_NEAR(std::exp(top[0].logprob), std::exp(0.5) / (std::exp(0.5) + 1.0), 1e-5);
 }
+
+TEST(Sampler, PostSamplingProbabilityOfAGreedyPickIsOne) {
+    Sampler s(greedy_params(), 4);
+    const std::vector<float> logits = {0.5f, 2.0f, 1.0f, 0.0f};
+    std::vector<TokenLogprob> top = {{3, -1.0f}};  // (stale entries are replaced)
+    float chosen = -5.0f;
+    EXPECT_EQ(s.sample(logits, 5, &top, &chosen), 1);
+    ASSERT_EQ(top.size(), 1u);
+    EXPECT_EQ(top[0].id, 1);
+    EXPECT_EQ(top[0].logprob, 0.0f);
+    EXPECT_EQ(chosen, 0.0f);
+}
