@@ -1312,6 +1312,18 @@ std::string Server::Impl::render(const GenRequest& g, bool* bos_in_text) const {
     // always passes it), then --chat-template-kwargs, then the request's.
     json kw = json::object();
     kw["enable_thinking"] = cfg.enable_thinking;
+    // Today's date as llama.cpp gives templates (Llama 3.x prints date_string, FireFunction
+    // datetime); they fall back to a date of their own without it.
+    {
+        const std::time_t now = std::time(nullptr);
+        std::tm tm{};
+        localtime_r(&now, &tm);
+        char d1[32], d2[32];
+        std::strftime(d1, sizeof d1, "%d %b %Y", &tm);
+        std::strftime(d2, sizeof d2, "%b %d %Y", &tm);
+        kw["date_string"] = d1;
+        kw["datetime"] = d2;
+    }
     for (const std::string* src : {&cfg.chat_template_kwargs, &g.template_kwargs_json}) {
         if (src->empty()) continue;
         const json given = json::parse(*src, nullptr, false);

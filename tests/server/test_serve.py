@@ -2891,6 +2891,21 @@ class ServeFlags17(unittest.TestCase):
         self.assertEqual(r.returncode, 2)
         self.assertIn("--reasoning", r.stderr)
 
+    def test_templates_get_todays_date(self):
+        import datetime, tempfile
+        with tempfile.NamedTemporaryFile("w", suffix=".jinja", delete=False) as f:
+            f.write("{{ date_string }}|{{ datetime }}|{% for m in messages %}{{ m.content }}{% endfor %}")
+        self.addCleanup(os.unlink, f.name)
+        port = self.start("-c", "256", "--chat-template-file", f.name)
+        msgs = {"messages": [{"role": "user", "content": "hi"}]}
+        before = datetime.date.today()
+        prompt = request(port, "POST", "/apply-template", msgs).json()["prompt"]
+        days = {before, datetime.date.today()}  # (midnight may pass)
+        self.assertIn(prompt.split("|")[0], {d.strftime("%d %b %Y") for d in days})
+        self.assertIn(prompt.split("|")[1], {d.strftime("%b %d %Y") for d in days})
+        kw = dict(msgs, chat_template_kwargs={"date_string": "1 Jan 2000"})
+        self.assertTrue(request(port, "POST", "/apply-template", kw).json()["prompt"].startswith("1 Jan 2000|"))
+
     def test_builtin_template_names(self):
         port = self.start("-c", "256", "--chat-template", "command-r")
         p = request(port, "POST", "/apply-template", {"messages": [
