@@ -1324,6 +1324,10 @@ std::string Server::Impl::render(const GenRequest& g, bool* bos_in_text) const {
         kw["date_string"] = d1;
         kw["datetime"] = d2;
     }
+    // FireFunction v2's template reads the tools as `functions`, a JSON string (llama.cpp
+    // gives it that way; empty without tools).
+    if (template_text().find("functools") != std::string::npos)
+        kw["functions"] = g.tools.empty() ? std::string() : g.tools.dump(2);
     for (const std::string* src : {&cfg.chat_template_kwargs, &g.template_kwargs_json}) {
         if (src->empty()) continue;
         const json given = json::parse(*src, nullptr, false);

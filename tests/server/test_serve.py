@@ -2906,6 +2906,19 @@ class ServeFlags17(unittest.TestCase):
         kw = dict(msgs, chat_template_kwargs={"date_string": "1 Jan 2000"})
         self.assertTrue(request(port, "POST", "/apply-template", kw).json()["prompt"].startswith("1 Jan 2000|"))
 
+    def test_firefunction_templates_get_the_tools_as_functions(self):
+        import tempfile
+        with tempfile.NamedTemporaryFile("w", suffix=".jinja", delete=False) as f:
+            f.write("functools[{{ functions }}]{% for m in messages %}{{ m.content }}{% endfor %}")
+        self.addCleanup(os.unlink, f.name)
+        port = self.start("-c", "512", "--chat-template-file", f.name)
+        msgs = [{"role": "user", "content": "hi"}]
+        self.assertEqual(request(port, "POST", "/apply-template", {"messages": msgs}).json()["prompt"],
+                         "functools[]hi")
+        tool = {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object"}}}
+        p = request(port, "POST", "/apply-template", {"messages": msgs, "tools": [tool]}).json()["prompt"]
+        self.assertEqual(json.loads(p[len("functools["):p.rindex("]")]), [tool])
+
     def test_builtin_template_names(self):
         port = self.start("-c", "256", "--chat-template", "command-r")
         p = request(port, "POST", "/apply-template", {"messages": [
