@@ -544,7 +544,8 @@ class OneSlotServer(unittest.TestCase):
         self.assertTrue(r.headers["content-type"].startswith("text/html"))
         page = r.body.decode()
         self.assertTrue(page.startswith("<!DOCTYPE html>"))
-        for needle in ('id="send"', 'id="stop"', "/v1/chat/completions", "tokens/s"):
+        # (the API by a relative URL, so the page works under --api-prefix too)
+        for needle in ('id="send"', 'id="stop"', 'fetch("v1/chat/completions"', "tokens/s"):
             self.assertIn(needle, page)
 
     def test_unknown_routes_are_404(self):
