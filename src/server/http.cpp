@@ -207,7 +207,8 @@ const char* reason_phrase(int status) {
     static const std::pair<int, const char*> kPhrases[] = {
         {100, "Continue"}, {200, "OK"}, {201, "Created"}, {202, "Accepted"},
         {204, "No Content"}, {206, "Partial Content"}, {301, "Moved Permanently"},
-        {302, "Found"}, {304, "Not Modified"}, {400, "Bad Request"}, {401, "Unauthorized"},
+        {302, "Found"}, {304, "Not Modified"}, {307, "Temporary Redirect"},
+        {308, "Permanent Redirect"}, {400, "Bad Request"}, {401, "Unauthorized"},
         {403, "Forbidden"}, {404, "Not Found"}, {405, "Method Not Allowed"},
         {408, "Request Timeout"}, {409, "Conflict"}, {413, "Content Too Large"},
         {415, "Unsupported Media Type"}, {422, "Unprocessable Content"},

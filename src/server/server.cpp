@@ -1131,6 +1131,11 @@ void Server::Impl::handle(const http::Request& req_in, http::Response& res) {
             send_error(res, {404, "not_found_error", "File Not Found (the routes are under " + pre + ")", {}});
             return;
         }
+        if (req_in.path.size() == pre.size() && (req_in.method == "GET" || req_in.method == "HEAD")) {
+            // PREFIX -> PREFIX/: the chat page's relative URLs then resolve under the prefix
+            res.send(308, "text/plain", "", {{"Location", pre + "/"}});
+            return;
+        }
         stripped = req_in;
         stripped->path = req_in.path.size() == pre.size() ? "/" : req_in.path.substr(pre.size());
     }

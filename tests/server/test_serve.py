@@ -3032,6 +3032,9 @@ class ServeFlags17(unittest.TestCase):
             self.assertLess(time.monotonic(), deadline)
             time.sleep(0.1)
         self.assertEqual(request(port, "GET", "/health").status, 404)
+        r = request(port, "GET", "/llm")
+        self.assertEqual((r.status, r.headers.get("location")), (308, "/llm/"))  # the chat page's base
+        self.assertEqual(request(port, "GET", "/llm/").status, 200)
         body = {"prompt": "The quick brown fox", "n_predict": 3}
         for _ in range(2):
             d = request(port, "POST", "/llm/completion", body).json()
