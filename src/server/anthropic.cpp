@@ -331,12 +331,17 @@ std::optional<ApiError> convert(const json& body, bool count_tokens, json* resul
                 "or {\"type\": \"disabled\"}");
         const std::string t = type->get<std::string>();
         if (t == "enabled" || t == "adaptive") {
-            // The budget is not enforced apart from max_tokens, which bounds thinking and
-            // answer together (as in Anthropic's API, where budget_tokens < max_tokens).
+            // max_tokens bounds thinking and answer together; a budget below it would have to
+            // cut the thinking short, which edgellm cannot do yet: refused rather than ignored.
             if (const json* b = field(*th, "budget_tokens")) {
                 int64_t n = 0;
                 if (!integer_of(*b, &n) || n < 1)
                     return bad_request("thinking.budget_tokens must be a positive integer");
+                if (chat.contains("max_tokens") && n < chat["max_tokens"].get<int64_t>())
+                    return bad_request("thinking.budget_tokens " + std::to_string(n) +
+                                       " below max_tokens is not supported: edgellm cannot stop "
+                                       "the thinking at a budget (use \"type\": \"adaptive\", "
+                                       "bounded by max_tokens, or a budget of at least max_tokens)");
             }
             kwargs["enable_thinking"] = true;
         } else if (t == "disabled") {

@@ -577,9 +577,11 @@ std::optional<ApiError> responses_to_chat(const json& body, json* chat) {
     }
     if (logprobs) out["logprobs"] = true;
     if (const json* p = given(body, "parallel_tool_calls")) out["parallel_tool_calls"] = *p;
-    if (const json* t = given(body, "truncation");
-        t && !(t->is_string() && (*t == "auto" || *t == "disabled")))
-        return bad_request("truncation must be \"auto\" or \"disabled\"");
+    // (OpenAI's "auto" drops the oldest input to fit; this server refuses a prompt that
+    // does not fit instead, so only "disabled" is what it does)
+    if (const json* t = given(body, "truncation"); t && !(t->is_string() && *t == "disabled"))
+        return bad_request("truncation: only \"disabled\" (a prompt longer than the context is "
+                           "refused, never cut)");
     if (const json* so = given(body, "stream_options"); so && !so->is_object())
         return bad_request("stream_options must be an object");
     // The usage goes in response.completed, so the chat stream must send it.

@@ -323,10 +323,10 @@ struct Server::Impl {
     // the vocabulary and the slot's context.
     std::optional<ApiError> input_tokens(const std::vector<InputPrompt>& in,
                                          std::vector<std::vector<int32_t>>* out) const;
-    // Each prompt's pooled hidden states, on one slot; 499 when the client went away.
-    std::optional<ApiError> embed_all(const std::vector<std::vector<int32_t>>& prompts,
-                                      Context::Pooling pooling, http::Response& res,
-                                      std::vector<std::vector<float>>* out);
+    // Each prompt's pooled hidden states, on one slot; false when they could not be made
+    // (the error answered, or the client gone: logged).
+    bool embed_all(const std::vector<std::vector<int32_t>>& prompts, Context::Pooling pooling,
+                   http::Response& res, std::string* log_extra, std::vector<std::vector<float>>* out);
     void apply_template(const http::Request& req, http::Response& res);
     std::unique_ptr<BuiltinTools> builtin_tools;
     std::unique_ptr<McpClients> mcp;
@@ -1992,12 +1992,21 @@ std::optional<ApiError> Server::Impl::input_tokens(const std::vector<InputPrompt
     return std::nullopt;
 }
 
-std::optional<ApiError> Server::Impl::embed_all(const std::vector<std::vector<int32_t>>& prompts,
-                                                Context::Pooling pooling, http::Response& res,
-                                                std::vector<std::vector<float>>* out) {
+bool Server::Impl::embed_all(const std::vector<std::vector<int32_t>>& prompts,
+                             Context::Pooling pooling, http::Response& res, std::string* log_extra,
+                             std::vector<std::vector<float>>* out) {
+    auto answer = [&](const ApiError& e) {
+        if (e.status == 499) {
+            metrics.cancelled++;
+            *log_extra = " | cancelled";
+        } else {
+            send_error(res, e);
+        }
+        return false;
+    };
     ApiError err;
     Slot* slot = acquire({}, -1, res, &err);
-    if (!slot) return err;
+    if (!slot) return answer(err);
     metrics.processing++;
     std::optional<ApiError> failed;
     {
@@ -2016,7 +2025,7 @@ std::optional<ApiError> Server::Impl::embed_all(const std::vector<std::vector<in
     }
     metrics.processing--;
     pool->release(slot->id);
-    return failed;
+    return failed ? answer(*failed) : true;
 }
 
 void Server::Impl::embeddings(bool oai, const http::Request& req, http::Response& res,
@@ -2036,14 +2045,7 @@ void Server::Impl::embeddings(bool oai, const http::Request& req, http::Response
     std::vector<std::vector<int32_t>> prompts;
     if (auto e = input_tokens(er.inputs, &prompts)) return send_error(res, *e);
     std::vector<std::vector<float>> vecs;
-    if (auto e = embed_all(prompts, pool_type, res, &vecs)) {
-        if (e->status == 499) {
-            metrics.cancelled++;
-            *log_extra = " | cancelled";
-            return;
-        }
-        return send_error(res, *e);
-    }
+    if (!embed_all(prompts, pool_type, res, log_extra, &vecs)) return;
     const int64_t n_embd = model->hparams().n_embd;
     int64_t n_tokens = 0;
     for (const auto& p : prompts) n_tokens += (int64_t)p.size();
@@ -2091,14 +2093,7 @@ void Server::Impl::rerank(const http::Request& req, http::Response& res, std::st
     Context::Pooling pool_type = pooling();
     if (pool_type == Context::Pooling::None) pool_type = Context::Pooling::Last;
     std::vector<std::vector<float>> vecs;
-    if (auto e = embed_all(prompts, pool_type, res, &vecs)) {
-        if (e->status == 499) {
-            metrics.cancelled++;
-            *log_extra = " | cancelled";
-            return;
-        }
-        return send_error(res, *e);
-    }
+    if (!embed_all(prompts, pool_type, res, log_extra, &vecs)) return;
     std::vector<float> scores;
     for (size_t i = 1; i < vecs.size(); ++i) scores.push_back(cosine(vecs[0], vecs[i]));
     int64_t n_tokens = 0;

@@ -441,6 +441,9 @@ TEST(AnthropicRequest, ThinkingSwitchesTheTemplateVariable) {
     EXPECT_NE(refusal(body).find("thinking.type"), std::string::npos);
     body["thinking"] = {{"type", "enabled"}, {"budget_tokens", "lots"}};
     EXPECT_NE(refusal(body).find("budget_tokens"), std::string::npos);
+    // a budget that would have to cut the thinking short is refused, not ignored
+    body["thinking"] = {{"type", "enabled"}, {"budget_tokens", 30}};  // max_tokens 50
+    EXPECT_NE(refusal(body).find("budget_tokens 30 below max_tokens"), std::string::npos);
     body.erase("thinking");
     through_chat(body, &chat);
     EXPECT_FALSE(chat.contains("chat_template_kwargs"));

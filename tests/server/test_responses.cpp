@@ -753,3 +753,8 @@ TEST(ResponsesStream, FedByTheChatStreamWriter) {
     EXPECT_EQ(types_of(events_of(out2)), types_of(ev));
     EXPECT_TRUE(again.finished());
 }
+
+TEST(ResponsesRequest, TruncationAutoIsRefusedNotIgnored) {
+    EXPECT_NE(refusal({{"input", "hi"}, {"truncation", "auto"}}).find("truncation"), std::string::npos);
+    EXPECT_EQ(refusal({{"input", "hi"}, {"truncation", "disabled"}}), "");
+}
