@@ -9,7 +9,11 @@ Mapping (the same for both servers, so their results compare):
   --hf-repo-draft / -hfd REPO[:QUANT]                         ->  -md LOCAL
   a repo or file naming Qwen -> Qwen2.5-Coder 0.5B Q4_K_M (1.5B for a 1.5B one); anything
   else (stories260K, stories15M, tinygemma3, bert, jina, llama 8B, ...) -> Gemma 3 270M.
-Environment: SUITE_SERVER (edgellm | llama), SUITE_BIN (its binary), EDGELLM_MODELS.
+Router mode (no model on the command line): both servers list the models in llama.cpp's
+download cache ($LLAMA_CACHE, Hugging Face's layout; scripts/llama-server-suite.sh sets it to
+$SUITE_DIR/cache); the wrapper puts there, for the repositories the router tests name, links
+to the same local models, by the rule above.
+Environment: SUITE_SERVER (edgellm | llama), SUITE_BIN (its binary), EDGELLM_MODELS, LLAMA_CACHE.
 """
 import os
 import sys
@@ -60,10 +64,41 @@ def translate(args):
     return out
 
 
+# The router tests' models: repository -> the file name llama.cpp would have downloaded.
+# (Not ggml-org/test-model-router-download: test_router_download_model wants it absent.)
+ROUTER_REPOS = {
+    "ggml-org/tinygemma3-GGUF": "tinygemma3-Q8_0.gguf",
+    "ggml-org/test-model-stories260K": "stories260K-F32.gguf",
+    "ggml-org/test-model-stories260K-infill": "stories260K-infill-F32.gguf",
+}
+COMMIT = "0" * 40
+
+
+def router_cache():
+    root = os.environ.get("LLAMA_CACHE")
+    if not root:
+        return
+    for repo, name in ROUTER_REPOS.items():
+        top = os.path.join(root, "models--" + repo.replace("/", "--"))
+        snap = os.path.join(top, "snapshots", COMMIT)
+        os.makedirs(snap, exist_ok=True)
+        os.makedirs(os.path.join(top, "refs"), exist_ok=True)
+        with open(os.path.join(top, "refs", "main"), "w") as f:
+            f.write(COMMIT)
+        link = os.path.join(snap, name)
+        target = local_model([repo, name])
+        if os.path.islink(link) and os.readlink(link) != target:
+            os.unlink(link)
+        if not os.path.lexists(link):
+            os.symlink(target, link)
+
+
 def main():
     server = os.environ.get("SUITE_SERVER", "edgellm")
     binary = os.environ["SUITE_BIN"]
     args = translate(sys.argv[1:])
+    if "-m" not in args and "--model" not in args:
+        router_cache()
     argv = [binary, "serve", *args] if server == "edgellm" else [binary, *args]
     sys.stderr.write("suite-wrap: %s\n" % " ".join(argv))
     sys.stderr.flush()

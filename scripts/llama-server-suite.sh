@@ -111,6 +111,7 @@ fi
 [ -x "$bin" ] || { echo "llama-server-suite: no server binary at $bin" >&2; exit 1; }
 
 out="$SUITE_DIR/results-$server"
+mkdir -p "$tests/tmp"  # (the suite's TMP_DIR; its own model downloads would have made it)
 start=$(date +%s)
 rm -f "$out.xml"
 set +e

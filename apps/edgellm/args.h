@@ -36,6 +36,13 @@ class ArgParser {
     bool help_requested() const { return help_; }
     const std::string& command() const { return command_; }
     std::string help() const;
+    // The first name of the option `name` is one of ("" when unknown), and whether it takes a
+    // value.
+    std::string canonical(const std::string& name, bool* has_value = nullptr) const {
+        const Spec* s = find(name);
+        if (has_value) *has_value = s && s->has_value;
+        return s ? s->names[0] : std::string();
+    }
 
   private:
     struct Spec {

@@ -14,14 +14,17 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "args.h"
 #include "commands.h"
 #include "edgellm/chat.h"
+#include "server/router.h"
 #include "server/server.h"
 
 namespace edgellm::cli {
@@ -238,6 +241,119 @@ bool read_spec_options(const ArgParser& p, server::SpecConfig* sc, std::vector<s
 
 }  // namespace
 
+namespace {
+
+// Router mode (serve without -m): the flags that are the router's own stay here; every other
+// flag is given to each model's `edgellm serve` child as it was written.
+int serve_router(const ArgParser& p, const std::vector<std::string>& args, const server::ServerConfig& cfg,
+                 const std::string& default_model) {
+    server::RouterConfig rc;
+    rc.http = cfg.http;
+    rc.cors = cfg.cors;
+    rc.api_keys = cfg.api_keys;
+    rc.api_prefix = cfg.api_prefix;
+    rc.webui = cfg.webui;
+    rc.log = cfg.log;
+    rc.models_dir = p.get_or("--models-dir", "");
+    rc.models_preset = p.get_or("--models-preset", "");
+    rc.autoload = !p.has("--no-models-autoload");
+    rc.default_model = default_model;
+    std::error_code exe_ec;
+    if (auto exe = std::filesystem::read_symlink("/proc/self/exe", exe_ec); !exe_ec) rc.self_exe = exe.string();
+    std::string err;
+    int64_t mm = 4;
+    if (!p.get_int("--models-max", 0, 1024, &mm, &err)) return fail("serve", err, 2);
+    rc.models_max = (int)mm;
+    if (!rc.models_dir.empty() && !std::filesystem::is_directory(rc.models_dir))
+        return fail("serve", "--models-dir " + rc.models_dir + " is not a directory", 2);
+    if (!rc.models_preset.empty()) {
+        std::ifstream f(rc.models_preset);
+        if (!f) return fail("serve", "cannot read --models-preset " + rc.models_preset, 2);
+        std::stringstream ss;
+        ss << f.rdbuf();
+        if (auto parsed = server::parse_preset_ini(ss.str()); !parsed)
+            return fail("serve", "--models-preset " + rc.models_preset + ": " + parsed.error(), 2);
+    }
+    if (p.has("-a"))
+        return fail("serve", "--alias names the one model of -m FILE; a router's models are named by "
+                             "their files or by --models-preset sections", 2);
+    // edgellm's model directory, and $EDGELLM_MODEL
+    std::error_code ec;
+    std::vector<std::string> cache;
+    for (std::filesystem::directory_iterator it(models_dir(), ec), end; !ec && it != end; it.increment(ec))
+        if (it->is_regular_file() && it->path().extension() == ".gguf" &&
+            it->path().filename().string().rfind("mmproj", 0) != 0)
+            cache.push_back(it->path().string());
+    std::sort(cache.begin(), cache.end());
+    if (const char* env = std::getenv("EDGELLM_MODEL"); env && *env &&
+        std::find(cache.begin(), cache.end(), std::string(env)) == cache.end())
+        cache.insert(cache.begin(), env);
+    rc.cache_files = cache;
+    static const std::set<std::string> own = {
+        "-m", "--models-dir", "--models-preset", "--models-max", "--models-autoload", "--no-models-autoload",
+        "--host", "--port", "--pid-file", "--log-file", "--cors-origins", "--cors-methods", "--cors-headers",
+        "--cors-credentials", "--no-cors-credentials", "--api-prefix", "--webui", "--no-webui"};
+    for (size_t i = 0; i < args.size(); ++i) {
+        std::string a = args[i];
+        bool inline_value = false;
+        if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
+            inline_value = true;
+            a = a.substr(0, a.find('='));
+        }
+        bool has_value = false;
+        const std::string name = p.canonical(a, &has_value);
+        const bool takes_next = has_value && !inline_value && i + 1 < args.size();
+        if (own.count(name)) {
+            if (takes_next) ++i;
+            continue;
+        }
+        rc.child_args.push_back(args[i]);
+        if (takes_next) rc.child_args.push_back(args[++i]);
+    }
+    rc.on_ready = [] { notify_service_manager("READY=1\nSTATUS=serving (router)"); };
+    rc.flag_kind = [&p](const std::string& flag) {
+        bool has_value = false;
+        const std::string name = p.canonical(flag, &has_value);
+        if (name.empty() || own.count(name)) return -1;  // (the router's own are not per model)
+        return has_value ? 1 : 0;
+    };
+
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+    server::Router router(rc);
+    auto bound = router.listen();
+    if (!bound) return fail("serve", bound.error());
+    const std::string pid_file = p.get_or("--pid-file", "");
+    if (!pid_file.empty() && !write_pid_file(pid_file))
+        return fail("serve", "cannot write the pid file " + pid_file + ": " + std::strerror(errno), 2);
+    if (rc.log)
+        std::fprintf(stderr, "edgellm serve: router listening on http://%s:%d\n", rc.http.host.c_str(), *bound);
+    std::atomic<bool> done{false};
+    std::thread signals([&] {
+        const timespec tick{0, 200 * 1000 * 1000};
+        while (!done) {
+            const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
+            if (sig == SIGINT || sig == SIGTERM) {
+                if (rc.log) std::fprintf(stderr, "edgellm serve: stopping (signal %d)\n", sig);
+                notify_service_manager("STOPPING=1");
+                router.stop();
+                return;
+            }
+        }
+    });
+    const int code = router.run();
+    done = true;
+    signals.join();
+    if (!pid_file.empty()) std::remove(pid_file.c_str());
+    return code;
+}
+
+}  // namespace
+
 int cmd_serve(const std::vector<std::string>& given) {
     // llama.cpp's --fit takes on|off; a bare --fit means on.
     std::vector<std::string> args;
@@ -251,7 +367,21 @@ int cmd_serve(const std::vector<std::string>& given) {
     server::SpecConfig cfg_spec;
     ArgParser p("serve", "edgellm serve [-m MODEL] [--host HOST] [--port PORT] [options]");
     p.option({"-m", "--model"}, "FILE",
-             "GGUF model (default: the model scripts/fetch-models.sh installed)");
+             "GGUF model; without it the server is a router: every model it knows is served, "
+             "each in its own process, the request's \"model\" choosing (a request naming none "
+             "gets the default model, the one scripts/fetch-models.sh installed)");
+    p.option({"--models-dir"}, "DIR",
+             "router: every GGUF in DIR is a model (id: the file name without .gguf; a "
+             "subdirectory: its name), besides edgellm's model directory");
+    p.option({"--models-preset"}, "FILE",
+             "router: an INI file of models, [ID] sections of `model = FILE` and serve flags as "
+             "`ctx-size = 4096` ([*]: for every model; load-on-startup = true)");
+    p.option({"--models-max"}, "N",
+             "router: models running at once (default 4; 0: no limit); one more evicts the least "
+             "recently used idle one");
+    p.flag({"--models-autoload"}, "router: a request naming a model that is not running starts it (the default)");
+    p.flag({"--no-models-autoload"},
+           "router: only POST /models/load starts a model (and nothing at start-up)");
     p.option({"-a", "--alias"}, "NAME[,NAME...]",
              "the model's name in responses (default: the file name); several: all listed in "
              "/models, the first in sorted order is its id");
@@ -421,9 +551,15 @@ int cmd_serve(const std::vector<std::string>& given) {
     if (!read_spec_options(p, &cfg_spec, &spec_notes, &err)) return fail("serve", err, 2);
 
     server::ServerConfig cfg;
+    const bool router = !p.has("-m");
+    for (const char* f : {"--models-dir", "--models-preset", "--models-max", "--no-models-autoload", "--models-autoload"})
+        if (!router && p.has(f))
+            return fail("serve", std::string(f) + " is for router mode (no -m): with -m FILE one model is served", 2);
+    if (p.has("--models-autoload") && p.has("--no-models-autoload"))
+        return fail("serve", "--models-autoload and --no-models-autoload contradict each other", 2);
     auto model_path = model_path_or_default(p);
-    if (!model_path) return fail("serve", model_path.error(), 2);
-    cfg.model_path = *model_path;
+    if (!router && !model_path) return fail("serve", model_path.error(), 2);
+    if (model_path) cfg.model_path = *model_path;
     // --alias a,b,c: names the model answers to (llama-server: the first in sorted order is
     // its id); --tags: labels listed in /models.
     auto split_list = [](const std::string& text) {
@@ -731,6 +867,8 @@ int cmd_serve(const std::vector<std::string>& given) {
     sigaddset(&stop_signals, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
     signal(SIGPIPE, SIG_IGN);
+
+    if (router) return serve_router(p, args, cfg, model_path ? *model_path : std::string());
 
     cfg.on_ready = [] { notify_service_manager("READY=1\nSTATUS=serving"); };
     server::Server srv(cfg);

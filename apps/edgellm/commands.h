@@ -42,6 +42,8 @@ bool parse_token_ids(const std::string& s, std::vector<int32_t>* out, std::strin
 }  // namespace edgellm::cli
 
 #include "args.h"
+#include <filesystem>
+
 #include "edgellm/error.h"
 #include "edgellm/model.h"
 #include "edgellm/grammar.h"
@@ -51,6 +53,8 @@ namespace edgellm::cli {
 // The model used when -m is not given: $EDGELLM_MODEL, else the first default model that
 // scripts/fetch-models.sh installed in $EDGELLM_MODELS (default ~/.cache/edgellm/models).
 Result<std::string> default_model_path();
+// $EDGELLM_MODELS, else ~/.cache/edgellm/models.
+std::filesystem::path models_dir();
 // -m if given, else default_model_path().
 Result<std::string> model_path_or_default(const ArgParser& p);
 

@@ -81,6 +81,12 @@ struct StreamControl {
     bool progress = false;
     bool stop = false;
     const std::atomic<bool>* cancel = nullptr;  // polled every 50 ms when set
+    // Filled in before the body callback's first call: the response's status and headers
+    // (names lower-cased), and whether it is chunked (else it has a length, or ends with the
+    // connection).
+    int status = 0;
+    std::vector<std::pair<std::string, std::string>> headers;
+    bool chunked = false;
 };
 
 using BodyCallback = std::function<bool(std::string_view bytes, StreamControl& ctl)>;

@@ -348,6 +348,9 @@ HttpResult http_request(const Endpoint& ep, std::string_view method, std::string
     // Error statuses are collected whole (the caller reads the error JSON) even when a
     // callback was given.
     const bool deliver = streaming && r.status < 400;
+    ctl.status = r.status;
+    ctl.headers = r.headers;
+    ctl.chunked = chunked;
     bool stopped = false;
     auto emit = [&](std::string_view bytes) {
         if (bytes.empty() || stopped) return;

@@ -1,5 +1,7 @@
 #include "server/api.h"
 
+#include "edgellm/version.h"
+
 #include <cmath>
 #include <random>
 
@@ -612,6 +614,27 @@ ApiError bad_request(std::string message) {
     e.message = std::move(message);
     return e;
 }
+
+bool api_key_matches(const std::vector<std::string>& keys, const std::string* authorization,
+                     const std::string* x_api_key) {
+    if (keys.empty()) return true;
+    std::string key;
+    if (authorization) {
+        static const std::string kBearer = "Bearer ";
+        if (authorization->compare(0, kBearer.size(), kBearer) == 0) key = authorization->substr(kBearer.size());
+    }
+    if (key.empty() && x_api_key) key = *x_api_key;
+    if (key.empty()) return false;
+    bool ok = false;
+    for (const std::string& k : keys) {
+        unsigned diff = k.size() != key.size();
+        for (size_t i = 0; i < k.size(); ++i) diff |= (unsigned char)(k[i] ^ key[i % key.size()]);
+        ok |= diff == 0;
+    }
+    return ok;
+}
+
+std::string build_info() { return std::string("b") + EDGELLM_VERSION + "-edgellm"; }
 
 std::string error_body(const ApiError& e) {
     json err = {{"code", e.status}, {"message", e.message}, {"type", e.type}};

@@ -116,6 +116,15 @@ std::vector<std::pair<std::string, std::string>> cors_headers(const CorsPolicy& 
                                                              bool preflight);
 bool origin_is_localhost(std::string_view origin);
 
+// --api-key: true when `keys` is empty or the request's "Authorization: Bearer KEY" (else
+// its x-api-key header) is one of them, compared in full (the time taken does not tell how
+// much of a key matched).
+bool api_key_matches(const std::vector<std::string>& keys, const std::string* authorization,
+                     const std::string* x_api_key);
+
+// /props build_info, in llama-server's shape ("b<build>-<source>").
+std::string build_info();
+
 // Parse and validate a request body for `api`. `defaults` carries the server's sampling
 // flags and -n. Errors: malformed JSON, wrong types, unknown roles, values out of range.
 std::optional<ApiError> parse_gen_request(Api api, const std::string& body,

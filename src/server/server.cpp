@@ -1090,23 +1090,7 @@ std::string Server::Impl::reuse_prefix(Slot* slot, const std::vector<int32_t>& p
 // ---- dispatch -----------------------------------------------------------------------
 
 bool Server::Impl::authorized(const http::Request& req) const {
-    if (cfg.api_keys.empty()) return true;
-    std::string key;
-    if (const std::string* a = req.header("authorization")) {
-        static const std::string kBearer = "Bearer ";
-        if (a->compare(0, kBearer.size(), kBearer) == 0) key = a->substr(kBearer.size());
-    }
-    if (key.empty())
-        if (const std::string* x = req.header("x-api-key")) key = *x;
-    if (key.empty()) return false;
-    // Compare every key in full, so the time taken does not tell how much matched.
-    bool ok = false;
-    for (const std::string& k : cfg.api_keys) {
-        unsigned diff = k.size() != key.size();
-        for (size_t i = 0; i < k.size(); ++i) diff |= (unsigned char)(k[i] ^ key[i % key.size()]);
-        ok |= diff == 0;
-    }
-    return ok;
+    return api_key_matches(cfg.api_keys, req.header("authorization"), req.header("x-api-key"));
 }
 
 void Server::Impl::send_json(http::Response& res, int status, const json& j) {
@@ -2578,7 +2562,7 @@ json Server::Impl::props_json() const {
               {"bos_token", tok->bos() >= 0 ? tok->token_to_piece(tok->bos(), true) : ""},
               {"eos_token", tok->eos() >= 0 ? tok->token_to_piece(tok->eos(), true) : ""},
               {"modalities", {{"vision", false}, {"audio", false}}},
-              {"build_info", std::string("edgellm ") + EDGELLM_VERSION},
+              {"build_info", build_info()},
               {"is_sleeping", false}};
     return j;
 }
