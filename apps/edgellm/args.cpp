@@ -54,8 +54,10 @@ bool ArgParser::parse(const std::vector<std::string>& args, std::string* err) {
         }
         if (inline_value) {
             values_[s->names[0]] = *inline_value;
+            all_[s->names[0]].push_back(*inline_value);
         } else if (i + 1 < args.size()) {
             values_[s->names[0]] = args[++i];
+            all_[s->names[0]].push_back(values_[s->names[0]]);
         } else {
             *err = "option " + a + " needs a value (" + s->metavar + ")";
             return false;
@@ -75,6 +77,13 @@ std::optional<std::string> ArgParser::get(const std::string& name) const {
     auto it = values_.find(s->names[0]);
     if (it == values_.end()) return std::nullopt;
     return it->second;
+}
+
+std::vector<std::string> ArgParser::get_all(const std::string& name) const {
+    const Spec* s = find(name);
+    if (!s) return {};
+    auto it = all_.find(s->names[0]);
+    return it == all_.end() ? std::vector<std::string>{} : it->second;
 }
 
 std::string ArgParser::get_or(const std::string& name, const std::string& def) const {

@@ -24,7 +24,8 @@ class ArgParser {
     bool parse(const std::vector<std::string>& args, std::string* err);
 
     bool has(const std::string& name) const;
-    std::optional<std::string> get(const std::string& name) const;
+    std::optional<std::string> get(const std::string& name) const;  // the last one given
+    std::vector<std::string> get_all(const std::string& name) const;  // each one given, in order
     std::string get_or(const std::string& name, const std::string& def) const;
     // Parsed integer; false with a reason when present but not an integer in [lo, hi].
     bool get_int(const std::string& name, int64_t lo, int64_t hi, int64_t* out,
@@ -54,6 +55,7 @@ class ArgParser {
     std::string command_, usage_;
     std::vector<Spec> specs_;
     std::map<std::string, std::string> values_;  // by the first name of the spec
+    std::map<std::string, std::vector<std::string>> all_;  // every value given, by the same
     std::vector<std::string> positional_;
     bool help_ = false;
 };

@@ -524,6 +524,11 @@ int cmd_serve(const std::vector<std::string>& given) {
     p.option({"--mcp-servers-config"}, "FILE", "MCP servers ({\"mcpServers\": {NAME: {command, args, env}}}) whose tools /tools offers as NAME_TOOL");
     p.option({"--mcp-servers-json"}, "JSON", "the same, inline");
     p.flag({"--offline"}, "accepted: edgellm never downloads anything (models are local files)");
+    p.option({"--lora"}, "FILE[,FILE...]",
+             "LoRA adapter (llama.cpp's GGUF adapter file) applied at scale 1; repeatable; ids in the "
+             "order given (GET /lora-adapters, a request's \"lora\": [{\"id\", \"scale\"}])");
+    p.option({"--lora-scaled"}, "FILE:SCALE[,...]", "LoRA adapter applied at SCALE; repeatable");
+    p.flag({"--lora-init-without-apply"}, "load the adapters at scale 0 (POST /lora-adapters sets the scales)");
     p.flag({"--context-shift"},
            "when the context fills while generating, drop the oldest tokens after the first "
            "--keep and go on (default: the reply ends, finish_reason length)");
@@ -768,6 +773,41 @@ int cmd_serve(const std::vector<std::string>& given) {
         ::close(fd);
         std::setvbuf(stderr, nullptr, _IOLBF, 0);
     }
+    // --lora / --lora-scaled in the order given (their ids), as llama-server numbers them
+    for (size_t i = 0; i < args.size(); ++i) {
+        std::string a = args[i], value;
+        if (a.rfind("--lora", 0) != 0) continue;
+        const size_t eq = a.find('=');
+        if (eq != std::string::npos) {
+            value = a.substr(eq + 1);
+            a = a.substr(0, eq);
+        } else if (a == "--lora" || a == "--lora-scaled") {
+            if (i + 1 >= args.size()) continue;  // (the parser said so already)
+            value = args[++i];
+        }
+        if (a != "--lora" && a != "--lora-scaled") continue;
+        size_t at = 0;
+        while (at <= value.size()) {
+            const size_t comma = std::min(value.find(',', at), value.size());
+            std::string item = value.substr(at, comma - at);
+            at = comma + 1;
+            if (item.empty()) continue;
+            float scale = 1.0f;
+            if (a == "--lora-scaled") {
+                const size_t colon = item.rfind(':');
+                char* end = nullptr;
+                const double v = colon == std::string::npos ? 0 : std::strtod(item.c_str() + colon + 1, &end);
+                if (colon == std::string::npos || colon + 1 >= item.size() || *end != '\0' || !std::isfinite(v))
+                    return fail("serve", "--lora-scaled takes FILE:SCALE, got \"" + item + "\"", 2);
+                scale = (float)v;
+                item = item.substr(0, colon);
+            }
+            if (!std::filesystem::is_regular_file(item))
+                return fail("serve", "LoRA adapter " + item + ": no such file", 2);
+            cfg.lora.emplace_back(item, scale);
+        }
+    }
+    cfg.lora_init_without_apply = p.has("--lora-init-without-apply");
     cfg.chat_template_kwargs = p.get_or("--chat-template-kwargs", "");
     cfg.grammar = cfg_grammar;
     cfg.spec = cfg_spec;

@@ -100,6 +100,32 @@ class Model {
     std::unique_ptr<Impl> impl_;
 };
 
+// A LoRA adapter of a model: llama.cpp's GGUF adapter files (general.type "adapter",
+// adapter.type "lora"; tensors NAME.lora_a [n_in, rank] and NAME.lora_b [rank, n_out] beside
+// the base model's NAME.weight; adapter.lora.alpha). A context applies it at a scale per
+// sequence: y = W x + scale * (alpha / rank) * B (A x) (alpha 0: scale alone), for the
+// attention and feed-forward matrices and the output projection. Its matrices are kept as
+// f32.
+class LoraAdapter {
+  public:
+    // Errors: not a LoRA adapter file, another architecture, a tensor the model has not, a
+    // shape that does not fit the model's, a tensor that cannot be applied (token_embd).
+    static Result<std::shared_ptr<const LoraAdapter>> load(const std::string& path, const Model& base);
+    ~LoraAdapter();
+    const std::string& path() const;
+    float alpha() const;
+    int64_t n_matrices() const;  // base matrices it changes
+    size_t bytes() const;        // its f32 matrices' bytes
+    const Model& base() const;
+
+    struct Impl;
+    const Impl& impl() const { return *impl_; }
+
+  private:
+    LoraAdapter() = default;
+    std::unique_ptr<Impl> impl_;
+};
+
 struct ContextParams {
     int64_t n_ctx = 0;                     // 0: the model's training context, capped at 4096
     int64_t n_batch = 512;                 // most tokens evaluated in one forward step
@@ -210,6 +236,14 @@ class Context {
     // Replace sequence seq's cache with a snapshot. Returns the positions restored, or why
     // not (another layout, a damaged blob; the sequence is then left empty).
     Result<int64_t> restore(std::span<const uint8_t> blob, int seq = 0);
+
+    // The LoRA adapters applied to sequence seq's tokens from its next step on, each with its
+    // scale (an adapter at scale 0 is not applied; empty: none). The positions it already
+    // holds keep what they were computed with: a caller changing them for a sequence with
+    // cached positions starts it again. Errors: a sequence that does not exist, an adapter
+    // of another model.
+    Result<std::monostate> set_lora(int seq,
+                                    std::vector<std::pair<std::shared_ptr<const LoraAdapter>, float>> adapters);
 
     // Called after each step with (name, layer, data, n_tokens x width) for debugging.
     using TraceFn = std::function<void(const char* name, int layer, const float* data,

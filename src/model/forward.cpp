@@ -306,6 +306,25 @@ int64_t Context::shift(int64_t n_keep, int64_t n_discard, int seq) {
     return before - kv.n_used();
 }
 
+Result<std::monostate> Context::set_lora(
+    int seq, std::vector<std::pair<std::shared_ptr<const LoraAdapter>, float>> adapters) {
+    using R = Result<std::monostate>;
+    if (seq < 0 || seq >= n_seq()) return R::fail("sequence " + std::to_string(seq) + " does not exist");
+    for (const auto& [a, scale] : adapters) {
+        if (!a) return R::fail("no adapter");
+        if (&a->base() != impl_->model) return R::fail(a->path() + " was loaded for another model");
+    }
+    Impl& c = *impl_;
+    std::lock_guard<std::mutex> lk(c.lora_mu);
+    if (c.lora.size() != (size_t)n_seq()) c.lora.resize((size_t)n_seq());
+    c.lora[(size_t)seq] = std::move(adapters);
+    bool any = false;
+    for (const auto& l : c.lora)
+        for (const auto& [a, scale] : l) any = any || scale != 0.0f;
+    c.any_lora = any;
+    return std::monostate{};
+}
+
 void Context::set_abort_flag(const std::atomic<bool>* flag) {
     impl_->abort = flag;
 }
@@ -338,7 +357,53 @@ namespace {
 struct Segment {
     KvCache* kv;
     int64_t row0, n, first_cell;
+    int seq;  // the context's sequence (its LoRA adapters)
 };
+
+// y[rows][n_out] += scale * (alpha / rank) * B (A x[rows][n_in]) for each LoRA adapter of a
+// segment's sequence that changes this matrix (`rows` maps an output row to its batch row,
+// for the output projection; null: the same).
+void apply_lora(Context::Impl& c, std::span<const Segment> segs, int64_t layer, LoraSite site,
+                const float* x, int64_t n_in, float* y, int64_t n_out, int64_t n_rows,
+                const int64_t* rows = nullptr) {
+    if (!c.lora_on_step) return;
+    ThreadPool& pool = *c.pool;
+    auto seq_of_row = [&](int64_t t) {
+        size_t i = 0;
+        while (i + 1 < segs.size() && t >= segs[i + 1].row0) ++i;
+        return segs[i].seq;
+    };
+    for_each_row(pool, n_rows, [&](int64_t r) {
+        const int seq = seq_of_row(rows ? rows[r] : r);
+        for (const auto& [adapter, user_scale] : c.lora_step[(size_t)seq]) {
+            if (user_scale == 0.0f) continue;
+            const LoraAdapter::Impl::Pair* p = adapter->impl().find(layer, site);
+            if (!p) continue;
+            const float s = user_scale * (adapter->alpha() != 0.0f ? adapter->alpha() / (float)p->rank : 1.0f);
+            float t[512];
+            std::vector<float> big;
+            float* tmp = t;
+            if (p->rank > 512) {
+                big.resize((size_t)p->rank);
+                tmp = big.data();
+            }
+            const float* xr = x + r * n_in;
+            for (int64_t k = 0; k < p->rank; ++k) {
+                const float* a = p->a.data() + k * n_in;
+                float acc = 0.0f;
+                for (int64_t i = 0; i < n_in; ++i) acc += a[i] * xr[i];
+                tmp[k] = acc * s;
+            }
+            float* yr = y + r * n_out;
+            for (int64_t o = 0; o < n_out; ++o) {
+                const float* b = p->b.data() + o * p->rank;
+                float acc = 0.0f;
+                for (int64_t k = 0; k < p->rank; ++k) acc += b[k] * tmp[k];
+                yr[o] += acc;
+            }
+        }
+    });
+}
 
 // One forward step over n tokens made of segments (one per sequence, in row order). Writes
 // the logits of the rows listed in out_rows, in that order, to `logits`. Returns false
@@ -351,6 +416,12 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
     const Model::Impl& w = m.impl();
     ThreadPool& pool = *c.pool;
     c.steps.fetch_add(1, std::memory_order_relaxed);
+    // this step's adapters (set_lora may change them meanwhile; the copy reuses its storage)
+    c.lora_on_step = c.any_lora.load();
+    if (c.lora_on_step) {
+        std::lock_guard<std::mutex> lk(c.lora_mu);
+        c.lora_step = c.lora;
+    }
     if (n > c.most_tokens.load(std::memory_order_relaxed))
         c.most_tokens.store(n, std::memory_order_relaxed);
     const int64_t n_embd = h.n_embd, n_q = h.n_embd_q(), n_kv = h.n_embd_kv();
@@ -410,12 +481,15 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
         });
         trace("attn_norm", L, c.xn, n, n_embd);
         matmul(pool, l.wq, c.xn, n_embd, n, c.act_q, c.q, n_q);
+        apply_lora(c, segs, il, LoraSite::Q, c.xn, n_embd, c.q, n_q, n);
         if (!same_activations(l.wk, l.wq))
             quantize_activations(pool, l.wk, c.xn, n_embd, n, c.act_q);
         matmul_quantized(pool, l.wk, c.act_q, n, c.k, n_kv);
+        apply_lora(c, segs, il, LoraSite::K, c.xn, n_embd, c.k, n_kv, n);
         if (!same_activations(l.wv, l.wk))
             quantize_activations(pool, l.wv, c.xn, n_embd, n, c.act_q);
         matmul_quantized(pool, l.wv, c.act_q, n, c.v, n_kv);
+        apply_lora(c, segs, il, LoraSite::V, c.xn, n_embd, c.v, n_kv, n);
         for_each_row(pool, n, [&](int64_t t) {
             float* qt = c.q + t * n_q;
             float* kt = c.k + t * n_kv;
@@ -464,6 +538,7 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
             for_each_row(pool, n, [&](int64_t t) { hadamard(c.attn + t * n_q, n_q, rot.v); });
         trace("attn_out", L, c.attn, n, n_q);
         matmul(pool, l.wo, c.attn, n_q, n, c.act_q, c.xn, n_embd);
+        apply_lora(c, segs, il, LoraSite::O, c.attn, n_q, c.xn, n_embd, n);
         for_each_row(pool, n, [&](int64_t t) {
             float* o = c.xn + t * n_embd;
             if (l.post_attn_norm) rms_norm(o, l.post_attn_norm, o, n_embd, h.rms_eps);
@@ -476,9 +551,11 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
             rms_norm(c.x + t * n_embd, l.ffn_norm, c.xn + t * n_embd, n_embd, h.rms_eps);
         });
         matmul(pool, l.w_gate, c.xn, n_embd, n, c.act_q, c.gate, h.n_ff);
+        apply_lora(c, segs, il, LoraSite::Gate, c.xn, n_embd, c.gate, h.n_ff, n);
         if (!same_activations(l.w_up, l.w_gate))
             quantize_activations(pool, l.w_up, c.xn, n_embd, n, c.act_q);
         matmul_quantized(pool, l.w_up, c.act_q, n, c.up, h.n_ff);
+        apply_lora(c, segs, il, LoraSite::Up, c.xn, n_embd, c.up, h.n_ff, n);
         for_each_row(pool, n, [&](int64_t t) {
             if (h.gelu_ffn)
                 geglu(c.gate + t * h.n_ff, c.up + t * h.n_ff, h.n_ff);
@@ -486,6 +563,7 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
                 swiglu(c.gate + t * h.n_ff, c.up + t * h.n_ff, h.n_ff);
         });
         matmul(pool, l.w_down, c.gate, h.n_ff, n, c.act_q, c.xn, n_embd);
+        apply_lora(c, segs, il, LoraSite::Down, c.gate, h.n_ff, c.xn, n_embd, n);
         for_each_row(pool, n, [&](int64_t t) {
             float* o = c.xn + t * n_embd;
             if (l.post_ffn_norm) rms_norm(o, l.post_ffn_norm, o, n_embd, h.rms_eps);
@@ -507,6 +585,7 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
         return true;
     }
     matmul(pool, w.output, c.xn, n_embd, n_out, c.act_q, logits, h.n_vocab);
+    apply_lora(c, segs, h.n_layer, LoraSite::Output, c.xn, n_embd, logits, h.n_vocab, n_out, out_rows.data());
     if (h.final_softcap > 0.0f)
         for_each_row(pool, n_out, [&](int64_t r) {
             softcap(logits + r * h.n_vocab, h.n_vocab, h.final_softcap);
@@ -551,7 +630,7 @@ Result<std::span<const float>> Context::eval(std::span<const int32_t> tokens, bo
         const int64_t out_begin = all_logits ? 0 : (last ? nb - 1 : nb);
         for (int64_t r = out_begin; r < nb; ++r) c.out_rows[(size_t)(r - out_begin)] = r;
         float* dst = all_logits ? c.logits + start * h.n_vocab : c.logits;
-        const Segment seg{&kv, 0, nb, first_cell};
+        const Segment seg{&kv, 0, nb, first_cell, seq};
         if (!forward_step(c, std::span<const Segment>(&seg, 1), tokens.data() + start, nb,
                           std::span<const int64_t>(c.out_rows, (size_t)(nb - out_begin)), dst)) {
             kv.truncate(first_cell);  // some layers hold the unfinished step's K/V
@@ -609,7 +688,7 @@ Result<std::vector<float>> Context::embed(std::span<const int32_t> tokens, Pooli
         for (int64_t r = r0; r < r1; ++r) c.out_rows[(size_t)(r - r0)] = r;
         const int64_t first_cell = kv.n_used();
         kv.append(nb);
-        const Segment seg{&kv, 0, nb, first_cell};
+        const Segment seg{&kv, 0, nb, first_cell, seq};
         if (!forward_step(c, std::span<const Segment>(&seg, 1), tokens.data() + start, nb,
                           std::span<const int64_t>(c.out_rows, (size_t)(r1 - r0)), c.logits,
                           rows.data())) {
@@ -675,7 +754,7 @@ Result<std::span<const float>> Context::eval_batch(std::span<const SeqTokens> pa
         KvCache& kv = *c.kv[(size_t)parts[i].seq];
         const int64_t k = (int64_t)parts[i].tokens.size();
         std::copy(parts[i].tokens.begin(), parts[i].tokens.end(), c.tokens + row);
-        segs[i] = Segment{&kv, row, k, kv.n_used()};
+        segs[i] = Segment{&kv, row, k, kv.n_used(), parts[i].seq};
         kv.append(k);
         for (int64_t r = parts[i].all_logits ? row : row + k - 1; r < row + k; ++r)
             c.out_rows[n_out++] = r;

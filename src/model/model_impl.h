@@ -1,10 +1,13 @@
 // Internals of Model and Context shared by the model layer's translation units.
 #pragma once
 
+#include <array>
 #include <atomic>
+#include <string>
 
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <utility>
 #include <vector>
 
@@ -99,6 +102,35 @@ struct Context::Impl {
     // Forward steps run, and the most tokens one step evaluated (for metrics).
     std::atomic<uint64_t> steps{0};
     std::atomic<int64_t> most_tokens{0};
+    // LoRA adapters per sequence with their scales (set_lora); any_lora: some sequence has one.
+    // (set from any thread under lora_mu; each step works on its own copy, lora_step)
+    std::mutex lora_mu;
+    std::vector<std::vector<std::pair<std::shared_ptr<const LoraAdapter>, float>>> lora, lora_step;
+    std::atomic<bool> any_lora{false};
+    bool lora_on_step = false;
+};
+
+// The matrices a LoRA adapter may change, per layer (and the output projection).
+enum class LoraSite { Q, K, V, O, Gate, Up, Down, Output, Count };
+
+struct LoraAdapter::Impl {
+    struct Pair {
+        std::vector<float> a;  // [rank][n_in]
+        std::vector<float> b;  // [n_out][rank]
+        int64_t rank = 0, n_in = 0, n_out = 0;
+    };
+    std::string path;
+    float alpha = 0.0f;
+    const Model* base = nullptr;
+    std::vector<Pair> pairs;
+    // pairs index per (layer, site), -1: none; the output projection's at layers.size().
+    std::vector<std::array<int, (size_t)LoraSite::Count>> index;
+    size_t bytes = 0;
+    const Pair* find(int64_t layer, LoraSite s) const {
+        if (layer < 0 || layer >= (int64_t)index.size()) return nullptr;
+        const int i = index[(size_t)layer][(size_t)s];
+        return i < 0 ? nullptr : &pairs[(size_t)i];
+    }
 };
 
 // Bytes of scratch for these parameters (the same computation that lays out the arena).

@@ -634,6 +634,23 @@ bool api_key_matches(const std::vector<std::string>& keys, const std::string* au
     return ok;
 }
 
+std::optional<ApiError> parse_lora_list(const json& j, std::vector<std::pair<int, float>>* out) {
+    const char* shape = "\"lora\" must be an array of {\"id\": N, \"scale\": X}";
+    if (!j.is_array()) return bad_request(shape);
+    out->clear();
+    for (const json& e : j) {
+        if (!e.is_object() || !e.contains("id") || !e["id"].is_number_integer() ||
+            (e.contains("scale") && !e["scale"].is_number()))
+            return bad_request(shape);
+        const int64_t id = e["id"].get<int64_t>();
+        const double scale = e.value("scale", 0.0);
+        if (id < 0 || id > 1 << 20) return bad_request("lora id " + std::to_string(id) + " does not exist");
+        if (!std::isfinite(scale) || std::fabs(scale) > 1e4) return bad_request("lora scale must be a finite number");
+        out->emplace_back((int)id, (float)scale);
+    }
+    return std::nullopt;
+}
+
 std::string build_info() { return std::string("b") + EDGELLM_VERSION + "-edgellm"; }
 
 std::string error_body(const ApiError& e) {
@@ -701,6 +718,10 @@ std::optional<ApiError> parse_gen_request(Api api, const std::string& body,
     f.integer("id_slot", -1, 1 << 20, &slot);
     out->id_slot = (int)slot;
     if (f.err) return f.err;
+    if (const json* l = f.get("lora"); l && !l->is_null()) {
+        out->lora.emplace();
+        if (auto e = parse_lora_list(*l, &*out->lora)) return e;
+    }
 
     if (const json* so = f.get("stream_options")) {
         if (!so->is_object()) return bad_request("stream_options must be an object");

@@ -58,6 +58,9 @@ struct GenRequest {
     bool cache_prompt = true;    // reuse the slot's cached prefix (native API's cache_prompt;
                                  // the server's default set before parsing: --no-cache-prompt)
     int id_slot = -1;            // native API: ask for this slot; -1: the best one
+    // "lora": [{"id", "scale"}]: the LoRA adapters (by their place in --lora) for this request,
+    // those not listed at scale 0; unset: the server's scales (POST /lora-adapters).
+    std::optional<std::vector<std::pair<int, float>>> lora;
     bool return_tokens = false;  // native API: ids of the generated tokens in the answer
 
     // Constrained output: a grammar from `grammar`, `json_schema` or `response_format`
@@ -121,6 +124,9 @@ bool origin_is_localhost(std::string_view origin);
 // much of a key matched).
 bool api_key_matches(const std::vector<std::string>& keys, const std::string* authorization,
                      const std::string* x_api_key);
+
+// A "lora" list ([{"id": N, "scale": X}, ...], as a request and POST /lora-adapters give it).
+std::optional<ApiError> parse_lora_list(const json& j, std::vector<std::pair<int, float>>* out);
 
 // /props build_info, in llama-server's shape ("b<build>-<source>").
 std::string build_info();

@@ -141,6 +141,11 @@ struct ServerConfig {
     // --pooling none|mean|cls|last (rank: --reranking); unset: the model's
     // <arch>.pooling_type, else last (the token that has seen the whole input).
     std::optional<Context::Pooling> pooling;  // the longest summary (--context-policy summarize)
+    // --lora FILE / --lora-scaled FILE:SCALE: LoRA adapters loaded with the model and applied
+    // at these scales (--lora-init-without-apply: all 0 until POST /lora-adapters); a
+    // request's "lora" sets its own. Their ids are their places in this list.
+    std::vector<std::pair<std::string, float>> lora;
+    bool lora_init_without_apply = false;
 };
 
 class Server {
