@@ -243,6 +243,47 @@ bool read_spec_options(const ArgParser& p, server::SpecConfig* sc, std::vector<s
 
 namespace {
 
+// SIGINT / SIGTERM stop the server: blocked (every thread inherits the mask, so call this
+// before the server starts threads) and taken by one thread with sigtimedwait.
+void block_stop_signals() {
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+// A listening server (Server or Router) run until a stop signal, with its pid file.
+template <class S>
+int run_until_stopped(S& srv, bool log, const std::string& pid_file, const std::string& listening) {
+    if (!pid_file.empty() && !write_pid_file(pid_file))
+        return fail("serve", "cannot write the pid file " + pid_file + ": " + std::strerror(errno), 2);
+    if (log) std::fprintf(stderr, "edgellm serve: %s\n", listening.c_str());
+    sigset_t stop_signals;
+    sigemptyset(&stop_signals);
+    sigaddset(&stop_signals, SIGINT);
+    sigaddset(&stop_signals, SIGTERM);
+    std::atomic<bool> done{false};
+    std::thread signals([&] {
+        const timespec tick{0, 200 * 1000 * 1000};
+        while (!done) {
+            const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
+            if (sig == SIGINT || sig == SIGTERM) {
+                if (log) std::fprintf(stderr, "edgellm serve: stopping (signal %d)\n", sig);
+                notify_service_manager("STOPPING=1");
+                srv.stop();
+                return;
+            }
+        }
+    });
+    const int code = srv.run();
+    done = true;
+    signals.join();
+    if (!pid_file.empty()) std::remove(pid_file.c_str());
+    return code;
+}
+
 // Router mode (serve without -m): the flags that are the router's own stay here; every other
 // flag is given to each model's `edgellm serve` child as it was written.
 int serve_router(const ArgParser& p, const std::vector<std::string>& args, const server::ServerConfig& cfg,
@@ -318,38 +359,11 @@ int serve_router(const ArgParser& p, const std::vector<std::string>& args, const
         return has_value ? 1 : 0;
     };
 
-    sigset_t stop_signals;
-    sigemptyset(&stop_signals);
-    sigaddset(&stop_signals, SIGINT);
-    sigaddset(&stop_signals, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-    signal(SIGPIPE, SIG_IGN);
     server::Router router(rc);
     auto bound = router.listen();
     if (!bound) return fail("serve", bound.error());
-    const std::string pid_file = p.get_or("--pid-file", "");
-    if (!pid_file.empty() && !write_pid_file(pid_file))
-        return fail("serve", "cannot write the pid file " + pid_file + ": " + std::strerror(errno), 2);
-    if (rc.log)
-        std::fprintf(stderr, "edgellm serve: router listening on http://%s:%d\n", rc.http.host.c_str(), *bound);
-    std::atomic<bool> done{false};
-    std::thread signals([&] {
-        const timespec tick{0, 200 * 1000 * 1000};
-        while (!done) {
-            const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
-            if (sig == SIGINT || sig == SIGTERM) {
-                if (rc.log) std::fprintf(stderr, "edgellm serve: stopping (signal %d)\n", sig);
-                notify_service_manager("STOPPING=1");
-                router.stop();
-                return;
-            }
-        }
-    });
-    const int code = router.run();
-    done = true;
-    signals.join();
-    if (!pid_file.empty()) std::remove(pid_file.c_str());
-    return code;
+    return run_until_stopped(router, rc.log, p.get_or("--pid-file", ""),
+                             "router listening on http://" + rc.http.host + ":" + std::to_string(*bound));
 }
 
 }  // namespace
@@ -899,45 +913,15 @@ int cmd_serve(const std::vector<std::string>& given) {
                      "reach this port can use the model\n",
                      cfg.http.host.c_str());
 
-    // SIGINT / SIGTERM stop the server: blocked here (every thread inherits the mask) and
-    // taken by one thread with sigtimedwait.
-    sigset_t stop_signals;
-    sigemptyset(&stop_signals);
-    sigaddset(&stop_signals, SIGINT);
-    sigaddset(&stop_signals, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
-    signal(SIGPIPE, SIG_IGN);
-
+    block_stop_signals();
     if (router) return serve_router(p, args, cfg, model_path ? *model_path : std::string());
 
     cfg.on_ready = [] { notify_service_manager("READY=1\nSTATUS=serving"); };
     server::Server srv(cfg);
     auto bound = srv.listen();
     if (!bound) return fail("serve", bound.error());
-    const std::string pid_file = p.get_or("--pid-file", "");
-    if (!pid_file.empty() && !write_pid_file(pid_file))
-        return fail("serve", "cannot write the pid file " + pid_file + ": " + std::strerror(errno), 2);
-    if (cfg.log)
-        std::fprintf(stderr, "edgellm serve: listening on http://%s:%d\n", cfg.http.host.c_str(),
-                     *bound);
-    std::atomic<bool> done{false};
-    std::thread signals([&] {
-        const timespec tick{0, 200 * 1000 * 1000};
-        while (!done) {
-            const int sig = sigtimedwait(&stop_signals, nullptr, &tick);
-            if (sig == SIGINT || sig == SIGTERM) {
-                if (cfg.log) std::fprintf(stderr, "edgellm serve: stopping (signal %d)\n", sig);
-                notify_service_manager("STOPPING=1");
-                srv.stop();
-                return;
-            }
-        }
-    });
-    const int code = srv.run();
-    done = true;
-    signals.join();
-    if (!pid_file.empty()) std::remove(pid_file.c_str());
-    return code;
+    return run_until_stopped(srv, cfg.log, p.get_or("--pid-file", ""),
+                             "listening on http://" + cfg.http.host + ":" + std::to_string(*bound));
 }
 
 }  // namespace edgellm::cli
