@@ -384,6 +384,15 @@ int cmd_serve(const std::vector<std::string>& given) {
              "GGUF model; without it the server is a router: every model it knows is served, "
              "each in its own process, the request's \"model\" choosing (a request naming none "
              "gets the default model, the one scripts/fetch-models.sh installed)");
+    p.option({"-hf", "-hfr", "--hf-repo"}, "ORG/NAME[:QUANT]",
+             "the model llama.cpp downloaded with -hf (its cache: $LLAMA_CACHE, else Hugging Face's); "
+             "edgellm never downloads");
+    p.option({"-hff", "--hf-file"}, "FILE", "with -hf: that file of the repository");
+    p.option({"-hfd", "-hfrd", "--hf-repo-draft"}, "ORG/NAME[:QUANT]", "the draft model (-md) from the same cache");
+    p.option({"--spec-synth-len"}, "L",
+             "refused: synthetic draft acceptance (llama-server's benchmarking mode, whose output is "
+             "not the model's) is not built; every draft is checked by the model");
+    p.option({"--spec-synth-rates"}, "P0,P1,...", "refused: the same");
     p.option({"--models-dir"}, "DIR",
              "router: every GGUF in DIR is a model (id: the file name without .gguf; a "
              "subdirectory: its name), besides edgellm's model directory");
@@ -570,6 +579,60 @@ int cmd_serve(const std::vector<std::string>& given) {
     if (!read_spec_options(p, &cfg_spec, &spec_notes, &err)) return fail("serve", err, 2);
 
     server::ServerConfig cfg;
+    for (const char* f : {"--spec-synth-len", "--spec-synth-rates"})
+        if (p.has(f))
+            return fail("serve", std::string(f) + ": synthetic draft acceptance (a benchmarking mode whose "
+                        "output is not the model's) is not built; edgellm checks every draft with the model", 2);
+    // -hf: a model llama.cpp downloaded (never a download here)
+    std::vector<std::string> hf_args;
+    auto from_cache = [&](const char* flag, const char* as, const std::string& file) -> std::string {
+        const std::string repo = *p.get(flag);
+        const std::string path = server::find_cached_hf_model(repo, file);
+        if (path.empty())
+            return std::string(flag) + " " + repo + (file.empty() ? "" : " --hf-file " + file) + ": not in llama.cpp's "
+                   "download cache " + server::hf_cache_directory() + "; edgellm never downloads (fetch the GGUF "
+                   "file and pass " + as + " FILE)";
+        hf_args = {as, path};
+        return "";
+    };
+    if (p.has("-hf")) {
+        if (p.has("-m")) return fail("serve", "-m and -hf both name the model: give one", 2);
+        if (std::string e = from_cache("-hf", "-m", p.get_or("-hff", "")); !e.empty()) return fail("serve", e, 2);
+        std::vector<std::string> again = args;
+        again.insert(again.end(), hf_args.begin(), hf_args.end());
+        if (p.has("-hfd")) {
+            if (std::string e = from_cache("-hfd", "-md", ""); !e.empty()) return fail("serve", e, 2);
+            again.insert(again.end(), hf_args.begin(), hf_args.end());
+        }
+        // serve again with the files in their place
+        std::vector<std::string> out;
+        for (size_t i = 0; i < again.size(); ++i) {
+            std::string a = again[i];
+            const std::string name = p.canonical(a.substr(0, a.find('=')));
+            if (name == "-hf" || name == "-hff" || name == "-hfd") {
+                if (a.find('=') == std::string::npos) ++i;
+                continue;
+            }
+            out.push_back(again[i]);
+        }
+        return cmd_serve(out);
+    }
+    if (p.has("-hff")) return fail("serve", "--hf-file needs -hf ORG/NAME", 2);
+    if (p.has("-hfd")) {
+        if (p.has("-md")) return fail("serve", "-md and -hfd both name the draft model: give one", 2);
+        if (std::string e = from_cache("-hfd", "-md", ""); !e.empty()) return fail("serve", e, 2);
+        std::vector<std::string> out;
+        for (size_t i = 0; i < args.size(); ++i) {
+            const std::string name = p.canonical(args[i].substr(0, args[i].find('=')));
+            if (name == "-hfd") {
+                if (args[i].find('=') == std::string::npos) ++i;
+                continue;
+            }
+            out.push_back(args[i]);
+        }
+        out.insert(out.end(), hf_args.begin(), hf_args.end());
+        return cmd_serve(out);
+    }
     const bool router = !p.has("-m");
     for (const char* f : {"--models-dir", "--models-preset", "--models-max", "--no-models-autoload", "--models-autoload"})
         if (!router && p.has(f))

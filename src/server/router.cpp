@@ -218,6 +218,17 @@ std::string resolve_hf(const std::vector<CachedModel>& cache, const std::string&
 
 }  // namespace
 
+std::string hf_cache_directory() { return hf_cache_dir().string(); }
+
+std::string find_cached_hf_model(const std::string& repo_tag, const std::string& file) {
+    const std::vector<CachedModel> cache = scan_hf_cache();
+    if (file.empty()) return resolve_hf(cache, repo_tag);
+    const std::string repo = repo_tag.substr(0, repo_tag.find(':'));
+    for (const CachedModel& c : cache)
+        if (c.repo == repo && fs::path(c.path).filename() == fs::path(file).filename()) return c.path;
+    return "";
+}
+
 Result<std::vector<PresetSection>> parse_preset_ini(const std::string& text) {
     std::vector<PresetSection> out;
     PresetSection global{"*", {}};

@@ -68,6 +68,12 @@ struct PresetSection {
 };
 Result<std::vector<PresetSection>> parse_preset_ini(const std::string& text);
 
+// llama.cpp's download cache ($LLAMA_CACHE, else Hugging Face's hub cache): the directory,
+// and the file of ORG/NAME[:TAG] there (with `file`: that file of the repository; without a
+// tag: Q4_K_M, else the first), or "" when it is not there. Read only: nothing is downloaded.
+std::string hf_cache_directory();
+std::string find_cached_hf_model(const std::string& repo_tag, const std::string& file = "");
+
 class Router {
   public:
     explicit Router(RouterConfig cfg);

@@ -4494,6 +4494,39 @@ class LoraAdapters(unittest.TestCase):
         self.assertIn("FILE:SCALE", r.stderr)
 
 
+class LlamaCppCache(unittest.TestCase):
+    """-hf / --hf-repo / -hfd take what llama.cpp's -hf downloaded ($LLAMA_CACHE, Hugging Face's
+    layout); edgellm never downloads, so a repository not there is a clear exit 2."""
+
+    def test_hf_repo_from_the_cache_and_refused_when_absent(self):
+        gemma = need_model(GEMMA)
+        tmp = tempfile.mkdtemp(prefix="edgellm-hfcache-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        commit = "c" * 40
+        snap = os.path.join(tmp, "models--someone--tiny-GGUF", "snapshots", commit)
+        os.makedirs(snap)
+        os.makedirs(os.path.join(tmp, "models--someone--tiny-GGUF", "refs"))
+        with open(os.path.join(tmp, "models--someone--tiny-GGUF", "refs", "main"), "w") as f:
+            f.write(commit)
+        os.symlink(gemma, os.path.join(snap, "tiny-Q4_K_M.gguf"))
+        env = {"LLAMA_CACHE": tmp}
+        srv = Server(["-hf", "someone/tiny-GGUF:Q4_K_M", "--port", "0", "-c", "256", "-t", "2"], env=env)
+        self.addCleanup(srv.stop)
+        srv.wait_ready()
+        r = request(srv.port, "GET", "/v1/models")
+        self.assertEqual(r.json()["data"][0]["id"], "tiny-Q4_K_M.gguf")
+        srv.stop()
+        r = subprocess.run([ARGS.bin, "serve", "-hf", "someone/absent-GGUF", "--port", "0"], capture_output=True,
+                           text=True, timeout=60, env=dict(os.environ, **env))
+        self.assertEqual(r.returncode, 2, r)
+        self.assertIn("not in llama.cpp's download cache " + tmp, r.stderr)
+        self.assertIn("never downloads", r.stderr)
+        r = subprocess.run([ARGS.bin, "serve", "-m", gemma, "--spec-synth-len", "2", "--port", "0"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 2, r)
+        self.assertIn("--spec-synth-len", r.stderr)
+
+
 class RouterMode(unittest.TestCase):
     """`edgellm serve` without -m: a router over the model directory, each model in its own
     process; the request's "model" chooses, --models-max 1 evicts the idle one."""
