@@ -295,6 +295,8 @@ int serve_router(const ArgParser& p, const std::vector<std::string>& args, const
     rc.api_prefix = cfg.api_prefix;
     rc.webui = cfg.webui;
     rc.log = cfg.log;
+    rc.tools = {cfg.tools, cfg.tools_runtime, cfg.mcp_config_path, cfg.mcp_json, cfg.cors.origins};
+    rc.ui_mcp_proxy = cfg.ui_mcp_proxy;
     rc.models_dir = p.get_or("--models-dir", "");
     rc.models_preset = p.get_or("--models-preset", "");
     rc.autoload = !p.has("--no-models-autoload");
@@ -333,7 +335,9 @@ int serve_router(const ArgParser& p, const std::vector<std::string>& args, const
     static const std::set<std::string> own = {
         "-m", "--models-dir", "--models-preset", "--models-max", "--models-autoload", "--no-models-autoload",
         "--host", "--port", "--pid-file", "--log-file", "--cors-origins", "--cors-methods", "--cors-headers",
-        "--cors-credentials", "--no-cors-credentials", "--api-prefix", "--webui", "--no-webui"};
+        "--cors-credentials", "--no-cors-credentials", "--api-prefix", "--webui", "--no-webui",
+        "--tools", "--tools-runtime", "--mcp-servers-config", "--mcp-servers-json", "--ui-mcp-proxy",
+        "--no-ui-mcp-proxy"};
     for (size_t i = 0; i < args.size(); ++i) {
         std::string a = args[i];
         bool inline_value = false;

@@ -388,6 +388,7 @@ std::vector<RouterModel> scan_router_models(const RouterConfig& cfg, std::vector
 struct Router::Impl {
     RouterConfig cfg;
     std::unique_ptr<http::Server> http;
+    std::unique_ptr<ToolService> tools;
 
     enum class State { Unloaded, Loading, Loaded, Unloading, Failed };
     static const char* state_name(State s) {
@@ -1129,6 +1130,12 @@ struct Router::Impl {
             return send_json(res, 200, {{"success", true}});
         }
         if (p == "/props" && get && !req.query.count("model")) return props(res);
+        if (p == "/tools") return ToolService::route(tools.get(), req, res, extra);
+        if (p == "/cors-proxy") {
+            if (!cfg.ui_mcp_proxy)
+                return send_error(res, {403, "permission_error", "the CORS proxy is off (--ui-mcp-proxy turns it on)", {}});
+            return forward_cors_proxy(req, res, extra);
+        }
         ApiError err;
         const RouterModel* named = requested(req, &err);
         if (!named) return send_error(res, err);
@@ -1187,6 +1194,9 @@ Router::~Router() {
 }
 
 Result<int> Router::listen() {
+    auto t = ToolService::create(d_->cfg.tools, [this](const std::string& line) { d_->log("%s", line.c_str()); });
+    if (!t) return Result<int>::fail(t.error());
+    d_->tools = std::move(*t);
     auto port = d_->http->listen();
     if (!port) return port;
     {
@@ -1206,6 +1216,9 @@ int Router::run() {
     return 0;
 }
 
-void Router::stop() { d_->http->stop(); }
+void Router::stop() {
+    if (d_->tools) d_->tools->stop();
+    d_->http->stop();
+}
 
 }  // namespace edgellm::server

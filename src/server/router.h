@@ -20,6 +20,7 @@
 #include "edgellm/error.h"
 #include "server/api.h"
 #include "server/http.h"
+#include "server/tool_service.h"
 
 namespace edgellm::server {
 
@@ -51,6 +52,8 @@ struct RouterConfig {
     bool autoload = true;                     // a request may start its model
     int load_timeout_s = 600;                 // a child not healthy by then is stopped
     std::function<void()> on_ready;           // the default model is up (or there is none)
+    ToolConfig tools;                         // /tools: the router's own (no model needed)
+    bool ui_mcp_proxy = false;                // /cors-proxy
     // What serve makes of a flag (a preset key with dashes): -1 unknown, 0 takes no value,
     // 1 takes one. Unset: a key is a flag when its value is true/false, else takes it.
     std::function<int(const std::string& flag)> flag_kind;

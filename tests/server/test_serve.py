@@ -4681,11 +4681,22 @@ class RouterPresetNoAutoload(unittest.TestCase):
                     f"[broken]\nmodel = {gemma}\nwarp-speed = 9\n\n[remote]\nhf-repo = org/missing-GGUF\n")
         env = {"EDGELLM_MODELS": empty, "EDGELLM_MODEL": "", "LLAMA_CACHE": empty}
         cls.srv = Server(["--port", "0", "-t", "2", "--models-preset", cls.preset, "--no-models-autoload",
-                          "--api-key", "sk-router"], env=env)
+                          "--api-key", "sk-router", "--tools", "read_file,get_info"], env=env)
         cls.addClassCleanup(cls.srv.stop)
         cls.port = cls.srv.port
         cls.srv.wait_ready()
         cls.key = {"Authorization": "Bearer sk-router"}
+
+    def test_tools_are_the_routers_own(self):
+        # no model runs (autoload is off): /tools needs none
+        r = request(self.port, "GET", "/tools", headers=self.key)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(sorted(t["tool"] for t in r.json()), ["get_info", "read_file"])
+        r = request(self.port, "POST", "/tools", {"tool": "read_file", "params": {"path": self.preset}},
+                    headers=self.key)
+        self.assertEqual(r.status, 200, r)
+        self.assertIn("[small]", json.dumps(r.json()))
+        self.assertEqual(request(self.port, "GET", "/tools").status, 401)
 
     def test_preset_models_and_why_some_cannot_start(self):
         r = request(self.port, "GET", "/v1/models")
