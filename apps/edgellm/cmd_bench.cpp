@@ -73,6 +73,7 @@ struct Row {
     std::vector<double> samples;  // tokens/s
     double avg = 0, stddev = 0, median = 0;
     double bw_gbps = 0, bw_share = 0;  // tg rows only
+    double int8_gmacs = 0, int8_share = 0;  // pp rows: the matrices' multiply-adds per second
 };
 
 void finish(Row& r) {
@@ -460,6 +461,7 @@ int cmd_bench(const std::vector<std::string>& args) {
     p.option({"-o", "--output"}, "FMT", "md (default), json or csv");
     p.option({"--kernels"}, "NAME", "kernel set (default: the best available)");
     p.flag({"--no-bandwidth"}, "skip measuring the machine's read bandwidth");
+    p.flag({"--no-int8-limit"}, "skip measuring the kernel set's int8 multiply-add limit");
     p.option({"--grammar"}, "FILE",
              "instead: decode constrained by the GBNF grammar in FILE beside free decode");
     p.option({"--json-schema"}, "FILE",
@@ -492,7 +494,7 @@ int cmd_bench(const std::vector<std::string>& args) {
         threads.push_back((int)std::max(1u, std::thread::hardware_concurrency()));
     }
     if (p.has("--draft") || p.has("--spec-type") || p.has("--grammar") || p.has("--json-schema"))
-        for (const char* f : {"-p", "-d", "-c", "-o", "--no-bandwidth"})
+        for (const char* f : {"-p", "-d", "-c", "-o", "--no-bandwidth", "--no-int8-limit"})
             if (p.has(f))
                 return fail("bench", std::string(f) + " is for the pp/tg tests; --draft, --spec-type, "
                                                       "--grammar and --json-schema take -n, -r, -t",
@@ -545,6 +547,17 @@ int cmd_bench(const std::vector<std::string>& args) {
     const double kv_per_token = (double)h.n_layer * (double)(row_size(kv.type_k, h.n_embd_kv()) +
                                                               row_size(kv.type_v, h.n_embd_kv()));
 
+    // The layers' matrix multiply-adds per prompt token (the output projection runs for the
+    // last token only): what a pp row's speed is in int8 multiply-adds.
+    double macs_per_token = 0;
+    for (const auto& t : m.file().tensors())
+        if (t.n_dims == 2 && t.name.rfind("blk.", 0) == 0) macs_per_token += (double)t.ne[0] * (double)t.ne[1];
+    std::vector<std::pair<int, Int8Limit>> int8_limits;  // threads -> the kernel set's limit
+    if (!p.has("--no-int8-limit") && n_prompt > 0)
+        for (int t : threads) {
+            std::fprintf(stderr, "bench: measuring the int8 limit with %d thread%s...\n", t, t > 1 ? "s" : "");
+            int8_limits.emplace_back(t, measure_int8_limit(t));
+        }
     std::vector<std::pair<int, double>> bandwidth;  // threads -> GB/s
     if (!p.has("--no-bandwidth") && n_gen > 0)
         for (int t : threads) {
@@ -584,7 +597,7 @@ int cmd_bench(const std::vector<std::string>& args) {
         };
         const std::string at = depth > 0 ? " @ d" + std::to_string(depth) : "";
         if (n_prompt > 0) {
-            Row r{"pp" + std::to_string(n_prompt) + at, (int)n_prompt, 0, nt, {}, 0, 0, 0, 0};
+            Row r{"pp" + std::to_string(n_prompt) + at, (int)n_prompt, 0, nt, {}, 0, 0, 0, 0, 0, 0, 0};
             std::vector<int32_t> prompt((size_t)n_prompt);
             for (int rep = -1; rep < reps; ++rep) {  // rep -1 is the warm-up
                 for (auto& x : prompt) x = tok(rng);
@@ -599,10 +612,13 @@ int cmd_bench(const std::vector<std::string>& args) {
                              (double)n_prompt / s);
             }
             finish(r);
+            r.int8_gmacs = r.median * macs_per_token / 1e9;
+            for (auto& [t, lim] : int8_limits)
+                if (t == nt && lim.macs_per_s > 0) r.int8_share = r.int8_gmacs * 1e9 / lim.macs_per_s;
             rows.push_back(r);
         }
         if (n_gen > 0) {
-            Row r{"tg" + std::to_string(n_gen) + at, 0, (int)n_gen, nt, {}, 0, 0, 0, 0};
+            Row r{"tg" + std::to_string(n_gen) + at, 0, (int)n_gen, nt, {}, 0, 0, 0, 0, 0, 0, 0};
             for (int rep = -1; rep < reps; ++rep) {
                 if (auto e = reset(); !e.empty()) return fail("bench", e);
                 const auto t0 = Clock::now();
@@ -648,6 +664,8 @@ int cmd_bench(const std::vector<std::string>& args) {
             std::printf("]");
             if (r.n_gen > 0)
                 std::printf(", \"bw_gbps\": %.4f, \"bw_share\": %.4f", r.bw_gbps, r.bw_share);
+            if (r.n_prompt > 0)
+                std::printf(", \"int8_gmacs\": %.4f, \"int8_share\": %.4f", r.int8_gmacs, r.int8_share);
             std::printf("}%s\n", i + 1 < rows.size() ? "," : "");
         }
         std::printf("]\n");
@@ -656,34 +674,44 @@ int cmd_bench(const std::vector<std::string>& args) {
     if (fmt == "csv") {
         std::printf(
             "model,model_type,model_size,n_params,kernels,n_threads,test,n_prompt,n_gen,avg_ts,"
-            "stddev_ts,median_ts,bw_gbps,bw_share\n");
+            "stddev_ts,median_ts,bw_gbps,bw_share,int8_gmacs,int8_share\n");
         for (const Row& r : rows)
-            std::printf("\"%s\",%s,%zu,%lld,%s,%d,%s,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f\n",
+            std::printf("\"%s\",%s,%zu,%lld,%s,%d,%s,%d,%d,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f,%.4f\n",
                         name.c_str(), mtype.c_str(), m.weight_bytes(), (long long)n_params,
                         kernels.c_str(), r.n_threads, r.test.c_str(), r.n_prompt, r.n_gen, r.avg,
-                        r.stddev, r.median, r.bw_gbps, r.bw_share);
+                        r.stddev, r.median, r.bw_gbps, r.bw_share, r.int8_gmacs, r.int8_share);
         return 0;
     }
     for (auto& [t, bw] : bandwidth)
         std::printf("memory read bandwidth, %d thread%s: %.1f GB/s\n", t, t > 1 ? "s" : "", bw);
+    for (auto& [t, lim] : int8_limits)
+        if (lim.macs_per_s > 0)
+            std::printf("int8 limit, %d thread%s: %.1f GMAC/s (the %s set's dot-product instruction from registers)\n",
+                        t, t > 1 ? "s" : "", lim.macs_per_s / 1e9, lim.set.c_str());
+        else
+            std::printf("int8 limit, %d thread%s: not measured (the %s set has no int8 dot-product instruction)\n",
+                        t, t > 1 ? "s" : "", kernels.c_str());
+    std::printf("matrix multiply-adds per prompt token: %.3f G\n", macs_per_token / 1e9);
     std::printf("kernels: %s; weights read per generated token: %.1f MiB (%.1f MiB of them "
                 "repacked for decode)\n\n",
                 kernels.c_str(), (double)weight_read / (1 << 20),
                 (double)m.repacked_bytes() / (1 << 20));
     std::printf(
         "| model | type | size | params | threads | test | t/s (median) | mean ± sd | weight read "
-        "GB/s | bandwidth share |\n");
-    std::printf("|---|---|---:|---:|---:|---|---:|---:|---:|---:|\n");
+        "GB/s | bandwidth share | int8 GMAC/s | int8 share |\n");
+    std::printf("|---|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|\n");
     for (const Row& r : rows) {
         std::printf("| %s | %s | %.1f MiB | %.2f B | %d | %s | %.2f | %.2f ± %.2f |", name.c_str(),
                     mtype.c_str(), size_mib, (double)n_params / 1e9, r.n_threads, r.test.c_str(),
                     r.median, r.avg, r.stddev);
         if (r.n_gen > 0 && r.bw_share > 0)
-            std::printf(" %.1f | %.0f %% |\n", r.bw_gbps, 100.0 * r.bw_share);
+            std::printf(" %.1f | %.0f %% | | |\n", r.bw_gbps, 100.0 * r.bw_share);
         else if (r.n_gen > 0)
-            std::printf(" %.1f | |\n", r.bw_gbps);
+            std::printf(" %.1f | | | |\n", r.bw_gbps);
+        else if (r.int8_share > 0)
+            std::printf(" | | %.1f | %.0f %% |\n", r.int8_gmacs, 100.0 * r.int8_share);
         else
-            std::printf(" | |\n");
+            std::printf(" | | %.1f | |\n", r.int8_gmacs);
     }
     return 0;
 }

@@ -2,7 +2,10 @@
 
 #include <array>
 #include <cstdio>
+#include <algorithm>
+#include <chrono>
 #include <mutex>
+#include <thread>
 
 #include "kernels/cpu_features.h"
 #include "kernels/kernel_check.h"
@@ -24,18 +27,19 @@ using Table = std::array<TypeKernels, kTensorTypeCount>;
 const std::vector<KernelSet>& all_sets() {
     static const std::vector<KernelSet> sets = {
 #if defined(__x86_64__)
-        {"avx2", [] { return cpu_features().avx2; }, fill_avx2, fill_panel_avx2},
+        {"avx2", [] { return cpu_features().avx2; }, fill_avx2, fill_panel_avx2, int8_peak_avx2, 4, 32},
         {"avx512",
          [] {
              const CpuFeatures& f = cpu_features();
              return f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni;
          },
-         fill_avx512, fill_panel_avx512},
+         fill_avx512, fill_panel_avx512, int8_peak_avx512, 12, 64},
 #endif
 #if defined(__aarch64__)
         {"neon", [] { return cpu_features().neon; }, fill_neon},
-        {"dotprod", [] { return cpu_features().dotprod; }, fill_neon_dotprod, fill_panel_dotprod},
-        {"i8mm", [] { return cpu_features().i8mm; }, fill_neon_i8mm},
+        {"dotprod", [] { return cpu_features().dotprod; }, fill_neon_dotprod, fill_panel_dotprod,
+         int8_peak_dotprod, 8, 16},
+        {"i8mm", [] { return cpu_features().i8mm; }, fill_neon_i8mm, nullptr, int8_peak_i8mm, 8, 32},
 #endif
     };
     return sets;
@@ -207,6 +211,67 @@ std::string kernel_report() {
 
 std::vector<std::string> kernel_selftest_failures() {
     return ready_state().failures;
+}
+
+// ---- the int8 compute limit ---------------------------------------------------------------
+
+Int8PeakFn int8_peak_of(const std::string& set) {
+    for (const KernelSet& k : all_sets())
+        if (set == k.name) return k.int8_peak;
+    return nullptr;
+}
+
+int64_t int8_peak_reference(const std::string& set, uint64_t iters, const int8_t* buf) {
+    const uint8_t* a = (const uint8_t*)buf;
+    const int8_t* b = buf + 64;
+    for (const KernelSet& k : all_sets()) {
+        if (set != k.name || !k.int8_peak) continue;
+        int64_t per = 0;  // one instruction's sum over its lanes
+        if (set == "i8mm") {
+            // smmla: lane (i, j) = sum over k < 8 of a[8i + k] * b[8j + k]
+            for (int i = 0; i < 2; ++i)
+                for (int j = 0; j < 2; ++j)
+                    for (int q = 0; q < 8; ++q) per += (int64_t)(int8_t)a[8 * i + q] * b[8 * j + q];
+        } else {
+            // dot products of 4 bytes per int32 lane: a unsigned for vpdpbusd / vpmaddubsw,
+            // signed for sdot (the values used are small and positive: the same)
+            const int lanes = k.int8_peak_macs / 4;
+            const bool a_signed = set == "dotprod";
+            for (int l = 0; l < lanes * 4; ++l) per += (a_signed ? (int64_t)(int8_t)a[l] : (int64_t)a[l]) * b[l];
+        }
+        return per * (int64_t)k.int8_peak_accumulators * (int64_t)iters;
+    }
+    return 0;
+}
+
+Int8Limit measure_int8_limit(int n_threads, double seconds) {
+    Int8Limit out;
+    const std::string active = active_kernel_set();
+    Int8PeakFn fn = int8_peak_of(active);
+    if (!fn) return out;
+    out.set = active;
+    alignas(64) int8_t buf[128];
+    for (int i = 0; i < 128; ++i) buf[i] = (int8_t)(1 + i % 3);
+    n_threads = std::max(1, n_threads);
+    std::vector<double> rates((size_t)n_threads, 0.0);
+    std::vector<std::thread> th;
+    for (int t = 0; t < n_threads; ++t)
+        th.emplace_back([&, t] {
+            using C = std::chrono::steady_clock;
+            int64_t sink = 0;
+            (void)fn(20000, buf, &sink);  // (clocks up)
+            uint64_t macs = 0;
+            const auto t0 = C::now();
+            double el = 0;
+            do {
+                macs += fn(200000, buf, &sink);
+                el = std::chrono::duration<double>(C::now() - t0).count();
+            } while (el < seconds);
+            rates[(size_t)t] = (double)macs / el;
+        });
+    for (auto& x : th) x.join();
+    for (double r : rates) out.macs_per_s += r;
+    return out;
 }
 
 }  // namespace edgellm

@@ -77,13 +77,38 @@ struct TypeKernels {
     const char* gemv_x16_isa = "ref";
 };
 
+// The int8 dot-product instruction a kernel set's integer kernels are built on (vpdpbusd,
+// vpmaddubsw + vpmaddwd, sdot, smmla), issued `iters` times over K independent
+// accumulators from registers: the set's compute limit. Operands from buf (128 bytes: a in
+// the first 64, b in the last 64, small values so nothing saturates); *lanes_sum gets the
+// sum of every accumulator lane at the end (int64, from int32 lanes: keep iters small when
+// checking it). Returns the multiply-adds done.
+using Int8PeakFn = uint64_t (*)(uint64_t iters, const int8_t* buf, int64_t* lanes_sum);
+
 // A set of ISA kernels overriding some entries of the reference table.
 struct KernelSet {
     const char* name;                  // "avx2"
     bool (*supported)();               // CPU and OS support it
     void (*fill)(TypeKernels* table);  // writes the functions it has (table[type id])
     void (*fill_panel)(PanelKernel* panel) = nullptr;  // its panel GEMM, if it has one
+    Int8PeakFn int8_peak = nullptr;    // its int8 compute limit (none: ref, neon)
+    int int8_peak_accumulators = 0;    // K, and the lanes dot products of one instruction
+    int int8_peak_macs = 0;            // multiply-adds per instruction
 };
+
+// The int8 multiply-add throughput the active kernel set's instruction reaches with
+// n_threads threads over `seconds` (each thread its own loop), in multiply-adds per second,
+// and that set's name; 0 when the active set has none (ref, neon).
+struct Int8Limit {
+    double macs_per_s = 0;
+    std::string set;
+};
+Int8Limit measure_int8_limit(int n_threads, double seconds = 0.3);
+
+// A set's int8_peak, and the scalar definition of its *lanes_sum for the same arguments
+// (tests check one against the other); nullptr / 0 for a set without one.
+Int8PeakFn int8_peak_of(const std::string& set);
+int64_t int8_peak_reference(const std::string& set, uint64_t iters, const int8_t* buf);
 
 // The table in use. Chooses kernels on first call (thread-safe).
 const TypeKernels& type_kernels(TensorType t);

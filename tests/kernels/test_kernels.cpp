@@ -467,3 +467,34 @@ TEST(X16, CheckCatchesAWrongKernel) {
                     float* y, size_t ys) { gemv_x16_ref(TensorType::Q4_K)(n, g, act, as, nc, y, ys); };
     EXPECT_EQ(check_type_kernels(TensorType::Q4_K, k, r, 512, 3), "");
 }
+
+// The int8 limit's loops (edgellm bench): each set's instruction gives, over K accumulators,
+// exactly the lane sums of its scalar definition, and counts the multiply-adds it did.
+TEST(Int8Limit, EachSetsLoopIsItsScalarDefinition) {
+    alignas(64) int8_t buf[128];
+    for (int i = 0; i < 128; ++i) buf[i] = (int8_t)((i * 7) % 13);  // 0..12: nothing saturates
+    int checked = 0;
+    for (const std::string& set : available_kernel_sets()) {
+        Int8PeakFn fn = int8_peak_of(set);
+        if (!fn) continue;
+        for (uint64_t iters : {1ull, 3ull, 1000ull}) {
+            int64_t sum = -1;
+            const uint64_t macs = fn(iters, buf, &sum);
+            EXPECT_EQ(sum, int8_peak_reference(set, iters, buf)) << set << " x" << iters;
+            EXPECT_EQ(macs % iters, 0u) << set;
+            EXPECT_GT(macs, 0u) << set;
+        }
+        ++checked;
+    }
+    if (checked == 0) GTEST_SKIP() << "no kernel set with an int8 dot-product instruction here";
+}
+
+TEST(Int8Limit, MeasuredForTheActiveSet) {
+    const Int8Limit lim = measure_int8_limit(1, 0.02);
+    if (!int8_peak_of(active_kernel_set())) {
+        EXPECT_EQ(lim.macs_per_s, 0.0);
+        GTEST_SKIP() << "the active set " << active_kernel_set() << " has no int8 limit";
+    }
+    EXPECT_EQ(lim.set, active_kernel_set());
+    EXPECT_GT(lim.macs_per_s, 0.0);  // (a rate, not a timing check: bench reports it)
+}

@@ -18,6 +18,9 @@ namespace edgellm {
 void fill_neon(TypeKernels* table);
 void fill_neon_dotprod(TypeKernels* table);
 void fill_panel_dotprod(PanelKernel* panel);  // the panel GEMM (prefill) with sdot
+// Int8 compute limits (Int8PeakFn): sdot (neon_dotprod.cpp), smmla (neon_i8mm.cpp).
+uint64_t int8_peak_dotprod(uint64_t iters, const int8_t* buf, int64_t* lanes_sum);
+uint64_t int8_peak_i8mm(uint64_t iters, const int8_t* buf, int64_t* lanes_sum);
 void fill_x16_dotprod(TypeKernels* table);    // GEMV over row-interleaved weights (decode)
 void fill_neon_i8mm(TypeKernels* table);
 

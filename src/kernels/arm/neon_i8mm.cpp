@@ -30,3 +30,29 @@ namespace edgellm {
 void fill_neon_i8mm(TypeKernels*) {}
 
 }  // namespace edgellm
+
+namespace edgellm {
+
+// I8MM's int8 matrix multiply: smmla (a 2x8 by 8x2 block, 32 multiply-adds), eight
+// independent accumulators.
+uint64_t int8_peak_i8mm(uint64_t iters, const int8_t* buf, int64_t* lanes_sum) {
+    const int8x16_t a = vld1q_s8(buf), b = vld1q_s8(buf + 64);
+    int32x4_t c0 = vdupq_n_s32(0), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0, c7 = c0;
+    for (uint64_t i = 0; i < iters; ++i) {
+        c0 = vmmlaq_s32(c0, a, b);
+        c1 = vmmlaq_s32(c1, a, b);
+        c2 = vmmlaq_s32(c2, a, b);
+        c3 = vmmlaq_s32(c3, a, b);
+        c4 = vmmlaq_s32(c4, a, b);
+        c5 = vmmlaq_s32(c5, a, b);
+        c6 = vmmlaq_s32(c6, a, b);
+        c7 = vmmlaq_s32(c7, a, b);
+        __asm__ volatile("" : "+w"(c0), "+w"(c1), "+w"(c2), "+w"(c3), "+w"(c4), "+w"(c5), "+w"(c6), "+w"(c7));
+    }
+    const int32x4_t s = vaddq_s32(vaddq_s32(vaddq_s32(c0, c1), vaddq_s32(c2, c3)),
+                                  vaddq_s32(vaddq_s32(c4, c5), vaddq_s32(c6, c7)));
+    *lanes_sum = (int64_t)vgetq_lane_s32(s, 0) + vgetq_lane_s32(s, 1) + vgetq_lane_s32(s, 2) + vgetq_lane_s32(s, 3);
+    return iters * 8 * 32;
+}
+
+}  // namespace edgellm
