@@ -4,6 +4,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -18,13 +19,15 @@ class DisconnectWatch {
   public:
     // With a deadline: also raises the flag (and timed_out()) when `progress` is still 0
     // then (no token generated in time).
+    // With `gone_when`: that says when to raise the flag instead of the client going away (a
+    // resumable stream goes on without its client, until it is stopped).
     DisconnectWatch(http::Response& res, std::atomic<bool>& flag,
                     std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt,
-                    const std::atomic<int64_t>* progress = nullptr) {
-        thread_ = std::thread([this, &res, &flag, deadline, progress] {
+                    const std::atomic<int64_t>* progress = nullptr, std::function<bool()> gone_when = {}) {
+        thread_ = std::thread([this, &res, &flag, deadline, progress, gone_when] {
             std::unique_lock<std::mutex> lock(mu_);
             while (!done_) {
-                if (res.peer_gone()) {
+                if (gone_when ? gone_when() : res.peer_gone()) {
                     flag = true;
                     gone_ = true;
                     return;

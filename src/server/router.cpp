@@ -424,6 +424,14 @@ struct Router::Impl {
     std::deque<std::string> queue;         // models waiting for room, one entry per model, FIFO
     std::map<std::string, int> waiting;    // requests waiting per model
     std::set<std::string> making_room;     // models one of whose waiters is evicting for them
+    // Resumable streams: the model each X-Conversation-Id's request went to, with a ticket a
+    // DELETE /v1/stream withdraws (cancelling the request while its model loads).
+    struct Conv {
+        std::string model;
+        uint64_t ticket = 0;
+    };
+    std::map<std::string, Conv> convs;
+    uint64_t next_ticket = 0;
     int threads_alive = 0;                 // detached helper threads (log readers, health polls)
     bool stopping = false;
 
@@ -779,7 +787,9 @@ struct Router::Impl {
     // Makes `m` loaded (or loading, when !wait_loaded): waits in the FIFO queue for room,
     // evicting an idle model when --models-max are running. On success with wait_loaded the
     // instance's busy count is raised (the caller lowers it) and its port returned.
-    Result<int> acquire(const RouterModel& m, bool wait_loaded, http::Response* res, bool asked = true) {
+    // `abandoned` (called under mu): the wait ends without the model (a stopped stream).
+    Result<int> acquire(const RouterModel& m, bool wait_loaded, http::Response* res, bool asked = true,
+                        const std::function<bool()>& abandoned = {}) {
         std::unique_lock<std::mutex> lk(mu);
         const std::string id = m.id;
         if (asked) inst[id].asked = true;
@@ -789,6 +799,7 @@ struct Router::Impl {
             std::this_thread::sleep_for(std::chrono::seconds(2));
             lk.lock();
             if (res && res->peer_gone()) return Result<int>::fail("the client went away");
+            if (abandoned && abandoned()) return Result<int>::fail("cancelled by a stop while the model was loading");
         }
         bool queued = false;
         auto leave = [&] {
@@ -847,6 +858,10 @@ struct Router::Impl {
             if (res && res->peer_gone()) {
                 leave();
                 return Result<int>::fail("the client went away");
+            }
+            if (abandoned && abandoned()) {
+                leave();
+                return Result<int>::fail("request cancelled by a stop while the model was loading");
             }
         }
     }
@@ -975,8 +990,10 @@ struct Router::Impl {
     }
 
     // The request as it came, to the child on `port`; its answer back as it arrives.
+    // detached (a resumable stream): the child's answer is read to its end even when the
+    // client has gone, so its session gets the whole reply.
     void forward(const http::Request& req, const std::string& target, http::Response& res, int port,
-                 const std::string& model_id, std::string* extra) {
+                 const std::string& model_id, std::string* extra, bool detached = false) {
         client::Timeouts t;
         t.connect_ms = 5000;
         t.first_token_ms = 24 * 3600 * 1000;
@@ -997,7 +1014,7 @@ struct Router::Impl {
         std::atomic<bool> cancel{false};
         std::atomic<bool> done{false};
         std::thread watcher([&] {
-            while (!done.load()) {
+            while (!done.load() && !detached) {
                 if (res.peer_gone()) {
                     cancel = true;
                     return;
@@ -1025,9 +1042,9 @@ struct Router::Impl {
                              k.rfind("access-control-", 0) != 0)
                         hs.emplace_back(k, v);
                 }
-                if (!res.begin_stream(c.status, type, hs)) return false;
+                if (!res.begin_stream(c.status, type, hs)) return detached;
             }
-            return res.write(bytes);
+            return res.write(bytes) || detached;
         };
         // the model by the id it goes by (the reply names it so)
         std::string body = req.body;
@@ -1059,6 +1076,67 @@ struct Router::Impl {
             res.send(r.status, type, collected.empty() ? r.body : collected, hs);
         }
         *extra += " -> " + std::to_string(r.status);
+    }
+
+    // The resumable stream routes, to the model each conversation went to.
+    void stream_route(const http::Request& req, const std::string& target, http::Response& res, std::string* extra) {
+        if (req.path == "/v1/streams/lookup") {
+            const json body = json::parse(req.body, nullptr, false);
+            std::map<int, json> per_port;  // the ids each running model owns
+            if (body.is_object() && body.contains("conversation_ids") && body["conversation_ids"].is_array()) {
+                std::lock_guard<std::mutex> lk(mu);
+                for (const json& v : body["conversation_ids"]) {
+                    if (!v.is_string()) continue;
+                    auto it = convs.find(v.get<std::string>());
+                    if (it == convs.end()) continue;
+                    const Instance& in = inst[it->second.model];
+                    if (in.state == State::Loaded) per_port[in.port].push_back(it->first);
+                }
+            }
+            json all = json::array();
+            for (auto& [port, ids] : per_port) {
+                client::Timeouts t;
+                t.connect_ms = 2000;
+                t.total_ms = 5000;
+                auto r = client::http_request(client::Endpoint("http://127.0.0.1:" + std::to_string(port)), "POST",
+                                              "/v1/streams/lookup", json{{"conversation_ids", ids}}.dump(), t);
+                const json a = json::parse(r.body, nullptr, false);
+                if (r.status == 200 && a.is_array())
+                    for (const json& e : a) all.push_back(e);
+            }
+            return send_json(res, 200, all);
+        }
+        const auto q = req.query.find("conv_id");
+        if (q == req.query.end() || q->second.empty()) return send_error(res, bad_request("give ?conv_id=ID"));
+        const std::string conv = q->second;
+        int port = 0;
+        bool loading = false;
+        {
+            std::lock_guard<std::mutex> lk(mu);
+            auto it = convs.find(conv);
+            if (it != convs.end()) {
+                const Instance& in = inst[it->second.model];
+                if (in.state == State::Loaded) port = in.port;
+                else loading = in.state == State::Loading || waiting.count(it->second.model);
+                *extra = " | model " + it->second.model;
+            }
+            if (req.method == "DELETE") convs.erase(conv);  // (a request still waiting for its model ends)
+        }
+        cv.notify_all();
+        if (req.method == "DELETE") {
+            if (port) {
+                client::Timeouts t;
+                t.connect_ms = 2000;
+                t.total_ms = 5000;
+                (void)client::http_request(client::Endpoint("http://127.0.0.1:" + std::to_string(port)), "DELETE", target,
+                                           "", t);
+            }
+            return res.send(204, "application/json", "");
+        }
+        if (req.method != "GET" && req.method != "HEAD") return send_error(res, {405, "invalid_request_error", "use GET or DELETE", {}});
+        if (port) return forward(req, target, res, port, "", extra);
+        if (loading) return send_error(res, {503, "unavailable_error", "Stream owner model is loading, retry later", {}});
+        send_error(res, {404, "not_found_error", "Stream not found or expired", {}});
     }
 
     void props(http::Response& res) {
@@ -1131,6 +1209,7 @@ struct Router::Impl {
         }
         if (p == "/props" && get && !req.query.count("model")) return props(res);
         if (p == "/tools") return ToolService::route(tools.get(), req, res, extra);
+        if (p == "/v1/stream" || p == "/v1/streams/lookup") return stream_route(req, target, res, extra);
         if (p == "/cors-proxy") {
             if (!cfg.ui_mcp_proxy)
                 return send_error(res, {403, "permission_error", "the CORS proxy is off (--ui-mcp-proxy turns it on)", {}});
@@ -1149,13 +1228,42 @@ struct Router::Impl {
                 return send_error(res, bad_request("model " + model.id + " is not loaded" +
                                                    (cfg.autoload ? "" : " (--no-models-autoload): POST /models/load first")));
         }
-        auto port = acquire(model, true, &res);
+        // X-Conversation-Id on a POST: remembered (the stream routes find its model), and the
+        // request no longer ends with its client, only with DELETE /v1/stream.
+        std::string conv;
+        uint64_t ticket = 0;
+        if (const std::string* c = req.header("x-conversation-id"); c && !c->empty() && m == "POST") {
+            conv = *c;
+            std::lock_guard<std::mutex> lk(mu);
+            ticket = ++next_ticket;
+            convs[conv] = {model.id, ticket};
+        }
+        auto conv_alive = [&] {  // (under mu)
+            auto it = convs.find(conv);
+            return it != convs.end() && it->second.ticket == ticket;
+        };
+        const std::function<bool()> abandoned = [&] { return !conv_alive(); };
+        auto port = ticket ? acquire(model, true, nullptr, true, abandoned) : acquire(model, true, &res);
         if (!port) {
-            if (res.peer_gone()) return;
-            return send_error(res, {503, "unavailable_error", port.error(), {}});
+            if (res.peer_gone() && !ticket) return;
+            return send_error(res, {ticket && port.error().find("cancelled") != std::string::npos ? 400 : 503,
+                                    ticket && port.error().find("cancelled") != std::string::npos
+                                        ? "invalid_request_error" : "unavailable_error",
+                                    port.error(), {}});
         }
         if (fake_timing) std::this_thread::sleep_for(std::chrono::seconds(2));  // (busy meanwhile)
-        forward(req, target, res, *port, model.id, extra);
+        if (ticket) {
+            bool alive;
+            {
+                std::lock_guard<std::mutex> lk(mu);
+                alive = conv_alive();
+            }
+            if (!alive) {
+                release(model.id);
+                return send_error(res, bad_request("request cancelled by a stop while the model was loading"));
+            }
+        }
+        forward(req, target, res, *port, model.id, extra, ticket != 0);
         release(model.id);
     }
 

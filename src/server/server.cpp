@@ -30,6 +30,7 @@
 #include "server/builtin_tools.h"
 #include "server/disconnect_watch.h"
 #include "server/tool_service.h"
+#include "server/stream_sessions.h"
 #include "server/mcp.h"
 #include "server/embeddings.h"
 #include "server/responses.h"
@@ -346,6 +347,10 @@ struct Server::Impl {
                    http::Response& res, std::string* log_extra, std::vector<std::vector<float>>* out);
     void apply_template(const http::Request& req, http::Response& res);
     std::unique_ptr<ToolService> tools;  // GET/POST /tools (null: none configured)
+    StreamSessions stream_sessions;      // resumable streams (X-Conversation-Id)
+    void stream_get(const http::Request& req, http::Response& res);
+    void stream_delete(const http::Request& req, http::Response& res);
+    void streams_lookup(const http::Request& req, http::Response& res);
     // The cancel flags of the tool calls in flight (raised by stop()).
     // GET /tools (both lists) and POST /tools {"tool", "params", "stream"} (headers
     // x-tool-cwd, x-tool-runtime, x-resp-type).
@@ -1155,7 +1160,8 @@ void Server::Impl::handle(const http::Request& req_in, http::Response& res) {
         const std::string& pth = req.path;
         const bool get = req.method == "GET" || req.method == "HEAD";
         const bool no_model =
-            req.method == "OPTIONS" || pth == "/tools" || pth == "/cors-proxy" ||
+            req.method == "OPTIONS" || pth == "/tools" || pth == "/cors-proxy" || pth == "/v1/stream" ||
+            pth == "/v1/streams/lookup" ||
             (get && (pth == "/health" || pth == "/v1/health" || pth == "/props" || pth == "/models" ||
                      pth == "/v1/models" || pth == "/metrics" || pth == "/slots" || pth == "/" ||
                      pth == "/index.html" || (!cfg.health_route.empty() && pth == cfg.health_route)));
@@ -1232,6 +1238,9 @@ void Server::Impl::route(const http::Request& req, http::Response& res, std::str
     if (p == "/tools") {  // (no model needed)
         return ToolService::route(tools.get(), req, res, log_extra);
     }
+    if (p == "/v1/stream" && (m == "GET" || m == "HEAD")) return stream_get(req, res);
+    if (p == "/v1/stream" && m == "DELETE") return stream_delete(req, res);
+    if (p == "/v1/streams/lookup" && m == "POST") return streams_lookup(req, res);
     if (!ready()) return send_error(res, {503, "unavailable_error", "Loading model", {}});
 
     auto post = [&](const char* path) { return p == path && m == "POST"; };
@@ -1530,6 +1539,7 @@ struct Server::Impl::Choice {
     std::vector<TokenProbs> probs;
     bool client_gone = false;
     double ttft_ms = -1.0;
+    std::shared_ptr<StreamSession> resumable;  // X-Conversation-Id: goes on without its client
 };
 
 // llama-server's generation_settings.logit_bias: the request's biases, and with ignore_eos
@@ -1571,7 +1581,9 @@ void Server::Impl::run_choice(Api api, const GenRequest& g, const Prepared& p, S
         std::optional<Clock::time_point> deadline;
         if (cfg.timeout_first_token_ms > 0 && c->o.index == 0)
             deadline = t_start + std::chrono::milliseconds(cfg.timeout_first_token_ms);
-        DisconnectWatch watch(res, slot->cancel, deadline, &slot->n_decoded);
+        std::function<bool()> gone_when;
+        if (c->resumable) gone_when = [s = c->resumable] { return s->cancelled(); };
+        DisconnectWatch watch(res, slot->cancel, deadline, &slot->n_decoded, gone_when);
         // timings_per_token / return_progress: what the prefill and the decoding have done
         // so far, for the stream.
         int64_t live_prompt_n = 0;
@@ -1726,6 +1738,24 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
     const std::string id = make_id(api == Api::Chat ? "chatcmpl-" : "cmpl-");
     const int64_t created = (int64_t)std::time(nullptr);
     std::unique_ptr<StreamWriter> writer;
+    // X-Conversation-Id: the stream also goes into a session that outlives the client (a page
+    // reload resumes it with GET /v1/stream); only DELETE /v1/stream stops it then.
+    std::shared_ptr<StreamSession> resumable;
+    if (const std::string* cid = req.header("x-conversation-id"); g.stream && cid && !cid->empty())
+        resumable = stream_sessions.create(*cid);
+    struct Finalize {
+        std::shared_ptr<StreamSession> s;
+        ~Finalize() {
+            if (s) s->finalize();
+        }
+    } finalize{resumable};
+    auto client_alive = std::make_shared<std::atomic<bool>>(true);
+    auto out = [&res, resumable, client_alive](std::string_view b) -> bool {
+        if (!resumable) return res.write(std::string(b));
+        resumable->append(b);
+        if (client_alive->load() && !res.write(std::string(b))) *client_alive = false;
+        return !resumable->cancelled();
+    };
     if (g.stream) {
         const bool started = res.begin_stream(200, "text/event-stream",
                                               {{"Cache-Control", "no-cache"}});
@@ -1735,14 +1765,13 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
         ss.reasoning = api == Api::Chat && cfg.reasoning;
         ss.tool_grammar = api == Api::Chat && p.tool_grammar;
         if (adapter && adapter->stream)
-            ss.chunks = [&res, tr = adapter->stream((int64_t)p.prompt.size(),
-                                                    g.model.empty() ? model_name : g.model)](const json* c) {
+            ss.chunks = [out, tr = adapter->stream((int64_t)p.prompt.size(),
+                                                   g.model.empty() ? model_name : g.model)](const json* c) {
                 const std::string bytes = tr(c);
-                return bytes.empty() || res.write(bytes);
+                return bytes.empty() || out(bytes);
             };
-        writer = make_stream_writer(
-            api, [&res](std::string_view b) { return res.write(std::string(b)); }, ss);
-        if (!started) writer->lost();
+        writer = make_stream_writer(api, out, ss);
+        if (!started && !resumable) writer->lost();
     }
     const auto t_gen = Clock::now();
     // n choices, one after the other on the slot: each after the first finds the prompt in
@@ -1758,6 +1787,7 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
         c.o.slot = slot->id;
         c.o.prompt_text = p.prompt_text;
         c.o.n_ctx = n_ctx_slot();
+        c.resumable = resumable;
         c.o.logit_bias = logit_bias_json(p.gp);
         run_choice(api, g, p, slot, res, writer.get(), t_start, &c);
         if (!c.r) {
@@ -2290,6 +2320,50 @@ void Server::Impl::cors_proxy(const http::Request& req, http::Response& res, std
     if (!cfg.ui_mcp_proxy)
         return send_error(res, {403, "permission_error", "the CORS proxy is off (--ui-mcp-proxy turns it on)", {}});
     forward_cors_proxy(req, res, log_extra);
+}
+
+// GET /v1/stream?conv_id=ID&from=OFFSET: a resumable stream's bytes from OFFSET, then the
+// rest as it comes, until the reply ends.
+void Server::Impl::stream_get(const http::Request& req, http::Response& res) {
+    const auto it = req.query.find("conv_id");
+    if (it == req.query.end() || it->second.empty()) return send_error(res, bad_request("give ?conv_id=ID"));
+    auto s = stream_sessions.get(it->second);
+    if (!s) return send_error(res, {404, "not_found_error", "Stream not found or expired", {}});
+    size_t from = 0;
+    if (auto f = req.query.find("from"); f != req.query.end()) {
+        char* end = nullptr;
+        const unsigned long long v = std::strtoull(f->second.c_str(), &end, 10);
+        if (f->second.empty() || *end != '\0') return send_error(res, bad_request("'from' must be a byte offset"));
+        from = (size_t)v;
+    }
+    if (from < s->dropped())
+        return send_error(res, bad_request("Stream offset lost (the oldest bytes were dropped), please restart"));
+    if (!res.begin_stream(200, "text/event-stream", {{"Cache-Control", "no-cache"}})) return;
+    s->read_from(from, [&](std::string_view b) { return res.write(std::string(b)); },
+                 [&] { return res.peer_gone() || stopping.load(); });
+    res.end_stream();
+}
+
+// DELETE /v1/stream?conv_id=ID: stop it and forget it (204, also when it is not known).
+void Server::Impl::stream_delete(const http::Request& req, http::Response& res) {
+    const auto it = req.query.find("conv_id");
+    if (it == req.query.end() || it->second.empty()) return send_error(res, bad_request("give ?conv_id=ID"));
+    stream_sessions.evict(it->second, true);
+    res.send(204, "application/json", "");
+}
+
+// POST /v1/streams/lookup {"conversation_ids": [...]}: the sessions of those ids only.
+void Server::Impl::streams_lookup(const http::Request& req, http::Response& res) {
+    const json body = json::parse(req.body, nullptr, false);
+    std::vector<std::string> ids;
+    if (body.is_object() && body.contains("conversation_ids") && body["conversation_ids"].is_array())
+        for (const json& v : body["conversation_ids"])
+            if (v.is_string() && !v.get<std::string>().empty()) ids.push_back(v.get<std::string>());
+    json out = json::array();
+    for (const auto& s : stream_sessions.lookup(ids))
+        out.push_back({{"conversation_id", s->id()}, {"is_done", s->done()}, {"total_bytes", s->total()},
+                       {"started_at", s->started_at()}, {"completed_at", s->completed_at()}});
+    send_json(res, 200, out);
 }
 
 void Server::Impl::lora_adapters_get(http::Response& res) {

@@ -4527,6 +4527,62 @@ class LlamaCppCache(unittest.TestCase):
         self.assertIn("--spec-synth-len", r.stderr)
 
 
+class ResumableStreams(unittest.TestCase):
+    """X-Conversation-Id: a streamed reply goes on when its client leaves (a page reload) and
+    GET /v1/stream replays it; DELETE /v1/stream stops it (llama-server's resumable streams)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.srv = start_server(cls, ["-m", need_model(GEMMA), "--port", "0", "-c", "1024", "-t", "2"])
+        cls.port = cls.srv.port
+
+    def start(self, conv, n):
+        return RawStream(self.port, "POST", "/v1/chat/completions",
+                         chat_body("Count from 1 to 500, one number a line.", max_tokens=n, ignore_eos=True,
+                                   temperature=0, stream=True), headers={"X-Conversation-Id": conv})
+
+    def test_the_reply_outlives_its_client_and_replays(self):
+        log_at = self.srv.log_count()
+        s = self.start("conv-a", 96)
+        s.read_until_events(3)
+        s.abort()  # the page reloads
+        self.srv.wait_log(r"POST /v1/chat/completions 200 .*generated 96,", start=log_at, timeout=120)
+        r = request(self.port, "GET", "/v1/stream?conv_id=conv-a&from=0")
+        self.assertEqual(r.status, 200, r)
+        events = sse_events(r.body)
+        self.assertEqual(events[-1], "[DONE]")
+        self.assertEqual(json.loads(events[-2])["choices"][0]["finish_reason"], "length")
+        # from an offset: the same bytes' tail
+        r2 = request(self.port, "GET", "/v1/stream?conv_id=conv-a&from=100")
+        self.assertEqual(r2.body, r.body[100:])
+        r = request(self.port, "POST", "/v1/streams/lookup", {"conversation_ids": ["conv-a", "other"]})
+        self.assertEqual([(e["conversation_id"], e["is_done"]) for e in r.json()], [("conv-a", True)])
+        self.assertEqual(request(self.port, "DELETE", "/v1/stream?conv_id=conv-a").status, 204)
+        self.assertEqual(request(self.port, "GET", "/v1/stream?conv_id=conv-a").status, 404)
+
+    def test_delete_stops_a_running_reply(self):
+        log_at = self.srv.log_count()
+        s = self.start("conv-b", 2000)
+        s.read_until_events(3)
+        s.abort()
+        time.sleep(0.3)
+        r = request(self.port, "POST", "/v1/streams/lookup", {"conversation_ids": ["conv-b"]})
+        self.assertFalse(r.json()[0]["is_done"])  # still generating, with nobody reading
+        self.assertEqual(request(self.port, "DELETE", "/v1/stream?conv_id=conv-b").status, 204)
+        m = self.srv.wait_log(r"POST /v1/chat/completions .*generated (\d+),.*cancelled", start=log_at, timeout=60)
+        self.assertLess(int(m.group(1)), 2000)
+
+    def test_without_the_header_the_reply_stops_with_its_client(self):
+        log_at = self.srv.log_count()
+        s = RawStream(self.port, "POST", "/v1/chat/completions",
+                      chat_body("Count to 500.", max_tokens=2000, ignore_eos=True, stream=True))
+        s.read_until_events(3)
+        s.abort()
+        self.srv.wait_log(r"POST /v1/chat/completions .*cancelled", start=log_at, timeout=60)
+        self.assertEqual(request(self.port, "GET", "/v1/stream?conv_id=none").status, 404)
+        self.assertEqual(request(self.port, "GET", "/v1/stream").status, 400)
+
+
 class RouterMode(unittest.TestCase):
     """`edgellm serve` without -m: a router over the model directory, each model in its own
     process; the request's "model" chooses, --models-max 1 evicts the idle one."""
@@ -4650,6 +4706,20 @@ class RouterMode(unittest.TestCase):
         r = request(self.port, "POST", "/models", {"model": "org/repo:Q8_0"})
         self.assertEqual(r.status, 400, r)  # edgellm never downloads
         self.assertIn("never downloads", r.json()["error"]["message"])
+
+    def test_i_resumable_stream_through_the_router(self):
+        s = RawStream(self.port, "POST", "/v1/chat/completions",
+                      {**chat_body("Say hello.", max_tokens=8, temperature=0, stream=True), "model": "alpha"},
+                      headers={"X-Conversation-Id": "router-conv"})
+        s.read_all()
+        self.assertEqual(s.status, 200)
+        r = request(self.port, "GET", "/v1/stream?conv_id=router-conv&from=0")
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.body, s.body)  # the child's session, replayed through the router
+        r = request(self.port, "POST", "/v1/streams/lookup", {"conversation_ids": ["router-conv"]})
+        self.assertEqual(r.json()[0]["conversation_id"], "router-conv")
+        self.assertEqual(request(self.port, "DELETE", "/v1/stream?conv_id=router-conv").status, 204)
+        self.assertEqual(request(self.port, "GET", "/v1/stream?conv_id=router-conv").status, 404)
 
     def test_h_a_crashed_model_is_failed_then_started_again(self):
         self.assertEqual(self.chat("beta").status, 200)
