@@ -79,6 +79,8 @@ class Model {
     // Bytes of weights repacked at load into the row-interleaved decode layout (in memory
     // of their own, in place of the file's pages; EDGELLM_REPACK=0 turns it off).
     size_t repacked_bytes() const;
+    // How long load() spent repacking (ms; 0: nothing repacked).
+    double repack_ms() const;
 
     // Read every page of the weights once, so the first request does not wait on the disk.
     void warm_up() const;

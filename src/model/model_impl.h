@@ -50,6 +50,7 @@ struct Model::Impl {
     const float* rope_freqs = nullptr;   // [n_rot / 2] or null
     std::vector<LayerWeights> layers;
     std::vector<std::unique_ptr<float[]>> owned;  // vectors converted to f32 at load
+    double repack_ms = 0;  // load's time repacking
     // Matrices repacked at load into the row-interleaved layout (kernels/x16.h): their
     // buffers, and the file's byte ranges they replace (released from the mapping).
     struct Buffer {  // anonymous memory (mmap), huge pages where the kernel gives them

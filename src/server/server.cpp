@@ -16,6 +16,7 @@
 #include <fstream>
 #include <mutex>
 #include <set>
+#include <future>
 #include <thread>
 
 #include "edgellm/chat.h"
@@ -171,7 +172,9 @@ struct Loaded {
     std::unique_ptr<Context> ctx;
     std::vector<std::unique_ptr<Slot>> slots;
     std::unique_ptr<StepBatcher> batcher;
-    std::shared_ptr<const GrammarVocab> grammar_vocab;
+    // (built on a thread of its own while the start-up goes on; declared after tok, so it
+    // is waited for before the tokenizer goes)
+    std::shared_future<std::shared_ptr<const GrammarVocab>> grammar_vocab;
     std::unique_ptr<SlotPool> pool;
     std::string cache_key;
     std::unique_ptr<PromptCache> prompt_cache;
@@ -208,7 +211,8 @@ struct Server::Impl {
     std::unique_ptr<Context> ctx;
     std::vector<std::unique_ptr<Slot>> slots;
     std::unique_ptr<StepBatcher> batcher;  // with several slots: their steps in one pass
-    std::shared_ptr<const GrammarVocab> grammar_vocab;  // the model's tokens as grammars see them
+    // The model's tokens as grammars see them (ready shortly after start-up; get() waits).
+    std::shared_future<std::shared_ptr<const GrammarVocab>> grammar_vocab;
     std::string model_name;
     // Positions each slot holds: the context's per-sequence size.
     int64_t n_ctx_slot() const { return ctx->params().n_ctx; }
@@ -348,6 +352,14 @@ struct Server::Impl {
     void apply_template(const http::Request& req, http::Response& res);
     std::unique_ptr<ToolService> tools;  // GET/POST /tools (null: none configured)
     StreamSessions stream_sessions;      // resumable streams (X-Conversation-Id)
+    // Where the start-up's time went (logged once ready): (phase, ms), in order.
+    std::vector<std::pair<std::string, double>> startup;
+    bool starting = true;
+    void startup_phase(const char* what, Clock::time_point* t) {
+        const auto now = Clock::now();
+        if (starting) startup.emplace_back(what, ms_between(*t, now));
+        *t = now;
+    }
     void stream_get(const http::Request& req, http::Response& res);
     void stream_delete(const http::Request& req, http::Response& res);
     void streams_lookup(const http::Request& req, http::Response& res);
@@ -500,14 +512,18 @@ void Server::Impl::log(const char* fmt, ...) const {
 
 std::string Server::Impl::load_main(const std::string& path, Loaded* l, size_t in_use) {
     log("loading %s", path.c_str());
+    auto tp = Clock::now();
     auto loaded = Model::load(path, cfg.load);
     if (!loaded) return loaded.error();
+    startup_phase("model", &tp);
+    if (starting && (*loaded)->repack_ms() > 0) startup.emplace_back("(of which repacking)", (*loaded)->repack_ms());
     // (the first model only: a model loaded for a swap does not change what /health says
     // about the one serving)
     Phase loading = Phase::Loading;
     phase.compare_exchange_strong(loading, Phase::Warming);
     auto t = Tokenizer::load((*loaded)->file());
     if (!t) return t.error();
+    startup_phase("tokenizer", &tp);
     ContextParams cp = cfg.ctx;
     if (cp.n_ctx <= 0) cp.n_ctx = std::min<int64_t>((*loaded)->hparams().n_ctx_train, 4096);
     // --kv-unified: every slot may hold the whole context, its pages taken as used.
@@ -523,8 +539,10 @@ std::string Server::Impl::load_main(const std::string& path, Loaded* l, size_t i
         if (!why.empty()) return why;
     }
     pin_and_warm(**loaded, "the weights");
+    startup_phase(cfg.mlock ? "mlock" : "page warm-up", &tp);
     auto c = Context::create(**loaded, cp);
     if (!c) return c.error();
+    startup_phase("context", &tp);
     l->adapters.clear();
     for (const auto& [lpath, lscale] : cfg.lora) {
         auto a = LoraAdapter::load(lpath, **loaded);
@@ -544,18 +562,23 @@ std::string Server::Impl::load_main(const std::string& path, Loaded* l, size_t i
 }
 
 void Server::Impl::pin_and_warm(const Model& m, const char* what) {
+    bool locked = false;
     if (cfg.mlock) {
         auto r = m.lock_memory();
+        locked = (bool)r;
         if (!r) {
             log("warning: --mlock failed, %s may be paged out: %s", what, r.error().c_str());
             degrade(std::string("--mlock failed, ") + what + " may be paged out: " + r.error());
         }
     }
-    if (cfg.warmup) m.warm_up();
+    // (mlock faulted every page in already: no second pass over them)
+    if (cfg.warmup && !locked) m.warm_up();
 }
 
 void Server::Impl::build_slots(Loaded* l) {
-    l->grammar_vocab = GrammarVocab::build(*l->tok);
+    auto tp = Clock::now();
+    l->grammar_vocab = std::async(std::launch::async, [t = l->tok.get()] { return GrammarVocab::build(*t); }).share();
+    startup_phase("grammar vocabulary (started)", &tp);
     if (l->ctx->n_seq() > 1) l->batcher = std::make_unique<StepBatcher>(*l->ctx);
     for (int i = 0; i < l->ctx->n_seq(); ++i) {
         auto s = std::make_unique<Slot>();
@@ -775,6 +798,7 @@ int Server::run() {
         d.cfg.spec = SpecConfig{};  // drafts were chosen for the main model
         d.degrade("speculative decoding is off with the fallback model");
     }
+    auto tp = Clock::now();
     err = d.load_speculation();
     if (!err.empty()) {
         d.log("error: %s", err.c_str());
@@ -782,20 +806,33 @@ int Server::run() {
         d.http_thread.join();
         return 1;
     }
+    if (d.cfg.spec.on()) d.startup_phase("speculation (draft model)", &tp);
     if (d.cfg.warmup) {
         // One step through every layer, so the first request runs warm code.
         const int32_t t = d.tok->bos() >= 0 ? d.tok->bos() : 0;
         (void)d.ctx->eval(std::span<const int32_t>(&t, 1), false, 0);
         d.ctx->truncate(0, 0);
+        d.startup_phase("warm-up step", &tp);
     }
     d.cache_key = kv_cache_key(*d.ctx, d.template_text());
     d.open_prompt_cache();
+    if (d.prompt_cache) d.startup_phase("prompt cache", &tp);
     const auto bill = Context::memory_bill(*d.model, d.ctx->params());
     d.log("model %s: %s, %lld slot%s of %lld tokens, KV %s, %s; ready in %.0f ms",
           d.model_name.c_str(), d.model->hparams().arch.c_str(), (long long)d.slots.size(),
           d.slots.size() > 1 ? "s" : "", (long long)d.n_ctx_slot(),
           kv_types_name(d.ctx->params()).c_str(), d.ctx->affinity_report().c_str(),
           ms_between(t0, Clock::now()));
+    {
+        std::string where;
+        for (const auto& [what, ms] : d.startup) {
+            char b[96];
+            std::snprintf(b, sizeof b, "%s%s %.0f ms", where.empty() ? "" : ", ", what.c_str(), ms);
+            where += b;
+        }
+        d.log("start-up: %s", where.c_str());
+        d.starting = false;
+    }
     if (bill) d.log("memory: weights %.0f MiB, KV cache %.0f MiB, scratch %.0f MiB",
                     (double)bill->weights / 1048576.0, (double)bill->kv_cache / 1048576.0,
                     (double)bill->scratch / 1048576.0);
@@ -1508,8 +1545,8 @@ std::optional<ApiError> Server::Impl::prepare(Api api, GenRequest& g, Prepared* 
             p->constraint = "--grammar";
         }
         if (s.grammar) {
-            s.grammar_vocab = grammar_vocab;
-            GrammarMatcher probe(s.grammar, grammar_vocab);
+            s.grammar_vocab = grammar_vocab.get();
+            GrammarMatcher probe(s.grammar, s.grammar_vocab);
             if (probe.overflowed())
                 return bad_request(p->constraint + ": the grammar is too ambiguous to follow "
                                                    "(more than 4096 parses at its start; nested "
