@@ -4572,6 +4572,13 @@ class ResumableStreams(unittest.TestCase):
         m = self.srv.wait_log(r"POST /v1/chat/completions .*generated (\d+),.*cancelled", start=log_at, timeout=60)
         self.assertLess(int(m.group(1)), 2000)
 
+    def test_start_up_says_where_its_time_went(self):
+        m = re.search(r"start-up: model (\d+) ms, .*tokenizer (\d+) ms, .*context (\d+) ms, .*warm-up step (\d+) ms",
+                      self.srv.log_text())
+        self.assertIsNotNone(m, self.srv.log_text())
+        ready = re.search(r"ready in (\d+) ms", self.srv.log_text())
+        self.assertLessEqual(sum(int(x) for x in m.groups()), int(ready.group(1)) + 5)  # parts of the whole
+
     def test_without_the_header_the_reply_stops_with_its_client(self):
         log_at = self.srv.log_count()
         s = RawStream(self.port, "POST", "/v1/chat/completions",
