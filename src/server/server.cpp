@@ -806,7 +806,7 @@ int Server::run() {
         d.http_thread.join();
         return 1;
     }
-    if (d.cfg.spec.on()) d.startup_phase("speculation (draft model)", &tp);
+    tp = Clock::now();
     if (d.cfg.warmup) {
         // One step through every layer, so the first request runs warm code.
         const int32_t t = d.tok->bos() >= 0 ? d.tok->bos() : 0;
@@ -892,15 +892,20 @@ std::string Server::Impl::load_speculation() {
     if (!sc.on()) return "";
     if (sc.draft) {
         log("loading the draft model %s", sc.draft_model.c_str());
+        auto tp = Clock::now();
         auto m = Model::load(sc.draft_model, cfg.load);
         if (!m) return "cannot load the draft model: " + m.error();
+        startup_phase("draft model", &tp);
+        if (starting && (*m)->repack_ms() > 0) startup.emplace_back("(of which repacking)", (*m)->repack_ms());
         auto t = Tokenizer::load((*m)->file());
         if (!t) return "cannot load the draft model's tokenizer: " + t.error();
         const std::string why = draft_vocab_mismatch(*tok, **t);
         if (!why.empty())
             return "the draft model " + sc.draft_model + " cannot draft for " + cfg.model_path +
                    ": " + why;
+        startup_phase("its tokenizer and vocabulary check", &tp);
         pin_and_warm(**m, "the draft model's weights");
+        startup_phase(cfg.mlock ? "its mlock" : "its page warm-up", &tp);
         ContextParams cp = ctx->params();
         cp.n_ctx = sc.n_ctx > 0 ? std::max<int64_t>(1, sc.n_ctx / ctx->n_seq()) : n_ctx_slot();
         cp.n_outputs = cp.n_seq;
@@ -926,10 +931,12 @@ std::string Server::Impl::load_speculation() {
         draft_model = std::move(*m);
         draft_ctx = std::move(*c);
         if (draft_ctx->n_seq() > 1) draft_batcher = std::make_unique<StepBatcher>(*draft_ctx);
+        startup_phase("its context", &tp);
         if (cfg.warmup) {  // (the draft's tokenizer is not kept: the vocabularies are the same)
             const int32_t t0 = tok->bos() >= 0 ? tok->bos() : 0;
             (void)draft_ctx->eval(std::span<const int32_t>(&t0, 1), false, 0);
             draft_ctx->truncate(0, 0);
+            startup_phase("its warm-up step", &tp);
         }
     }
     for (auto& s : slots) {
