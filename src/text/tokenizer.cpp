@@ -140,6 +140,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::load(const GgufFile& f) {
             t->attr_[i] = (v >= 1 && v <= 6) ? (TokenAttr)v : TokenAttr::Normal;
         }
     }
+    d.token_to_id.reserve(n);  // (no rehashing while 150k names go in: start-up time)
     for (size_t i = 0; i < n; ++i) d.token_to_id[t->text_[i]] = (int32_t)i;
 
     auto id_key = [&](const char* key, int32_t def) -> int32_t {
@@ -173,6 +174,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::load(const GgufFile& f) {
         const GgufArray* merges = f.get_array("tokenizer.ggml.merges");
         if (!merges || merges->elem_type != GgufType::STRING)
             return R::fail(where + "byte-level BPE needs tokenizer.ggml.merges");
+        d.bpe_rank.reserve(merges->strings.size());
         for (size_t i = 0; i < merges->strings.size(); ++i) {
             const std::string& m = merges->strings[i];
             const size_t sp = m.find(' ', 1);
