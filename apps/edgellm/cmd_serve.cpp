@@ -599,6 +599,19 @@ int cmd_serve(const std::vector<std::string>& given) {
         hf_args = {as, path};
         return "";
     };
+    // The arguments without -hf, -hff and -hfd (and their values).
+    auto without_hf = [&p](const std::vector<std::string>& in) {
+        std::vector<std::string> out;
+        for (size_t i = 0; i < in.size(); ++i) {
+            const std::string name = p.canonical(in[i].substr(0, in[i].find('=')));
+            if (name == "-hf" || name == "-hff" || name == "-hfd") {
+                if (in[i].find('=') == std::string::npos) ++i;
+                continue;
+            }
+            out.push_back(in[i]);
+        }
+        return out;
+    };
     if (p.has("-hf")) {
         if (p.has("-m")) return fail("serve", "-m and -hf both name the model: give one", 2);
         if (std::string e = from_cache("-hf", "-m", p.get_or("-hff", "")); !e.empty()) return fail("serve", e, 2);
@@ -608,32 +621,13 @@ int cmd_serve(const std::vector<std::string>& given) {
             if (std::string e = from_cache("-hfd", "-md", ""); !e.empty()) return fail("serve", e, 2);
             again.insert(again.end(), hf_args.begin(), hf_args.end());
         }
-        // serve again with the files in their place
-        std::vector<std::string> out;
-        for (size_t i = 0; i < again.size(); ++i) {
-            std::string a = again[i];
-            const std::string name = p.canonical(a.substr(0, a.find('=')));
-            if (name == "-hf" || name == "-hff" || name == "-hfd") {
-                if (a.find('=') == std::string::npos) ++i;
-                continue;
-            }
-            out.push_back(again[i]);
-        }
-        return cmd_serve(out);
+        return cmd_serve(without_hf(again));  // serve again with the files in their place
     }
     if (p.has("-hff")) return fail("serve", "--hf-file needs -hf ORG/NAME", 2);
     if (p.has("-hfd")) {
         if (p.has("-md")) return fail("serve", "-md and -hfd both name the draft model: give one", 2);
         if (std::string e = from_cache("-hfd", "-md", ""); !e.empty()) return fail("serve", e, 2);
-        std::vector<std::string> out;
-        for (size_t i = 0; i < args.size(); ++i) {
-            const std::string name = p.canonical(args[i].substr(0, args[i].find('=')));
-            if (name == "-hfd") {
-                if (args[i].find('=') == std::string::npos) ++i;
-                continue;
-            }
-            out.push_back(args[i]);
-        }
+        std::vector<std::string> out = without_hf(args);
         out.insert(out.end(), hf_args.begin(), hf_args.end());
         return cmd_serve(out);
     }

@@ -412,7 +412,6 @@ struct Router::Impl {
         std::vector<std::string> argv;
         std::string error;       // why the last load failed, or how the child ended
         int fail_seq = 0;        // counts failures: a waiter tells its own load's from an old one
-        bool exited = true;      // the child has been reaped
         bool asked = false;      // a request or /models/load wanted it (not only the start-up)
         std::deque<std::string> tail;  // its last log lines (for the error when it dies)
     };
@@ -622,7 +621,6 @@ struct Router::Impl {
             std::lock_guard<std::mutex> lk(mu);
             Instance& in = inst[id];
             if (in.pid == pid) {
-                in.exited = true;
                 in.pid = -1;
                 in.port = 0;
                 if (in.state == State::Loading || in.state == State::Loaded) {
@@ -671,7 +669,6 @@ struct Router::Impl {
             return;
         }
         again.pid = pid;
-        again.exited = false;
         if (stopping) ::kill(pid, SIGTERM);  // (the router began to stop meanwhile)
         threads_alive += 2;
         log("model %s: loading (pid %d)", id.c_str(), (int)pid);

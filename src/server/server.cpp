@@ -243,17 +243,19 @@ struct Server::Impl {
             if (scales[i] != 0.0f) out.emplace_back(as[i], scales[i]);
         return out;
     }
-    // The scales for a request: its "lora" (those it does not list at 0), else the server's.
-    std::optional<ApiError> request_lora(const GenRequest& g, std::vector<float>* out) {
+    // The scales a "lora" list asks for (those it does not list at 0; the ids checked
+    // against the adapters); no list: the server's scales. For requests and POST /lora-adapters.
+    std::optional<ApiError> lora_scales_for(const std::optional<std::vector<std::pair<int, float>>>& list,
+                                            std::vector<float>* out) {
         {
             std::lock_guard<std::mutex> lk(lora_mu);
             *out = lora_scales;
         }
-        if (!g.lora) return std::nullopt;
-        if (!g.lora->empty() && adapters.empty())
+        if (!list) return std::nullopt;
+        if (!list->empty() && adapters.empty())
             return bad_request("\"lora\": the server has no LoRA adapters (start it with --lora FILE)");
         std::fill(out->begin(), out->end(), 0.0f);
-        for (const auto& [id, scale] : *g.lora) {
+        for (const auto& [id, scale] : *list) {
             if (id < 0 || id >= (int)adapters.size())
                 return bad_request("lora id " + std::to_string(id) + " does not exist (the server has " +
                                    std::to_string(adapters.size()) + " adapter" + (adapters.size() == 1 ? "" : "s") +
@@ -261,6 +263,12 @@ struct Server::Impl {
             (*out)[(size_t)id] = scale;
         }
         return std::nullopt;
+    }
+    // A request body's "lora" (absent or null: none).
+    static std::optional<ApiError> body_lora(const json& body, std::optional<std::vector<std::pair<int, float>>>* out) {
+        if (!body.is_object() || !body.contains("lora") || body["lora"].is_null()) return std::nullopt;
+        out->emplace();
+        return parse_lora_list(body["lora"], &**out);
     }
     // Puts the slot's sequence on these scales (emptied when its KV was computed with others).
     // True when they are the start-up scales (the prompt cache's).
@@ -347,7 +355,8 @@ struct Server::Impl {
                                          std::vector<std::vector<int32_t>>* out) const;
     // Each prompt's pooled hidden states, on one slot; false when they could not be made
     // (the error answered, or the client gone: logged).
-    bool embed_all(const std::vector<std::vector<int32_t>>& prompts, Context::Pooling pooling,
+    bool embed_all(const std::vector<std::vector<int32_t>>& prompts, const std::vector<float>& lora_scales_now,
+                   Context::Pooling pooling,
                    http::Response& res, std::string* log_extra, std::vector<std::vector<float>>* out);
     void apply_template(const http::Request& req, http::Response& res);
     std::unique_ptr<ToolService> tools;  // GET/POST /tools (null: none configured)
@@ -1735,7 +1744,7 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
     std::optional<ApiError> bad = parse_gen_request(api, req.body, cfg.defaults, &g);
     if (!bad) bad = prepare(api, g, &p);
     std::vector<float> lora_now;
-    if (!bad) bad = request_lora(g, &lora_now);
+    if (!bad) bad = lora_scales_for(g.lora, &lora_now);
     if (bad) {
         metrics.requests_failed++;
         return send_error(res, *bad);
@@ -2075,7 +2084,7 @@ std::optional<ApiError> Server::Impl::input_tokens(const std::vector<InputPrompt
 }
 
 bool Server::Impl::embed_all(const std::vector<std::vector<int32_t>>& prompts,
-                             Context::Pooling pooling, http::Response& res, std::string* log_extra,
+                             const std::vector<float>& lora_scales_now, Context::Pooling pooling, http::Response& res, std::string* log_extra,
                              std::vector<std::vector<float>>* out) {
     auto answer = [&](const ApiError& e) {
         if (e.status == 499) {
@@ -2090,14 +2099,7 @@ bool Server::Impl::embed_all(const std::vector<std::vector<int32_t>>& prompts,
     Slot* slot = acquire({}, -1, res, &err);
     if (!slot) return answer(err);
     metrics.processing++;
-    {
-        std::vector<float> scales;
-        {
-            std::lock_guard<std::mutex> lk(lora_mu);
-            scales = lora_scales;
-        }
-        (void)use_lora(slot, scales);  // (embedding replaces what the slot held anyway)
-    }
+    (void)use_lora(slot, lora_scales_now);  // (embedding replaces what the slot held anyway)
     std::optional<ApiError> failed;
     {
         DisconnectWatch watch(res, slot->cancel);
@@ -2127,6 +2129,10 @@ void Server::Impl::embeddings(bool oai, const http::Request& req, http::Response
     EmbeddingRequest er;
     if (auto e = parse_embedding_request(body, oai, model->hparams().n_embd, &er))
         return send_error(res, *e);
+    std::optional<std::vector<std::pair<int, float>>> lora;
+    std::vector<float> scales;
+    if (auto e = body_lora(body, &lora)) return send_error(res, *e);
+    if (auto e = lora_scales_for(lora, &scales)) return send_error(res, *e);
     const Context::Pooling pool_type = pooling();
     if (oai && pool_type == Context::Pooling::None)
         return send_error(res, bad_request("pooling 'none' (one vector per token) is not "
@@ -2135,7 +2141,7 @@ void Server::Impl::embeddings(bool oai, const http::Request& req, http::Response
     std::vector<std::vector<int32_t>> prompts;
     if (auto e = input_tokens(er.inputs, &prompts)) return send_error(res, *e);
     std::vector<std::vector<float>> vecs;
-    if (!embed_all(prompts, pool_type, res, log_extra, &vecs)) return;
+    if (!embed_all(prompts, scales, pool_type, res, log_extra, &vecs)) return;
     const int64_t n_embd = model->hparams().n_embd;
     int64_t n_tokens = 0;
     for (const auto& p : prompts) n_tokens += (int64_t)p.size();
@@ -2175,6 +2181,10 @@ void Server::Impl::rerank(const http::Request& req, http::Response& res, std::st
     const json body = json::parse(req.body, nullptr, false);
     RerankRequest rr;
     if (auto e = parse_rerank_request(body, &rr)) return send_error(res, *e);
+    std::optional<std::vector<std::pair<int, float>>> lora;
+    std::vector<float> scales;
+    if (auto e = body_lora(body, &lora)) return send_error(res, *e);
+    if (auto e = lora_scales_for(lora, &scales)) return send_error(res, *e);
     std::vector<InputPrompt> in;
     in.push_back({{true, rr.query, {}}});
     for (const std::string& d : rr.documents) in.push_back({{true, d, {}}});
@@ -2183,7 +2193,7 @@ void Server::Impl::rerank(const http::Request& req, http::Response& res, std::st
     Context::Pooling pool_type = pooling();
     if (pool_type == Context::Pooling::None) pool_type = Context::Pooling::Last;
     std::vector<std::vector<float>> vecs;
-    if (!embed_all(prompts, pool_type, res, log_extra, &vecs)) return;
+    if (!embed_all(prompts, scales, pool_type, res, log_extra, &vecs)) return;
     std::vector<float> scores;
     for (size_t i = 1; i < vecs.size(); ++i) scores.push_back(cosine(vecs[0], vecs[i]));
     int64_t n_tokens = 0;
@@ -2424,17 +2434,11 @@ void Server::Impl::lora_adapters_get(http::Response& res) {
 void Server::Impl::lora_adapters_post(const http::Request& req, http::Response& res, std::string* log_extra) {
     const json body = json::parse(req.body, nullptr, false);
     if (body.is_discarded()) return send_error(res, bad_request("the request body is not JSON"));
-    std::vector<std::pair<int, float>> list;
-    if (auto e = parse_lora_list(body, &list)) return send_error(res, *e);
-    if (adapters.empty() && !list.empty())
-        return send_error(res, bad_request("the server has no LoRA adapters (start it with --lora FILE)"));
-    std::vector<float> scales(adapters.size(), 0.0f);
-    for (const auto& [id, scale] : list) {
-        if (id < 0 || id >= (int)adapters.size())
-            return send_error(res, bad_request("lora id " + std::to_string(id) + " does not exist (the server has " +
-                                               std::to_string(adapters.size()) + ")"));
-        scales[(size_t)id] = scale;
-    }
+    std::optional<std::vector<std::pair<int, float>>> list;
+    list.emplace();
+    if (auto e = parse_lora_list(body, &*list)) return send_error(res, *e);
+    std::vector<float> scales;
+    if (auto e = lora_scales_for(list, &scales)) return send_error(res, *e);
     {
         std::lock_guard<std::mutex> lk(lora_mu);
         lora_scales = scales;

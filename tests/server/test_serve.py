@@ -4478,6 +4478,34 @@ class LoraAdapters(unittest.TestCase):
         self.assertEqual(request(srv.port, "GET", "/lora-adapters").json(), [])
         srv.stop()
 
+    def test_init_without_apply_and_embeddings_with_a_lora(self):
+        srv = start_server(type(self), ["-m", self.model, "--port", "0", "-c", "512", "-t", "2", "--embedding",
+                                        "--lora", self.adapter, "--lora-init-without-apply"])
+        self.assertEqual(request(srv.port, "GET", "/lora-adapters").json()[0]["scale"], 0.0)
+
+        def complete(**kw):
+            r = request(srv.port, "POST", "/completion",
+                        {"prompt": "The capital of France is", "n_predict": 12, "temperature": 0, **kw})
+            self.assertEqual(r.status, 200, r)
+            return r.json()["content"]
+
+        base = complete(lora=[{"id": 0, "scale": 0.0}])
+        self.assertEqual(complete(), base)  # loaded, not applied
+        self.assertNotEqual(complete(lora=[{"id": 0, "scale": 1.0}]), base)
+
+        def embed(**kw):
+            r = request(srv.port, "POST", "/v1/embeddings", {"input": "a red apple", **kw})
+            self.assertEqual(r.status, 200, r)
+            return r.json()["data"][0]["embedding"]
+
+        plain = embed()
+        self.assertEqual(embed(lora=[{"id": 0, "scale": 0}]), plain)
+        self.assertNotEqual(embed(lora=[{"id": 0, "scale": 1}]), plain)  # a request's "lora" is honoured
+        r = request(srv.port, "POST", "/v1/embeddings", {"input": "x", "lora": [{"id": 2, "scale": 1}]})
+        self.assertEqual(r.status, 400, r)
+        self.assertIn("lora id 2 does not exist", r.json()["error"]["message"])
+        srv.stop()
+
     def test_an_adapter_of_another_model_is_refused_at_start(self):
         wrong = os.path.join(self.tmp, "llama.gguf")
         write_lora_gguf(wrong, "llama", [("blk.0.attn_q.weight", 640, 1024, 4)])
