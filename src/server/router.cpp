@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "edgellm/client.h"
+#include "server/respond.h"
 #include "server/webui.h"
 
 namespace edgellm::server {
@@ -875,12 +876,8 @@ struct Router::Impl {
 
     // ---- HTTP ----
 
-    static void send_json(http::Response& res, int status, const json& j) {
-        res.send(status, "application/json; charset=utf-8", j.dump(-1, ' ', false, json::error_handler_t::replace));
-    }
-    static void send_error(http::Response& res, const ApiError& e) {
-        res.send(e.status, "application/json; charset=utf-8", error_body(e));
-    }
+    static void send_json(http::Response& res, int status, const json& j) { respond_json(res, status, j); }
+    static void send_error(http::Response& res, const ApiError& e) { respond_error(res, e); }
 
     json model_json(const RouterModel& m) {
         const Instance& in = inst[m.id];

@@ -30,6 +30,7 @@
 #include "server/anthropic.h"
 #include "server/builtin_tools.h"
 #include "server/disconnect_watch.h"
+#include "server/respond.h"
 #include "server/tool_service.h"
 #include "server/stream_sessions.h"
 #include "server/mcp.h"
@@ -126,9 +127,6 @@ uintmax_t file_bytes(const std::string& path) {
     return ec ? 0 : n;
 }
 
-std::string json_str(const json& j) {
-    return j.dump(-1, ' ', false, json::error_handler_t::replace);
-}
 
 }  // namespace
 
@@ -1173,13 +1171,9 @@ bool Server::Impl::authorized(const http::Request& req) const {
     return api_key_matches(cfg.api_keys, req.header("authorization"), req.header("x-api-key"));
 }
 
-void Server::Impl::send_json(http::Response& res, int status, const json& j) {
-    res.send(status, "application/json; charset=utf-8", json_str(j));
-}
+void Server::Impl::send_json(http::Response& res, int status, const json& j) { respond_json(res, status, j); }
 
-void Server::Impl::send_error(http::Response& res, const ApiError& e) {
-    res.send(e.status, "application/json; charset=utf-8", error_body(e));
-}
+void Server::Impl::send_error(http::Response& res, const ApiError& e) { respond_error(res, e); }
 
 void Server::Impl::handle(const http::Request& req_in, http::Response& res) {
     const auto t0 = Clock::now();

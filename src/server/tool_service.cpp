@@ -5,17 +5,14 @@
 #include "edgellm/client.h"
 #include "server/api.h"
 #include "server/disconnect_watch.h"
+#include "server/respond.h"
 
 namespace edgellm::server {
 
 namespace {
 
-void send_json(http::Response& res, int status, const json& j) {
-    res.send(status, "application/json; charset=utf-8", j.dump(-1, ' ', false, json::error_handler_t::replace));
-}
-void send_error(http::Response& res, const ApiError& e) {
-    res.send(e.status, "application/json; charset=utf-8", error_body(e));
-}
+void send_json(http::Response& res, int status, const json& j) { respond_json(res, status, j); }
+void send_error(http::Response& res, const ApiError& e) { respond_error(res, e); }
 
 }  // namespace
 
