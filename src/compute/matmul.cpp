@@ -36,12 +36,25 @@ size_t pack_tmp_bytes(int64_t n) {
     return round_up((size_t)n + 2 * sizeof(float) * (size_t)(n / 16) + 16);
 }
 
-// Per-thread bytes for the panel GEMM: the panel, the unpacking scratch and, for x16
-// weights, the panel's rows back in the file's layout.
+// The panel GEMM packs a chunk of panels at a time and runs every tile of tokens over the
+// whole chunk, so a tile's activations are read from L1 (or L2) once per chunk rather than
+// streamed from L3 once per panel: a 512-token batch's activation blocks (1.5 MB for
+// 1536 columns) do not fit in L2, a chunk of panels does. Chunks hold about this much.
+constexpr size_t kPanelChunkBytes = 384 * 1024;
+constexpr int64_t kPanelTileCols = 8;
+
+// Panels per chunk for weights w.
+int64_t panel_chunk(const TensorView& w) {
+    const size_t one = round_up(panel_bytes_max(panel_kernel().rows, w.ne[0]));
+    return std::max<int64_t>(1, (int64_t)(kPanelChunkBytes / one));
+}
+
+// Per-thread bytes for the panel GEMM: a chunk of panels, the unpacking scratch and, for
+// x16 weights, the panel's rows back in the file's layout.
 size_t panel_thread_bytes(const TensorView& w) {
     const int P = panel_kernel().rows;
     const int64_t n = w.ne[0];
-    return round_up(panel_bytes_max(P, n)) + pack_tmp_bytes(n) +
+    return round_up(panel_bytes_max(P, n)) * (size_t)panel_chunk(w) + pack_tmp_bytes(n) +
            (w.x16 ? round_up((size_t)kX16Rows * w.row_bytes()) : 0);
 }
 
@@ -68,14 +81,13 @@ size_t activation_buffer_size(const TensorView& w, int64_t n_rows, int n_threads
     const size_t q_bytes = row_size(vdt, n) * (size_t)n_rows;
     if (!act_blocks(w, n_rows)) return q_bytes;
     const size_t act = sizeof(PanelActBlock) * (size_t)(n / 32) * (size_t)n_rows;
-    const size_t threads = panel_batch(vdt, n, n_rows)
-                               ? panel_thread_bytes(w) * (size_t)std::max(1, n_threads)
-                               : 0;
+    const size_t threads =
+        panel_batch(vdt, n, n_rows) ? panel_thread_bytes(w) * (size_t)std::max(1, n_threads) : 0;
     return kLine + round_up(q_bytes) + act + threads;
 }
 
-void quantize_activations(ThreadPool& pool, const TensorView& w, const float* x,
-                          int64_t x_stride, int64_t n_rows, void* xq) {
+void quantize_activations(ThreadPool& pool, const TensorView& w, const float* x, int64_t x_stride,
+                          int64_t n_rows, void* xq) {
     const int64_t n = w.ne[0];
     const TensorType vdt = type_kernels(w.type).vec_dot_type;
     const TypeKernels& vk = type_kernels(vdt);
@@ -114,33 +126,57 @@ void matmul_quantized(ThreadPool& pool, const TensorView& w, const void* xq, int
         const PanelScratch ps = panel_scratch(const_cast<void*>(xq), w, n_tokens);
         const int P = pk.rows;
         const int64_t n_panels = (n_rows + P - 1) / P;
+        // q8_K activations share one scale per 256: the kernel meets it once per run
+        const int run = pk.runs && k.vec_dot_type == TensorType::Q8_K ? 256 / k.i8_group : 1;
+        // x16 weights become panels of 16 unsigned rows directly
+        const bool direct = w.x16 && P == kX16Rows && pk.unsigned_q;
+        const int64_t chunk = panel_chunk(w);
+        const size_t panel_stride = round_up(panel_bytes_max(P, n));
         pool.run([&](int ith, int nth) {
             int64_t p0, p1;
             ThreadPool::split(n_panels, ith, nth, &p0, &p1);
-            uint8_t* panel = ps.threads + ps.per_thread * (size_t)ith;
-            uint8_t* tmp = panel + round_up(panel_bytes_max(P, n));
+            uint8_t* panels = ps.threads + ps.per_thread * (size_t)ith;
+            uint8_t* tmp = panels + panel_stride * (size_t)chunk;
             uint8_t* rows_tmp = tmp + pack_tmp_bytes(n);
             int64_t group_in_tmp = -1;
-            for (int64_t p = p0; p < p1; ++p) {
-                const int64_t r0 = p * P;
-                const int rows = (int)std::min<int64_t>(P, n_rows - r0);
-                const uint8_t* src = (const uint8_t*)w.data + (size_t)r0 * w_row_bytes;
-                if (w.x16) {
-                    // the panel's group back in the file's layout (P divides 16 or is 16)
-                    const int64_t group = r0 / kX16Rows;
-                    EDGELLM_ASSERT((r0 + rows - 1) / kX16Rows == group, "panel across groups");
-                    if (group != group_in_tmp) {
-                        x16_unpack_group(w.type,
-                                         (const uint8_t*)w.data +
-                                             (size_t)group * kX16Rows * w_row_bytes,
-                                         n, rows_tmp, w_row_bytes);
-                        group_in_tmp = group;
+            for (int64_t pc = p0; pc < p1; pc += chunk) {
+                const int64_t pe = std::min(p1, pc + chunk);
+                for (int64_t p = pc; p < pe; ++p) {
+                    uint8_t* panel = panels + panel_stride * (size_t)(p - pc);
+                    const int64_t r0 = p * P;
+                    const int rows = (int)std::min<int64_t>(P, n_rows - r0);
+                    const uint8_t* src = (const uint8_t*)w.data + (size_t)r0 * w_row_bytes;
+                    if (direct) {
+                        x16_to_panel(w.type, src, n, panel);
+                        continue;
                     }
-                    src = rows_tmp + (size_t)(r0 % kX16Rows) * w_row_bytes;
+                    if (w.x16) {
+                        // the panel's group back in the file's layout (P divides 16 or is 16)
+                        const int64_t group = r0 / kX16Rows;
+                        EDGELLM_ASSERT((r0 + rows - 1) / kX16Rows == group, "panel across groups");
+                        if (group != group_in_tmp) {
+                            x16_unpack_group(
+                                w.type,
+                                (const uint8_t*)w.data + (size_t)group * kX16Rows * w_row_bytes, n,
+                                rows_tmp, w_row_bytes);
+                            group_in_tmp = group;
+                        }
+                        src = rows_tmp + (size_t)(r0 % kX16Rows) * w_row_bytes;
+                    }
+                    pack_panel(k, src, w_row_bytes, rows, P, n, panel, tmp, pk.unsigned_q);
                 }
-                pack_panel(k, src, w_row_bytes, rows, P, n, panel, tmp);
-                pk.gemm(panel, n / k.i8_group, k.i8_group, k.i8_min, ps.act, (size_t)(n / 32),
-                        n_tokens, y + r0, (size_t)y_stride, rows);
+                // every tile of tokens over the chunk's panels
+                for (int64_t c = 0; c < n_tokens; c += kPanelTileCols) {
+                    const int64_t nc = std::min(kPanelTileCols, n_tokens - c);
+                    for (int64_t p = pc; p < pe; ++p) {
+                        const int64_t r0 = p * P;
+                        const int rows = (int)std::min<int64_t>(P, n_rows - r0);
+                        pk.gemm(panels + panel_stride * (size_t)(p - pc), n / k.i8_group,
+                                k.i8_group, k.i8_min, run, ps.act + (size_t)c * (size_t)(n / 32),
+                                (size_t)(n / 32), nc, y + c * y_stride + r0, (size_t)y_stride,
+                                rows);
+                    }
+                }
             }
         });
         return;
@@ -205,7 +241,8 @@ void row_to_float(const TensorView& w, int64_t r, float* dst) {
     }
     // Block by block back into the file's format, then dequantized.
     const auto& info = tensor_type_info(w.type);
-    const uint8_t* group = (const uint8_t*)w.data + (size_t)(r / kX16Rows) * kX16Rows * w.row_bytes();
+    const uint8_t* group =
+        (const uint8_t*)w.data + (size_t)(r / kX16Rows) * kX16Rows * w.row_bytes();
     alignas(64) uint8_t block[512];
     EDGELLM_ASSERT(info.type_size <= sizeof block, "block larger than expected");
     for (int64_t b = 0; b < w.ne[0] / info.block_size; ++b) {

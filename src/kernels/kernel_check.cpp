@@ -310,53 +310,66 @@ std::string check_panel_kernel(const PanelKernel& k, uint64_t seed) {
     std::uniform_int_distribution<int> act_byte(-127, 127);  // what the quantizers produce
     std::uniform_real_distribution<float> real(-1.0f, 1.0f);
     const int P = k.rows;
-    const int64_t n = 96;  // three blocks of 32, six groups of 16
     const int max_cols = 11;
-    std::vector<PanelActBlock> act((size_t)max_cols * (n / 32));
-    for (PanelActBlock& b : act) {
-        int s0 = 0, s1 = 0;
-        for (int j = 0; j < 32; ++j) {
-            b.qs[j] = (int8_t)act_byte(rng);
-            (j < 16 ? s0 : s1) += b.qs[j];
-        }
-        b.d = real(rng) * 0.01f;
-        b.nsum16[0] = -128 * s0;
-        b.nsum16[1] = -128 * s1;
-        b.nsum32 = -128 * (s0 + s1);
-        b.dsum16[0] = b.d * (float)s0;
-        b.dsum16[1] = b.d * (float)s1;
-        b.dsum32 = b.d * (float)(s0 + s1);
-        b.unused = 0.0f;
-    }
-    for (int G : {16, 32})
-        for (bool has_min : {false, true}) {
-            const int64_t n_groups = n / G;
-            std::vector<uint8_t> panel(panel_bytes(P, G, has_min, n));
-            const size_t gb = panel_group_bytes(P, G, has_min);
-            for (int64_t g = 0; g < n_groups; ++g) {
-                uint8_t* pg = panel.data() + gb * (size_t)g;
-                for (size_t i = 0; i < (size_t)P * G; ++i) pg[i] = (uint8_t)byte(rng);
-                float* fs = (float*)(pg + (size_t)P * G);
-                for (int i = 0; i < P * (has_min ? 2 : 1); ++i) fs[i] = real(rng) * 0.05f;
+    // run == 1: three blocks of 32 (six groups of 16), every column count; runs of a q8_K
+    // block's groups: two blocks of 256, a few column counts
+    struct Case {
+        int64_t n;
+        bool runs;
+    };
+    for (const Case cs : {Case{96, false}, Case{512, true}}) {
+        if (cs.runs && !k.runs) continue;
+        const int64_t n = cs.n;
+        std::vector<PanelActBlock> act((size_t)max_cols * (size_t)(n / 32));
+        for (PanelActBlock& b : act) {
+            int s0 = 0, s1 = 0;
+            for (int j = 0; j < 32; ++j) {
+                b.qs[j] = (int8_t)act_byte(rng);
+                (j < 16 ? s0 : s1) += b.qs[j];
             }
-            for (int rows : {P, P / 2 + 1})
-                for (int cols = 1; cols <= max_cols; ++cols) {
-                    const size_t ys = (size_t)P + 3;
-                    std::vector<float> want(ys * (size_t)cols, -7.0f), got = want;
-                    panel_gemm_ref(P, panel.data(), n_groups, G, has_min, act.data(), n / 32, cols,
-                                   want.data(), ys, rows);
-                    k.gemm(panel.data(), n_groups, G, has_min, act.data(), n / 32, cols, got.data(),
-                           ys, rows);
-                    if (std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) != 0) {
-                        char msg[200];
-                        std::snprintf(msg, sizeof msg,
-                                      "panel gemm %s differs from the reference (G=%d, offsets "
-                                      "%d, %d rows, %d columns)",
-                                      k.isa, G, (int)has_min, rows, cols);
-                        return msg;
-                    }
-                }
+            b.d = real(rng) * 0.01f;
+            b.nsum16[0] = -128 * s0;
+            b.nsum16[1] = -128 * s1;
+            b.nsum32 = -128 * (s0 + s1);
+            b.dsum16[0] = b.d * (float)s0;
+            b.dsum16[1] = b.d * (float)s1;
+            b.dsum32 = b.d * (float)(s0 + s1);
+            b.unused = 0.0f;
         }
+        for (int G : {16, 32})
+            for (bool has_min : {false, true}) {
+                const int64_t n_groups = n / G;
+                const int run = cs.runs ? 256 / G : 1;
+                std::vector<uint8_t> panel(panel_bytes(P, G, has_min, n));
+                const size_t gb = panel_group_bytes(P, G, has_min);
+                for (int64_t g = 0; g < n_groups; ++g) {
+                    uint8_t* pg = panel.data() + gb * (size_t)g;
+                    for (size_t i = 0; i < (size_t)P * G; ++i) pg[i] = (uint8_t)byte(rng);
+                    float* fs = (float*)(pg + (size_t)P * G);
+                    for (int i = 0; i < P * (has_min ? 2 : 1); ++i) fs[i] = real(rng) * 0.05f;
+                }
+                for (int rows : {P, P / 2 + 1})
+                    for (int cols = 1; cols <= max_cols; ++cols) {
+                        if (cs.runs && cols != 1 && cols != 3 && cols != 8 && cols != max_cols)
+                            continue;
+                        const size_t ys = (size_t)P + 3;
+                        std::vector<float> want(ys * (size_t)cols, -7.0f), got = want;
+                        panel_gemm_ref(P, k.unsigned_q, panel.data(), n_groups, G, has_min, run,
+                                       act.data(), (size_t)(n / 32), cols, want.data(), ys, rows);
+                        k.gemm(panel.data(), n_groups, G, has_min, run, act.data(),
+                               (size_t)(n / 32), cols, got.data(), ys, rows);
+                        if (std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) !=
+                            0) {
+                            char msg[220];
+                            std::snprintf(msg, sizeof msg,
+                                          "panel gemm %s differs from the reference (G=%d, "
+                                          "offsets %d, run %d, %d rows, %d columns)",
+                                          k.isa, G, (int)has_min, run, rows, cols);
+                            return msg;
+                        }
+                    }
+            }
+    }
     return "";
 }
 

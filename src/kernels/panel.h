@@ -67,18 +67,28 @@ inline size_t panel_bytes_max(int P, int64_t n) {
 //     scale[g][r] * act[c][g].d * sum_j q[g][r][j] * act[c][g].qs[j]  (+ offset[g][r] * dsum)
 // for rows r < rows (<= P) and columns c < n_cols; act[c] = act + c * act_stride blocks.
 // Group g reads activation block g (G = 32) or half g % 2 of block g / 2 (G = 16).
-// Implementations keep the order of the float operations of panel_gemm_ref per (r, c):
+// Implementations keep the order of the float operations of panel_gemm_ref per (r, c), so
+// every implementation gives the same bits. With run == 1, per group:
 //     acc = fma(float(isum), scale * d, acc);  acc = fma(offset, dsum, acc)
-// so every implementation gives the same bits.
-using PanelGemmFn = void (*)(const uint8_t* panel, int64_t n_groups, int G, bool has_min,
+// With run > 1 (a kernel with PanelKernel::runs; the activations' scale d is the same for
+// `run` groups in a row, as q8_K's one scale per 256), per run of groups:
+//     t = 0;  per group: t = fma(float(isum), scale, t);  acc = fma(offset, dsum, acc)
+//     then acc = fma(t, d, acc), d that of the run's first group
+// which takes one multiplication per group and column less.
+using PanelGemmFn = void (*)(const uint8_t* panel, int64_t n_groups, int G, bool has_min, int run,
                              const PanelActBlock* act, size_t act_stride, int64_t n_cols,
                              float* y, size_t y_stride, int rows);
 
-// The panel kernel of a kernel set: P rows per panel and the GEMM.
+// The panel kernel of a kernel set: P rows per panel and the GEMM. unsigned_q: its panels
+// hold u = q + 128 as unsigned bytes for types without offsets and u = q (0..63: every
+// type with offsets has q in 0..31) for those with (vpdpbusd multiplies unsigned
+// weights by signed activations); otherwise q as signed bytes. runs: it takes run > 1.
 struct PanelKernel {
     int rows = 0;
     PanelGemmFn gemm = nullptr;
     const char* isa = "none";
+    bool unsigned_q = false;
+    bool runs = false;
 };
 
 // Decode n elements (whole blocks) of one weight row: q[n], scale[n / G] and, for types
@@ -88,8 +98,9 @@ using UnpackI8Fn = void (*)(const void* src, int64_t n, int8_t* q, float* scale,
 // Unpack rows r < rows of a weight matrix (row r at w + r * row_bytes, n elements) into
 // a panel of P rows; rows past `rows` are zero. `tmp` holds n + 2 * (n / 16) * 4 bytes.
 // k: the weight type's kernels (its unpack_i8, i8_group, i8_min).
+// unsigned_q: the panel's bytes as PanelKernel::unsigned_q says.
 void pack_panel(const TypeKernels& k, const uint8_t* w, size_t row_bytes, int rows, int P,
-                int64_t n, uint8_t* panel, uint8_t* tmp);
+                int64_t n, uint8_t* panel, uint8_t* tmp, bool unsigned_q = false);
 
 // One activation row (n elements, quantized as `act_type`: q8_0, q8_1 or q8_K) as panel
 // blocks. False for other activation types.
@@ -97,9 +108,9 @@ bool panel_act_supported(TensorType act_type);
 void to_panel_act(TensorType act_type, const void* src, int64_t n, PanelActBlock* dst);
 
 // The scalar definition, for any P.
-void panel_gemm_ref(int P, const uint8_t* panel, int64_t n_groups, int G, bool has_min,
-                    const PanelActBlock* act, size_t act_stride, int64_t n_cols, float* y,
-                    size_t y_stride, int rows);
+void panel_gemm_ref(int P, bool unsigned_q, const uint8_t* panel, int64_t n_groups, int G,
+                    bool has_min, int run, const PanelActBlock* act, size_t act_stride,
+                    int64_t n_cols, float* y, size_t y_stride, int rows);
 
 // The panel kernel of the active kernel set; rows == 0 when it has none (the matmul
 // then keeps to the per-row dot products).

@@ -66,6 +66,12 @@ void x16_unpack_row(TensorType t, const uint8_t* group, int r, int64_t n, uint8_
 // Block column b of row r of a group, in the file's block format (one block).
 void x16_unpack_block(TensorType t, const uint8_t* group, int r, int64_t b, uint8_t* block);
 
+// The 16 rows of a group (n elements each) as a panel of 16 rows with unsigned weights
+// (kernels/panel.h, PanelKernel::unsigned_q): byte for byte what pack_panel writes from
+// the rows in the file's layout, without that detour (prefill from repacked weights).
+// False, and nothing written, for a type without the layout.
+bool x16_to_panel(TensorType t, const uint8_t* group, int64_t n, uint8_t* panel);
+
 // The scalar definition of the GEMV for type t (nullptr when x16_layout(t) is false).
 GemvX16Fn gemv_x16_ref(TensorType t);
 

@@ -270,30 +270,37 @@ TEST(Panel, PackedWeightsDecodeLikeToFloat) {
     const int P = 16;
     const int64_t n = 512;
     const int rows = 11;  // a partial panel: rows 11..15 must be zero
-    for (TensorType t : all_types()) {
-        const TypeKernels& k = reference_kernels(t);
-        if (!k.unpack_i8) continue;
-        const int G = k.i8_group;
-        const size_t rb = row_size(t, n);
-        const std::vector<uint8_t> w = random_tensor_data(t, n * rows, 77 + (uint64_t)t);
-        std::vector<uint8_t> panel(panel_bytes(P, G, k.i8_min, n)), tmp(n + 2 * 4 * (n / 16) + 16);
-        pack_panel(k, w.data(), rb, rows, P, n, panel.data(), tmp.data());
-        const size_t gb = panel_group_bytes(P, G, k.i8_min);
-        std::vector<float> want((size_t)n);
-        for (int r = 0; r < P; ++r) {
-            if (r < rows) k.to_float(w.data() + rb * (size_t)r, want.data(), n);
-            for (int64_t i = 0; i < n; ++i) {
-                const uint8_t* pg = panel.data() + gb * (size_t)(i / G);
-                const int j = (int)(i % G);
-                const int8_t q = (int8_t)pg[4 * ((size_t)(j / 4) * P + r) + j % 4];
-                const float* fs = (const float*)(pg + (size_t)P * G);
-                const float got = fs[r] * (float)q + (k.i8_min ? fs[P + r] : 0.0f);
-                const float expect = r < rows ? want[(size_t)i] : 0.0f;
-                ASSERT_NEAR(got, expect, 1e-6f * (std::fabs(expect) + 1e-3f))
-                    << tensor_type_name(t) << " row " << r << " element " << i;
+    for (bool uq : {false, true})  // signed q, or unsigned (PanelKernel::unsigned_q)
+        for (TensorType t : all_types()) {
+            const TypeKernels& k = reference_kernels(t);
+            if (!k.unpack_i8) continue;
+            const int G = k.i8_group;
+            const size_t rb = row_size(t, n);
+            const std::vector<uint8_t> w = random_tensor_data(t, n * rows, 77 + (uint64_t)t);
+            std::vector<uint8_t> panel(panel_bytes(P, G, k.i8_min, n)),
+                tmp(n + 2 * 4 * (n / 16) + 16);
+            pack_panel(k, w.data(), rb, rows, P, n, panel.data(), tmp.data(), uq);
+            const size_t gb = panel_group_bytes(P, G, k.i8_min);
+            std::vector<float> want((size_t)n);
+            for (int r = 0; r < P; ++r) {
+                if (r < rows) k.to_float(w.data() + rb * (size_t)r, want.data(), n);
+                for (int64_t i = 0; i < n; ++i) {
+                    const uint8_t* pg = panel.data() + gb * (size_t)(i / G);
+                    const int j = (int)(i % G);
+                    const uint8_t v = pg[4 * ((size_t)(j / 4) * P + r) + j % 4];
+                    const int q = !uq ? (int8_t)v : k.i8_min ? (int)v : (int)v - 128;
+                    if (uq && k.i8_min) {
+                        ASSERT_LE(q, 31) << tensor_type_name(t);
+                    }
+                    const float* fs = (const float*)(pg + (size_t)P * G);
+                    const float got = fs[r] * (float)q + (k.i8_min ? fs[P + r] : 0.0f);
+                    const float expect = r < rows ? want[(size_t)i] : 0.0f;
+                    ASSERT_NEAR(got, expect, 1e-6f * (std::fabs(expect) + 1e-3f))
+                        << tensor_type_name(t) << " row " << r << " element " << i << " unsigned "
+                        << uq;
+                }
             }
         }
-    }
 }
 
 // Each set's panel GEMM gives the reference's bits (what the start-up self-test checks,
@@ -315,19 +322,30 @@ TEST(Panel, CheckCatchesAWrongKernel) {
     PanelKernel wrong;
     wrong.rows = 4;
     wrong.isa = "wrong";
-    wrong.gemm = [](const uint8_t* panel, int64_t n_groups, int G, bool has_min,
+    wrong.gemm = [](const uint8_t* panel, int64_t n_groups, int G, bool has_min, int run,
                     const PanelActBlock* act, size_t act_stride, int64_t n_cols, float* y,
                     size_t y_stride, int rows) {
-        panel_gemm_ref(4, panel, n_groups, G, has_min, act, act_stride, n_cols, y, y_stride, rows);
+        panel_gemm_ref(4, false, panel, n_groups, G, has_min, run, act, act_stride, n_cols, y,
+                       y_stride, rows);
         y[0] += 1e-3f;
     };
     EXPECT_NE(check_panel_kernel(wrong, 1), "");
-    wrong.gemm = [](const uint8_t* panel, int64_t n_groups, int G, bool has_min,
+    wrong.gemm = [](const uint8_t* panel, int64_t n_groups, int G, bool has_min, int run,
                     const PanelActBlock* act, size_t act_stride, int64_t n_cols, float* y,
                     size_t y_stride, int rows) {
-        panel_gemm_ref(4, panel, n_groups, G, has_min, act, act_stride, n_cols, y, y_stride, rows);
+        panel_gemm_ref(4, false, panel, n_groups, G, has_min, run, act, act_stride, n_cols, y,
+                       y_stride, rows);
     };
     EXPECT_EQ(check_panel_kernel(wrong, 1), "");
+    // a kernel that takes runs but computes them as run == 1 is caught too
+    wrong.runs = true;
+    wrong.gemm = [](const uint8_t* panel, int64_t n_groups, int G, bool has_min, int,
+                    const PanelActBlock* act, size_t act_stride, int64_t n_cols, float* y,
+                    size_t y_stride, int rows) {
+        panel_gemm_ref(4, false, panel, n_groups, G, has_min, 1, act, act_stride, n_cols, y,
+                       y_stride, rows);
+    };
+    EXPECT_NE(check_panel_kernel(wrong, 1), "");
 }
 
 // The attention-kernel check covers head sizes with SIMD tails and more queries than one
@@ -415,6 +433,28 @@ TEST(X16, PackThenUnpackGivesBackEveryRow) {
             ASSERT_EQ(std::memcmp(block.data(), back.data() + 3 * block.size(), block.size()), 0);
         }
     }
+}
+
+// Prefill reads x16 weights straight into unsigned panels: the bytes pack_panel writes
+// from the rows in the file's layout, for every type with the layout (partial groups of
+// the panel would show as a difference: no byte is left unwritten).
+TEST(X16, ToPanelIsPackPanelOfTheRows) {
+    for (TensorType t : x16_types()) {
+        const TypeKernels& k = reference_kernels(t);
+        const int64_t n = 512;  // two K-quant blocks, 16 legacy blocks
+        const size_t row = row_size(t, n);
+        const auto rows = random_rows(t, n, 31 + (uint64_t)t);
+        std::vector<uint8_t> group(row * kX16Rows);
+        x16_pack(t, rows.data(), row, n, group.data());
+        const size_t bytes = panel_bytes(kX16Rows, k.i8_group, k.i8_min, n);
+        std::vector<uint8_t> want(bytes, 0x11), got(bytes, 0x22), tmp(n + 2 * 4 * (n / 16) + 16);
+        pack_panel(k, rows.data(), row, kX16Rows, kX16Rows, n, want.data(), tmp.data(), true);
+        ASSERT_TRUE(x16_to_panel(t, group.data(), n, got.data())) << tensor_type_name(t);
+        for (size_t i = 0; i < bytes; ++i)
+            ASSERT_EQ(got[i], want[i]) << tensor_type_name(t) << " panel byte " << i;
+    }
+    std::vector<uint8_t> none(64);
+    EXPECT_FALSE(x16_to_panel(TensorType::F16, none.data(), 32, none.data()));
 }
 
 // The scalar definition computes each row's dot product with the activations: it agrees

@@ -98,7 +98,7 @@ void panel_tile(const uint8_t* panel, int64_t n_groups, const PanelActBlock* act
 
 constexpr int kPanelTile = 4;
 
-void panel_gemm_dotprod(const uint8_t* panel, int64_t n_groups, int G, bool has_min,
+void panel_gemm_dotprod(const uint8_t* panel, int64_t n_groups, int G, bool has_min, int /*run: 1*/,
                         const PanelActBlock* act, size_t act_stride, int64_t n_cols, float* y,
                         size_t y_stride, int rows) {
     with_panel_group(G, has_min, [&]<int kG, bool kMin>() {
@@ -140,11 +140,14 @@ uint64_t int8_peak_dotprod(uint64_t iters, const int8_t* buf, int64_t* lanes_sum
         c5 = vdotq_s32(c5, a, b);
         c6 = vdotq_s32(c6, a, b);
         c7 = vdotq_s32(c7, a, b);
-        __asm__ volatile("" : "+w"(c0), "+w"(c1), "+w"(c2), "+w"(c3), "+w"(c4), "+w"(c5), "+w"(c6), "+w"(c7));
+        __asm__ volatile(""
+                         : "+w"(c0), "+w"(c1), "+w"(c2), "+w"(c3), "+w"(c4), "+w"(c5), "+w"(c6),
+                           "+w"(c7));
     }
     const int32x4_t s = vaddq_s32(vaddq_s32(vaddq_s32(c0, c1), vaddq_s32(c2, c3)),
                                   vaddq_s32(vaddq_s32(c4, c5), vaddq_s32(c6, c7)));
-    *lanes_sum = (int64_t)vgetq_lane_s32(s, 0) + vgetq_lane_s32(s, 1) + vgetq_lane_s32(s, 2) + vgetq_lane_s32(s, 3);
+    *lanes_sum = (int64_t)vgetq_lane_s32(s, 0) + vgetq_lane_s32(s, 1) + vgetq_lane_s32(s, 2) +
+                 vgetq_lane_s32(s, 3);
     return iters * 8 * 16;
 }
 

@@ -166,7 +166,7 @@ void fill_reference_unpack(TypeKernels* table) {
 }  // namespace ref
 
 void pack_panel(const TypeKernels& k, const uint8_t* w, size_t row_bytes, int rows, int P,
-                int64_t n, uint8_t* panel, uint8_t* tmp) {
+                int64_t n, uint8_t* panel, uint8_t* tmp, bool unsigned_q) {
     const int G = k.i8_group;
     const bool has_min = k.i8_min;
     const int64_t n_groups = n / G;
@@ -181,10 +181,13 @@ void pack_panel(const TypeKernels& k, const uint8_t* w, size_t row_bytes, int ro
             std::memset(q, 0, (size_t)n);
             std::memset(scale, 0, sizeof(float) * (size_t)n_groups * 2);
         }
+        if (unsigned_q && !has_min)  // u = q + 128: the sign bit flipped
+            for (int64_t i = 0; i < n; ++i) q[i] = (int8_t)((uint8_t)q[i] ^ 0x80);
         for (int64_t g = 0; g < n_groups; ++g) {
             uint8_t* pg = panel + gb * (size_t)g;
             const int8_t* qg = q + g * G;
-            for (int s = 0; s < G / 4; ++s) std::memcpy(pg + 4 * ((size_t)s * P + r), qg + 4 * s, 4);
+            for (int s = 0; s < G / 4; ++s)
+                std::memcpy(pg + 4 * ((size_t)s * P + r), qg + 4 * s, 4);
             float* fs = (float*)(pg + (size_t)P * G);
             fs[r] = scale[g];
             if (has_min) fs[P + r] = offset[g];
@@ -230,14 +233,19 @@ void to_panel_act(TensorType act_type, const void* src, int64_t n, PanelActBlock
     }
 }
 
-void panel_gemm_ref(int P, const uint8_t* panel, int64_t n_groups, int G, bool has_min,
-                    const PanelActBlock* act, size_t act_stride, int64_t n_cols, float* y,
-                    size_t y_stride, int rows) {
+void panel_gemm_ref(int P, bool unsigned_q, const uint8_t* panel, int64_t n_groups, int G,
+                    bool has_min, int run, const PanelActBlock* act, size_t act_stride,
+                    int64_t n_cols, float* y, size_t y_stride, int rows) {
     const size_t gb = panel_group_bytes(P, G, has_min);
+    // the signed weight value of panel byte v
+    auto weight = [&](uint8_t v) -> int32_t {
+        if (!unsigned_q) return (int8_t)v;
+        return has_min ? (int32_t)v : (int32_t)v - 128;
+    };
     for (int64_t c = 0; c < n_cols; ++c) {
         const PanelActBlock* a = act + (size_t)c * act_stride;
         for (int r = 0; r < rows; ++r) {
-            float acc = 0.0f;
+            float acc = 0.0f, t = 0.0f;
             for (int64_t g = 0; g < n_groups; ++g) {
                 const uint8_t* pg = panel + gb * (size_t)g;
                 const PanelActBlock& b = G == 32 ? a[g] : a[g / 2];
@@ -245,11 +253,23 @@ void panel_gemm_ref(int P, const uint8_t* panel, int64_t n_groups, int G, bool h
                 const int8_t* aq = b.qs + 16 * half;
                 int32_t isum = 0;
                 for (int j = 0; j < G; ++j)
-                    isum += (int32_t)(int8_t)pg[4 * ((size_t)(j / 4) * P + r) + j % 4] * aq[j];
+                    isum += weight(pg[4 * ((size_t)(j / 4) * P + r) + j % 4]) * aq[j];
                 const float* fs = (const float*)(pg + (size_t)P * G);
-                const float sd = fs[r] * b.d;
-                acc = std::fma((float)isum, sd, acc);
-                if (has_min) acc = std::fma(fs[P + r], G == 32 ? b.dsum32 : b.dsum16[half], acc);
+                const float ds = G == 32 ? b.dsum32 : b.dsum16[half];
+                if (run <= 1) {
+                    const float sd = fs[r] * b.d;
+                    acc = std::fma((float)isum, sd, acc);
+                    if (has_min) acc = std::fma(fs[P + r], ds, acc);
+                } else {
+                    t = std::fma((float)isum, fs[r], t);
+                    if (has_min) acc = std::fma(fs[P + r], ds, acc);
+                    if ((g + 1) % run == 0) {
+                        const int64_t g0 = g + 1 - run;
+                        const float d = (G == 32 ? a[g0] : a[g0 / 2]).d;
+                        acc = std::fma(t, d, acc);
+                        t = 0.0f;
+                    }
+                }
             }
             y[(size_t)c * y_stride + r] = acc;
         }

@@ -77,7 +77,7 @@ void tile(const uint8_t* panel, int64_t n_groups, const PanelActBlock* act, size
 
 constexpr int kTile = 4;
 
-void panel_gemm_avx2(const uint8_t* panel, int64_t n_groups, int G, bool has_min,
+void panel_gemm_avx2(const uint8_t* panel, int64_t n_groups, int G, bool has_min, int /*run: 1*/,
                      const PanelActBlock* act, size_t act_stride, int64_t n_cols, float* y,
                      size_t y_stride, int rows) {
     with_panel_group(G, has_min, [&]<int kG, bool kMin>() {
