@@ -19,10 +19,10 @@
 #include "commands.h"
 #include "edgellm/chat.h"
 #include "edgellm/grammar.h"
-#include "edgellm/speculative.h"
 #include "edgellm/json_schema.h"
 #include "edgellm/model.h"
 #include "edgellm/session.h"
+#include "edgellm/speculative.h"
 #include "edgellm/tokenizer.h"
 #include "kernels/kernels.h"
 
@@ -72,7 +72,7 @@ struct Row {
     int n_prompt = 0, n_gen = 0, n_threads = 0;
     std::vector<double> samples;  // tokens/s
     double avg = 0, stddev = 0, median = 0;
-    double bw_gbps = 0, bw_share = 0;  // tg rows only
+    double bw_gbps = 0, bw_share = 0;       // tg rows only
     double int8_gmacs = 0, int8_share = 0;  // pp rows: the matrices' multiply-adds per second
 };
 
@@ -123,7 +123,6 @@ double median_of(std::vector<double> v) {
     return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
 }
 
-
 // A model with its tokenizer, loaded and prepared as the flags ask (--no-repack, --mlock,
 // the warm-up read); false with the reason.
 struct LoadedModel {
@@ -156,8 +155,8 @@ bool kv_type_option(const ArgParser& p, ContextParams* cp, std::string* err) {
 struct SpecSettingsCli {
     std::string draft_model;
     bool ngram = false;
-    int draft_n_max = 3;   // the draft model's most per step (--draft-max)
-    int ngram_n_max = 16;  // lookup's (--draft-max when given)
+    int draft_n_max = 3;       // the draft model's most per step (--draft-max)
+    int ngram_n_max = 16;      // lookup's (--draft-max when given)
     int n_max = 3, n_min = 0;  // (n_max: the larger of those in use)
     float p_min = 0.0f;
     bool adaptive = true;
@@ -186,7 +185,8 @@ bool read_bench_spec(const ArgParser& p, SpecSettingsCli* sc, std::string* err) 
         }
     }
     int64_t n_max = 3, n_min = 0;
-    if (!p.get_int("--draft-max", 1, 64, &n_max, err) || !p.get_int("--draft-min", 0, 64, &n_min, err) ||
+    if (!p.get_int("--draft-max", 1, 64, &n_max, err) ||
+        !p.get_int("--draft-min", 0, 64, &n_min, err) ||
         !p.get_float("--draft-p-min", 0.0, 1.0, &sc->p_min, err))
         return false;
     sc->draft_n_max = (int)n_max;
@@ -233,9 +233,9 @@ int bench_constrained(const ArgParser& p, const std::string& model_path, int64_t
     auto vocab = GrammarVocab::build(*tok);
     const double vocab_ms = seconds_since(t_vocab) * 1000.0;
 
-    const std::string user = p.get_or(
-        "--prompt", schema ? "Describe a user of our app as a JSON object."
-                           : "北京明天天气怎么样？用 JSON 回答，包含 tool 和 args。");
+    const std::string user =
+        p.get_or("--prompt", schema ? "Describe a user of our app as a JSON object."
+                                    : "北京明天天气怎么样？用 JSON 回答，包含 tool 和 args。");
     const ChatPrompt chat = chat_prompt(model->file(), *tok, {{"user", user}}, true);
     const auto prompt = tok->tokenize(chat.text, !chat.bos_in_text, true);
     Session session(*model, *tok, **ctx);
@@ -264,10 +264,10 @@ int bench_constrained(const ArgParser& p, const std::string& model_path, int64_t
             if (!r) return fail("bench", r.error());
             Run& run = which ? constrained_run : free_run;
             const double first = seconds_since(t0) * 1000.0 - r->generate_ms;
-            std::fprintf(stderr, "bench: %s %s %lld/%lld: %lld tokens, %.2f tokens/s, first token %.1f ms\n",
-                         which ? "constrained" : "free", rep < 0 ? "warm-up" : "run",
-                         (long long)rep + 1, (long long)reps, (long long)r->n_generated,
-                         r->generate_per_second(), first);
+            std::fprintf(
+                stderr, "bench: %s %s %lld/%lld: %lld tokens, %.2f tokens/s, first token %.1f ms\n",
+                which ? "constrained" : "free", rep < 0 ? "warm-up" : "run", (long long)rep + 1,
+                (long long)reps, (long long)r->n_generated, r->generate_per_second(), first);
             if (rep < 0) continue;
             run.tps.push_back(r->generate_per_second());
             run.first_ms.push_back(first);
@@ -282,7 +282,8 @@ int bench_constrained(const ArgParser& p, const std::string& model_path, int64_t
                 schema ? "JSON schema" : "grammar", file.c_str(), vocab_ms);
     std::printf("prompt: %zu tokens; median of %lld runs after a warm-up, greedy\n\n",
                 prompt.size(), (long long)reps);
-    std::printf("| decode | tokens | t/s (median) | first token ms (median) | compile ms (median) |\n");
+    std::printf(
+        "| decode | tokens | t/s (median) | first token ms (median) | compile ms (median) |\n");
     std::printf("|---|---:|---:|---:|---:|\n");
     std::printf("| free | %lld | %.2f | %.1f | |\n", (long long)free_run.tokens, free_tps,
                 median_of(free_run.first_ms));
@@ -294,7 +295,6 @@ int bench_constrained(const ArgParser& p, const std::string& model_path, int64_t
     std::printf("constrained output: %s\n", constrained_run.text.c_str());
     return 0;
 }
-
 
 // bench --draft MODEL / --spec-type ngram: speculative decoding beside plain decoding, on
 // prompt classes a user sends (chat in Chinese and English, a code edit, JSON, quoting a
@@ -353,7 +353,8 @@ int bench_speculative(const ArgParser& p, const std::string& model_path, int64_t
         if (!load_model(p, sc.draft_model, &draft, &err))
             return fail("bench", "the draft model: " + err);
         const std::string why = draft_vocab_mismatch(*tok, *draft.tok);
-        if (!why.empty()) return fail("bench", "the draft model cannot draft for the model: " + why);
+        if (!why.empty())
+            return fail("bench", "the draft model cannot draft for the model: " + why);
         ContextParams dcp = cp;
         dcp.n_outputs = 1;
         auto dc = Context::create(*draft.model, dcp);
@@ -377,11 +378,12 @@ int bench_speculative(const ArgParser& p, const std::string& model_path, int64_t
     std::printf("model: %s; draft: %s; threads: %d; kernels: %s\n", model_path.c_str(),
                 sc.draft_model.empty() ? "(none)" : sc.draft_model.c_str(),
                 (*ctx)->params().n_threads, active_kernel_set().c_str());
-    std::printf("greedy, %lld tokens, median of %lld runs after a warm-up; drafts per step at "
-                "most %d (draft model), %d (ngram), at least %d; --draft-p-min %.2f; draft length %s\n\n",
-                (long long)n_gen, (long long)reps, sc.draft_n_max, sc.ngram_n_max, sc.n_min, sc.p_min,
-                sc.adaptive ? "chosen per step from the measured accept rate and costs"
-                            : "fixed (--spec-fixed)");
+    std::printf(
+        "greedy, %lld tokens, median of %lld runs after a warm-up; drafts per step at "
+        "most %d (draft model), %d (ngram), at least %d; --draft-p-min %.2f; draft length %s\n\n",
+        (long long)n_gen, (long long)reps, sc.draft_n_max, sc.ngram_n_max, sc.n_min, sc.p_min,
+        sc.adaptive ? "chosen per step from the measured accept rate and costs"
+                    : "fixed (--spec-fixed)");
     std::string header = "| prompt | tokens | plain t/s |";
     std::string rule = "|---|---:|---:|";
     for (size_t m = 1; m < modes.size(); ++m) {
@@ -390,8 +392,8 @@ int bench_speculative(const ArgParser& p, const std::string& model_path, int64_t
     }
     std::vector<std::string> rows;
     for (const SpecPrompt& sp : kSpecPrompts) {
-        const ChatPrompt chat = chat_prompt(model->file(), *tok,
-                                            {{"system", sp.system}, {"user", sp.user}}, true);
+        const ChatPrompt chat =
+            chat_prompt(model->file(), *tok, {{"system", sp.system}, {"user", sp.user}}, true);
         const auto prompt = tok->tokenize(chat.text, !chat.bos_in_text, true);
         std::vector<std::vector<double>> tps(modes.size());
         std::vector<int64_t> drafted(modes.size()), accepted(modes.size());
@@ -414,11 +416,14 @@ int bench_speculative(const ArgParser& p, const std::string& model_path, int64_t
                 gp.spec.n_min = sc.n_min;
                 auto r = session.generate(prompt, gp, nullptr);
                 if (!r) return fail("bench", r.error());
-                const double t = r->generate_ms > 0 ? 1000.0 * (double)r->n_generated / r->generate_ms : 0;
-                std::fprintf(stderr, "bench: %s, %s, %s %lld/%lld: %lld tokens, %.2f t/s, drafted %lld, kept %lld\n",
-                             sp.name, modes[m].name.c_str(), rep < 0 ? "warm-up" : "run",
-                             (long long)rep + 1, (long long)reps, (long long)r->n_generated, t,
-                             (long long)r->n_drafted, (long long)r->n_accepted);
+                const double t =
+                    r->generate_ms > 0 ? 1000.0 * (double)r->n_generated / r->generate_ms : 0;
+                std::fprintf(
+                    stderr,
+                    "bench: %s, %s, %s %lld/%lld: %lld tokens, %.2f t/s, drafted %lld, kept %lld\n",
+                    sp.name, modes[m].name.c_str(), rep < 0 ? "warm-up" : "run", (long long)rep + 1,
+                    (long long)reps, (long long)r->n_generated, t, (long long)r->n_drafted,
+                    (long long)r->n_accepted);
                 if (rep < 0) continue;
                 tps[m].push_back(t);
                 drafted[m] += r->n_drafted;
@@ -433,9 +438,12 @@ int bench_speculative(const ArgParser& p, const std::string& model_path, int64_t
         std::string row = cell;
         for (size_t m = 1; m < modes.size(); ++m) {
             const double v = median_of(tps[m]);
-            std::snprintf(cell, sizeof cell, " %.2f | %.2f× | %s | %s |", v, plain > 0 ? v / plain : 0.0,
-                          drafted[m] > 0 ? std::to_string((double)accepted[m] / (double)drafted[m]).substr(0, 4).c_str() : "–",
-                          text[m] == text[0] ? "yes" : "NO");
+            std::snprintf(
+                cell, sizeof cell, " %.2f | %.2f× | %s | %s |", v, plain > 0 ? v / plain : 0.0,
+                drafted[m] > 0
+                    ? std::to_string((double)accepted[m] / (double)drafted[m]).substr(0, 4).c_str()
+                    : "–",
+                text[m] == text[0] ? "yes" : "NO");
             row += cell;
         }
         rows.push_back(row);
@@ -457,6 +465,9 @@ int cmd_bench(const std::vector<std::string>& args) {
     p.option({"-d", "--n-depth"}, "N",
              "fill the KV cache with N tokens before each test (default 0)");
     p.option({"-c", "--ctx-size"}, "N", "context (default: enough for the tests)");
+    p.option({"-b", "--batch-size", "-ub", "--ubatch-size"}, "N",
+             "most prompt tokens in one forward step, as serve's -b (default 512; llama-bench's "
+             "-ub)");
     add_kv_options(p);
     p.option({"-o", "--output"}, "FMT", "md (default), json or csv");
     p.option({"--kernels"}, "NAME", "kernel set (default: the best available)");
@@ -471,9 +482,12 @@ int cmd_bench(const std::vector<std::string>& args) {
              "instead: speculative decoding with this draft model beside plain decoding, on "
              "chat, code-edit, JSON and quoting prompts");
     p.option({"--spec-type"}, "LIST", "with or instead of --draft: ngram (prompt lookup), draft");
-    p.option({"--draft-max", "--spec-draft-n-max"}, "N", "most drafts per step (default 3, ngram only 16)");
-    p.option({"--draft-min", "--spec-draft-n-min"}, "N", "fewer drafts than this: none (default 0)");
-    p.option({"--draft-p-min", "--spec-draft-p-min"}, "P", "the draft model's least probability (default 0)");
+    p.option({"--draft-max", "--spec-draft-n-max"}, "N",
+             "most drafts per step (default 3, ngram only 16)");
+    p.option({"--draft-min", "--spec-draft-n-min"}, "N",
+             "fewer drafts than this: none (default 0)");
+    p.option({"--draft-p-min", "--spec-draft-p-min"}, "P",
+             "the draft model's least probability (default 0)");
     p.flag({"--spec-fixed"}, "always draft up to --draft-max (default: adaptive)");
     add_cpu_options(p);
     if (auto done = parse_command_line(p, args)) return *done;
@@ -482,8 +496,9 @@ int cmd_bench(const std::vector<std::string>& args) {
         return fail("bench", "unexpected argument " + p.positional()[0], 2);
     auto model_path = model_path_or_default(p);
     if (!model_path) return fail("bench", model_path.error(), 2);
-    int64_t n_prompt = 512, n_gen = 128, reps = 5, n_ctx = 0, depth = 0;
+    int64_t n_prompt = 512, n_gen = 128, reps = 5, n_ctx = 0, depth = 0, n_batch = 512;
     if (!p.get_int("-p", 0, 1 << 16, &n_prompt, &err) ||
+        !p.get_int("-b", 1, 1 << 16, &n_batch, &err) ||
         !p.get_int("-n", 0, 1 << 16, &n_gen, &err) || !p.get_int("-r", 1, 1000, &reps, &err) ||
         !p.get_int("-c", 0, 1 << 24, &n_ctx, &err) || !p.get_int("-d", 0, 1 << 20, &depth, &err))
         return fail("bench", err, 2);
@@ -494,10 +509,12 @@ int cmd_bench(const std::vector<std::string>& args) {
         threads.push_back((int)std::max(1u, std::thread::hardware_concurrency()));
     }
     if (p.has("--draft") || p.has("--spec-type") || p.has("--grammar") || p.has("--json-schema"))
-        for (const char* f : {"-p", "-d", "-c", "-o", "--no-bandwidth", "--no-int8-limit"})
+        for (const char* f : {"-p", "-d", "-c", "-b", "-o", "--no-bandwidth", "--no-int8-limit"})
             if (p.has(f))
-                return fail("bench", std::string(f) + " is for the pp/tg tests; --draft, --spec-type, "
-                                                      "--grammar and --json-schema take -n, -r, -t",
+                return fail("bench",
+                            std::string(f) +
+                                " is for the pp/tg tests; --draft, --spec-type, "
+                                "--grammar and --json-schema take -n, -r, -t",
                             2);
     if (p.has("--draft") || p.has("--spec-type")) {
         if (threads.size() != 1) return fail("bench", "--draft / --spec-type take one -t", 2);
@@ -520,8 +537,8 @@ int cmd_bench(const std::vector<std::string>& args) {
     ContextParams kv;
     if (!kv_type_option(p, &kv, &err)) return fail("bench", err, 2);
     const std::string kv_name = kv.type_k == kv.type_v ? std::string(tensor_type_name(kv.type_k))
-                                                       : std::string(tensor_type_name(kv.type_k)) + "/" +
-                                                             tensor_type_name(kv.type_v);
+                                                       : std::string(tensor_type_name(kv.type_k)) +
+                                                             "/" + tensor_type_name(kv.type_v);
     err = choose_kernels(p.get_or("--kernels", ""));
     if (!err.empty()) return fail("bench", err, 2);
 
@@ -545,17 +562,19 @@ int cmd_bench(const std::vector<std::string>& args) {
         weight_read += t.n_bytes;
     }
     const double kv_per_token = (double)h.n_layer * (double)(row_size(kv.type_k, h.n_embd_kv()) +
-                                                              row_size(kv.type_v, h.n_embd_kv()));
+                                                             row_size(kv.type_v, h.n_embd_kv()));
 
     // The layers' matrix multiply-adds per prompt token (the output projection runs for the
     // last token only): what a pp row's speed is in int8 multiply-adds.
     double macs_per_token = 0;
     for (const auto& t : m.file().tensors())
-        if (t.n_dims == 2 && t.name.rfind("blk.", 0) == 0) macs_per_token += (double)t.ne[0] * (double)t.ne[1];
+        if (t.n_dims == 2 && t.name.rfind("blk.", 0) == 0)
+            macs_per_token += (double)t.ne[0] * (double)t.ne[1];
     std::vector<std::pair<int, Int8Limit>> int8_limits;  // threads -> the kernel set's limit
     if (!p.has("--no-int8-limit") && n_prompt > 0)
         for (int t : threads) {
-            std::fprintf(stderr, "bench: measuring the int8 limit with %d thread%s...\n", t, t > 1 ? "s" : "");
+            std::fprintf(stderr, "bench: measuring the int8 limit with %d thread%s...\n", t,
+                         t > 1 ? "s" : "");
             int8_limits.emplace_back(t, measure_int8_limit(t));
         }
     std::vector<std::pair<int, double>> bandwidth;  // threads -> GB/s
@@ -572,7 +591,7 @@ int cmd_bench(const std::vector<std::string>& args) {
     for (int nt : threads) {
         ContextParams cp;
         cp.n_ctx = n_ctx > 0 ? n_ctx : std::max<int64_t>(depth + std::max(n_prompt, n_gen), 16);
-        cp.n_batch = n_prompt > 0 ? n_prompt : 512;  // (the depth fill goes in batches too)
+        cp.n_batch = n_batch;  // a longer prompt goes in steps (so does the depth fill)
         cp.type_k = kv.type_k;
         cp.type_v = kv.type_v;
         cp.n_threads = nt;
@@ -597,7 +616,18 @@ int cmd_bench(const std::vector<std::string>& args) {
         };
         const std::string at = depth > 0 ? " @ d" + std::to_string(depth) : "";
         if (n_prompt > 0) {
-            Row r{"pp" + std::to_string(n_prompt) + at, (int)n_prompt, 0, nt, {}, 0, 0, 0, 0, 0, 0, 0};
+            Row r{"pp" + std::to_string(n_prompt) + at,
+                  (int)n_prompt,
+                  0,
+                  nt,
+                  {},
+                  0,
+                  0,
+                  0,
+                  0,
+                  0,
+                  0,
+                  0};
             std::vector<int32_t> prompt((size_t)n_prompt);
             for (int rep = -1; rep < reps; ++rep) {  // rep -1 is the warm-up
                 for (auto& x : prompt) x = tok(rng);
@@ -614,7 +644,8 @@ int cmd_bench(const std::vector<std::string>& args) {
             finish(r);
             r.int8_gmacs = r.median * macs_per_token / 1e9;
             for (auto& [t, lim] : int8_limits)
-                if (t == nt && lim.macs_per_s > 0) r.int8_share = r.int8_gmacs * 1e9 / lim.macs_per_s;
+                if (t == nt && lim.macs_per_s > 0)
+                    r.int8_share = r.int8_gmacs * 1e9 / lim.macs_per_s;
             rows.push_back(r);
         }
         if (n_gen > 0) {
@@ -657,15 +688,16 @@ int cmd_bench(const std::vector<std::string>& args) {
                 "\"n_threads\": %d, \"avg_ts\": %.6f, \"stddev_ts\": %.6f, \"median_ts\": %.6f, "
                 "\"samples_ts\": [",
                 json_escape(name).c_str(), mtype.c_str(), m.weight_bytes(), (long long)n_params,
-                kernels.c_str(), kv_name.c_str(), r.test.c_str(), r.n_prompt, r.n_gen,
-                r.n_threads, r.avg, r.stddev, r.median);
+                kernels.c_str(), kv_name.c_str(), r.test.c_str(), r.n_prompt, r.n_gen, r.n_threads,
+                r.avg, r.stddev, r.median);
             for (size_t k = 0; k < r.samples.size(); ++k)
                 std::printf("%s%.6f", k ? ", " : "", r.samples[k]);
             std::printf("]");
             if (r.n_gen > 0)
                 std::printf(", \"bw_gbps\": %.4f, \"bw_share\": %.4f", r.bw_gbps, r.bw_share);
             if (r.n_prompt > 0)
-                std::printf(", \"int8_gmacs\": %.4f, \"int8_share\": %.4f", r.int8_gmacs, r.int8_share);
+                std::printf(", \"int8_gmacs\": %.4f, \"int8_share\": %.4f", r.int8_gmacs,
+                            r.int8_share);
             std::printf("}%s\n", i + 1 < rows.size() ? "," : "");
         }
         std::printf("]\n");
@@ -686,16 +718,20 @@ int cmd_bench(const std::vector<std::string>& args) {
         std::printf("memory read bandwidth, %d thread%s: %.1f GB/s\n", t, t > 1 ? "s" : "", bw);
     for (auto& [t, lim] : int8_limits)
         if (lim.macs_per_s > 0)
-            std::printf("int8 limit, %d thread%s: %.1f GMAC/s (the %s set's dot-product instruction from registers)\n",
-                        t, t > 1 ? "s" : "", lim.macs_per_s / 1e9, lim.set.c_str());
+            std::printf(
+                "int8 limit, %d thread%s: %.1f GMAC/s (the %s set's dot-product instruction from "
+                "registers)\n",
+                t, t > 1 ? "s" : "", lim.macs_per_s / 1e9, lim.set.c_str());
         else
-            std::printf("int8 limit, %d thread%s: not measured (the %s set has no int8 dot-product instruction)\n",
-                        t, t > 1 ? "s" : "", kernels.c_str());
+            std::printf(
+                "int8 limit, %d thread%s: not measured (the %s set has no int8 dot-product "
+                "instruction)\n",
+                t, t > 1 ? "s" : "", kernels.c_str());
     std::printf("matrix multiply-adds per prompt token: %.3f G\n", macs_per_token / 1e9);
-    std::printf("kernels: %s; weights read per generated token: %.1f MiB (%.1f MiB of them "
-                "repacked for decode)\n\n",
-                kernels.c_str(), (double)weight_read / (1 << 20),
-                (double)m.repacked_bytes() / (1 << 20));
+    std::printf(
+        "kernels: %s; weights read per generated token: %.1f MiB (%.1f MiB of them "
+        "repacked for decode)\n\n",
+        kernels.c_str(), (double)weight_read / (1 << 20), (double)m.repacked_bytes() / (1 << 20));
     std::printf(
         "| model | type | size | params | threads | test | t/s (median) | mean ± sd | weight read "
         "GB/s | bandwidth share | int8 GMAC/s | int8 share |\n");

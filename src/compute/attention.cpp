@@ -99,12 +99,14 @@ Scratch carve(uint8_t* p, const AttentionShape& s, TensorType kv_type, int64_t n
 // rows (vec_mad_n). The kernels are the set's SIMD ones or, in the ref set, their scalar
 // twins.
 EDGELLM_ATTN_CLONES void attend(const AttentionShape& s, const TypeKernels& kk,
-                                const TypeKernels& vk, const KvLayerView& kv, const int32_t* cell_pos, int64_t n_cells,
-                                int32_t pos, const Item& it, const Scratch& w, int64_t n_ctx,
-                                float* out) {
+                                const TypeKernels& vk, const KvLayerView& kv,
+                                const int32_t* cell_pos, int64_t n_cells, int32_t pos,
+                                const Item& it, const Scratch& w, int64_t n_ctx, float* out) {
     const int hd = s.head_dim;
-    const size_t k_off = (size_t)it.hkv * (kv.k_head_stride ? kv.k_head_stride : row_size(kv.type_k, hd));
-    const size_t v_off = (size_t)it.hkv * (kv.v_head_stride ? kv.v_head_stride : row_size(kv.type_v, hd));
+    const size_t k_off =
+        (size_t)it.hkv * (kv.k_head_stride ? kv.k_head_stride : row_size(kv.type_k, hd));
+    const size_t v_off =
+        (size_t)it.hkv * (kv.v_head_stride ? kv.v_head_stride : row_size(kv.type_v, hd));
     for (int g = 0; g < it.n; ++g) w.m[g] = kNegInf;
     int64_t first_seen = n_cells, last_seen = -1, n_visible = 0;
     // All keys of the visible span at once (16 per AVX-512 step) against the queries,
@@ -126,8 +128,8 @@ EDGELLM_ATTN_CLONES void attend(const AttentionShape& s, const TypeKernels& kk,
     for (int g = 0; g < it.n; ++g)
         qk.to_float(w.q_conv + w.q_row * (size_t)g, qf + (size_t)g * hd, hd);
     if (lo < hi)
-        kk.dot_rows(hd, hi - lo, kv.k + (size_t)lo * kv.k_row_bytes + k_off, kv.k_row_bytes, qf, it.n,
-                    w.scores + lo, (size_t)n_ctx);
+        kk.dot_rows(hd, hi - lo, kv.k + (size_t)lo * kv.k_row_bytes + k_off, kv.k_row_bytes, qf,
+                    it.n, w.scores + lo, (size_t)n_ctx);
     for (int g = 0; g < it.n; ++g) {
         float* sc = w.scores + (size_t)g * n_ctx;
         // scaled scores (masked cells -inf) and their maximum, in 16 independent lanes
@@ -201,7 +203,8 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, const 
     // The largest n_ctx the scratch holds scores for (the scores stride).
     const size_t group = (size_t)(s.n_head / s.n_head_kv);
     int64_t n_ctx = n_cells;
-    while (attention_scratch_per_thread(s, kv.type_k, n_ctx + 64) <= scratch_per_thread) n_ctx += 64;
+    while (attention_scratch_per_thread(s, kv.type_k, n_ctx + 64) <= scratch_per_thread)
+        n_ctx += 64;
     const int hd = s.head_dim;
 
     // Work items: (token, KV head), split into sub-groups of query heads when there are
@@ -214,9 +217,10 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, const 
 
     pool.run([&](int ith, int nth_run) {
         const Scratch w = carve(scratch + (size_t)ith * scratch_per_thread, s, kv.type_k, n_ctx);
-        int64_t i0, i1;
-        ThreadPool::split(n_items, ith, nth_run, &i0, &i1);
-        for (int64_t item = i0; item < i1; ++item) {
+        // Items dealt out in turn, not in contiguous ranges: under the causal mask a late
+        // token sees many more cells than an early one, and contiguous ranges left one
+        // thread waiting for the other (17 % of a 4096-token prompt's time).
+        for (int64_t item = ith; item < n_items; item += nth_run) {
             Item it;
             it.t = item / (s.n_head_kv * split);
             const int64_t rest = item % (s.n_head_kv * split);

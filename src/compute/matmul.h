@@ -21,15 +21,15 @@ size_t activation_buffer_size(const TensorView& w, int64_t n_rows, int n_threads
 inline constexpr int64_t kPanelMinTokens = 8;
 
 // Weights in the row-interleaved layout (x16) take their GEMV up to this many tokens
-// (the kernel set's gemv_x16_cols), the panel GEMM above. The panel GEMM unpacks every
-// weight once per call (a fixed ~220 ms for Qwen2.5 1.5B Q4_K_M on 2 threads here) and
-// then costs little per token; the GEMV has no fixed cost and, taking four tokens per
-// unpacking, little per token too. Prefill, tokens/s, GEMV vs panel, 1.5B, 2 threads:
-// AVX-512 16 tokens 141 vs 52, 64: 168 vs 112, 128: 165 vs 146, 256: 164 vs 157, 512:
-// 154 vs 160; AVX2 (two tokens per unpacking) 16: 80 vs 31, 64: 84 vs 54, 256: 84 vs
-// ~70. At 512 the GEMV wins on the 0.5B (Q4_K_M 488 vs 405) but loses on some 1.5B files
-// (Q2_K_S, 1 thread: 66 vs 73), so x86 sets take the GEMV up to 256 tokens. ARM: not
-// timed on a board, 64.
+// (the kernel set's gemv_x16_cols), the panel GEMM above. The GEMV has no fixed cost and
+// unpacks the weights once per eight tokens; the panel GEMM unpacks every weight once per
+// call. With AVX-512 the panels are made straight from the x16 layout, which makes them
+// as fast as the GEMV from 16 tokens on (GMAC/s, 2 threads, 8960 x 1536 Q4_K, GEMV vs
+// panel: 32 tokens 183 vs 192, 64: 201 vs 223, 128: 148 vs 253, 256: 237 vs 274; 4864 x
+// 896 Q8_0 and Q5_0 alike within this machine's noise): the set takes the GEMV up to 16.
+// AVX2 (panels of 8 signed rows, unpacked through the file's layout) up to 256: 16
+// tokens 80 vs 31, 64: 84 vs 54, 256: 84 vs ~70 tokens/s on the 1.5B. ARM: not timed on
+// a board, 64.
 int64_t x16_gemv_max_tokens(TensorType t);
 
 // xq[t] = quantize(x[t * x_stride .. + w.ne[0]]) in the vec_dot_type of w (and the panel

@@ -159,9 +159,8 @@ TEST_P(KernelSetTest, MatchesReferenceOnRandomBlocks) {
     for (TensorType t : all_types()) {
         const TypeKernels& k = type_kernels(t);
         const TypeKernels& r = reference_kernels(t);
-        const bool differs =
-            k.to_float != r.to_float || k.from_float != r.from_float || k.vec_dot != r.vec_dot ||
-            k.gemv_x16 != r.gemv_x16;
+        const bool differs = k.to_float != r.to_float || k.from_float != r.from_float ||
+                             k.vec_dot != r.vec_dot || k.gemv_x16 != r.gemv_x16;
         if (!differs) continue;
         ++checked;
         const int64_t bs = tensor_type_info(t).block_size;
@@ -269,7 +268,7 @@ TEST(CpuFeatures, ReportsSomething) {
 TEST(Panel, PackedWeightsDecodeLikeToFloat) {
     const int P = 16;
     const int64_t n = 512;
-    const int rows = 11;  // a partial panel: rows 11..15 must be zero
+    const int rows = 11;           // a partial panel: rows 11..15 must be zero
     for (bool uq : {false, true})  // signed q, or unsigned (PanelKernel::unsigned_q)
         for (TensorType t : all_types()) {
             const TypeKernels& k = reference_kernels(t);
@@ -313,7 +312,8 @@ TEST_P(KernelSetTest, PanelKernelEqualsReferenceBitForBit) {
         return;
     }
     ASSERT_NE(k.gemm, nullptr) << GetParam();
-    EXPECT_EQ(std::string(k.isa), GetParam());
+    // i8mm has no panel GEMM of its own yet: it keeps dotprod's, the set it builds on
+    EXPECT_EQ(std::string(k.isa), GetParam() == "i8mm" ? std::string("dotprod") : GetParam());
     for (uint64_t seed = 1; seed <= 20; ++seed) EXPECT_EQ(check_panel_kernel(k, seed), "");
 }
 
@@ -504,7 +504,8 @@ TEST(X16, CheckCatchesAWrongKernel) {
     EXPECT_NE(check_type_kernels(TensorType::Q4_K, k, r, 512, 3).find("gemv_x16"),
               std::string::npos);
     k.gemv_x16 = [](int64_t n, const uint8_t* g, const PanelActBlock* act, size_t as, int64_t nc,
-                    float* y, size_t ys) { gemv_x16_ref(TensorType::Q4_K)(n, g, act, as, nc, y, ys); };
+                    float* y,
+                    size_t ys) { gemv_x16_ref(TensorType::Q4_K)(n, g, act, as, nc, y, ys); };
     EXPECT_EQ(check_type_kernels(TensorType::Q4_K, k, r, 512, 3), "");
 }
 

@@ -48,19 +48,34 @@ void q4_0_to_panel(const uint8_t* group, int64_t nb, const PanelGroups& p) {
     }
 }
 
+// kSpread[m]: byte i = bit i of m, times 16 (the fifth bit of eight q5_0 values).
+struct Spread {
+    uint64_t v[256];
+    constexpr Spread() : v() {
+        for (int m = 0; m < 256; ++m)
+            for (int i = 0; i < 8; ++i)
+                if (m >> i & 1) v[m] |= (uint64_t)16 << (8 * i);
+    }
+};
+constexpr Spread kSpread{};
+
 void q5_0_to_panel(const uint8_t* group, int64_t nb, const PanelGroups& p) {
+    constexpr uint64_t kLow = 0x0F0F0F0F0F0F0F0Full, kBias = 0x7070707070707070ull;  // 112
     for (int64_t b = 0; b < nb; ++b) {
         const uint8_t* x = group + 352 * (size_t)b;
         for (int k = 0; k < 4; ++k) {
-            uint64_t lo, hi;
-            std::memcpy(&lo, x + 32 + 16 * k, 8);
-            std::memcpy(&hi, x + 40 + 16 * k, 8);
+            const uint8_t* lo = x + 32 + 16 * k;  // 8 bytes of mask: elements 4k + j
+            const uint8_t* hi = lo + 8;           // elements 16 + 4k + j
             const uint8_t* v = x + 96 + 64 * k;
             uint8_t* s0 = p.step(b, k);
             uint8_t* s1 = p.step(b, 4 + k);
-            for (int i = 0; i < 64; ++i) {  // nibble | bit << 4, - 16 + 128
-                s0[i] = (uint8_t)((v[i] & 0x0F) + (((lo >> i) & 1) << 4) + 112);
-                s1[i] = (uint8_t)((v[i] >> 4) + (((hi >> i) & 1) << 4) + 112);
+            for (int i = 0; i < 8; ++i) {  // nibble | bit << 4, - 16 + 128; no carries
+                uint64_t w;
+                std::memcpy(&w, v + 8 * i, 8);
+                const uint64_t a = (w & kLow) + kSpread.v[lo[i]] + kBias;
+                const uint64_t c = ((w >> 4) & kLow) + kSpread.v[hi[i]] + kBias;
+                std::memcpy(s0 + 8 * i, &a, 8);
+                std::memcpy(s1 + 8 * i, &c, 8);
             }
         }
         for (int r = 0; r < R; ++r) p.scale(b)[r] = half_at(x, r);

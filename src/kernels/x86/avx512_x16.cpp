@@ -387,10 +387,11 @@ struct X16Q6_K {
 }  // namespace
 
 void fill_x16_avx512(TypeKernels* table) {
-    // Measured here (Qwen2.5 0.5B and 1.5B): the GEMV is faster than the panel GEMM up to
-    // 256-token batches; at 512 it depends on the model and type; see compute/matmul.h.
+    // Measured here (Qwen2.5 0.5B and 1.5B shapes): since the panel GEMM reads x16 weights
+    // straight into its panels it is as fast as the GEMV from 16-token batches and faster
+    // above; see compute/matmul.h.
     set_x16_gemvs(table, {gemv<Legacy<X16Q4_0>>, gemv<Legacy<X16Q5_0>>, gemv<Legacy<X16Q8_0>>,
-                          gemv<X16Q2_K>, gemv<X16Q4_K>, gemv<X16Q6_K>, 256});
+                          gemv<X16Q2_K>, gemv<X16Q4_K>, gemv<X16Q6_K>, 16});
 }
 
 }  // namespace edgellm
