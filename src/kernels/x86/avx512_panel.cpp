@@ -64,39 +64,37 @@ void tile(const uint8_t* panel, int64_t n_groups, int run, const PanelActBlock* 
             }
         }
     };
+    // Group g's integer sums and row scales to `use`, then its offsets into acc.
+    auto each_group = [&](int64_t g, auto&& use) {
+        const uint8_t* pg = panel + kGroupBytes * (size_t)g;
+        const int64_t blk = G == 32 ? g : g / 2;
+        const int half = G == 32 ? 0 : (int)(g & 1);
+        __m512i isum[kCols];
+        group_sums<G, kMin, kCols>(pg, a, blk, half, isum);
+        use(blk, isum, _mm512_loadu_ps(pg + kQBytes));
+        add_offsets(pg, blk, half);
+    };
     if constexpr (kRuns) {
         for (int64_t g0 = 0; g0 < n_groups; g0 += run) {
             __m512 t[kCols];
             for (int c = 0; c < kCols; ++c) t[c] = _mm512_setzero_ps();
-            for (int64_t g = g0; g < g0 + run; ++g) {
-                const uint8_t* pg = panel + kGroupBytes * (size_t)g;
-                const int64_t blk = G == 32 ? g : g / 2;
-                const int half = G == 32 ? 0 : (int)(g & 1);
-                __m512i isum[kCols];
-                group_sums<G, kMin, kCols>(pg, a, blk, half, isum);
-                const __m512 scale = _mm512_loadu_ps(pg + kQBytes);
-                for (int c = 0; c < kCols; ++c)
-                    t[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[c]), scale, t[c]);
-                add_offsets(pg, blk, half);
-            }
+            for (int64_t g = g0; g < g0 + run; ++g)
+                each_group(g, [&](int64_t, const __m512i* isum, __m512 scale) {
+                    for (int c = 0; c < kCols; ++c)
+                        t[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[c]), scale, t[c]);
+                });
             const int64_t blk0 = G == 32 ? g0 : g0 / 2;
             for (int c = 0; c < kCols; ++c)
                 acc[c] = _mm512_fmadd_ps(t[c], _mm512_set1_ps(a[c][blk0].d), acc[c]);
         }
     } else {
-        for (int64_t g = 0; g < n_groups; ++g) {
-            const uint8_t* pg = panel + kGroupBytes * (size_t)g;
-            const int64_t blk = G == 32 ? g : g / 2;
-            const int half = G == 32 ? 0 : (int)(g & 1);
-            __m512i isum[kCols];
-            group_sums<G, kMin, kCols>(pg, a, blk, half, isum);
-            const __m512 scale = _mm512_loadu_ps(pg + kQBytes);
-            for (int c = 0; c < kCols; ++c) {
-                const __m512 sd = _mm512_mul_ps(scale, _mm512_set1_ps(a[c][blk].d));
-                acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[c]), sd, acc[c]);
-            }
-            add_offsets(pg, blk, half);
-        }
+        for (int64_t g = 0; g < n_groups; ++g)
+            each_group(g, [&](int64_t blk, const __m512i* isum, __m512 scale) {
+                for (int c = 0; c < kCols; ++c) {
+                    const __m512 sd = _mm512_mul_ps(scale, _mm512_set1_ps(a[c][blk].d));
+                    acc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[c]), sd, acc[c]);
+                }
+            });
     }
     for (int c = 0; c < kCols; ++c) _mm512_mask_storeu_ps(y + y_stride * (size_t)c, rows, acc[c]);
 }
