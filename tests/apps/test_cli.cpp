@@ -223,8 +223,9 @@ TEST(RealModel, ChatTemplateFileReplacesTheModelsOrWarns) {
                            "<|im_end|>\n{% endfor %}{% if add_generation_prompt %}"
                            "<|im_start|>assistant\n{% endif %}";
     std::ofstream(bad) << "line one\n{% include 'other.jinja' %}";
-    const std::string q = " --chat -p 'What is the capital of France? Answer in one word.' "
-                          "-n 16 --temp 0 -t 2";
+    const std::string q =
+        " --chat -p 'What is the capital of France? Answer in one word.' "
+        "-n 16 --temp 0 -t 2";
     Outcome r = run("run -m " + model.string() + q + " --chat-template-file " + good.string());
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_NE(r.out.find("Paris"), std::string::npos) << r.out;
@@ -295,8 +296,8 @@ TEST(Cli, SynthThenBenchReportsJsonRows) {
     const auto rows = nlohmann::json::parse(r.out);
     ASSERT_EQ(rows.size(), 4u);  // (pp, tg) x (1, 2 threads)
     for (const auto& row : rows) {
-        for (const char* key : {"model", "n_prompt", "n_gen", "n_threads", "avg_ts", "stddev_ts",
-                                "median_ts"})
+        for (const char* key :
+             {"model", "n_prompt", "n_gen", "n_threads", "avg_ts", "stddev_ts", "median_ts"})
             EXPECT_TRUE(row.contains(key)) << key;
         EXPECT_GT(row["avg_ts"].get<double>(), 0.0);
         EXPECT_EQ(row["samples_ts"].size(), 2u);
@@ -309,6 +310,17 @@ TEST(Cli, SynthThenBenchReportsJsonRows) {
     EXPECT_TRUE(rows[1].contains("bw_gbps"));
     r = run("bench -m " + model.string() + " -t 0");
     EXPECT_EQ(r.code, 2);
+    // a prompt longer than -b goes in forward steps of -b tokens; -b 0 is refused by name
+    r = run("bench -m " + model.string() +
+            " -p 40 -b 16 -n 0 -t 1 -r 1 -o json --no-bandwidth --no-int8-limit");
+    ASSERT_EQ(r.code, 0) << r.err;
+    const auto stepped = nlohmann::json::parse(r.out);
+    ASSERT_EQ(stepped.size(), 1u);
+    EXPECT_EQ(stepped[0]["test"], "pp40");
+    EXPECT_GT(stepped[0]["median_ts"].get<double>(), 0.0);
+    r = run("bench -m " + model.string() + " -p 40 -b 0");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_NE(r.err.find("-b"), std::string::npos) << r.err;
     r = run("synth --arch gpt9 --shape tiny -o " + model.string());
     EXPECT_EQ(r.code, 2);
     fs::remove(model);
@@ -317,13 +329,16 @@ TEST(Cli, SynthThenBenchReportsJsonRows) {
 // bench --draft / --spec-type: a row per prompt class with plain and speculative speed, the
 // accept rate and whether the text was the same; flags it does not use exit 2.
 TEST(Cli, BenchSpeculationReportsEachPromptClass) {
-    const fs::path model = kGolden / "tiny-qwen2-q8_0.gguf", draft = kGolden / "tiny-qwen2-q2_k.gguf";
+    const fs::path model = kGolden / "tiny-qwen2-q8_0.gguf",
+                   draft = kGolden / "tiny-qwen2-q2_k.gguf";
     if (!fs::exists(model) || !fs::exists(draft)) GTEST_SKIP() << "no golden models at " << kGolden;
     const std::string m = "bench -m " + model.string() + " -t 1 -n 16 -r 1 ";
-    Outcome r = run(m + "--draft " + draft.string() + " --spec-type ngram --draft-max 4 --spec-fixed");
+    Outcome r =
+        run(m + "--draft " + draft.string() + " --spec-type ngram --draft-max 4 --spec-fixed");
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_NE(r.out.find("at most 4 (draft model), 4 (ngram)"), std::string::npos) << r.out;
-    for (const char* cls : {"| chat (zh) |", "| chat (en) |", "| code edit |", "| json |", "| quote |"}) {
+    for (const char* cls :
+         {"| chat (zh) |", "| chat (en) |", "| code edit |", "| json |", "| quote |"}) {
         const size_t at = r.out.find(cls);
         ASSERT_NE(at, std::string::npos) << cls << "\n" << r.out;
         const std::string row = r.out.substr(at, r.out.find('\n', at) - at);
