@@ -93,13 +93,74 @@ const Layout& layout(TensorType t) {
     static const Layout q6_K = make_layout(TensorType::Q6_K);
     static const Layout none{};
     switch (t) {
-        case TensorType::Q4_0: return q4_0;
-        case TensorType::Q5_0: return q5_0;
-        case TensorType::Q8_0: return q8_0;
-        case TensorType::Q2_K: return q2_K;
-        case TensorType::Q4_K: return q4_K;
-        case TensorType::Q6_K: return q6_K;
-        default: return none;
+        case TensorType::Q4_0:
+            return q4_0;
+        case TensorType::Q5_0:
+            return q5_0;
+        case TensorType::Q8_0:
+            return q8_0;
+        case TensorType::Q2_K:
+            return q2_K;
+        case TensorType::Q4_K:
+            return q4_K;
+        case TensorType::Q6_K:
+            return q6_K;
+        default:
+            return none;
+    }
+}
+
+size_t seg_bytes(Seg k);
+
+// A layout as flat lists of moves for x16_pack, which runs over every weight at load (a
+// segment interpreter per row was 0.55 s of the 1.5B's start-up): each segment's bytes for
+// row 0 at dst (row r: + 4r for chunks, + 2r for halves, the masks once per block).
+struct PackPlan {
+    struct Move {
+        uint16_t src, dst;
+        uint32_t flip;
+    };
+    Move m32[kMaxSegments], m16[kMaxSegments], qh[kMaxSegments];
+    int n32 = 0, n16 = 0, nqh = 0;
+};
+
+PackPlan make_plan(const Layout& l) {
+    PackPlan p;
+    size_t off = 0;
+    for (int s = 0; s < l.n; ++s) {
+        const Segment& g = l.seg[s];
+        const PackPlan::Move m{g.src, (uint16_t)off, 0x01010101u * g.flip};
+        if (g.kind == Seg::Chunk) p.m32[p.n32++] = m;
+        if (g.kind == Seg::Half) p.m16[p.n16++] = m;
+        if (g.kind == Seg::QhMask) p.qh[p.nqh++] = m;
+        off += seg_bytes(g.kind);
+    }
+    return p;
+}
+
+const PackPlan& pack_plan(TensorType t) {
+    static const PackPlan q4_0 = make_plan(layout(TensorType::Q4_0));
+    static const PackPlan q5_0 = make_plan(layout(TensorType::Q5_0));
+    static const PackPlan q8_0 = make_plan(layout(TensorType::Q8_0));
+    static const PackPlan q2_K = make_plan(layout(TensorType::Q2_K));
+    static const PackPlan q4_K = make_plan(layout(TensorType::Q4_K));
+    static const PackPlan q6_K = make_plan(layout(TensorType::Q6_K));
+    static const PackPlan none{};
+    switch (t) {
+        case TensorType::Q4_0:
+            return q4_0;
+        case TensorType::Q5_0:
+            return q5_0;
+        case TensorType::Q8_0:
+            return q8_0;
+        case TensorType::Q2_K:
+            return q2_K;
+        case TensorType::Q4_K:
+            return q4_K;
+        case TensorType::Q6_K:
+            return q6_K;
+        default:
+            return none;
     }
 }
 
@@ -111,41 +172,6 @@ uint32_t qh_bits(const uint8_t* block) {
     uint32_t h;
     std::memcpy(&h, block + 2, 4);
     return h;
-}
-
-// One x16 block from the 16 rows' blocks (blocks[r]). (Runs over every weight at load:
-// whole 2- and 4-byte moves, not bytes.)
-void pack_block(const Layout& l, const uint8_t* const blocks[16], uint8_t* dst) {
-    for (int s = 0; s < l.n; ++s) {
-        const Segment& g = l.seg[s];
-        switch (g.kind) {
-            case Seg::Half:
-                for (int r = 0; r < 16; ++r) std::memcpy(dst + 2 * r, blocks[r] + g.src, 2);
-                break;
-            case Seg::Chunk: {
-                const uint32_t flip = 0x01010101u * g.flip;
-                for (int r = 0; r < 16; ++r) {
-                    uint32_t v;
-                    std::memcpy(&v, blocks[r] + g.src, 4);
-                    v ^= flip;
-                    std::memcpy(dst + 4 * r, &v, 4);
-                }
-                break;
-            }
-            case Seg::QhMask: {
-                uint64_t lo = 0, hi = 0;
-                for (int r = 0; r < 16; ++r) {
-                    const uint32_t h = qh_bits(blocks[r]);
-                    lo |= (uint64_t)((h >> g.src) & 0xF) << (4 * r);
-                    hi |= (uint64_t)((h >> (g.src + 16)) & 0xF) << (4 * r);
-                }
-                std::memcpy(dst, &lo, 8);
-                std::memcpy(dst + 8, &hi, 8);
-                break;
-            }
-        }
-        dst += seg_bytes(g.kind);
-    }
 }
 
 // The 16 rows' blocks back from one x16 block (the inverse of pack_block, as fast).
@@ -247,7 +273,8 @@ float row_dot_legacy(const uint8_t* group, int r, int64_t nb, const PanelActBloc
 // K-quants with scales and mins (q2_K: 16 sub-blocks of 16, q4_K: 8 of 32): per 256-block
 // isum = sum sc_s * (q . a over s), msum = sum m_s * sum(a over s), then x16.h's steps.
 // Unpack(block, q, sc, m) is the reference's decoder of the block.
-template <typename Block, TensorType T, int kSub, void (*Unpack)(const Block&, uint8_t*, uint8_t*, uint8_t*)>
+template <typename Block, TensorType T, int kSub,
+          void (*Unpack)(const Block&, uint8_t*, uint8_t*, uint8_t*)>
 float row_dot_scale_min(const uint8_t* group, int r, int64_t nb, const PanelActBlock* a) {
     constexpr int kLen = QK_K / kSub;  // elements per sub-block
     Block blk;
@@ -287,7 +314,8 @@ float row_dot_q6_K(const uint8_t* group, int r, int64_t nb, const PanelActBlock*
         int32_t isum = 0;
         for (int s = 0; s < 16; ++s) {
             int32_t d = 0;
-            for (int j = 0; j < 16; ++j) d += (int32_t)q[16 * s + j] * ab[s / 2].qs[16 * (s % 2) + j];
+            for (int j = 0; j < 16; ++j)
+                d += (int32_t)q[16 * s + j] * ab[s / 2].qs[16 * (s % 2) + j];
             isum += (int32_t)blk.scales[s] * d;
         }
         acc = std::fma(fp16_to_f32(blk.d) * ab[0].d, (float)isum, acc);
@@ -308,9 +336,8 @@ void gemv_ref(int64_t n, const uint8_t* group, const PanelActBlock* act, size_t 
 
 void set_x16_gemvs(TypeKernels* table, const X16Gemvs& g) {
     using T = TensorType;
-    const std::pair<T, GemvX16Fn> fns[] = {{T::Q4_0, g.q4_0}, {T::Q5_0, g.q5_0},
-                                           {T::Q8_0, g.q8_0}, {T::Q2_K, g.q2_K},
-                                           {T::Q4_K, g.q4_K}, {T::Q6_K, g.q6_K}};
+    const std::pair<T, GemvX16Fn> fns[] = {{T::Q4_0, g.q4_0}, {T::Q5_0, g.q5_0}, {T::Q8_0, g.q8_0},
+                                           {T::Q2_K, g.q2_K}, {T::Q4_K, g.q4_K}, {T::Q6_K, g.q6_K}};
     for (const auto& [t, fn] : fns) {
         table[(uint32_t)t].gemv_x16 = fn;
         table[(uint32_t)t].gemv_x16_cols = g.max_cols;
@@ -322,14 +349,34 @@ bool x16_layout(TensorType t) {
 }
 
 void x16_pack(TensorType t, const uint8_t* rows, size_t row_bytes, int64_t n, uint8_t* group) {
-    const Layout& l = layout(t);
+    const PackPlan& plan = pack_plan(t);
     const auto& info = tensor_type_info(t);
     const int64_t nb = n / info.block_size;
     const size_t bs = info.type_size;
     for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* blocks[16];
-        for (int r = 0; r < 16; ++r) blocks[r] = rows + (size_t)r * row_bytes + (size_t)b * bs;
-        pack_block(l, blocks, group + (size_t)b * 16 * bs);
+        uint8_t* dst = group + (size_t)b * 16 * bs;
+        // row by row: each row's block is read in order, the x16 block (in L1) written
+        for (int r = 0; r < 16; ++r) {
+            const uint8_t* blk = rows + (size_t)r * row_bytes + (size_t)b * bs;
+            for (int i = 0; i < plan.n32; ++i) {
+                uint32_t v;
+                std::memcpy(&v, blk + plan.m32[i].src, 4);
+                v ^= plan.m32[i].flip;
+                std::memcpy(dst + plan.m32[i].dst + 4 * r, &v, 4);
+            }
+            for (int i = 0; i < plan.n16; ++i)
+                std::memcpy(dst + plan.m16[i].dst + 2 * r, blk + plan.m16[i].src, 2);
+        }
+        for (int i = 0; i < plan.nqh; ++i) {  // q5_0's high-bit masks gather from all 16 rows
+            uint64_t lo = 0, hi = 0;
+            for (int r = 0; r < 16; ++r) {
+                const uint32_t h = qh_bits(rows + (size_t)r * row_bytes + (size_t)b * bs);
+                lo |= (uint64_t)((h >> plan.qh[i].src) & 0xF) << (4 * r);
+                hi |= (uint64_t)((h >> (plan.qh[i].src + 16)) & 0xF) << (4 * r);
+            }
+            std::memcpy(dst + plan.qh[i].dst, &lo, 8);
+            std::memcpy(dst + plan.qh[i].dst + 8, &hi, 8);
+        }
     }
 }
 
@@ -358,17 +405,22 @@ void x16_unpack_row(TensorType t, const uint8_t* group, int r, int64_t n, uint8_
 
 GemvX16Fn gemv_x16_ref(TensorType t) {
     switch (t) {
-        case TensorType::Q4_0: return gemv_ref<row_dot_legacy<TensorType::Q4_0>, 32>;
-        case TensorType::Q5_0: return gemv_ref<row_dot_legacy<TensorType::Q5_0>, 32>;
-        case TensorType::Q8_0: return gemv_ref<row_dot_legacy<TensorType::Q8_0>, 32>;
+        case TensorType::Q4_0:
+            return gemv_ref<row_dot_legacy<TensorType::Q4_0>, 32>;
+        case TensorType::Q5_0:
+            return gemv_ref<row_dot_legacy<TensorType::Q5_0>, 32>;
+        case TensorType::Q8_0:
+            return gemv_ref<row_dot_legacy<TensorType::Q8_0>, 32>;
         case TensorType::Q2_K:
             return gemv_ref<row_dot_scale_min<block_q2_K, TensorType::Q2_K, 16, ref::unpack_q2_K>,
                             QK_K>;
         case TensorType::Q4_K:
             return gemv_ref<row_dot_scale_min<block_q4_K, TensorType::Q4_K, 8, ref::unpack_q4_K>,
                             QK_K>;
-        case TensorType::Q6_K: return gemv_ref<row_dot_q6_K, QK_K>;
-        default: return nullptr;
+        case TensorType::Q6_K:
+            return gemv_ref<row_dot_q6_K, QK_K>;
+        default:
+            return nullptr;
     }
 }
 
