@@ -39,7 +39,7 @@ const std::vector<KernelSet>& all_sets() {
         {"neon", [] { return cpu_features().neon; }, fill_neon},
         {"dotprod", [] { return cpu_features().dotprod; }, fill_neon_dotprod, fill_panel_dotprod,
          int8_peak_dotprod, 8, 16},
-        {"i8mm", [] { return cpu_features().i8mm; }, fill_neon_i8mm, nullptr, int8_peak_i8mm, 8, 32},
+        {"i8mm", [] { return cpu_features().i8mm; }, fill_neon_i8mm, fill_panel_i8mm, int8_peak_i8mm, 8, 32},
 #endif
     };
     return sets;

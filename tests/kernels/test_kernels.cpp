@@ -312,8 +312,7 @@ TEST_P(KernelSetTest, PanelKernelEqualsReferenceBitForBit) {
         return;
     }
     ASSERT_NE(k.gemm, nullptr) << GetParam();
-    // i8mm has no panel GEMM of its own yet: it keeps dotprod's, the set it builds on
-    EXPECT_EQ(std::string(k.isa), GetParam() == "i8mm" ? std::string("dotprod") : GetParam());
+    EXPECT_EQ(std::string(k.isa), GetParam());
     for (uint64_t seed = 1; seed <= 20; ++seed) EXPECT_EQ(check_panel_kernel(k, seed), "");
 }
 
