@@ -46,12 +46,19 @@ inline float exp_nonpositive(float x) {
     return p * std::bit_cast<float>(((int32_t)n + 127) << 23);
 }
 
-// The heads one work item handles: query heads [h0, h0 + n) of one token, all reading the
-// same KV head. Each cached K and V row is then read and converted once for all of them.
+// The heads one work item handles: query heads [h0, h0 + n) of tokens [t, t + nt), all
+// reading the same KV head. Each cached K and V row is then read and converted once for
+// all of them: nt = 1 when decoding, a block of up to kTokenBlock prompt tokens in prefill
+// (query row j = token t + j / n, head h0 + j % n).
 struct Item {
     int64_t t;
     int hkv, h0, n;
+    int nt = 1;
 };
+
+// Prompt tokens per work item: their queries share each cached row's conversion (the
+// keys' widening and transposition is most of a long prompt's attention otherwise).
+constexpr int kTokenBlock = 8;
 
 // Per-thread scratch for a group of up to `group` query heads: converted queries, one
 // accumulator each (first the widened queries), each head's scores and their maximum.
@@ -64,14 +71,14 @@ struct Scratch {
 };
 
 size_t scratch_size(const AttentionShape& s, TensorType kv_type, int64_t n_ctx) {
-    const size_t group = (size_t)(s.n_head / s.n_head_kv);
+    const size_t group = (size_t)(s.n_head / s.n_head_kv) * kTokenBlock;
     return align64(row_size(query_type(kv_type), s.head_dim)) * group +
            align64(sizeof(float) * s.head_dim) * group +
            align64(sizeof(float) * (size_t)n_ctx) * group + align64(sizeof(float) * group);
 }
 
 Scratch carve(uint8_t* p, const AttentionShape& s, TensorType kv_type, int64_t n_ctx) {
-    const size_t group = (size_t)(s.n_head / s.n_head_kv);
+    const size_t group = (size_t)(s.n_head / s.n_head_kv) * kTokenBlock;
     Scratch w;
     w.q_row = align64(row_size(query_type(kv_type), s.head_dim));
     w.q_conv = p;
@@ -100,88 +107,106 @@ Scratch carve(uint8_t* p, const AttentionShape& s, TensorType kv_type, int64_t n
 // twins.
 EDGELLM_ATTN_CLONES void attend(const AttentionShape& s, const TypeKernels& kk,
                                 const TypeKernels& vk, const KvLayerView& kv,
-                                const int32_t* cell_pos, int64_t n_cells, int32_t pos,
+                                const int32_t* cell_pos, int64_t n_cells, const int32_t* tok_pos,
                                 const Item& it, const Scratch& w, int64_t n_ctx, float* out) {
     const int hd = s.head_dim;
     const size_t k_off =
         (size_t)it.hkv * (kv.k_head_stride ? kv.k_head_stride : row_size(kv.type_k, hd));
     const size_t v_off =
         (size_t)it.hkv * (kv.v_head_stride ? kv.v_head_stride : row_size(kv.type_v, hd));
-    for (int g = 0; g < it.n; ++g) w.m[g] = kNegInf;
-    int64_t first_seen = n_cells, last_seen = -1, n_visible = 0;
-    // All keys of the visible span at once (16 per AVX-512 step) against the queries,
-    // widened into the accumulator space (unused until the V sum); then the mask. Every
-    // later pass runs over that span only (cells outside it weigh 0 and are never read).
-    // (sliding window: keys older than the window are masked too)
-    const int32_t oldest = s.window > 0 ? (int32_t)std::max<int64_t>(0, pos - s.window + 1) : 0;
-    for (int64_t c = 0; c < n_cells; ++c)
-        if (cell_pos[c] >= oldest && cell_pos[c] <= pos) {
-            first_seen = std::min(first_seen, c);
-            last_seen = c;
-            ++n_visible;
+    const int nq = it.n * it.nt;  // query rows: token j / it.n, head it.h0 + j % it.n
+    // Each token's visible span of cells, and the union of them. (sliding window: keys
+    // older than the window are masked too.) Every row's softmax runs over its own token's
+    // span exactly as a token alone would; the union only shares the K and V passes.
+    int32_t oldest[kTokenBlock];
+    int64_t lo_t[kTokenBlock], hi_t[kTokenBlock];
+    bool whole[kTokenBlock];
+    int64_t lo = n_cells, hi = 0;
+    for (int tt = 0; tt < it.nt; ++tt) {
+        const int32_t pos = tok_pos[tt];
+        oldest[tt] = s.window > 0 ? (int32_t)std::max<int64_t>(0, pos - s.window + 1) : 0;
+        int64_t first_seen = n_cells, last_seen = -1, n_visible = 0;
+        for (int64_t c = 0; c < n_cells; ++c)
+            if (cell_pos[c] >= oldest[tt] && cell_pos[c] <= pos) {
+                first_seen = std::min(first_seen, c);
+                last_seen = c;
+                ++n_visible;
+            }
+        lo_t[tt] = first_seen;
+        hi_t[tt] = last_seen + 1;
+        // the usual case: every cell of the span visible, no mask to apply per cell
+        whole[tt] = n_visible == hi_t[tt] - lo_t[tt];
+        if (lo_t[tt] < hi_t[tt]) {
+            lo = std::min(lo, lo_t[tt]);
+            hi = std::max(hi, hi_t[tt]);
         }
-    const int64_t lo = first_seen, hi = last_seen + 1;
-    // The usual case: every cell of the span visible, no mask to apply per cell.
-    const bool whole_span = n_visible == hi - lo;
+    }
+    // All keys of the union span at once (16 per AVX-512 step) against the queries,
+    // widened into the accumulator space (unused until the V sum).
     float* qf = w.acc;
     const TypeKernels& qk = type_kernels(query_type(kv.type_k));
-    for (int g = 0; g < it.n; ++g)
-        qk.to_float(w.q_conv + w.q_row * (size_t)g, qf + (size_t)g * hd, hd);
+    for (int j = 0; j < nq; ++j)
+        qk.to_float(w.q_conv + w.q_row * (size_t)j, qf + (size_t)j * hd, hd);
     if (lo < hi)
-        kk.dot_rows(hd, hi - lo, kv.k + (size_t)lo * kv.k_row_bytes + k_off, kv.k_row_bytes, qf,
-                    it.n, w.scores + lo, (size_t)n_ctx);
-    for (int g = 0; g < it.n; ++g) {
-        float* sc = w.scores + (size_t)g * n_ctx;
+        kk.dot_rows(hd, hi - lo, kv.k + (size_t)lo * kv.k_row_bytes + k_off, kv.k_row_bytes, qf, nq,
+                    w.scores + lo, (size_t)n_ctx);
+    for (int j = 0; j < nq; ++j) {
+        const int tt = j / it.n;
+        const int32_t pos = tok_pos[tt];
+        const int64_t a = lo_t[tt], e = hi_t[tt];
+        float* sc = w.scores + (size_t)j * n_ctx;
         // scaled scores (masked cells -inf) and their maximum, in 16 independent lanes
         float mx[16];
         for (float& v : mx) v = kNegInf;
-        if (whole_span) {
-            for (int64_t c = lo; c < hi; ++c) sc[c] *= s.scale;
+        if (whole[tt]) {
+            for (int64_t c = a; c < e; ++c) sc[c] *= s.scale;
         } else {
-            for (int64_t c = lo; c < hi; ++c) {
-                const bool visible = cell_pos[c] >= oldest && cell_pos[c] <= pos;
+            for (int64_t c = a; c < e; ++c) {
+                const bool visible = cell_pos[c] >= oldest[tt] && cell_pos[c] <= pos;
                 sc[c] = visible ? sc[c] * s.scale : kNegInf;
             }
         }
-        int64_t c = lo;
-        for (; c + 16 <= hi; c += 16)
+        int64_t c = a;
+        for (; c + 16 <= e; c += 16)
             for (int l = 0; l < 16; ++l) mx[l] = std::max(mx[l], sc[c + l]);
         float m = kNegInf;
-        for (; c < hi; ++c) m = std::max(m, sc[c]);
+        for (; c < e; ++c) m = std::max(m, sc[c]);
         for (float v : mx) m = std::max(m, v);
-        w.m[g] = m;
-    }
-    for (int g = 0; g < it.n; ++g) {
-        float* sc = w.scores + (size_t)g * n_ctx;
         // exp (a vectorized map), then the sum in 16 independent lanes, added in double
-        const float m = w.m[g];
-        for (int64_t c = lo; c < hi; ++c) {
+        for (c = a; c < e; ++c) {
             const float v = sc[c];
-            const float e = exp_nonpositive(v - m);
-            sc[c] = v != kNegInf ? e : 0.0f;
+            const float x = exp_nonpositive(v - m);
+            sc[c] = v != kNegInf ? x : 0.0f;
         }
         float part[16] = {};
-        int64_t c = lo;
-        for (; c + 16 <= hi; c += 16)
+        c = a;
+        for (; c + 16 <= e; c += 16)
             for (int l = 0; l < 16; ++l) part[l] += sc[c + l];
-        for (; c < hi; ++c) part[0] += sc[c];
+        for (; c < e; ++c) part[0] += sc[c];
         double sum = 0.0;
         for (int l = 0; l < 16; ++l) sum += (double)part[l];
         // Probabilities (f16 cache: rounded to f16, as llama.cpp's f16 matrix product
         // rounds them).
         const float inv = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
         if (kv.type_k == TensorType::F16 && kv.type_v == TensorType::F16)
-            for (c = lo; c < hi; ++c) sc[c] = round_to_f16_unit(sc[c] * inv);
+            for (c = a; c < e; ++c) sc[c] = round_to_f16_unit(sc[c] * inv);
         else
-            for (c = lo; c < hi; ++c) sc[c] *= inv;
-        std::memset(w.acc + (size_t)g * hd, 0, sizeof(float) * hd);
+            for (c = a; c < e; ++c) sc[c] *= inv;
+        // cells of the union this token does not see weigh 0 (adding 0 * v changes nothing)
+        if (a >= e) {
+            if (lo < hi) std::fill(sc + lo, sc + hi, 0.0f);
+        } else {
+            if (lo < a) std::fill(sc + lo, sc + a, 0.0f);
+            if (e < hi) std::fill(sc + e, sc + hi, 0.0f);
+        }
+        std::memset(w.acc + (size_t)j * hd, 0, sizeof(float) * hd);
     }
-    // Only the span of cells some head sees (masked cells inside it weigh 0).
     if (lo < hi)
         vk.vec_mad_n(hd, hi - lo, kv.v + (size_t)lo * kv.v_row_bytes + v_off, kv.v_row_bytes,
-                     w.scores + lo, (size_t)n_ctx, it.n, w.acc);
-    for (int g = 0; g < it.n; ++g)
-        std::memcpy(out + (size_t)g * hd, w.acc + (size_t)g * hd, sizeof(float) * hd);
+                     w.scores + lo, (size_t)n_ctx, nq, w.acc);
+    for (int j = 0; j < nq; ++j)
+        std::memcpy(out + (size_t)(j / it.n) * (size_t)s.n_head * hd + (size_t)(j % it.n) * hd,
+                    w.acc + (size_t)j * hd, sizeof(float) * hd);
 }
 
 }  // namespace
@@ -207,13 +232,20 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, const 
         n_ctx += 64;
     const int hd = s.head_dim;
 
-    // Work items: (token, KV head), split into sub-groups of query heads when there are
-    // fewer items than threads (decoding one token with few KV heads).
+    // Work items: (tokens, KV head). Decoding one token with few KV heads: the query heads
+    // split into sub-groups when there are fewer items than threads. A prompt: blocks of
+    // up to kTokenBlock tokens (fewer when that would leave a thread without work).
     const int nth = pool.size();
     int split = 1;
     while (split < (int)group && n_tokens * s.n_head_kv * split < nth) ++split;
     const int per = (int)((group + (size_t)split - 1) / (size_t)split);
-    const int64_t n_items = n_tokens * s.n_head_kv * split;
+    int tb = 1;
+    if (split == 1) {
+        tb = kTokenBlock;
+        while (tb > 1 && (n_tokens + tb - 1) / tb * s.n_head_kv < nth) tb /= 2;
+    }
+    const int64_t n_blocks = (n_tokens + tb - 1) / tb;
+    const int64_t n_items = n_blocks * s.n_head_kv * split;
 
     pool.run([&](int ith, int nth_run) {
         const Scratch w = carve(scratch + (size_t)ith * scratch_per_thread, s, kv.type_k, n_ctx);
@@ -222,18 +254,22 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, const 
         // thread waiting for the other (17 % of a 4096-token prompt's time).
         for (int64_t item = ith; item < n_items; item += nth_run) {
             Item it;
-            it.t = item / (s.n_head_kv * split);
+            it.t = item / (s.n_head_kv * split) * tb;
+            it.nt = (int)std::min<int64_t>(tb, n_tokens - it.t);
             const int64_t rest = item % (s.n_head_kv * split);
             it.hkv = (int)(rest / split);
             const int part = (int)(rest % split);
             it.h0 = it.hkv * (int)group + part * per;
             it.n = std::min(per, it.hkv * (int)group + (int)group - it.h0);
             if (it.n <= 0) continue;
-            const float* qt = q + it.t * (int64_t)s.n_head * hd;
-            for (int g = 0; g < it.n; ++g)
-                qk.from_float(qt + (int64_t)(it.h0 + g) * hd, w.q_conv + w.q_row * (size_t)g, hd);
+            for (int tt = 0; tt < it.nt; ++tt) {
+                const float* qt = q + (it.t + tt) * (int64_t)s.n_head * hd;
+                for (int g = 0; g < it.n; ++g)
+                    qk.from_float(qt + (int64_t)(it.h0 + g) * hd,
+                                  w.q_conv + w.q_row * (size_t)(tt * it.n + g), hd);
+            }
             float* o = out + it.t * (int64_t)s.n_head * hd + (int64_t)it.h0 * hd;
-            attend(s, kk, vk, kv, cell_pos, n_cells, q_pos[it.t], it, w, n_ctx, o);
+            attend(s, kk, vk, kv, cell_pos, n_cells, q_pos + it.t, it, w, n_ctx, o);
         }
     });
 }

@@ -649,7 +649,9 @@ struct WidenQ8_0 {
 // (and + m rounds once, as the reference's multiply then add).
 struct WidenF32 {
     static constexpr TensorType kType = TensorType::F32;
-    static __m512 at(const uint8_t* row, int64_t i0) { return _mm512_loadu_ps((const float*)row + i0); }
+    static __m512 at(const uint8_t* row, int64_t i0) {
+        return _mm512_loadu_ps((const float*)row + i0);
+    }
     static bool fits(int64_t hd) { return hd % 16 == 0; }
 };
 struct WidenBF16 {
@@ -686,8 +688,8 @@ struct WidenQ4_1 {
     static constexpr TensorType kType = TensorType::Q4_1;
     static __m512 at(const uint8_t* row, int64_t i0) {
         const block_q4_1* b = (const block_q4_1*)row + i0 / 32;
-        return _mm512_fmadd_ps(_mm512_cvtepi32_ps(nibbles16(b->qs, i0 % 32)), _mm512_set1_ps(_cvtsh_ss(b->d)),
-                               _mm512_set1_ps(_cvtsh_ss(b->m)));
+        return _mm512_fmadd_ps(_mm512_cvtepi32_ps(nibbles16(b->qs, i0 % 32)),
+                               _mm512_set1_ps(_cvtsh_ss(b->d)), _mm512_set1_ps(_cvtsh_ss(b->m)));
     }
     static bool fits(int64_t hd) { return hd % 32 == 0; }
 };
@@ -696,8 +698,8 @@ struct WidenQ5_0 {
     static __m512 at(const uint8_t* row, int64_t i0) {
         const block_q5_0* b = (const block_q5_0*)row + i0 / 32;
         const int64_t j = i0 % 32;
-        const __m512i q = _mm512_sub_epi32(_mm512_or_si512(nibbles16(b->qs, j), high_bits16(b->qh, j)),
-                                           _mm512_set1_epi32(16));
+        const __m512i q = _mm512_sub_epi32(
+            _mm512_or_si512(nibbles16(b->qs, j), high_bits16(b->qh, j)), _mm512_set1_epi32(16));
         return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(_cvtsh_ss(b->d)));
     }
     static bool fits(int64_t hd) { return hd % 32 == 0; }
@@ -717,7 +719,8 @@ struct WidenIQ4_NL {
     static constexpr TensorType kType = TensorType::IQ4_NL;
     static __m512 at(const uint8_t* row, int64_t i0) {
         const block_iq4_nl* b = (const block_iq4_nl*)row + i0 / 32;
-        const __m512 grid = _mm512_setr_ps(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113);
+        const __m512 grid = _mm512_setr_ps(-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38,
+                                           53, 69, 89, 113);
         const __m512 v = _mm512_permutexvar_ps(nibbles16(b->qs, i0 % 32), grid);
         return _mm512_mul_ps(v, _mm512_set1_ps(_cvtsh_ss(b->d)));
     }
@@ -827,6 +830,41 @@ void dot_rows_block(int64_t hd, const uint8_t* x, size_t bx, const float* q, flo
     for (int g = 0; g < kHeads; ++g) _mm512_storeu_ps(s + s_stride * (size_t)g, acc[g]);
 }
 
+// Head sizes up to this take the transposed-keys path (16 KiB of stack).
+constexpr int64_t kMaxTransposedHd = 256;
+
+// Keys c < 16 (row c at x + bx * c) widened and transposed: kt[16 * i + c] = element i of
+// key c, for i < hd.
+template <typename Widen>
+void transpose_keys(int64_t hd, const uint8_t* x, size_t bx, float* kt) {
+    for (int c = 64; c < 80; ++c)  // keys four blocks ahead on their way
+        for (size_t b = 0; b < bx; b += 64)
+            _mm_prefetch((const char*)(x + bx * (size_t)c + b), _MM_HINT_T0);
+    for (int64_t i0 = 0; i0 < hd; i0 += 16) {
+        __m512 r[16];
+#pragma GCC unroll 16
+        for (int c = 0; c < 16; ++c) r[c] = Widen::at(x + bx * (size_t)c, i0);
+        transpose16(r);
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; ++j) _mm512_store_ps(kt + 16 * (i0 + j), r[j]);
+    }
+}
+
+// dot_rows_block's sums from transposed keys: the same FMAs in the same order (element
+// after element per query), so the same bits.
+template <int kHeads>
+void dot_rows_transposed(int64_t hd, const float* kt, const float* q, float* s, size_t s_stride) {
+    __m512 acc[kHeads];
+    for (int g = 0; g < kHeads; ++g) acc[g] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < hd; ++i) {
+        const __m512 k = _mm512_load_ps(kt + 16 * i);
+#pragma GCC unroll 8
+        for (int g = 0; g < kHeads; ++g)
+            acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(q[hd * g + i]), k, acc[g]);
+    }
+    for (int g = 0; g < kHeads; ++g) _mm512_storeu_ps(s + s_stride * (size_t)g, acc[g]);
+}
+
 template <typename Widen>
 void dot_rows_avx512(int64_t hd, int64_t n_rows, const void* vx, size_t bx, const float* q, int ng,
                      float* s, size_t s_stride) {
@@ -834,6 +872,18 @@ void dot_rows_avx512(int64_t hd, int64_t n_rows, const void* vx, size_t bx, cons
         return reference_kernels(Widen::kType).dot_rows(hd, n_rows, vx, bx, q, ng, s, s_stride);
     const uint8_t* x = (const uint8_t*)vx;
     int64_t c = 0;
+    if (ng > 8 && hd <= kMaxTransposedHd) {
+        // Many queries (a block of prompt tokens): each 16 keys widened and transposed once
+        // into L1, then every tile of eight queries multiplies them from there.
+        alignas(64) float kt[kMaxTransposedHd * 16];
+        for (; c + 16 <= n_rows; c += 16) {
+            transpose_keys<Widen>(hd, x + bx * (size_t)c, bx, kt);
+            over_tiles<8>(ng, [&]<int kN>(int64_t g0) {
+                dot_rows_transposed<kN>(hd, kt, q + hd * g0, s + s_stride * (size_t)g0 + (size_t)c,
+                                        s_stride);
+            });
+        }
+    }
     for (; c + 16 <= n_rows; c += 16)
         over_tiles<8>(ng, [&]<int kN>(int64_t g0) {  // queries eight at a time, then the rest
             dot_rows_block<Widen, kN>(hd, x + bx * (size_t)c, bx, q + hd * g0,
@@ -924,8 +974,9 @@ uint64_t int8_peak_avx512(uint64_t iters, const int8_t* buf, int64_t* lanes_sum)
         __asm__ volatile("" : "+v"(c0), "+v"(c1), "+v"(c2), "+v"(c3), "+v"(c4), "+v"(c5));
         __asm__ volatile("" : "+v"(c6), "+v"(c7), "+v"(c8), "+v"(c9), "+v"(c10), "+v"(c11));
     }
-    __m512i s = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(c0, c1), _mm512_add_epi32(c2, c3)),
-                                 _mm512_add_epi32(_mm512_add_epi32(c4, c5), _mm512_add_epi32(c6, c7)));
+    __m512i s =
+        _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(c0, c1), _mm512_add_epi32(c2, c3)),
+                         _mm512_add_epi32(_mm512_add_epi32(c4, c5), _mm512_add_epi32(c6, c7)));
     s = _mm512_add_epi32(s, _mm512_add_epi32(_mm512_add_epi32(c8, c9), _mm512_add_epi32(c10, c11)));
     alignas(64) int32_t lanes[16];
     _mm512_store_si512((void*)lanes, s);
