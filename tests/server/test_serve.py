@@ -1601,7 +1601,7 @@ class MemoryLimit(unittest.TestCase):
         srv2 = Server(["-m", self.model, "--port", "0", "-c", "1024", "--memory-limit", "2G", "--fit", "on"])
         self.addCleanup(srv2.stop)
         srv2.wait_ready()
-        self.assertIn("within --memory-limit 2048 MiB", srv2.log_text())
+        srv2.wait_log(re.escape("within --memory-limit 2048 MiB"), timeout=10)
         self.assertEqual(request(srv2.port, "GET", "/health").json()["state"], "ready")
 
     def test_fallback_model_serves_when_the_model_cannot(self):
@@ -1709,7 +1709,8 @@ class KvCacheTypes(unittest.TestCase):
                 self.addCleanup(srv.stop)
                 srv.wait_ready()
                 want = k if k == v else f"K {k} / V {v}"
-                self.assertIn(f"KV {want},", srv.log_text())
+                # (the line is logged before /health says ok, but read by a thread here)
+                srv.wait_log(re.escape(f"KV {want},"), timeout=10)
                 r = request(srv.port, "POST", "/v1/chat/completions",
                             {"messages": [{"role": "user", "content": "Name a colour."}],
                              "max_tokens": 8, "temperature": 0})
@@ -4278,9 +4279,9 @@ class Seed002Agent(unittest.TestCase):
         cls.port = port
 
     def test_startup_warns_about_listening_beyond_loopback(self):
-        self.assertRegex(self.srv.log_text(),
-                         r"WARNING: listening on 0\.0\.0\.0 without --api-key")
-        self.assertIn("2 slots of 2048 tokens", self.srv.log_text())
+        # (logged before /health says ok, but read by a thread here)
+        self.srv.wait_log(r"WARNING: listening on 0\.0\.0\.0 without --api-key", timeout=10)
+        self.srv.wait_log(re.escape("2 slots of 2048 tokens"), timeout=10)
 
     def test_chat_json_answer(self):
         body = """{ "model": "local", "messages": [{"role": "user", "content": "返回一个 JSON包含 name 和 age 两个字段"}], "temperature": 0.1 }"""
