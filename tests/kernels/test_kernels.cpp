@@ -304,6 +304,36 @@ TEST(Panel, PackedWeightsDecodeLikeToFloat) {
 
 // Each set's panel GEMM gives the reference's bits (what the start-up self-test checks,
 // here with more seeds).
+// Prefill attention hands dot_rows the queries of a block of tokens at once (8 tokens x
+// a KV head's query heads): every set gives the reference's bits for many queries too
+// (the start-up self-test stops at 12, to stay quick).
+TEST_P(KernelSetTest, DotRowsOfManyQueriesEqualsReferenceBitForBit) {
+    for (TensorType t : {TensorType::F16, TensorType::Q8_0}) {
+        const TypeKernels& k = type_kernels(t);
+        const TypeKernels& r = reference_kernels(t);
+        if (!k.dot_rows) continue;
+        for (const int64_t hd : {64, 128}) {
+            const int ng = 56, rows = 45;
+            const size_t row = row_size(t, hd);
+            std::vector<uint8_t> xs(row * rows);
+            for (int c = 0; c < rows; ++c) {
+                const auto xc = random_tensor_data(t, hd, 900 + (uint64_t)c);
+                std::memcpy(xs.data() + row * (size_t)c, xc.data(), row);
+            }
+            std::mt19937 rng(5);
+            std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+            std::vector<float> q((size_t)(ng * hd));
+            for (float& v : q) v = u(rng);
+            const size_t ss = rows + 5;
+            std::vector<float> want(ss * ng, 2.0f), got = want;
+            r.dot_rows(hd, rows, xs.data(), row, q.data(), ng, want.data(), ss);
+            k.dot_rows(hd, rows, xs.data(), row, q.data(), ng, got.data(), ss);
+            EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+                << GetParam() << " " << tensor_type_name(t) << " hd " << hd;
+        }
+    }
+}
+
 TEST_P(KernelSetTest, PanelKernelEqualsReferenceBitForBit) {
     const PanelKernel& k = panel_kernel();
     if (GetParam() == "ref" || GetParam() == "neon") {
