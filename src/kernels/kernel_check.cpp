@@ -255,7 +255,7 @@ std::string check_type_kernels(TensorType t, const TypeKernels& cand, const Type
     for (const int64_t hd :
          {std::min<int64_t>(n, 128), (int64_t)96, (int64_t)80, (int64_t)48, (int64_t)20}) {
         if (!(mad || dots) || hd > n || hd % bs != 0) continue;
-        for (const int ng : {1, 7, 12, 56}) {  // 56: a block of 8 prompt tokens x 7 heads
+        for (const int ng : {1, 7, 12}) {  // 12: past one tile of 8 (unit tests: 56)
             // 16 + 16 + 5 rows: full SIMD blocks of keys and a tail; rows a little apart
             const int rows = 37;
             const size_t row = row_size(t, hd) + 10;
