@@ -84,32 +84,6 @@ Layout make_layout(TensorType t) {
     return l;
 }
 
-const Layout& layout(TensorType t) {
-    static const Layout q4_0 = make_layout(TensorType::Q4_0);
-    static const Layout q5_0 = make_layout(TensorType::Q5_0);
-    static const Layout q8_0 = make_layout(TensorType::Q8_0);
-    static const Layout q2_K = make_layout(TensorType::Q2_K);
-    static const Layout q4_K = make_layout(TensorType::Q4_K);
-    static const Layout q6_K = make_layout(TensorType::Q6_K);
-    static const Layout none{};
-    switch (t) {
-        case TensorType::Q4_0:
-            return q4_0;
-        case TensorType::Q5_0:
-            return q5_0;
-        case TensorType::Q8_0:
-            return q8_0;
-        case TensorType::Q2_K:
-            return q2_K;
-        case TensorType::Q4_K:
-            return q4_K;
-        case TensorType::Q6_K:
-            return q6_K;
-        default:
-            return none;
-    }
-}
-
 size_t seg_bytes(Seg k);
 
 // A layout as flat lists of moves for x16_pack, which runs over every weight at load (a
@@ -138,14 +112,17 @@ PackPlan make_plan(const Layout& l) {
     return p;
 }
 
-const PackPlan& pack_plan(TensorType t) {
-    static const PackPlan q4_0 = make_plan(layout(TensorType::Q4_0));
-    static const PackPlan q5_0 = make_plan(layout(TensorType::Q5_0));
-    static const PackPlan q8_0 = make_plan(layout(TensorType::Q8_0));
-    static const PackPlan q2_K = make_plan(layout(TensorType::Q2_K));
-    static const PackPlan q4_K = make_plan(layout(TensorType::Q4_K));
-    static const PackPlan q6_K = make_plan(layout(TensorType::Q6_K));
-    static const PackPlan none{};
+// A type's layout and its plan, made once.
+struct TypeLayout {
+    Layout layout;
+    PackPlan plan;
+    explicit TypeLayout(TensorType t) : layout(make_layout(t)), plan(make_plan(layout)) {}
+};
+
+const TypeLayout& type_layout(TensorType t) {
+    static const TypeLayout q4_0(TensorType::Q4_0), q5_0(TensorType::Q5_0), q8_0(TensorType::Q8_0),
+        q2_K(TensorType::Q2_K), q4_K(TensorType::Q4_K), q6_K(TensorType::Q6_K),
+        none(TensorType::F32);
     switch (t) {
         case TensorType::Q4_0:
             return q4_0;
@@ -162,6 +139,13 @@ const PackPlan& pack_plan(TensorType t) {
         default:
             return none;
     }
+}
+
+const Layout& layout(TensorType t) {
+    return type_layout(t).layout;
+}
+const PackPlan& pack_plan(TensorType t) {
+    return type_layout(t).plan;
 }
 
 size_t seg_bytes(Seg k) {
