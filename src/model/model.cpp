@@ -3,11 +3,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <algorithm>
-#include <chrono>
+#include <future>
 #include <map>
 #include <thread>
 
@@ -114,7 +115,8 @@ void repack_for_decode(Model::Impl& w, bool tied) {
         dst += (bytes + 63) / 64 * 64;
         w.released.emplace_back(src, bytes);
         // The whole pages inside the tensor go back to the page cache.
-        const uintptr_t a = ((uintptr_t)src + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
+        const uintptr_t a =
+            ((uintptr_t)src + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
         const uintptr_t b = ((uintptr_t)src + bytes) / (uintptr_t)page * (uintptr_t)page;
         if (b > a) madvise((void*)a, b - a, MADV_DONTNEED);
     }
@@ -161,10 +163,16 @@ std::string file_fingerprint(const GgufFile& f) {
 
 }  // namespace
 
-const std::string& Model::fingerprint() const { return fingerprint_; }
+const std::string& Model::fingerprint() const {
+    return fingerprint_;
+}
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, const LoadOptions& opts) {
     using R = Result<std::unique_ptr<Model>>;
+    // The kernels' start-up self-test (tens of ms) beside the file's parsing; whatever
+    // needs the kernels first waits for it (type_kernels is thread-safe).
+    auto kernels_ready =
+        std::async(std::launch::async, [] { (void)type_kernels(TensorType::F32); });
     auto file = GgufFile::open(path);
     if (!file) return R::fail(file.error());
     auto hp = read_hparams(**file);
@@ -216,7 +224,9 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const LoadOp
         const auto t0 = std::chrono::steady_clock::now();
         repack_for_decode(w, h.tied_output);
         if (w.repacked)
-            w.repack_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+            w.repack_ms =
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                    .count();
     }
     return m;
 }
@@ -236,9 +246,9 @@ Result<std::monostate> Model::lock_memory() const {
     // The file's tensors still in use and the repacked copies: one copy of the weights.
     auto lock = [](const void* p, size_t n) -> Result<std::monostate> {
         if (n > 0 && mlock(p, n) != 0)
-            return Result<std::monostate>::fail(
-                std::string("mlock of ") + std::to_string(n >> 20) + " MiB failed: " +
-                std::strerror(errno) + " (raise the locked-memory limit: ulimit -l)");
+            return Result<std::monostate>::fail(std::string("mlock of ") + std::to_string(n >> 20) +
+                                                " MiB failed: " + std::strerror(errno) +
+                                                " (raise the locked-memory limit: ulimit -l)");
         return std::monostate{};
     };
     for (const auto& t : file_->tensors()) {
@@ -250,7 +260,9 @@ Result<std::monostate> Model::lock_memory() const {
     return std::monostate{};
 }
 
-double Model::repack_ms() const { return impl_->repack_ms; }
+double Model::repack_ms() const {
+    return impl_->repack_ms;
+}
 
 size_t Model::repacked_bytes() const {
     return impl_->repacked_bytes();
