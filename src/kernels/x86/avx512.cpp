@@ -805,32 +805,10 @@ inline void transpose16(__m512 r[16]) {
 }
 
 // Scores: 16 keys at a time in the 16 lanes. Each 16 x 16 tile (16 keys x 16 elements)
-// is widened and transposed in registers, so one zmm holds element i of all 16 keys;
-// every query then takes one FMA per element with q[i] broadcast, in element order.
-template <typename Widen, int kHeads>
-void dot_rows_block(int64_t hd, const uint8_t* x, size_t bx, const float* q, float* s,
-                    size_t s_stride) {
-    __m512 acc[kHeads];
-    for (int g = 0; g < kHeads; ++g) acc[g] = _mm512_setzero_ps();
-    // Keys four blocks ahead are on their way while these are multiplied.
-    for (int c = 64; c < 80; ++c)
-        for (size_t b = 0; b < bx; b += 64)
-            _mm_prefetch((const char*)(x + bx * (size_t)c + b), _MM_HINT_T0);
-    for (int64_t i0 = 0; i0 < hd; i0 += 16) {
-        __m512 r[16];
-#pragma GCC unroll 16
-        for (int c = 0; c < 16; ++c) r[c] = Widen::at(x + bx * (size_t)c, i0);
-        transpose16(r);
-#pragma GCC unroll 16
-        for (int j = 0; j < 16; ++j)
-#pragma GCC unroll 8
-            for (int g = 0; g < kHeads; ++g)
-                acc[g] = _mm512_fmadd_ps(_mm512_set1_ps(q[hd * g + i0 + j]), r[j], acc[g]);
-    }
-    for (int g = 0; g < kHeads; ++g) _mm512_storeu_ps(s + s_stride * (size_t)g, acc[g]);
-}
-
-// Head sizes up to this take the transposed-keys path (16 KiB of stack).
+// is widened and transposed in registers, once for all the queries (a block of prompt
+// tokens brings many), into L1, so one zmm holds element i of all 16 keys; every query
+// then takes one FMA per element with q[i] broadcast, in element order. Head sizes up to
+// this (16 KiB of stack; larger ones keep the reference):
 constexpr int64_t kMaxTransposedHd = 256;
 
 // Keys c < 16 (row c at x + bx * c) widened and transposed: kt[16 * i + c] = element i of
@@ -850,8 +828,7 @@ void transpose_keys(int64_t hd, const uint8_t* x, size_t bx, float* kt) {
     }
 }
 
-// dot_rows_block's sums from transposed keys: the same FMAs in the same order (element
-// after element per query), so the same bits.
+// The scores of kHeads queries from transposed keys, element after element per query.
 template <int kHeads>
 void dot_rows_transposed(int64_t hd, const float* kt, const float* q, float* s, size_t s_stride) {
     __m512 acc[kHeads];
@@ -868,27 +845,18 @@ void dot_rows_transposed(int64_t hd, const float* kt, const float* q, float* s, 
 template <typename Widen>
 void dot_rows_avx512(int64_t hd, int64_t n_rows, const void* vx, size_t bx, const float* q, int ng,
                      float* s, size_t s_stride) {
-    if (!Widen::fits(hd))
+    if (!Widen::fits(hd) || hd > kMaxTransposedHd)
         return reference_kernels(Widen::kType).dot_rows(hd, n_rows, vx, bx, q, ng, s, s_stride);
     const uint8_t* x = (const uint8_t*)vx;
     int64_t c = 0;
-    if (ng > 8 && hd <= kMaxTransposedHd) {
-        // Many queries (a block of prompt tokens): each 16 keys widened and transposed once
-        // into L1, then every tile of eight queries multiplies them from there.
-        alignas(64) float kt[kMaxTransposedHd * 16];
-        for (; c + 16 <= n_rows; c += 16) {
-            transpose_keys<Widen>(hd, x + bx * (size_t)c, bx, kt);
-            over_tiles<8>(ng, [&]<int kN>(int64_t g0) {
-                dot_rows_transposed<kN>(hd, kt, q + hd * g0, s + s_stride * (size_t)g0 + (size_t)c,
-                                        s_stride);
-            });
-        }
-    }
-    for (; c + 16 <= n_rows; c += 16)
+    alignas(64) float kt[kMaxTransposedHd * 16];
+    for (; c + 16 <= n_rows; c += 16) {
+        transpose_keys<Widen>(hd, x + bx * (size_t)c, bx, kt);
         over_tiles<8>(ng, [&]<int kN>(int64_t g0) {  // queries eight at a time, then the rest
-            dot_rows_block<Widen, kN>(hd, x + bx * (size_t)c, bx, q + hd * g0,
-                                      s + s_stride * (size_t)g0 + (size_t)c, s_stride);
+            dot_rows_transposed<kN>(hd, kt, q + hd * g0, s + s_stride * (size_t)g0 + (size_t)c,
+                                    s_stride);
         });
+    }
     for (; c < n_rows; ++c) {  // the last rows one at a time, in the same order
         const uint8_t* row = x + bx * (size_t)c;
         for (int g = 0; g < ng; ++g) {
