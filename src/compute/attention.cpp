@@ -60,24 +60,24 @@ struct Item {
 // keys' widening and transposition is most of a long prompt's attention otherwise).
 constexpr int kTokenBlock = 8;
 
-// Per-thread scratch for a group of up to `group` query heads: converted queries, one
-// accumulator each (first the widened queries), each head's scores and their maximum.
+// Per-thread scratch for the query rows of one item (kTokenBlock tokens x a KV head's
+// query heads at most): converted queries, one accumulator each (first the widened
+// queries), and each row's scores.
 struct Scratch {
     uint8_t* q_conv;  // group x q_row bytes
     size_t q_row;
     float* acc;     // group x head_dim
     float* scores;  // group x n_ctx
-    float* m;       // group
 };
 
 size_t scratch_size(const AttentionShape& s, TensorType kv_type, int64_t n_ctx) {
     const size_t group = (size_t)(s.n_head / s.n_head_kv) * kTokenBlock;
     return align64(row_size(query_type(kv_type), s.head_dim)) * group +
            align64(sizeof(float) * s.head_dim) * group +
-           align64(sizeof(float) * (size_t)n_ctx) * group + align64(sizeof(float) * group);
+           align64(sizeof(float) * (size_t)n_ctx) * group;
 }
 
-Scratch carve(uint8_t* p, const AttentionShape& s, TensorType kv_type, int64_t n_ctx) {
+Scratch carve(uint8_t* p, const AttentionShape& s, TensorType kv_type) {
     const size_t group = (size_t)(s.n_head / s.n_head_kv) * kTokenBlock;
     Scratch w;
     w.q_row = align64(row_size(query_type(kv_type), s.head_dim));
@@ -86,8 +86,6 @@ Scratch carve(uint8_t* p, const AttentionShape& s, TensorType kv_type, int64_t n
     w.acc = (float*)p;
     p += align64(sizeof(float) * s.head_dim) * group;
     w.scores = (float*)p;
-    p += align64(sizeof(float) * (size_t)n_ctx) * group;
-    w.m = (float*)p;
     return w;
 }
 
@@ -248,7 +246,7 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, const 
     const int64_t n_items = n_blocks * s.n_head_kv * split;
 
     pool.run([&](int ith, int nth_run) {
-        const Scratch w = carve(scratch + (size_t)ith * scratch_per_thread, s, kv.type_k, n_ctx);
+        const Scratch w = carve(scratch + (size_t)ith * scratch_per_thread, s, kv.type_k);
         // Items dealt out in turn, not in contiguous ranges: under the causal mask a late
         // token sees many more cells than an early one, and contiguous ranges left one
         // thread waiting for the other (17 % of a 4096-token prompt's time).
