@@ -41,7 +41,6 @@ size_t pack_tmp_bytes(int64_t n) {
 // streamed from L3 once per panel: a 512-token batch's activation blocks (1.5 MB for
 // 1536 columns) do not fit in L2, a chunk of panels does. Chunks hold about this much.
 constexpr size_t kPanelChunkBytes = 384 * 1024;
-constexpr int64_t kPanelTileCols = 8;
 
 // Panels per chunk for weights w.
 int64_t panel_chunk(const TensorView& w) {
@@ -166,8 +165,8 @@ void matmul_quantized(ThreadPool& pool, const TensorView& w, const void* xq, int
                     pack_panel(k, src, w_row_bytes, rows, P, n, panel, tmp, pk.unsigned_q);
                 }
                 // every tile of tokens over the chunk's panels
-                for (int64_t c = 0; c < n_tokens; c += kPanelTileCols) {
-                    const int64_t nc = std::min(kPanelTileCols, n_tokens - c);
+                for (int64_t c = 0; c < n_tokens; c += pk.cols) {
+                    const int64_t nc = std::min<int64_t>(pk.cols, n_tokens - c);
                     for (int64_t p = pc; p < pe; ++p) {
                         const int64_t r0 = p * P;
                         const int rows = (int)std::min<int64_t>(P, n_rows - r0);

@@ -3,6 +3,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if defined(__x86_64__) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #if defined(__aarch64__) && defined(__linux__)
 #include <asm/hwcap.h>
 #include <sys/auxv.h>
@@ -17,6 +21,19 @@ uint64_t read_xcr0() {
     uint32_t eax, edx;
     __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(0));
     return ((uint64_t)edx << 32) | eax;
+}
+
+// Linux hands the 8 KiB of tile data state to a process only on request (since 5.16);
+// before that, or when refused, a tile instruction faults.
+bool amx_permitted() {
+#if defined(__x86_64__) && defined(__linux__)
+    constexpr long kReqXcompPerm = 0x1023, kGetXcompPerm = 0x1022, kXtileData = 18;
+    if (syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) != 0) return false;
+    unsigned long perm = 0;
+    return syscall(SYS_arch_prctl, kGetXcompPerm, &perm) == 0 && (perm & (1ul << kXtileData));
+#else
+    return false;
+#endif
 }
 #endif
 
@@ -45,6 +62,8 @@ CpuFeatures detect() {
     __cpuid_count(7, 1, a71, b71, c71, d71);
     f.avx_vnni = (a71 & (1u << 4)) && f.avx2;
     f.avx512bf16 = (a71 & (1u << 5)) && f.avx512f;
+    f.amx_int8 = (d7 & (1u << 24)) && (d7 & (1u << 25)) && (xcr0 & 0x60000) == 0x60000 &&
+                 amx_permitted();
 #elif defined(__aarch64__)
     f.neon = true;
 #if defined(__linux__)
@@ -83,6 +102,7 @@ std::string cpu_features_string() {
     add(f.avx512vnni, "avx512vnni");
     add(f.avx512bf16, "avx512bf16");
     add(f.avx_vnni, "avx-vnni");
+    add(f.amx_int8, "amx-int8");
     add(f.neon, "neon");
     add(f.dotprod, "dotprod");
     add(f.i8mm, "i8mm");

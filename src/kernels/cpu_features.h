@@ -11,6 +11,10 @@ struct CpuFeatures {
     bool avx2 = false;  // with FMA and F16C
     bool avx512f = false, avx512bw = false, avx512vl = false, avx512vnni = false;
     bool avx512bf16 = false, avx_vnni = false;
+    // AMX tiles with int8 multiplication: in cpuid, enabled in XCR0 (TILECFG and TILEDATA)
+    // and granted to this process by Linux (arch_prctl ARCH_REQ_XCOMP_PERM), without which
+    // the first tile instruction kills the process.
+    bool amx_int8 = false;
     // arm
     bool neon = false, dotprod = false, i8mm = false;
 };

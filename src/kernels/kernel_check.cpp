@@ -310,7 +310,12 @@ std::string check_panel_kernel(const PanelKernel& k, uint64_t seed) {
     std::uniform_int_distribution<int> act_byte(-127, 127);  // what the quantizers produce
     std::uniform_real_distribution<float> real(-1.0f, 1.0f);
     const int P = k.rows;
-    const int max_cols = 11;
+    // every column count to 11, and around the kernel's tiles of tokens when it takes more
+    std::vector<int> col_counts;
+    for (int c = 1; c <= 11; ++c) col_counts.push_back(c);
+    if (k.cols > 11)
+        for (int c : {16, 17, k.cols, k.cols + 3}) col_counts.push_back(c);
+    const int max_cols = col_counts.back();
     // run == 1: three blocks of 32 (six groups of 16), every column count; runs of a q8_K
     // block's groups: two blocks of 256, a few column counts
     struct Case {
@@ -349,9 +354,8 @@ std::string check_panel_kernel(const PanelKernel& k, uint64_t seed) {
                     for (int i = 0; i < P * (has_min ? 2 : 1); ++i) fs[i] = real(rng) * 0.05f;
                 }
                 for (int rows : {P, P / 2 + 1})
-                    for (int cols = 1; cols <= max_cols; ++cols) {
-                        if (cs.runs && cols != 1 && cols != 3 && cols != 8 && cols != max_cols)
-                            continue;
+                    for (int cols : col_counts) {
+                        if (cs.runs && cols != 1 && cols != 3 && cols != 8 && cols < 11) continue;
                         const size_t ys = (size_t)P + 3;
                         std::vector<float> want(ys * (size_t)cols, -7.0f), got = want;
                         panel_gemm_ref(P, k.unsigned_q, panel.data(), n_groups, G, has_min, run,

@@ -34,6 +34,9 @@ const std::vector<KernelSet>& all_sets() {
              return f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni;
          },
          fill_avx512, fill_panel_avx512, int8_peak_avx512, 12, 64},
+        // AMX replaces only the panel GEMM (prefill); every other kernel stays AVX-512's
+        {"amx", [] { return cpu_features().amx_int8; }, nullptr, fill_panel_amx, int8_peak_amx, 4,
+         16 * 16 * 64},
 #endif
 #if defined(__aarch64__)
         {"neon", [] { return cpu_features().neon; }, fill_neon},
@@ -94,9 +97,9 @@ void build(State& s, const std::string& last) {
     for (const KernelSet& set : all_sets()) {
         if (!set.supported()) break;
         Table cand = t;
-        set.fill(cand.data());
+        if (set.fill) set.fill(cand.data());
         stamp(cand, t, set.name);
-        for (uint32_t id = 0; id < kTensorTypeCount; ++id) {
+        for (uint32_t id = 0; id < kTensorTypeCount && set.fill; ++id) {
             if (!tensor_type_info(id)) continue;
             const std::string err =
                 check_type_kernels((TensorType)id, cand[id], reference_table()[id], 512, 1234 + id);
@@ -224,10 +227,16 @@ Int8PeakFn int8_peak_of(const std::string& set) {
 int64_t int8_peak_reference(const std::string& set, uint64_t iters, const int8_t* buf) {
     const uint8_t* a = (const uint8_t*)buf;
     const int8_t* b = buf + 64;
+    const uint8_t* b_unsigned = a + 64;
     for (const KernelSet& k : all_sets()) {
         if (set != k.name || !k.int8_peak) continue;
         int64_t per = 0;  // one instruction's sum over its lanes
-        if (set == "i8mm") {
+        if (set == "amx") {
+            // tdpbsud of whole tiles: A[m][k] = buf[k] signed, B[r][c] = buf[64 + c]
+            // unsigned; element (m, n) = sum over k < 64 of A[m][k] * B[k / 4][4n + k % 4]
+            for (int n = 0; n < 16; ++n)
+                for (int q = 0; q < 64; ++q) per += 16 * (int64_t)buf[q] * b_unsigned[4 * n + q % 4];
+        } else if (set == "i8mm") {
             // smmla: lane (i, j) = sum over k < 8 of a[8i + k] * b[8j + k]
             for (int i = 0; i < 2; ++i)
                 for (int j = 0; j < 2; ++j)

@@ -51,7 +51,7 @@ struct alignas(64) PanelActBlock {
 static_assert(sizeof(PanelActBlock) == 64, "panel activation block is one cache line");
 
 // Bytes of one group of a panel of P rows.
-inline size_t panel_group_bytes(int P, int G, bool has_min) {
+constexpr size_t panel_group_bytes(int P, int G, bool has_min) {
     return (size_t)P * (size_t)G + (size_t)P * sizeof(float) * (has_min ? 2 : 1);
 }
 // Bytes of a panel of P rows of n elements (n a multiple of the group).
@@ -89,6 +89,7 @@ struct PanelKernel {
     const char* isa = "none";
     bool unsigned_q = false;
     bool runs = false;
+    int cols = 8;  // tokens per call that keep it busy (the matmul's tile of tokens)
 };
 
 // Decode n elements (whole blocks) of one weight row: q[n], scale[n / G] and, for types

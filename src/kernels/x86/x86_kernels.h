@@ -22,9 +22,13 @@ void fill_x16_avx512(TypeKernels* table);
 // Its panel GEMM (x86/avx512_panel.cpp).
 void fill_panel_avx512(PanelKernel* panel);
 
+// AMX int8 tiles, on top of AVX-512: the panel GEMM only (x86/amx_panel.cpp).
+void fill_panel_amx(PanelKernel* panel);
+
 // Their int8 compute limits (Int8PeakFn): vpmaddubsw + vpmaddwd (avx2.cpp), vpdpbusd zmm
 // (avx512.cpp).
 uint64_t int8_peak_avx2(uint64_t iters, const int8_t* buf, int64_t* lanes_sum);
 uint64_t int8_peak_avx512(uint64_t iters, const int8_t* buf, int64_t* lanes_sum);
+uint64_t int8_peak_amx(uint64_t iters, const int8_t* buf, int64_t* lanes_sum);  // tdpbsud
 
 }  // namespace edgellm
