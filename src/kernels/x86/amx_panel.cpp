@@ -18,13 +18,11 @@
 // The tile configuration is per thread and stays loaded between calls (loading it costs
 // about as much as a group); a thread reloads it only when the group size or the number of
 // tokens of its tile changes.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+// As in avx512.cpp, nothing here calls an inline function of a shared header (an
+// out-of-line copy built with these flags could serve other CPUs); panel_group_bytes is
+// only evaluated at compile time.
+#include "kernels/x86/immintrin_quiet.h"
 
-#include <algorithm>
 #include <cstring>
 
 #include "kernels/count_dispatch.h"
@@ -129,7 +127,7 @@ void tile(const uint8_t* panel, int64_t n_groups, int run, const PanelActBlock* 
     const int chunk = run > 1 ? run : 8;
     const size_t act_row_bytes = act_stride * sizeof(PanelActBlock);
     for (int64_t g0 = 0; g0 < n_groups; g0 += chunk) {
-        const int ng = (int)std::min<int64_t>(chunk, n_groups - g0);
+        const int ng = (int)(n_groups - g0 < chunk ? n_groups - g0 : chunk);
         tile_products<G, kMin>(panel, g0, ng, act, act_row_bytes, sums);
         for (int c = 0; c < m; ++c) {
             const PanelActBlock* a = act + act_stride * (size_t)c;
@@ -183,7 +181,7 @@ void panel_gemm_amx(const uint8_t* panel, int64_t n_groups, int G, bool has_min,
     const __mmask16 mask = (__mmask16)((1u << rows) - 1u);
     with_panel_group(G, has_min, [&]<int kG, bool kMin>() {
         for (int64_t c = 0; c < n_cols; c += kTokens) {
-            const int m = (int)std::min<int64_t>(kTokens, n_cols - c);
+            const int m = (int)(n_cols - c < kTokens ? n_cols - c : kTokens);
             configure(kG, m);
             tile<kG, kMin>(panel, n_groups, run, act + act_stride * (size_t)c, act_stride, m,
                            y + y_stride * (size_t)c, y_stride, mask);

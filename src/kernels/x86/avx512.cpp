@@ -24,11 +24,7 @@
 // GCC 12's AVX-512 intrinsics initialise their "undefined" operand from itself, which
 // -W(maybe-)uninitialized reports wherever they are inlined (GCC bug 105593, fixed in 13):
 // silence it for the header's code only.
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+#include "kernels/x86/immintrin_quiet.h"
 
 #include <cstddef>
 #include <cstdint>

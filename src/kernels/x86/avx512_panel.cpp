@@ -6,13 +6,8 @@
 // the activation block), ending at exactly sum(q * a). Tiles of kCols tokens share each
 // weight register. With q8_K activations (one scale per 256) the groups of a run meet the
 // activation scale once per run, not once per group (panel.h, run > 1).
-// (GCC 12 false positives in the AVX-512 header, as in avx512.cpp; and as there, nothing
-// here calls an inline function of a shared header.)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+// (As in avx512.cpp, nothing here calls an inline function of a shared header.)
+#include "kernels/x86/immintrin_quiet.h"
 
 #include "kernels/count_dispatch.h"
 #include "kernels/panel.h"

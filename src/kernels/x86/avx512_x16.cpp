@@ -5,13 +5,8 @@
 // the activation sums in the panel blocks correct for the offset (q4_0: -8, q5_0: -16,
 // q8_0: -128, q6_K: -32) exactly. Columns run one after another over the same group,
 // which stays in L1/L2 from the first.
-// (GCC 12 false positives in the AVX-512 header, as in avx512.cpp; and as there, nothing
-// here calls an inline function of a shared header.)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
+// (As in avx512.cpp, nothing here calls an inline function of a shared header.)
+#include "kernels/x86/immintrin_quiet.h"
 
 #include "kernels/x16.h"
 #include "kernels/x86/x86_kernels.h"
