@@ -57,9 +57,26 @@ size_t panel_thread_bytes(const TensorView& w) {
            (w.x16 ? round_up((size_t)kX16Rows * w.row_bytes()) : 0);
 }
 
-// Where the panel blocks and the per-thread panels start in the scratch.
+// Whether the batch's activations also go into tiles of 16 tokens (PanelActTile): for a
+// panel kernel that reads them.
+bool act_tiles(const TensorView& w, int64_t n_rows) {
+    return panel_kernel().gemm_tiled != nullptr &&
+           panel_batch(type_kernels(w.type).vec_dot_type, w.ne[0], n_rows);
+}
+
+int64_t n_token_tiles(int64_t n_rows) {
+    return (n_rows + kPanelTileTokens - 1) / kPanelTileTokens;
+}
+
+size_t act_tile_bytes(const TensorView& w, int64_t n_rows) {
+    if (!act_tiles(w, n_rows)) return 0;
+    return sizeof(PanelActTile) * (size_t)(w.ne[0] / 32) * (size_t)n_token_tiles(n_rows);
+}
+
+// Where the panel blocks, their tiles and the per-thread panels start in the scratch.
 struct PanelScratch {
     PanelActBlock* act;
+    PanelActTile* tiles;  // tile t's blocks at tiles + t * (n / 32); null without tiles
     uint8_t* threads;
     size_t per_thread;
 };
@@ -68,8 +85,11 @@ PanelScratch panel_scratch(void* xq, const TensorView& w, int64_t n_rows) {
     const TensorType act_type = type_kernels(w.type).vec_dot_type;
     const size_t q_bytes = round_up(row_size(act_type, n) * (size_t)n_rows);
     const size_t act_bytes = sizeof(PanelActBlock) * (size_t)(n / 32) * (size_t)n_rows;
+    const size_t tile_bytes = act_tile_bytes(w, n_rows);
     uint8_t* base = (uint8_t*)(((uintptr_t)xq + kLine - 1) / kLine * kLine);
-    return {(PanelActBlock*)(base + q_bytes), base + q_bytes + act_bytes, panel_thread_bytes(w)};
+    uint8_t* tiles = base + q_bytes + act_bytes;
+    return {(PanelActBlock*)(base + q_bytes), tile_bytes ? (PanelActTile*)tiles : nullptr,
+            tiles + tile_bytes, panel_thread_bytes(w)};
 }
 
 }  // namespace
@@ -82,7 +102,7 @@ size_t activation_buffer_size(const TensorView& w, int64_t n_rows, int n_threads
     const size_t act = sizeof(PanelActBlock) * (size_t)(n / 32) * (size_t)n_rows;
     const size_t threads =
         panel_batch(vdt, n, n_rows) ? panel_thread_bytes(w) * (size_t)std::max(1, n_threads) : 0;
-    return kLine + round_up(q_bytes) + act + threads;
+    return kLine + round_up(q_bytes) + act + act_tile_bytes(w, n_rows) + threads;
 }
 
 void quantize_activations(ThreadPool& pool, const TensorView& w, const float* x, int64_t x_stride,
@@ -92,7 +112,9 @@ void quantize_activations(ThreadPool& pool, const TensorView& w, const float* x,
     const TypeKernels& vk = type_kernels(vdt);
     EDGELLM_ASSERT(vk.from_float != nullptr, "activation type has no quantizer");
     const size_t row_bytes = row_size(vdt, n);
-    PanelActBlock* act = act_blocks(w, n_rows) ? panel_scratch(xq, w, n_rows).act : nullptr;
+    const bool blocks = act_blocks(w, n_rows);
+    const PanelScratch ps = blocks ? panel_scratch(xq, w, n_rows) : PanelScratch{};
+    PanelActBlock* act = ps.act;
     auto body = [&](int ith, int nth) {
         int64_t r0, r1;
         ThreadPool::split(n_rows, ith, nth, &r0, &r1);
@@ -106,6 +128,20 @@ void quantize_activations(ThreadPool& pool, const TensorView& w, const float* x,
         body(0, 1);
     else
         pool.run(body);
+    if (ps.tiles) {
+        // tiles of 16 tokens, once all rows' blocks are there
+        const int64_t nb = n / 32;
+        pool.run([&](int ith, int nth) {
+            int64_t t0, t1;
+            ThreadPool::split(n_token_tiles(n_rows), ith, nth, &t0, &t1);
+            for (int64_t t = t0; t < t1; ++t) {
+                const int64_t r0 = t * kPanelTileTokens;
+                to_panel_act_tiles(act + (size_t)r0 * (size_t)nb, (size_t)nb, nb,
+                                   (int)std::min<int64_t>(kPanelTileTokens, n_rows - r0),
+                                   ps.tiles + (size_t)t * (size_t)nb);
+            }
+        });
+    }
 }
 
 void matmul_quantized(ThreadPool& pool, const TensorView& w, const void* xq, int64_t n_tokens,
@@ -127,8 +163,8 @@ void matmul_quantized(ThreadPool& pool, const TensorView& w, const void* xq, int
         const int64_t n_panels = (n_rows + P - 1) / P;
         // q8_K activations share one scale per 256: the kernel meets it once per run
         const int run = pk.runs && k.vec_dot_type == TensorType::Q8_K ? 256 / k.i8_group : 1;
-        // x16 weights become panels of 16 unsigned rows directly
-        const bool direct = w.x16 && P == kX16Rows && pk.unsigned_q;
+        // x16 weights become panels of 16 rows directly
+        const bool direct = w.x16 && P == kX16Rows;
         const int64_t chunk = panel_chunk(w);
         const size_t panel_stride = round_up(panel_bytes_max(P, n));
         pool.run([&](int ith, int nth) {
@@ -146,7 +182,7 @@ void matmul_quantized(ThreadPool& pool, const TensorView& w, const void* xq, int
                     const int rows = (int)std::min<int64_t>(P, n_rows - r0);
                     const uint8_t* src = (const uint8_t*)w.data + (size_t)r0 * w_row_bytes;
                     if (direct) {
-                        x16_to_panel(w.type, src, n, panel);
+                        x16_to_panel(w.type, src, n, panel, pk.unsigned_q);
                         continue;
                     }
                     if (w.x16) {
@@ -170,6 +206,14 @@ void matmul_quantized(ThreadPool& pool, const TensorView& w, const void* xq, int
                     for (int64_t p = pc; p < pe; ++p) {
                         const int64_t r0 = p * P;
                         const int rows = (int)std::min<int64_t>(P, n_rows - r0);
+                        if (ps.tiles) {  // c is a multiple of 16 (pk.cols is)
+                            const size_t nb = (size_t)(n / 32);
+                            pk.gemm_tiled(panels + panel_stride * (size_t)(p - pc),
+                                          n / k.i8_group, k.i8_group, k.i8_min, run,
+                                          ps.tiles + (size_t)(c / kPanelTileTokens) * nb, nb, nc,
+                                          y + c * y_stride + r0, (size_t)y_stride, rows);
+                            continue;
+                        }
                         pk.gemm(panels + panel_stride * (size_t)(p - pc), n / k.i8_group,
                                 k.i8_group, k.i8_min, run, ps.act + (size_t)c * (size_t)(n / 32),
                                 (size_t)(n / 32), nc, y + c * y_stride + r0, (size_t)y_stride,

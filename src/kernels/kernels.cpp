@@ -35,9 +35,8 @@ const std::vector<KernelSet>& all_sets() {
          },
          fill_avx512, fill_panel_avx512, int8_peak_avx512, 12, 64},
         // AMX replaces only the panel GEMM (prefill); every other kernel stays AVX-512's.
-        // Opt-in: its prefill measured 0.8-0.9x avx512's (README, Kernels).
         {"amx", [] { return cpu_features().amx_int8; }, nullptr, fill_panel_amx, int8_peak_amx, 4,
-         16 * 16 * 64, true},
+         16 * 16 * 64},
 #endif
 #if defined(__aarch64__)
         {"neon", [] { return cpu_features().neon; }, fill_neon},

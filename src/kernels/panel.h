@@ -79,6 +79,39 @@ using PanelGemmFn = void (*)(const uint8_t* panel, int64_t n_groups, int G, bool
                              const PanelActBlock* act, size_t act_stride, int64_t n_cols,
                              float* y, size_t y_stride, int rows);
 
+// The activations of 16 tokens for one block of 32, as kernels that multiply a whole
+// group for 16 tokens in one instruction read them (AMX: the int8 values are one tile
+// operand, 16 rows of 32 bytes; a group of 16 is half of each row, read at a stride of
+// 32). Token t of the 16 is row t; tokens past the batch are all zero. The fields are
+// those of PanelActBlock, one lane per token.
+struct alignas(64) PanelActTile {
+    int8_t qs[16][32];
+    float d[16];
+    float dsum32[16];
+    float dsum16[2][16];
+};
+static_assert(sizeof(PanelActTile) == 768, "panel activation tile is 12 cache lines");
+
+// Tokens per PanelActTile.
+inline constexpr int kPanelTileTokens = 16;
+
+// Tiles of n_tokens (<= 16) tokens' activation blocks: dst[b] for block b < n_blocks of
+// token t from act[t * act_stride + b].
+void to_panel_act_tiles(const PanelActBlock* act, size_t act_stride, int64_t n_blocks,
+                        int n_tokens, PanelActTile* dst);
+
+// The panel GEMM over tiles: as PanelGemmFn, with column c's blocks in tile c / 16 (tile
+// t starts at tiles + t * tile_stride), row c % 16 of it.
+using PanelTiledGemmFn = void (*)(const uint8_t* panel, int64_t n_groups, int G, bool has_min,
+                                  int run, const PanelActTile* tiles, size_t tile_stride,
+                                  int64_t n_cols, float* y, size_t y_stride, int rows);
+
+// A PanelGemmFn from a PanelTiledGemmFn: the tiles built first, per call (for callers
+// with blocks at any stride: the kernel check, tests).
+void panel_gemm_via_tiles(PanelTiledGemmFn fn, const uint8_t* panel, int64_t n_groups, int G,
+                          bool has_min, int run, const PanelActBlock* act, size_t act_stride,
+                          int64_t n_cols, float* y, size_t y_stride, int rows);
+
 // The panel kernel of a kernel set: P rows per panel and the GEMM. unsigned_q: its panels
 // hold u = q + 128 as unsigned bytes for types without offsets and u = q (0..63: every
 // type with offsets has q in 0..31) for those with (vpdpbusd multiplies unsigned
@@ -90,6 +123,9 @@ struct PanelKernel {
     bool unsigned_q = false;
     bool runs = false;
     int cols = 8;  // tokens per call that keep it busy (the matmul's tile of tokens)
+    // The same GEMM over activation tiles, when the kernel has it: the matmul then builds
+    // the tiles once per batch (a multiple of 16 tokens per call) and calls this one.
+    PanelTiledGemmFn gemm_tiled = nullptr;
 };
 
 // Decode n elements (whole blocks) of one weight row: q[n], scale[n / G] and, for types

@@ -70,7 +70,9 @@ void x16_unpack_block(TensorType t, const uint8_t* group, int r, int64_t b, uint
 // (kernels/panel.h, PanelKernel::unsigned_q): byte for byte what pack_panel writes from
 // the rows in the file's layout, without that detour (prefill from repacked weights).
 // False, and nothing written, for a type without the layout.
-bool x16_to_panel(TensorType t, const uint8_t* group, int64_t n, uint8_t* panel);
+// unsigned_q false: the panel with signed weights instead (PanelKernel::unsigned_q).
+bool x16_to_panel(TensorType t, const uint8_t* group, int64_t n, uint8_t* panel,
+                  bool unsigned_q = true);
 
 // The scalar definition of the GEMV for type t (nullptr when x16_layout(t) is false).
 GemvX16Fn gemv_x16_ref(TensorType t);

@@ -30,6 +30,8 @@
 #include "kernels/fp16.h"
 #include "kernels/kernel_check.h"
 #include "kernels/kernels.h"
+#include "kernels/panel.h"
+#include "kernels/x16.h"
 
 using namespace edgellm;
 
@@ -800,6 +802,55 @@ TEST(Matmul, RowInterleavedWeightsGiveTheReferenceProducts) {
             }
         }
     }
+}
+
+// Every panel kernel gives the bits of panel_gemm_ref, so kernel sets whose panels meet
+// a q8_K block's scale the same way (PanelKernel::runs) give the same matmul bits: here
+// through the whole prefill path (activation blocks, AMX's tiles of 16 tokens built per
+// batch, x16 weights straight to panels), with a last tile of tokens partly filled and
+// two threads. Fewer than two such sets on this machine: said, and only one is run.
+TEST(Matmul, PanelKernelSetsGiveTheSameBits) {
+    KernelSetGuard guard;
+    std::vector<std::string> sets;
+    for (const std::string& set : guard.sets()) {
+        ASSERT_TRUE(select_kernel_set(set));
+        if (panel_kernel().gemm && panel_kernel().runs) sets.push_back(set);
+    }
+    if (sets.size() < 2)
+        std::printf("PanelKernelSetsGiveTheSameBits: %zu set(s) with q8_K runs here; nothing to "
+                    "compare with\n", sets.size());
+    ThreadPool pool(2);
+    const int64_t n = 512, n_rows = 48, n_tokens = 37;
+    for (TensorType t : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0, TensorType::Q2_K,
+                         TensorType::Q4_K, TensorType::Q6_K, TensorType::Q5_K, TensorType::Q3_K})
+        for (bool x16 : {false, true}) {
+            if (x16 && !x16_layout(t)) continue;
+            const std::vector<uint8_t> wd = random_tensor_data(t, n * n_rows, 500 + (uint64_t)t);
+            TensorView w;
+            w.type = t;
+            w.ne[0] = n;
+            w.ne[1] = n_rows;
+            w.data = wd.data();
+            std::vector<uint8_t> packed(wd.size());
+            if (x16) w = repack_x16(&pool, w, packed.data());
+            const std::vector<float> x = random_floats((size_t)(n * n_tokens), 600 + (uint64_t)t);
+            std::vector<float> first;
+            for (const std::string& set : sets) {
+                ASSERT_TRUE(select_kernel_set(set));
+                std::vector<uint8_t> xq(activation_buffer_size(w, n_tokens, pool.size()));
+                std::vector<float> y((size_t)(n_rows * n_tokens), -1.0f);
+                matmul(pool, w, x.data(), n, n_tokens, xq.data(), y.data(), n_rows);
+                if (first.empty()) {
+                    first = y;
+                    continue;
+                }
+                for (size_t i = 0; i < y.size(); ++i)
+                    ASSERT_EQ(std::memcmp(&y[i], &first[i], sizeof(float)), 0)
+                        << tensor_type_name(t) << (x16 ? " x16" : "") << ": " << set << " and "
+                        << sets[0] << " differ at token " << i / n_rows << " row " << i % n_rows
+                        << " (" << y[i] << " vs " << first[i] << ")";
+            }
+        }
 }
 
 // The Walsh-Hadamard turn: Sylvester's matrix scaled by 1/sqrt(n), applied per run of n;

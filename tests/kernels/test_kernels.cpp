@@ -464,24 +464,27 @@ TEST(X16, PackThenUnpackGivesBackEveryRow) {
     }
 }
 
-// Prefill reads x16 weights straight into unsigned panels: the bytes pack_panel writes
-// from the rows in the file's layout, for every type with the layout (partial groups of
-// the panel would show as a difference: no byte is left unwritten).
+// Prefill reads x16 weights straight into panels (unsigned, or signed for AMX): the bytes
+// pack_panel writes from the rows in the file's layout, for every type with the layout
+// (partial groups of the panel would show as a difference: no byte is left unwritten).
 TEST(X16, ToPanelIsPackPanelOfTheRows) {
-    for (TensorType t : x16_types()) {
-        const TypeKernels& k = reference_kernels(t);
-        const int64_t n = 512;  // two K-quant blocks, 16 legacy blocks
-        const size_t row = row_size(t, n);
-        const auto rows = random_rows(t, n, 31 + (uint64_t)t);
-        std::vector<uint8_t> group(row * kX16Rows);
-        x16_pack(t, rows.data(), row, n, group.data());
-        const size_t bytes = panel_bytes(kX16Rows, k.i8_group, k.i8_min, n);
-        std::vector<uint8_t> want(bytes, 0x11), got(bytes, 0x22), tmp(n + 2 * 4 * (n / 16) + 16);
-        pack_panel(k, rows.data(), row, kX16Rows, kX16Rows, n, want.data(), tmp.data(), true);
-        ASSERT_TRUE(x16_to_panel(t, group.data(), n, got.data())) << tensor_type_name(t);
-        for (size_t i = 0; i < bytes; ++i)
-            ASSERT_EQ(got[i], want[i]) << tensor_type_name(t) << " panel byte " << i;
-    }
+    for (TensorType t : x16_types())
+        for (bool uq : {true, false}) {
+            const TypeKernels& k = reference_kernels(t);
+            const int64_t n = 512;  // two K-quant blocks, 16 legacy blocks
+            const size_t row = row_size(t, n);
+            const auto rows = random_rows(t, n, 31 + (uint64_t)t);
+            std::vector<uint8_t> group(row * kX16Rows);
+            x16_pack(t, rows.data(), row, n, group.data());
+            const size_t bytes = panel_bytes(kX16Rows, k.i8_group, k.i8_min, n);
+            std::vector<uint8_t> want(bytes, 0x11), got(bytes, 0x22),
+                tmp(n + 2 * 4 * (n / 16) + 16);
+            pack_panel(k, rows.data(), row, kX16Rows, kX16Rows, n, want.data(), tmp.data(), uq);
+            ASSERT_TRUE(x16_to_panel(t, group.data(), n, got.data(), uq)) << tensor_type_name(t);
+            for (size_t i = 0; i < bytes; ++i)
+                ASSERT_EQ(got[i], want[i])
+                    << tensor_type_name(t) << (uq ? " unsigned" : " signed") << " panel byte " << i;
+        }
     std::vector<uint8_t> none(64);
     EXPECT_FALSE(x16_to_panel(TensorType::F16, none.data(), 32, none.data()));
 }

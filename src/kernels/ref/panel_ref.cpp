@@ -1,8 +1,10 @@
 // Panel GEMM, portable part: every weight type decoded to int8 groups, panels packed from
 // them, activation rows converted to panel blocks, and the scalar definition of the GEMM
 // (src/kernels/panel.h explains the scheme).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "kernels/block_formats.h"
 #include "kernels/kernels.h"
@@ -231,6 +233,41 @@ void to_panel_act(TensorType act_type, const void* src, int64_t n, PanelActBlock
         default:
             break;
     }
+}
+
+void to_panel_act_tiles(const PanelActBlock* act, size_t act_stride, int64_t n_blocks,
+                        int n_tokens, PanelActTile* dst) {
+    for (int64_t b = 0; b < n_blocks; ++b) {
+        PanelActTile& o = dst[b];
+        for (int t = 0; t < kPanelTileTokens; ++t) {
+            if (t < n_tokens) {
+                const PanelActBlock& a = act[(size_t)t * act_stride + (size_t)b];
+                std::memcpy(o.qs[t], a.qs, 32);
+                o.d[t] = a.d;
+                o.dsum32[t] = a.dsum32;
+                o.dsum16[0][t] = a.dsum16[0];
+                o.dsum16[1][t] = a.dsum16[1];
+            } else {
+                std::memset(o.qs[t], 0, 32);
+                o.d[t] = o.dsum32[t] = o.dsum16[0][t] = o.dsum16[1][t] = 0.0f;
+            }
+        }
+    }
+}
+
+void panel_gemm_via_tiles(PanelTiledGemmFn fn, const uint8_t* panel, int64_t n_groups, int G,
+                          bool has_min, int run, const PanelActBlock* act, size_t act_stride,
+                          int64_t n_cols, float* y, size_t y_stride, int rows) {
+    const int64_t n_blocks = n_groups * G / 32;
+    const int64_t n_tiles = (n_cols + kPanelTileTokens - 1) / kPanelTileTokens;
+    std::vector<PanelActTile> tiles((size_t)(n_blocks * n_tiles));
+    for (int64_t t = 0; t < n_tiles; ++t) {
+        const int64_t c = t * kPanelTileTokens;
+        to_panel_act_tiles(act + act_stride * (size_t)c, act_stride, n_blocks,
+                           (int)std::min<int64_t>(kPanelTileTokens, n_cols - c),
+                           tiles.data() + (size_t)(t * n_blocks));
+    }
+    fn(panel, n_groups, G, has_min, run, tiles.data(), (size_t)n_blocks, n_cols, y, y_stride, rows);
 }
 
 void panel_gemm_ref(int P, bool unsigned_q, const uint8_t* panel, int64_t n_groups, int G,

@@ -178,7 +178,19 @@ void q6_K_to_panel(const uint8_t* group, int64_t nb, const PanelGroups& p) {
 
 }  // namespace
 
-bool x16_to_panel(TensorType t, const uint8_t* group, int64_t n, uint8_t* panel) {
+namespace {
+
+// An unsigned panel of a type without offsets made signed: u = q + 128, so q is u with
+// the sign bit flipped.
+void to_signed(uint8_t* panel, int64_t n_groups, int G) {
+    const size_t gb = panel_group_bytes(R, G, false);
+    for (int64_t g = 0; g < n_groups; ++g) {
+        uint8_t* q = panel + gb * (size_t)g;
+        for (int i = 0; i < R * G; ++i) q[i] ^= 0x80;
+    }
+}
+
+bool to_unsigned_panel(TensorType t, const uint8_t* group, int64_t n, uint8_t* panel) {
     switch (t) {
         case TensorType::Q4_0:
             q4_0_to_panel(group, n / 32, {panel, panel_group_bytes(R, 32, false), 32});
@@ -201,6 +213,17 @@ bool x16_to_panel(TensorType t, const uint8_t* group, int64_t n, uint8_t* panel)
         default:
             return false;
     }
+}
+
+}  // namespace
+
+bool x16_to_panel(TensorType t, const uint8_t* group, int64_t n, uint8_t* panel, bool unsigned_q) {
+    if (!to_unsigned_panel(t, group, n, panel)) return false;
+    // types with offsets have q >= 0, the same byte either way
+    const bool has_min = t == TensorType::Q2_K || t == TensorType::Q4_K;
+    const int G = t == TensorType::Q2_K || t == TensorType::Q6_K ? 16 : 32;
+    if (!unsigned_q && !has_min) to_signed(panel, n / G, G);
+    return true;
 }
 
 }  // namespace edgellm

@@ -1,23 +1,24 @@
-// Panel GEMM with AMX tiles (kernels/panel.h), on the AVX-512 set's panels: 16 rows, four
-// elements of each row in 64 bytes, unsigned weights (PanelKernel::unsigned_q).
+// Panel GEMM with AMX tiles (kernels/panel.h), on panels of 16 rows with four elements
+// of each row in 64 bytes (as the AVX-512 set's) but signed weights (tdpbssd multiplies
+// signed by signed, so no correction for an offset of 128 is needed).
 //
 // One group of a panel, G/4 steps x 16 rows x 4 bytes, is exactly the second operand of
-// tdpbsud (G/4 rows of 64 bytes, unsigned bytes), and the first G bytes of 16 tokens'
-// activation blocks, one row per token at the activation stride, are its first operand
-// (signed bytes). One instruction then gives the int32 sums of the group for 16 tokens x
-// 16 rows, the same integers vpdpbusd sums (the rows hold q + 128 for types without
-// offsets; adding the block's -128 * sum(a) undoes it). The tiles sum over K = G, not 64:
-// each group has its own scales, so its sums must come out alone. Those go through memory
-// (1 KiB per group) to the AVX-512 epilogue, which applies the scales in the order of
-// panel_gemm_ref, as avx512_panel.cpp does, so the results are the same bits.
+// tdpbssd (G/4 rows of 64 bytes), and the group's bytes of 16 tokens, one row per token,
+// are the first: the activations arrive as tiles of 16 tokens (PanelActTile, built once
+// per batch by the matmul), 16 rows of 32 bytes, so a group is 16 contiguous rows (G = 16:
+// half of each, at a stride of 32). One instruction gives the int32 sums of the group for
+// 16 tokens x 16 rows, the integers panel_gemm_ref sums. The tiles sum over K = G, not 64:
+// each group has its own scales, so its sums must come out alone. They go through memory
+// (1 KiB per group) to an AVX-512 epilogue, which applies the scales in the order of
+// panel_gemm_ref, so the results are the same bits.
 //
-// Per call, groups are taken a chunk at a time (one run of a q8_K block, or 8): first every
-// group's tile product, two sets of tiles alternating so one product runs while the other
-// is stored, then the scales for each token over the chunk.
+// The groups go two at a time, in two sets of result tiles: while the tile unit computes
+// the next two groups, the epilogue applies the scales of the two before, and the 16
+// tokens' sums stay in 16 registers over the whole panel. Tokens past the batch are zero
+// in the tiles; their rows are computed and not stored.
 //
 // The tile configuration is per thread and stays loaded between calls (loading it costs
-// about as much as a group); a thread reloads it only when the group size or the number of
-// tokens of its tile changes.
+// about as much as a group); a thread reloads it only when the group size changes.
 // As in avx512.cpp, nothing here calls an inline function of a shared header (an
 // out-of-line copy built with these flags could serve other CPUs); panel_group_bytes is
 // only evaluated at compile time.
@@ -35,7 +36,7 @@ namespace {
 
 constexpr int kRows = 16;    // weight rows per panel: 16 int32 columns of a result tile
 constexpr int kTokens = 16;  // tokens per tile: the rows of the activation and result tiles
-constexpr int kMaxChunk = 16;
+static_assert(kTokens == kPanelTileTokens, "one activation tile per 16 tokens");
 
 struct alignas(64) TileConfig {
     uint8_t palette;
@@ -52,141 +53,175 @@ inline void load_config(const TileConfig& c) {
     asm volatile("ldtilecfg %0" : : "m"(c));
 }
 
-// The configuration this thread has loaded (0: none, or another one's).
-thread_local int loaded_G = 0, loaded_m = 0;
+// The group size of the configuration this thread has loaded (0: none, or another one's).
+thread_local int loaded_G = 0;
 
-// Tiles 0 and 1: weights (G/4 rows of 64 bytes); 2 and 3: activations (m rows of G
-// bytes); 4 and 5: results (m rows of 16 int32).
-void configure(int G, int m) {
-    if (loaded_G == G && loaded_m == m) return;
+// Tiles 0 and 1: activations (16 rows of G bytes); 2 and 3: weights (G/4 rows of 64
+// bytes); 4, 5 and 6, 7: the two sets of results (16 rows of 16 int32).
+void configure(int G) {
+    if (loaded_G == G) return;
     TileConfig c;
     std::memset(&c, 0, sizeof c);
     c.palette = 1;
     for (int t : {0, 1}) {
+        c.rows[t] = (uint8_t)kTokens;
+        c.colsb[t] = (uint16_t)G;
+    }
+    for (int t : {2, 3}) {
         c.rows[t] = (uint8_t)(G / 4);
         c.colsb[t] = 64;
     }
-    for (int t : {2, 3}) {
-        c.rows[t] = (uint8_t)m;
-        c.colsb[t] = (uint16_t)G;
-    }
-    for (int t : {4, 5}) {
-        c.rows[t] = (uint8_t)m;
+    for (int t : {4, 5, 6, 7}) {
+        c.rows[t] = (uint8_t)kTokens;
         c.colsb[t] = 64;
     }
     load_config(c);
     loaded_G = G;
-    loaded_m = m;
 }
 
+// Group g's activation bytes (16 rows at a stride of 32), scales and sums.
 template <int G>
-inline const void* act_operand(const PanelActBlock* act, int64_t g) {
-    const int64_t blk = G == 32 ? g : g / 2;
-    const int half = G == 32 ? 0 : (int)(g & 1);
-    return (const void*)(act[blk].qs + 16 * half);
+inline const int8_t* act_q(const PanelActTile* t, int64_t g) {
+    return G == 32 ? t[g].qs[0] : t[g / 2].qs[0] + 16 * (g & 1);
+}
+template <int G>
+inline const float* act_d(const PanelActTile* t, int64_t g) {
+    return t[G == 32 ? g : g / 2].d;
+}
+template <int G>
+inline const float* act_dsum(const PanelActTile* t, int64_t g) {
+    return G == 32 ? t[g].dsum32 : t[g / 2].dsum16[g & 1];
 }
 
-// The int32 sums of groups g0 .. g0 + ng - 1 for the tile's tokens, to sums[i].
-template <int G, bool kMin>
-void tile_products(const uint8_t* panel, int64_t g0, int ng, const PanelActBlock* act,
-                   size_t act_row_bytes, int32_t (*sums)[kTokens][kRows]) {
-    constexpr size_t kGroupBytes = panel_group_bytes(kRows, G, kMin);
-    int i = 0;
-    for (; i + 2 <= ng; i += 2) {
-        const int64_t g = g0 + i;
-        _tile_loadd(0, panel + kGroupBytes * (size_t)g, 64);
-        _tile_loadd(2, act_operand<G>(act, g), act_row_bytes);
-        _tile_zero(4);
-        _tile_loadd(1, panel + kGroupBytes * (size_t)(g + 1), 64);
-        _tile_loadd(3, act_operand<G>(act, g + 1), act_row_bytes);
-        _tile_zero(5);
-        _tile_dpbsud(4, 2, 0);
-        _tile_dpbsud(5, 3, 1);
-        _tile_stored(4, sums[i], 64);
-        _tile_stored(5, sums[i + 1], 64);
-    }
-    if (i < ng) {
-        const int64_t g = g0 + i;
-        _tile_loadd(0, panel + kGroupBytes * (size_t)g, 64);
-        _tile_loadd(2, act_operand<G>(act, g), act_row_bytes);
-        _tile_zero(4);
-        _tile_dpbsud(4, 2, 0);
-        _tile_stored(4, sums[i], 64);
-    }
-}
+using Sums = int32_t[2][kTokens][kRows];  // one set: two groups' results
 
-// m (<= 16) tokens over the whole panel.
+// The products of groups g0 and (ng == 2) g0 + 1 into result set kSet, and the set's
+// stores. The tile intrinsics paste their tile numbers into the instruction's text, so
+// the numbers are literals (a macro per set), not template arguments.
+#define EDGELLM_AMX_SET(kSet, c0, c1)                                                          \
+    template <int G, bool kMin>                                                                \
+    inline void products##kSet(const uint8_t* panel, const PanelActTile* tiles, int64_t g0,   \
+                               int ng) {                                                       \
+        constexpr size_t kGroupBytes = panel_group_bytes(kRows, G, kMin);                      \
+        _tile_zero(c0);                                                                        \
+        _tile_loadd(0, act_q<G>(tiles, g0), 32);                                               \
+        _tile_loadd(2, panel + kGroupBytes * (size_t)g0, 64);                                  \
+        _tile_dpbssd(c0, 0, 2);                                                                \
+        if (ng > 1) {                                                                          \
+            _tile_zero(c1);                                                                    \
+            _tile_loadd(1, act_q<G>(tiles, g0 + 1), 32);                                       \
+            _tile_loadd(3, panel + kGroupBytes * (size_t)(g0 + 1), 64);                        \
+            _tile_dpbssd(c1, 1, 3);                                                            \
+        }                                                                                      \
+    }                                                                                          \
+    inline void store##kSet(Sums& s, int ng) {                                                 \
+        _tile_stored(c0, s[0], 64);                                                            \
+        if (ng > 1) _tile_stored(c1, s[1], 64);                                                \
+    }
+EDGELLM_AMX_SET(0, 4, 5)
+EDGELLM_AMX_SET(1, 6, 7)
+#undef EDGELLM_AMX_SET
+
+// 16 tokens (m of them stored) over the whole panel.
 template <int G, bool kMin>
-void tile(const uint8_t* panel, int64_t n_groups, int run, const PanelActBlock* act,
-          size_t act_stride, int m, float* y, size_t y_stride, __mmask16 rows) {
+void tile(const uint8_t* panel, int64_t n_groups, int run, const PanelActTile* tiles, int m,
+          float* y, size_t y_stride, __mmask16 rows) {
     constexpr size_t kQBytes = (size_t)G * kRows;
     constexpr size_t kGroupBytes = panel_group_bytes(kRows, G, kMin);
-    alignas(64) int32_t sums[kMaxChunk][kTokens][kRows];
+    alignas(64) Sums sums[2];
+    alignas(64) float run_sums[kTokens][kRows];  // t of panel_gemm_ref (run > 1)
     __m512 acc[kTokens];
-    for (int c = 0; c < m; ++c) acc[c] = _mm512_setzero_ps();
-    const int chunk = run > 1 ? run : 8;
-    const size_t act_row_bytes = act_stride * sizeof(PanelActBlock);
-    for (int64_t g0 = 0; g0 < n_groups; g0 += chunk) {
-        const int ng = (int)(n_groups - g0 < chunk ? n_groups - g0 : chunk);
-        tile_products<G, kMin>(panel, g0, ng, act, act_row_bytes, sums);
-        for (int c = 0; c < m; ++c) {
-            const PanelActBlock* a = act + act_stride * (size_t)c;
-            __m512 ac = acc[c];
-            // group g's sum for this token, as vpdpbusd would leave it
-            auto isum = [&](int i) {
-                const __m512i s = _mm512_load_si512((const void*)sums[i][c]);
-                if constexpr (kMin) return s;
-                const int64_t g = g0 + i;
-                const int32_t ns = G == 32 ? a[g].nsum32 : a[g / 2].nsum16[g & 1];
-                return _mm512_add_epi32(s, _mm512_set1_epi32(ns));
-            };
-            auto add_offset = [&](int i) {
-                if constexpr (kMin) {
-                    const int64_t g = g0 + i;
-                    const uint8_t* pg = panel + kGroupBytes * (size_t)g;
-                    const float ds = G == 32 ? a[g].dsum32 : a[g / 2].dsum16[g & 1];
-                    ac = _mm512_fmadd_ps(_mm512_loadu_ps(pg + kQBytes + sizeof(float) * kRows),
-                                         _mm512_set1_ps(ds), ac);
-                }
-            };
-            if (run > 1) {
-                __m512 t = _mm512_setzero_ps();
-                for (int i = 0; i < ng; ++i) {
-                    const uint8_t* pg = panel + kGroupBytes * (size_t)(g0 + i);
-                    t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum(i)), _mm512_loadu_ps(pg + kQBytes),
-                                        t);
-                    add_offset(i);
-                }
-                const int64_t blk0 = G == 32 ? g0 : g0 / 2;
-                ac = _mm512_fmadd_ps(t, _mm512_set1_ps(a[blk0].d), ac);
-            } else {
-                for (int i = 0; i < ng; ++i) {
-                    const int64_t g = g0 + i;
-                    const uint8_t* pg = panel + kGroupBytes * (size_t)g;
-                    const float d = G == 32 ? a[g].d : a[g / 2].d;
-                    const __m512 sd = _mm512_mul_ps(_mm512_loadu_ps(pg + kQBytes), _mm512_set1_ps(d));
-                    ac = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum(i)), sd, ac);
-                    add_offset(i);
-                }
+#pragma GCC unroll 16
+    for (int c = 0; c < kTokens; ++c) acc[c] = _mm512_setzero_ps();
+    const int64_t n_steps = (n_groups + 1) / 2;
+    products0<G, kMin>(panel, tiles, 0, n_groups > 1 ? 2 : 1);
+    for (int64_t k = 0; k < n_steps; ++k) {
+        const int64_t g0 = 2 * k;
+        const int ng = n_groups - g0 > 1 ? 2 : 1;
+        const int64_t g1 = g0 + 2;
+        // the next two groups go to the tile unit before this step's sums are read
+        if (g1 < n_groups) {
+            const int ng1 = n_groups - g1 > 1 ? 2 : 1;
+            if (k & 1)
+                products0<G, kMin>(panel, tiles, g1, ng1);
+            else
+                products1<G, kMin>(panel, tiles, g1, ng1);
+        }
+        Sums& s = sums[k & 1];
+        if (k & 1)
+            store1(s, ng);
+        else
+            store0(s, ng);
+        const uint8_t* pg0 = panel + kGroupBytes * (size_t)g0;
+        // (the second group's fields only when there is one: the panel may end here)
+        const uint8_t* pg1 = ng > 1 ? pg0 + kGroupBytes : pg0;
+        const __m512 sc0 = _mm512_loadu_ps(pg0 + kQBytes);
+        const __m512 sc1 = _mm512_loadu_ps(pg1 + kQBytes);
+        __m512 off0 = _mm512_setzero_ps(), off1 = _mm512_setzero_ps();
+        if constexpr (kMin) {
+            off0 = _mm512_loadu_ps(pg0 + kQBytes + sizeof(float) * kRows);
+            off1 = _mm512_loadu_ps(pg1 + kQBytes + sizeof(float) * kRows);
+        }
+        const float* ds0 = act_dsum<G>(tiles, g0);
+        const float* ds1 = act_dsum<G>(tiles, ng > 1 ? g0 + 1 : g0);
+        if (run > 1) {
+            // runs have an even number of groups: a step never crosses one
+            const bool first = g0 % run == 0, last = (g0 + 2) % run == 0;
+            const float* d = act_d<G>(tiles, g0 + 2 - run);
+#pragma GCC unroll 16
+            for (int c = 0; c < kTokens; ++c) {
+                __m512 t = first ? _mm512_setzero_ps() : _mm512_load_ps(run_sums[c]);
+                t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(s[0][c])), sc0, t);
+                if constexpr (kMin) acc[c] = _mm512_fmadd_ps(off0, _mm512_set1_ps(ds0[c]), acc[c]);
+                t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(s[1][c])), sc1, t);
+                if constexpr (kMin) acc[c] = _mm512_fmadd_ps(off1, _mm512_set1_ps(ds1[c]), acc[c]);
+                if (last)
+                    acc[c] = _mm512_fmadd_ps(t, _mm512_set1_ps(d[c]), acc[c]);
+                else
+                    _mm512_store_ps(run_sums[c], t);
             }
-            acc[c] = ac;
+        } else {
+            const float* d0 = act_d<G>(tiles, g0);
+            const float* d1 = act_d<G>(tiles, ng > 1 ? g0 + 1 : g0);
+#pragma GCC unroll 16
+            for (int c = 0; c < kTokens; ++c) {
+                __m512 a = acc[c];
+                a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(s[0][c])),
+                                    _mm512_mul_ps(sc0, _mm512_set1_ps(d0[c])), a);
+                if constexpr (kMin) a = _mm512_fmadd_ps(off0, _mm512_set1_ps(ds0[c]), a);
+                if (ng > 1) {
+                    a = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_load_si512(s[1][c])),
+                                        _mm512_mul_ps(sc1, _mm512_set1_ps(d1[c])), a);
+                    if constexpr (kMin) a = _mm512_fmadd_ps(off1, _mm512_set1_ps(ds1[c]), a);
+                }
+                acc[c] = a;
+            }
         }
     }
-    for (int c = 0; c < m; ++c) _mm512_mask_storeu_ps(y + y_stride * (size_t)c, rows, acc[c]);
+#pragma GCC unroll 16
+    for (int c = 0; c < kTokens; ++c)
+        if (c < m) _mm512_mask_storeu_ps(y + y_stride * (size_t)c, rows, acc[c]);
+}
+
+void panel_gemm_amx_tiled(const uint8_t* panel, int64_t n_groups, int G, bool has_min, int run,
+                          const PanelActTile* tiles, size_t tile_stride, int64_t n_cols,
+                          float* y, size_t y_stride, int rows) {
+    const __mmask16 mask = (__mmask16)((1u << rows) - 1u);
+    with_panel_group(G, has_min, [&]<int kG, bool kMin>() {
+        configure(kG);
+        for (int64_t c = 0; c < n_cols; c += kTokens) {
+            const int m = (int)(n_cols - c < kTokens ? n_cols - c : kTokens);
+            tile<kG, kMin>(panel, n_groups, run, tiles + tile_stride * (size_t)(c / kTokens), m,
+                           y + y_stride * (size_t)c, y_stride, mask);
+        }
+    });
 }
 
 void panel_gemm_amx(const uint8_t* panel, int64_t n_groups, int G, bool has_min, int run,
                     const PanelActBlock* act, size_t act_stride, int64_t n_cols, float* y,
                     size_t y_stride, int rows) {
-    const __mmask16 mask = (__mmask16)((1u << rows) - 1u);
-    with_panel_group(G, has_min, [&]<int kG, bool kMin>() {
-        for (int64_t c = 0; c < n_cols; c += kTokens) {
-            const int m = (int)(n_cols - c < kTokens ? n_cols - c : kTokens);
-            configure(kG, m);
-            tile<kG, kMin>(panel, n_groups, run, act + act_stride * (size_t)c, act_stride, m,
-                           y + y_stride * (size_t)c, y_stride, mask);
-        }
-    });
+    panel_gemm_via_tiles(panel_gemm_amx_tiled, panel, n_groups, G, has_min, run, act, act_stride,
+                         n_cols, y, y_stride, rows);
 }
 
 }  // namespace
@@ -194,8 +229,9 @@ void panel_gemm_amx(const uint8_t* panel, int64_t n_groups, int G, bool has_min,
 void fill_panel_amx(PanelKernel* panel) {
     panel->rows = kRows;
     panel->gemm = panel_gemm_amx;
+    panel->gemm_tiled = panel_gemm_amx_tiled;
     panel->isa = "amx";
-    panel->unsigned_q = true;
+    panel->unsigned_q = false;
     panel->runs = true;
     panel->cols = 2 * kTokens;
 }
@@ -236,7 +272,7 @@ uint64_t int8_peak_amx(uint64_t iters, const int8_t* buf, int64_t* lanes_sum) {
     _tile_stored(6, out[2], 64);
     _tile_stored(7, out[3], 64);
     _tile_release();
-    loaded_G = loaded_m = 0;
+    loaded_G = 0;
     int64_t sum = 0;
     for (auto& t : out)
         for (auto& r : t)
