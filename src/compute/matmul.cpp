@@ -106,7 +106,7 @@ size_t activation_buffer_size(const TensorView& w, int64_t n_rows, int n_threads
 }
 
 void quantize_activations(ThreadPool& pool, const TensorView& w, const float* x, int64_t x_stride,
-                          int64_t n_rows, void* xq) {
+                          int64_t n_rows, void* xq, RowPrep prep) {
     const int64_t n = w.ne[0];
     const TensorType vdt = type_kernels(w.type).vec_dot_type;
     const TypeKernels& vk = type_kernels(vdt);
@@ -120,6 +120,7 @@ void quantize_activations(ThreadPool& pool, const TensorView& w, const float* x,
         ThreadPool::split(n_rows, ith, nth, &r0, &r1);
         for (int64_t r = r0; r < r1; ++r) {
             uint8_t* q = (uint8_t*)xq + (size_t)r * row_bytes;
+            if (prep.fn) prep.fn(prep.ctx, r);
             vk.from_float(x + r * x_stride, q, n);
             if (act) to_panel_act(vdt, q, n, act + (size_t)r * (size_t)(n / 32));
         }

@@ -32,10 +32,19 @@ inline constexpr int64_t kPanelMinTokens = 8;
 // a board, 64.
 int64_t x16_gemv_max_tokens(TensorType t);
 
+// Work on one activation row just before it is quantized, by the thread that quantizes
+// it, while the row is in its cache (the feed-forward's gate: h = silu(gate) * up written
+// over the gate's row and read at once, instead of a pass over the whole batch between).
+struct RowPrep {
+    void (*fn)(void* ctx, int64_t row) = nullptr;
+    void* ctx = nullptr;
+};
+
 // xq[t] = quantize(x[t * x_stride .. + w.ne[0]]) in the vec_dot_type of w (and the panel
-// blocks after them, when the batch or the weights' layout takes them).
+// blocks after them, when the batch or the weights' layout takes them); prep.fn(ctx, t),
+// when given, first.
 void quantize_activations(ThreadPool& pool, const TensorView& w, const float* x,
-                          int64_t x_stride, int64_t n_rows, void* xq);
+                          int64_t x_stride, int64_t n_rows, void* xq, RowPrep prep = {});
 
 // y[t * y_stride + r] = dot(w row r, xq[t]) for every weight row r and token t.
 // xq rows as written by quantize_activations for w.ne[0] elements.

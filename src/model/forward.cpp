@@ -556,13 +556,23 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
             quantize_activations(pool, l.w_up, c.xn, n_embd, n, c.act_q);
         matmul_quantized(pool, l.w_up, c.act_q, n, c.up, h.n_ff);
         apply_lora(c, segs, il, LoraSite::Up, c.xn, n_embd, c.up, h.n_ff, n);
-        for_each_row(pool, n, [&](int64_t t) {
-            if (h.gelu_ffn)
-                geglu(c.gate + t * h.n_ff, c.up + t * h.n_ff, h.n_ff);
-            else
-                swiglu(c.gate + t * h.n_ff, c.up + t * h.n_ff, h.n_ff);
-        });
-        matmul(pool, l.w_down, c.gate, h.n_ff, n, c.act_q, c.xn, n_embd);
+        // the gate's rows become h = glu(gate, up) as the down matmul quantizes them
+        struct Glu {
+            float* gate;
+            const float* up;
+            int64_t n_ff;
+            bool gelu;
+        } glu{c.gate, c.up, h.n_ff, h.gelu_ffn};
+        const RowPrep glu_row{[](void* p, int64_t t) {
+                                  const Glu& g = *(const Glu*)p;
+                                  if (g.gelu)
+                                      geglu(g.gate + t * g.n_ff, g.up + t * g.n_ff, g.n_ff);
+                                  else
+                                      swiglu(g.gate + t * g.n_ff, g.up + t * g.n_ff, g.n_ff);
+                              },
+                              &glu};
+        quantize_activations(pool, l.w_down, c.gate, h.n_ff, n, c.act_q, glu_row);
+        matmul_quantized(pool, l.w_down, c.act_q, n, c.xn, n_embd);
         apply_lora(c, segs, il, LoraSite::Down, c.gate, h.n_ff, c.xn, n_embd, n);
         for_each_row(pool, n, [&](int64_t t) {
             float* o = c.xn + t * n_embd;
