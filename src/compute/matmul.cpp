@@ -13,6 +13,9 @@ namespace edgellm {
 namespace {
 
 constexpr size_t kLine = 64;
+// The largest tile of tokens and panel of rows a panel kernel has (the GLU's stack tile).
+constexpr int kMaxPanelCols = 32;
+constexpr int kMaxPanelRows = 16;
 
 size_t round_up(size_t v) {
     return (v + kLine - 1) / kLine * kLine;
@@ -145,6 +148,121 @@ void quantize_activations(ThreadPool& pool, const TensorView& w, const float* x,
     }
 }
 
+namespace {
+
+// Whether w times a batch of n_tokens takes the panel GEMM.
+bool takes_panels(const TensorView& w, int64_t n_tokens) {
+    const TypeKernels& k = type_kernels(w.type);
+    return k.unpack_i8 && w.ne[0] % k.i8_group == 0 &&
+           panel_batch(k.vec_dot_type, w.ne[0], n_tokens) &&
+           !(w.x16 && n_tokens <= k.gemv_x16_cols);
+}
+
+// The panel GEMM: each thread unpacks P weight rows at a time into its own panel and
+// multiplies it with every token (x16 weights: the rows first back in the file's layout,
+// or straight into panels when P is 16). With w2 (the same type and shape, the same
+// activations), each thread packs the same rows of both, and for every tile of tokens
+// y = glu(w x, w2 x) while both are in its cache: the feed-forward's gate and up.
+void panel_matmul(ThreadPool& pool, const TensorView& w, const TensorView* w2, GluFn glu,
+                  const void* xq, int64_t n_tokens, float* y, int64_t y_stride) {
+    const TypeKernels& k = type_kernels(w.type);
+    const int64_t n = w.ne[0];
+    const int64_t n_rows = w.n_rows();
+    const size_t w_row_bytes = w.row_bytes();
+    const PanelKernel& pk = panel_kernel();
+    const PanelScratch ps = panel_scratch(const_cast<void*>(xq), w, n_tokens);
+    const int P = pk.rows;
+    const int64_t n_panels = (n_rows + P - 1) / P;
+    // q8_K activations share one scale per 256: the kernel meets it once per run
+    const int run = pk.runs && k.vec_dot_type == TensorType::Q8_K ? 256 / k.i8_group : 1;
+    // x16 weights become panels of 16 rows directly
+    const bool direct = w.x16 && P == kX16Rows;
+    // with w2, half the chunk's panels are its own
+    const int64_t chunk = w2 ? panel_chunk(w) / 2 : panel_chunk(w);
+    const size_t panel_stride = round_up(panel_bytes_max(P, n));
+    pool.run([&](int ith, int nth) {
+        int64_t p0, p1;
+        ThreadPool::split(n_panels, ith, nth, &p0, &p1);
+        uint8_t* panels = ps.threads + ps.per_thread * (size_t)ith;
+        uint8_t* panels2 = panels + panel_stride * (size_t)chunk;  // w2's (only with w2)
+        uint8_t* tmp = panels + panel_stride * (size_t)(w2 ? 2 * chunk : chunk);
+        uint8_t* rows_tmp = tmp + pack_tmp_bytes(n);
+        int64_t group_in_tmp = -1;
+        auto pack = [&](const TensorView& wt, int64_t p, uint8_t* panel) {
+            const int64_t r0 = p * P;
+            const int rows = (int)std::min<int64_t>(P, n_rows - r0);
+            const uint8_t* src = (const uint8_t*)wt.data + (size_t)r0 * w_row_bytes;
+            if (direct) {
+                x16_to_panel(wt.type, src, n, panel, pk.unsigned_q);
+                return;
+            }
+            if (wt.x16) {
+                // the panel's group back in the file's layout (P divides 16 or is 16; one
+                // weight only: panel_matmul_glu takes direct panels)
+                const int64_t group = r0 / kX16Rows;
+                EDGELLM_ASSERT((r0 + rows - 1) / kX16Rows == group, "panel across groups");
+                if (group != group_in_tmp) {
+                    x16_unpack_group(wt.type,
+                                     (const uint8_t*)wt.data + (size_t)group * kX16Rows * w_row_bytes,
+                                     n, rows_tmp, w_row_bytes);
+                    group_in_tmp = group;
+                }
+                src = rows_tmp + (size_t)(r0 % kX16Rows) * w_row_bytes;
+            }
+            pack_panel(k, src, w_row_bytes, rows, P, n, panel, tmp, pk.unsigned_q);
+        };
+        auto gemm = [&](const uint8_t* panel, int64_t c, int64_t nc, float* out, size_t out_stride,
+                        int rows) {
+            if (ps.tiles) {  // c is a multiple of 16 (pk.cols is)
+                const size_t nb = (size_t)(n / 32);
+                pk.gemm_tiled(panel, n / k.i8_group, k.i8_group, k.i8_min, run,
+                              ps.tiles + (size_t)(c / kPanelTileTokens) * nb, nb, nc, out,
+                              out_stride, rows);
+                return;
+            }
+            pk.gemm(panel, n / k.i8_group, k.i8_group, k.i8_min, run,
+                    ps.act + (size_t)c * (size_t)(n / 32), (size_t)(n / 32), nc, out, out_stride,
+                    rows);
+        };
+        for (int64_t pc = p0; pc < p1; pc += chunk) {
+            const int64_t pe = std::min(p1, pc + chunk);
+            for (int64_t p = pc; p < pe; ++p) {
+                pack(w, p, panels + panel_stride * (size_t)(p - pc));
+                if (w2) pack(*w2, p, panels2 + panel_stride * (size_t)(p - pc));
+            }
+            // every tile of tokens over the chunk's panels
+            for (int64_t c = 0; c < n_tokens; c += pk.cols) {
+                const int64_t nc = std::min<int64_t>(pk.cols, n_tokens - c);
+                for (int64_t p = pc; p < pe; ++p) {
+                    const int64_t r0 = p * P;
+                    const int rows = (int)std::min<int64_t>(P, n_rows - r0);
+                    float* out = y + c * y_stride + r0;
+                    gemm(panels + panel_stride * (size_t)(p - pc), c, nc, out, (size_t)y_stride,
+                         rows);
+                    if (!w2) continue;
+                    float up[kMaxPanelCols * kMaxPanelRows];
+                    gemm(panels2 + panel_stride * (size_t)(p - pc), c, nc, up, (size_t)P, rows);
+                    for (int64_t i = 0; i < nc; ++i) glu(out + i * y_stride, up + i * P, rows);
+                }
+            }
+        }
+    });
+}
+
+}  // namespace
+
+bool matmul_glu(ThreadPool& pool, const TensorView& w_gate, const TensorView& w_up, GluFn glu,
+                const void* xq, int64_t n_tokens, float* y, int64_t y_stride) {
+    const PanelKernel& pk = panel_kernel();
+    if (w_gate.type != w_up.type || w_gate.ne[0] != w_up.ne[0] || w_gate.ne[1] != w_up.ne[1] ||
+        w_gate.x16 != w_up.x16 || !takes_panels(w_gate, n_tokens) || panel_chunk(w_gate) < 2 ||
+        pk.cols > kMaxPanelCols || pk.rows > kMaxPanelRows ||
+        (w_gate.x16 && pk.rows != kX16Rows))
+        return false;
+    panel_matmul(pool, w_gate, &w_up, glu, xq, n_tokens, y, y_stride);
+    return true;
+}
+
 void matmul_quantized(ThreadPool& pool, const TensorView& w, const void* xq, int64_t n_tokens,
                       float* y, int64_t y_stride) {
     const TypeKernels& k = type_kernels(w.type);
@@ -153,76 +271,8 @@ void matmul_quantized(ThreadPool& pool, const TensorView& w, const void* xq, int
     const int64_t n_rows = w.n_rows();
     const size_t x_row_bytes = row_size(k.vec_dot_type, n);
     const size_t w_row_bytes = w.row_bytes();
-    if (k.unpack_i8 && n % k.i8_group == 0 && panel_batch(k.vec_dot_type, n, n_tokens) &&
-        !(w.x16 && n_tokens <= k.gemv_x16_cols)) {
-        // Panel GEMM: each thread unpacks P weight rows at a time into its own panel and
-        // multiplies it with every token (x16 weights: the rows first back in the file's
-        // layout).
-        const PanelKernel& pk = panel_kernel();
-        const PanelScratch ps = panel_scratch(const_cast<void*>(xq), w, n_tokens);
-        const int P = pk.rows;
-        const int64_t n_panels = (n_rows + P - 1) / P;
-        // q8_K activations share one scale per 256: the kernel meets it once per run
-        const int run = pk.runs && k.vec_dot_type == TensorType::Q8_K ? 256 / k.i8_group : 1;
-        // x16 weights become panels of 16 rows directly
-        const bool direct = w.x16 && P == kX16Rows;
-        const int64_t chunk = panel_chunk(w);
-        const size_t panel_stride = round_up(panel_bytes_max(P, n));
-        pool.run([&](int ith, int nth) {
-            int64_t p0, p1;
-            ThreadPool::split(n_panels, ith, nth, &p0, &p1);
-            uint8_t* panels = ps.threads + ps.per_thread * (size_t)ith;
-            uint8_t* tmp = panels + panel_stride * (size_t)chunk;
-            uint8_t* rows_tmp = tmp + pack_tmp_bytes(n);
-            int64_t group_in_tmp = -1;
-            for (int64_t pc = p0; pc < p1; pc += chunk) {
-                const int64_t pe = std::min(p1, pc + chunk);
-                for (int64_t p = pc; p < pe; ++p) {
-                    uint8_t* panel = panels + panel_stride * (size_t)(p - pc);
-                    const int64_t r0 = p * P;
-                    const int rows = (int)std::min<int64_t>(P, n_rows - r0);
-                    const uint8_t* src = (const uint8_t*)w.data + (size_t)r0 * w_row_bytes;
-                    if (direct) {
-                        x16_to_panel(w.type, src, n, panel, pk.unsigned_q);
-                        continue;
-                    }
-                    if (w.x16) {
-                        // the panel's group back in the file's layout (P divides 16 or is 16)
-                        const int64_t group = r0 / kX16Rows;
-                        EDGELLM_ASSERT((r0 + rows - 1) / kX16Rows == group, "panel across groups");
-                        if (group != group_in_tmp) {
-                            x16_unpack_group(
-                                w.type,
-                                (const uint8_t*)w.data + (size_t)group * kX16Rows * w_row_bytes, n,
-                                rows_tmp, w_row_bytes);
-                            group_in_tmp = group;
-                        }
-                        src = rows_tmp + (size_t)(r0 % kX16Rows) * w_row_bytes;
-                    }
-                    pack_panel(k, src, w_row_bytes, rows, P, n, panel, tmp, pk.unsigned_q);
-                }
-                // every tile of tokens over the chunk's panels
-                for (int64_t c = 0; c < n_tokens; c += pk.cols) {
-                    const int64_t nc = std::min<int64_t>(pk.cols, n_tokens - c);
-                    for (int64_t p = pc; p < pe; ++p) {
-                        const int64_t r0 = p * P;
-                        const int rows = (int)std::min<int64_t>(P, n_rows - r0);
-                        if (ps.tiles) {  // c is a multiple of 16 (pk.cols is)
-                            const size_t nb = (size_t)(n / 32);
-                            pk.gemm_tiled(panels + panel_stride * (size_t)(p - pc),
-                                          n / k.i8_group, k.i8_group, k.i8_min, run,
-                                          ps.tiles + (size_t)(c / kPanelTileTokens) * nb, nb, nc,
-                                          y + c * y_stride + r0, (size_t)y_stride, rows);
-                            continue;
-                        }
-                        pk.gemm(panels + panel_stride * (size_t)(p - pc), n / k.i8_group,
-                                k.i8_group, k.i8_min, run, ps.act + (size_t)c * (size_t)(n / 32),
-                                (size_t)(n / 32), nc, y + c * y_stride + r0, (size_t)y_stride,
-                                rows);
-                    }
-                }
-            }
-        });
+    if (takes_panels(w, n_tokens)) {
+        panel_matmul(pool, w, nullptr, nullptr, xq, n_tokens, y, y_stride);
         return;
     }
     if (w.x16) {

@@ -51,6 +51,14 @@ void quantize_activations(ThreadPool& pool, const TensorView& w, const float* x,
 void matmul_quantized(ThreadPool& pool, const TensorView& w, const void* xq, int64_t n_tokens,
                       float* y, int64_t y_stride);
 
+// y = glu(xq W_gate^T, xq W_up^T) row by row (glu(gate, up, n) writes over gate), each
+// tile of rows and tokens computed for both weights and joined while in the cache, when
+// both take the panel GEMM alike (same type, shape and layout): true. False, and nothing
+// done, otherwise (the caller then multiplies each and joins them itself).
+using GluFn = void (*)(float* gate, const float* up, int64_t n);
+bool matmul_glu(ThreadPool& pool, const TensorView& w_gate, const TensorView& w_up, GluFn glu,
+                const void* xq, int64_t n_tokens, float* y, int64_t y_stride);
+
 // Both steps: y = x W^T. xq is scratch of activation_buffer_size(w, n_tokens).
 void matmul(ThreadPool& pool, const TensorView& w, const float* x, int64_t x_stride,
             int64_t n_tokens, void* xq, float* y, int64_t y_stride);

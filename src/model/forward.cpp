@@ -550,20 +550,29 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
         for_each_row(pool, n, [&](int64_t t) {
             rms_norm(c.x + t * n_embd, l.ffn_norm, c.xn + t * n_embd, n_embd, h.rms_eps);
         });
-        matmul(pool, l.w_gate, c.xn, n_embd, n, c.act_q, c.gate, h.n_ff);
-        apply_lora(c, segs, il, LoraSite::Gate, c.xn, n_embd, c.gate, h.n_ff, n);
-        if (!same_activations(l.w_up, l.w_gate))
-            quantize_activations(pool, l.w_up, c.xn, n_embd, n, c.act_q);
-        matmul_quantized(pool, l.w_up, c.act_q, n, c.up, h.n_ff);
-        apply_lora(c, segs, il, LoraSite::Up, c.xn, n_embd, c.up, h.n_ff, n);
-        // the gate's rows become h = glu(gate, up) as the down matmul quantizes them
+        quantize_activations(pool, l.w_gate, c.xn, n_embd, n, c.act_q);
+        // Gate and up at once, joined tile by tile (h never makes a pass of its own), when
+        // they take the panel GEMM alike and no adapter changes them in between.
+        const GluFn glu_fn = h.gelu_ffn ? geglu : swiglu;
+        const bool joined = !c.lora_on_step && same_activations(l.w_up, l.w_gate) &&
+                            matmul_glu(pool, l.w_gate, l.w_up, glu_fn, c.act_q, n, c.gate, h.n_ff);
+        if (!joined) {
+            matmul_quantized(pool, l.w_gate, c.act_q, n, c.gate, h.n_ff);
+            apply_lora(c, segs, il, LoraSite::Gate, c.xn, n_embd, c.gate, h.n_ff, n);
+            if (!same_activations(l.w_up, l.w_gate))
+                quantize_activations(pool, l.w_up, c.xn, n_embd, n, c.act_q);
+            matmul_quantized(pool, l.w_up, c.act_q, n, c.up, h.n_ff);
+            apply_lora(c, segs, il, LoraSite::Up, c.xn, n_embd, c.up, h.n_ff, n);
+        }
+        // (otherwise) the gate's rows become h = glu(gate, up) as the down matmul
+        // quantizes them
         struct Glu {
             float* gate;
             const float* up;
             int64_t n_ff;
             bool gelu;
         } glu{c.gate, c.up, h.n_ff, h.gelu_ffn};
-        const RowPrep glu_row{[](void* p, int64_t t) {
+        const RowPrep glu_row{joined ? nullptr : +[](void* p, int64_t t) {
                                   const Glu& g = *(const Glu*)p;
                                   if (g.gelu)
                                       geglu(g.gate + t * g.n_ff, g.up + t * g.n_ff, g.n_ff);
