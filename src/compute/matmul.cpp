@@ -55,16 +55,24 @@ int64_t panel_chunk(const TensorView& w) {
 // x16 weights, the panel's rows back in the file's layout.
 size_t panel_thread_bytes(const TensorView& w) {
     const int P = panel_kernel().rows;
+    if (P == 0) return 0;  // no panel GEMM (x16 weights' blocks only): no panels to size
     const int64_t n = w.ne[0];
     return round_up(panel_bytes_max(P, n)) * (size_t)panel_chunk(w) + pack_tmp_bytes(n) +
            (w.x16 ? round_up((size_t)kX16Rows * w.row_bytes()) : 0);
 }
 
+// Whether w times a batch of n_tokens takes the panel GEMM.
+bool takes_panels(const TensorView& w, int64_t n_tokens) {
+    const TypeKernels& k = type_kernels(w.type);
+    return k.unpack_i8 && w.ne[0] % k.i8_group == 0 &&
+           panel_batch(k.vec_dot_type, w.ne[0], n_tokens) &&
+           !(w.x16 && n_tokens <= k.gemv_x16_cols);
+}
+
 // Whether the batch's activations also go into tiles of 16 tokens (PanelActTile): for a
-// panel kernel that reads them.
+// panel kernel that reads them, when the batch takes it.
 bool act_tiles(const TensorView& w, int64_t n_rows) {
-    return panel_kernel().gemm_tiled != nullptr &&
-           panel_batch(type_kernels(w.type).vec_dot_type, w.ne[0], n_rows);
+    return panel_kernel().gemm_tiled != nullptr && takes_panels(w, n_rows);
 }
 
 int64_t n_token_tiles(int64_t n_rows) {
@@ -150,14 +158,6 @@ void quantize_activations(ThreadPool& pool, const TensorView& w, const float* x,
 
 namespace {
 
-// Whether w times a batch of n_tokens takes the panel GEMM.
-bool takes_panels(const TensorView& w, int64_t n_tokens) {
-    const TypeKernels& k = type_kernels(w.type);
-    return k.unpack_i8 && w.ne[0] % k.i8_group == 0 &&
-           panel_batch(k.vec_dot_type, w.ne[0], n_tokens) &&
-           !(w.x16 && n_tokens <= k.gemv_x16_cols);
-}
-
 // The panel GEMM: each thread unpacks P weight rows at a time into its own panel and
 // multiplies it with every token (x16 weights: the rows first back in the file's layout,
 // or straight into panels when P is 16). With w2 (the same type and shape, the same
@@ -198,7 +198,7 @@ void panel_matmul(ThreadPool& pool, const TensorView& w, const TensorView* w2, G
             }
             if (wt.x16) {
                 // the panel's group back in the file's layout (P divides 16 or is 16; one
-                // weight only: panel_matmul_glu takes direct panels)
+                // weight only: matmul_glu takes x16 weights only as direct panels)
                 const int64_t group = r0 / kX16Rows;
                 EDGELLM_ASSERT((r0 + rows - 1) / kX16Rows == group, "panel across groups");
                 if (group != group_in_tmp) {

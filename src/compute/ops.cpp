@@ -22,6 +22,13 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
 }
 
+// exp_poly and swiglu without contracted multiply-adds: the compiler contracts the vector
+// loop and the scalar tail differently, so an element's result depended on where in the
+// call it fell (17 of 4800 elements differed between calls of 8 and one of 4800), and a
+// row's SwiGLU done in tiles (matmul_glu) must give the bits of the whole row's.
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=off")
+
 namespace {
 
 // exp(x) for -86 <= x <= 40 (beyond: exp(-86), exp(40)), within about 2 ulp of std::exp:
@@ -66,6 +73,8 @@ void swiglu(float* gate, const float* up, int64_t n) {
         gate[i] = g / (1.0f + exp_poly(-g)) * up[i];
     }
 }
+
+#pragma GCC pop_options
 
 namespace {
 

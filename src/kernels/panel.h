@@ -83,7 +83,8 @@ using PanelGemmFn = void (*)(const uint8_t* panel, int64_t n_groups, int G, bool
 // group for 16 tokens in one instruction read them (AMX: the int8 values are one tile
 // operand, 16 rows of 32 bytes; a group of 16 is half of each row, read at a stride of
 // 32). Token t of the 16 is row t; tokens past the batch are all zero. The fields are
-// those of PanelActBlock, one lane per token.
+// PanelActBlock's, one lane per token, but for the -128 * sum ones (tile kernels take
+// signed panels).
 struct alignas(64) PanelActTile {
     int8_t qs[16][32];
     float d[16];

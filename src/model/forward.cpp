@@ -564,20 +564,17 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
             matmul_quantized(pool, l.w_up, c.act_q, n, c.up, h.n_ff);
             apply_lora(c, segs, il, LoraSite::Up, c.xn, n_embd, c.up, h.n_ff, n);
         }
-        // (otherwise) the gate's rows become h = glu(gate, up) as the down matmul
-        // quantizes them
+        // Otherwise the gate's rows become h = glu(gate, up) as the down matmul quantizes
+        // them.
         struct Glu {
+            GluFn fn;
             float* gate;
             const float* up;
             int64_t n_ff;
-            bool gelu;
-        } glu{c.gate, c.up, h.n_ff, h.gelu_ffn};
+        } glu{glu_fn, c.gate, c.up, h.n_ff};
         const RowPrep glu_row{joined ? nullptr : +[](void* p, int64_t t) {
                                   const Glu& g = *(const Glu*)p;
-                                  if (g.gelu)
-                                      geglu(g.gate + t * g.n_ff, g.up + t * g.n_ff, g.n_ff);
-                                  else
-                                      swiglu(g.gate + t * g.n_ff, g.up + t * g.n_ff, g.n_ff);
+                                  g.fn(g.gate + t * g.n_ff, g.up + t * g.n_ff, g.n_ff);
                               },
                               &glu};
         quantize_activations(pool, l.w_down, c.gate, h.n_ff, n, c.act_q, glu_row);

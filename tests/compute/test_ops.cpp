@@ -854,6 +854,71 @@ TEST(Matmul, PanelKernelSetsGiveTheSameBits) {
         }
 }
 
+// Gate and up joined tile by tile (matmul_glu) give the bits of the two matmuls and the GLU
+// applied to each row afterwards, with every kernel set, for x16 and plain weights and a
+// last tile of tokens partly filled; and weights that differ in type are refused (false,
+// nothing written), so the caller takes the separate path.
+TEST(Matmul, JoinedGateAndUpEqualTheSeparateSteps) {
+    KernelSetGuard guard;
+    ThreadPool pool(2);
+    const int64_t n = 512, n_rows = 48, n_tokens = 37;
+    const std::vector<float> x = random_floats((size_t)(n * n_tokens), 700);
+    int joined_runs = 0;
+    for (const std::string& set : guard.sets()) {
+        ASSERT_TRUE(select_kernel_set(set));
+        for (TensorType t : {TensorType::Q5_0, TensorType::Q4_K, TensorType::Q6_K})
+            for (bool x16 : {false, true})
+                for (GluFn glu : {GluFn(swiglu), GluFn(geglu)}) {
+                    const std::vector<uint8_t> gd = random_tensor_data(t, n * n_rows, 710),
+                                               ud = random_tensor_data(t, n * n_rows, 711);
+                    std::vector<uint8_t> gp(gd.size()), up_packed(ud.size());
+                    TensorView wg, wu;
+                    wg.type = wu.type = t;
+                    wg.ne[0] = wu.ne[0] = n;
+                    wg.ne[1] = wu.ne[1] = n_rows;
+                    wg.data = gd.data();
+                    wu.data = ud.data();
+                    if (x16) {
+                        wg = repack_x16(&pool, wg, gp.data());
+                        wu = repack_x16(&pool, wu, up_packed.data());
+                    }
+                    std::vector<uint8_t> xq(activation_buffer_size(wg, n_tokens, pool.size()));
+                    quantize_activations(pool, wg, x.data(), n, n_tokens, xq.data());
+                    std::vector<float> want((size_t)(n_rows * n_tokens)), up(want.size());
+                    matmul_quantized(pool, wg, xq.data(), n_tokens, want.data(), n_rows);
+                    matmul_quantized(pool, wu, xq.data(), n_tokens, up.data(), n_rows);
+                    for (int64_t r = 0; r < n_tokens; ++r)
+                        glu(want.data() + r * n_rows, up.data() + r * n_rows, n_rows);
+                    std::vector<float> got(want.size(), -1.0f);
+                    if (!matmul_glu(pool, wg, wu, glu, xq.data(), n_tokens, got.data(), n_rows))
+                        continue;  // this set has no panel GEMM for the batch
+                    ++joined_runs;
+                    for (size_t i = 0; i < got.size(); ++i)
+                        ASSERT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0)
+                            << set << " " << tensor_type_name(t) << (x16 ? " x16" : "")
+                            << ": token " << i / n_rows << " row " << i % n_rows << " ("
+                            << got[i] << " vs " << want[i] << ")";
+                }
+        // weights of two types: refused, nothing written
+        const std::vector<uint8_t> a = random_tensor_data(TensorType::Q4_0, n * n_rows, 720),
+                                   b = random_tensor_data(TensorType::Q8_0, n * n_rows, 721);
+        TensorView wa, wb;
+        wa.type = TensorType::Q4_0;
+        wb.type = TensorType::Q8_0;
+        wa.ne[0] = wb.ne[0] = n;
+        wa.ne[1] = wb.ne[1] = n_rows;
+        wa.data = a.data();
+        wb.data = b.data();
+        std::vector<uint8_t> xq(activation_buffer_size(wa, n_tokens, pool.size()));
+        quantize_activations(pool, wa, x.data(), n, n_tokens, xq.data());
+        std::vector<float> y((size_t)(n_rows * n_tokens), -1.0f);
+        EXPECT_FALSE(matmul_glu(pool, wa, wb, swiglu, xq.data(), n_tokens, y.data(), n_rows)) << set;
+        EXPECT_TRUE(std::all_of(y.begin(), y.end(), [](float v) { return v == -1.0f; })) << set;
+    }
+    // the panel GEMM sets here took the joined path at least once
+    EXPECT_GT(joined_runs, 0);
+}
+
 // The Walsh-Hadamard turn: Sylvester's matrix scaled by 1/sqrt(n), applied per run of n;
 // twice is the identity, and it keeps lengths and dot products.
 TEST(Ops, HadamardIsSylvestersOrthonormalMatrix) {

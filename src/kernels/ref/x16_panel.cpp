@@ -180,49 +180,39 @@ void q6_K_to_panel(const uint8_t* group, int64_t nb, const PanelGroups& p) {
 
 namespace {
 
-// An unsigned panel of a type without offsets made signed: u = q + 128, so q is u with
-// the sign bit flipped.
-void to_signed(uint8_t* panel, int64_t n_groups, int G) {
-    const size_t gb = panel_group_bytes(R, G, false);
-    for (int64_t g = 0; g < n_groups; ++g) {
-        uint8_t* q = panel + gb * (size_t)g;
-        for (int i = 0; i < R * G; ++i) q[i] ^= 0x80;
-    }
-}
+// Each type's converter and the panel's shape: its block (of the file), group and whether
+// groups carry offsets. One table, so the sign flip below knows what the converter wrote.
+struct ToPanel {
+    void (*fn)(const uint8_t* group, int64_t nb, const PanelGroups& p);
+    int block;
+    int G;
+    bool has_min;
+};
 
-bool to_unsigned_panel(TensorType t, const uint8_t* group, int64_t n, uint8_t* panel) {
+bool to_panel_of(TensorType t, ToPanel* out) {
     switch (t) {
-        case TensorType::Q4_0:
-            q4_0_to_panel(group, n / 32, {panel, panel_group_bytes(R, 32, false), 32});
-            return true;
-        case TensorType::Q5_0:
-            q5_0_to_panel(group, n / 32, {panel, panel_group_bytes(R, 32, false), 32});
-            return true;
-        case TensorType::Q8_0:
-            q8_0_to_panel(group, n / 32, {panel, panel_group_bytes(R, 32, false), 32});
-            return true;
-        case TensorType::Q2_K:
-            q2_K_to_panel(group, n / 256, {panel, panel_group_bytes(R, 16, true), 16});
-            return true;
-        case TensorType::Q4_K:
-            q4_K_to_panel(group, n / 256, {panel, panel_group_bytes(R, 32, true), 32});
-            return true;
-        case TensorType::Q6_K:
-            q6_K_to_panel(group, n / 256, {panel, panel_group_bytes(R, 16, false), 16});
-            return true;
-        default:
-            return false;
+        case TensorType::Q4_0: *out = {q4_0_to_panel, 32, 32, false}; return true;
+        case TensorType::Q5_0: *out = {q5_0_to_panel, 32, 32, false}; return true;
+        case TensorType::Q8_0: *out = {q8_0_to_panel, 32, 32, false}; return true;
+        case TensorType::Q2_K: *out = {q2_K_to_panel, 256, 16, true}; return true;
+        case TensorType::Q4_K: *out = {q4_K_to_panel, 256, 32, true}; return true;
+        case TensorType::Q6_K: *out = {q6_K_to_panel, 256, 16, false}; return true;
+        default: return false;
     }
 }
 
 }  // namespace
 
 bool x16_to_panel(TensorType t, const uint8_t* group, int64_t n, uint8_t* panel, bool unsigned_q) {
-    if (!to_unsigned_panel(t, group, n, panel)) return false;
-    // types with offsets have q >= 0, the same byte either way
-    const bool has_min = t == TensorType::Q2_K || t == TensorType::Q4_K;
-    const int G = t == TensorType::Q2_K || t == TensorType::Q6_K ? 16 : 32;
-    if (!unsigned_q && !has_min) to_signed(panel, n / G, G);
+    ToPanel tp;
+    if (!to_panel_of(t, &tp)) return false;
+    const PanelGroups p{panel, panel_group_bytes(R, tp.G, tp.has_min), tp.G};
+    tp.fn(group, n / tp.block, p);
+    // Signed panels: u = q + 128 has the sign bit flipped; types with offsets have q >= 0,
+    // the same byte either way.
+    if (!unsigned_q && !tp.has_min)
+        for (int64_t g = 0; g < n / tp.G; ++g)
+            for (int i = 0; i < R * tp.G; ++i) p.step(g, 0)[i] ^= 0x80;
     return true;
 }
 
