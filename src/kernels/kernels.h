@@ -94,7 +94,6 @@ struct KernelSet {
     Int8PeakFn int8_peak = nullptr;    // its int8 compute limit (none: ref, neon)
     int int8_peak_accumulators = 0;    // K, and the lanes dot products of one instruction
     int int8_peak_macs = 0;            // multiply-adds per instruction
-    bool opt_in = false;  // taken only when named (--kernels): not yet faster than the one before
 };
 
 // The int8 multiply-add throughput the active kernel set's instruction reaches with
