@@ -1,6 +1,6 @@
 #include "compute/ops.h"
 
-// Comparisons here never need to trap: without this GCC keeps exp_poly's clamps as
+// Comparisons here never need to trap: without this GCC keeps one_plus_exp's clamps as
 // branches, and swiglu's loop does not vectorize.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC optimize("no-trapping-math")
@@ -22,40 +22,41 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
 }
 
-// exp_poly and swiglu without contracted multiply-adds: the compiler contracts the vector
-// loop and the scalar tail differently, so an element's result depended on where in the
-// call it fell (17 of 4800 elements differed between calls of 8 and one of 4800), and a
-// row's SwiGLU done in tiles (matmul_glu) must give the bits of the whole row's.
-#pragma GCC push_options
-#pragma GCC optimize("fp-contract=off")
-
 namespace {
 
-// exp(x) for -86 <= x <= 40 (beyond: exp(-86), exp(40)), within about 2 ulp of std::exp:
-// x = n ln2 + r with |r| <= ln2 / 2, exp(r) by Cephes' single-precision polynomial, 2^n
-// put into the exponent bits. No branches and no library call, so a loop over it
-// vectorizes (prefill calls it for every element of the feed-forward: a call to expf per
-// element was 5 % of a 512-token prompt's time).
+// 1 + exp(x) for -86 <= x <= 40 (beyond: 1 + exp(-86), 1 + exp(40)); exp within about
+// 2 ulp of std::exp: x = n ln2 + r with |r| <= ln2 / 2, exp(r) by Cephes'
+// single-precision polynomial, 2^n put into the exponent bits. No branches and no library
+// call, so a loop over it vectorizes (prefill calls it for every element of the
+// feed-forward: a call to expf per element was 5 % of a 512-token prompt's time).
+//
+// Every multiply-add is an explicit fma, and no product meets an addition otherwise: left
+// to the compiler, the vector loop and the scalar tail were contracted differently, so an
+// element's bits depended on where in a call it fell (17 of 4800 differed between calls
+// of 8 and one call of 4800), and SwiGLU done tile by tile (matmul_glu) must give the bits
+// of the whole row's. (Explicit fmas also give every clone the same bits; the SSE2 one
+// calls fmaf.)
+//
 // The clamps are for swiglu, its only user. GCC splits off the lanes where x is clamped
 // and computes their result, g / (1 + exp(hi)), for every lane, then blends: with hi = 88
 // that quotient is subnormal for any ordinary g, and each subnormal result costs a
 // microcode assist (3.7 ns an element against 0.35, 10 % of a 512-token prompt's time).
 // With 40 it is subnormal only for |g| < 3e-21, and silu(g) for g < -40 is off by less
-// than |g| e^-40. At -86 the result stays a normal float (at -87 p 2^-126 could not).
-inline float exp_poly(float x) {
+// than |g| e^-40. At -86 exp stays a normal float (at -87 p 2^-126 could not).
+inline float one_plus_exp(float x) {
     x = std::min(std::max(x, -86.0f), 40.0f);
-    const float kRound = 12582912.0f;          // 1.5 * 2^23: adding it rounds to an integer
-    const float n = (x * 1.44269504088896341f + kRound) - kRound;
-    const float r = (x - n * 0.693359375f) - n * -2.12194440e-4f;
+    const float kRound = 12582912.0f;  // 1.5 * 2^23: adding it rounds to an integer
+    const float n = std::fma(x, 1.44269504088896341f, kRound) - kRound;
+    const float r = std::fma(n, 2.12194440e-4f, std::fma(n, -0.693359375f, x));
     float p = 1.9875691500e-4f;
-    p = p * r + 1.3981999507e-3f;
-    p = p * r + 8.3334519073e-3f;
-    p = p * r + 4.1665795894e-2f;
-    p = p * r + 1.6666665459e-1f;
-    p = p * r + 5.0000001201e-1f;
-    p = p * r * r + r + 1.0f;
+    p = std::fma(p, r, 1.3981999507e-3f);
+    p = std::fma(p, r, 8.3334519073e-3f);
+    p = std::fma(p, r, 4.1665795894e-2f);
+    p = std::fma(p, r, 1.6666665459e-1f);
+    p = std::fma(p, r, 5.0000001201e-1f);
+    p = std::fma(p * r, r, r) + 1.0f;
     const uint32_t bits = (uint32_t)((int32_t)n + 127) << 23;
-    return p * std::bit_cast<float>(bits);
+    return std::fma(p, std::bit_cast<float>(bits), 1.0f);
 }
 
 }  // namespace
@@ -70,11 +71,9 @@ __attribute__((target_clones("avx512f", "avx2", "default")))
 void swiglu(float* gate, const float* up, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
         const float g = gate[i];
-        gate[i] = g / (1.0f + exp_poly(-g)) * up[i];
+        gate[i] = g / one_plus_exp(-g) * up[i];
     }
 }
-
-#pragma GCC pop_options
 
 namespace {
 

@@ -211,8 +211,10 @@ bool x16_to_panel(TensorType t, const uint8_t* group, int64_t n, uint8_t* panel,
     // Signed panels: u = q + 128 has the sign bit flipped; types with offsets have q >= 0,
     // the same byte either way.
     if (!unsigned_q && !tp.has_min)
-        for (int64_t g = 0; g < n / tp.G; ++g)
-            for (int i = 0; i < R * tp.G; ++i) p.step(g, 0)[i] ^= 0x80;
+        for (int64_t g = 0; g < n / tp.G; ++g) {
+            uint8_t* q = p.step(g, 0);  // (held: a byte store could alias p)
+            for (int i = 0; i < R * tp.G; ++i) q[i] ^= 0x80;
+        }
     return true;
 }
 
