@@ -125,6 +125,11 @@ void add_cpu_options(ArgParser& p) {
     p.flag({"--no-warmup"}, "do not read every weight page before the first request");
     p.flag({"-nr", "--no-repack"},
            "keep the weights in the file's layout (no repacking for decode at load)");
+    p.option({"--repack-cache"}, "DIR",
+             "keep the repacked weights in DIR, so that the next start maps them instead of "
+             "repacking (default ~/.cache/edgellm/repacked, for models with 64 MiB or more of "
+             "them)");
+    p.flag({"--no-repack-cache"}, "repack at every start, keep no file of the repacked weights");
     p.flag({"--swa-full"},
            "sliding-window layers keep the whole context, not a ring of window + batch cells");
 }
@@ -132,6 +137,13 @@ void add_cpu_options(ArgParser& p) {
 LoadOptions load_options(const ArgParser& p) {
     LoadOptions o;
     o.repack = !p.has("--no-repack");
+    if (p.has("--no-repack-cache")) return o;
+    if (auto d = p.get("--repack-cache")) {
+        o.repack_cache_dir = *d;
+    } else {
+        o.repack_cache_dir = default_repack_cache_dir();
+        o.repack_cache_min_bytes = (size_t)64 << 20;
+    }
     return o;
 }
 
@@ -157,6 +169,12 @@ bool read_cpu_options(const ArgParser& p, ContextParams* cp, std::string* err) {
 }
 
 bool prepare_model(const ArgParser& p, const Model& m, std::string* err) {
+    // (a cache refused is worth a line, one mapped as it was is not; a missing one is
+    // written before anything is measured or generated, for the next start)
+    if (m.repack_note().find("unusable") != std::string::npos)
+        std::fprintf(stderr, "edgellm: %s\n", m.repack_note().c_str());
+    if (const std::string note = m.save_repack_cache(); !note.empty())
+        std::fprintf(stderr, "edgellm: %s\n", note.c_str());
     if (p.has("--mlock")) {
         auto r = m.lock_memory();
         if (!r) {

@@ -79,9 +79,9 @@ std::shared_ptr<const Grammar> compile_grammar_text(const std::string& text, boo
                                                     const std::string& where, std::string* err);
 
 // Thread placement and memory options shared by run, bench and serve: --cpu-mask, --cpus,
-// --mlock, --no-warmup, --no-repack.
+// --mlock, --no-warmup, --no-repack, --repack-cache, --no-repack-cache.
 void add_cpu_options(ArgParser& p);
-// How to load the model (--no-repack).
+// How to load the model (--no-repack, --repack-cache, --no-repack-cache).
 LoadOptions load_options(const ArgParser& p);
 bool read_cpu_options(const ArgParser& p, ContextParams* cp, std::string* err);
 // --mlock and the warm-up read of every weight page.

@@ -61,7 +61,17 @@ struct LoadOptions {
     // repacking off the same way). The environment variable EDGELLM_REPACK=0 also turns
     // it off.
     bool repack = true;
+    // A directory where the repacked weights are kept between starts, in a file per model
+    // ("" : none, every start repacks): a later start maps them from the page cache instead
+    // of writing 0.3-1 GB of fresh memory. Only when they take at least
+    // repack_cache_min_bytes; a cache that cannot be used or written is reported
+    // (Model::repack_note) and the weights are repacked in memory as without one.
+    std::string repack_cache_dir;
+    size_t repack_cache_min_bytes = 0;
 };
+
+// $XDG_CACHE_HOME/edgellm/repacked, else ~/.cache/edgellm/repacked.
+std::string default_repack_cache_dir();
 
 class Model {
   public:
@@ -79,8 +89,18 @@ class Model {
     // Bytes of weights repacked at load into the row-interleaved decode layout (in memory
     // of their own, in place of the file's pages; EDGELLM_REPACK=0 turns it off).
     size_t repacked_bytes() const;
-    // How long load() spent repacking (ms; 0: nothing repacked).
+    // How long load() spent repacking (ms; 0: nothing repacked), mapping a cached copy
+    // included.
     double repack_ms() const;
+    // What load did with the repack cache, for the log ("" : none asked for, or too small).
+    const std::string& repack_note() const;
+    // When load found no usable repack cache file: write it now (a second or more for a GB:
+    // the disk's speed), for the next start. What happened, for the log ("" : nothing to
+    // write).
+    std::string save_repack_cache() const;
+    // The same on a thread of its own at the lowest priority, done(note) called there when
+    // written (or failed); the model stops and waits for it when destroyed.
+    void save_repack_cache_in_background(std::function<void(const std::string&)> done) const;
 
     // Read every page of the weights once, so the first request does not wait on the disk.
     void warm_up() const;

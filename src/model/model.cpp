@@ -1,6 +1,8 @@
 // Loading: map the GGUF file, read hyper-parameters, and bind every tensor the forward
 // pass uses, checking that its shape and type are what the architecture expects.
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -8,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <future>
 #include <map>
 #include <thread>
@@ -16,6 +19,7 @@
 #include "kernels/kernels.h"
 #include "model/digest.h"
 #include "model/model_impl.h"
+#include "model/repack_cache.h"
 
 namespace edgellm {
 
@@ -83,49 +87,102 @@ class Binder {
 
 // Repack every matrix whose type has a SIMD GEMV over row-interleaved weights
 // (kernels/x16.h) into that layout, in memory of its own, and release the file's pages
-// the repacked copies replace, so the weights stay one copy.
-void repack_for_decode(Model::Impl& w, bool tied) {
+// the repacked copies replace, so the weights stay one copy. With a cache directory the
+// memory is a file there (model/repack_cache.h): mapped as it is when an earlier start
+// wrote it, else written now for the next one.
+void repack_for_decode(Model::Impl& w, bool tied, const LoadOptions& opts, const GgufFile& f,
+                       const std::string& fingerprint) {
     std::vector<TensorView*> views = {&w.tok_embd};
     if (!tied) views.push_back(&w.output);
     for (LayerWeights& l : w.layers)
         for (TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
             views.push_back(t);
-    // One mapping for all of them (64-byte aligned each), in 2 MiB pages where the kernel
-    // gives them (see the end): fewer TLB misses in the GEMV.
+    // One mapping for all of them, 64-byte aligned each.
     std::vector<TensorView*> chosen;
+    std::vector<TensorView> src;  // as in the file
+    std::vector<RepackEntry> entries;
     size_t total = 0;
     for (TensorView* v : views)
         if (*v && x16_pays(*v)) {
             chosen.push_back(v);
-            total += ((size_t)v->n_rows() * v->row_bytes() + 63) / 64 * 64;
+            src.push_back(*v);
+            const size_t bytes = (size_t)v->n_rows() * v->row_bytes();
+            entries.push_back({v->type, v->ne[0], v->ne[1], total, bytes});
+            total += (bytes + 63) / 64 * 64;
         }
     if (chosen.empty()) return;
-    const size_t huge = (size_t)2 << 20;
-    const size_t mapped = (total + huge - 1) / huge * huge;
-    void* mem = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED) return;  // no memory for a copy: keep the file's layout
-    w.repacked = std::make_unique<Model::Impl::Buffer>((uint8_t*)mem, total, mapped);
     ThreadPool pool((int)std::max(1u, std::min(8u, std::thread::hardware_concurrency())));
+    auto fill = [&](uint8_t* data) {
+        for (size_t i = 0; i < src.size(); ++i) repack_x16(&pool, src[i], data + entries[i].offset);
+    };
+    if (!opts.repack_cache_dir.empty() && total >= opts.repack_cache_min_bytes) {
+        RepackKey key;
+        key.fingerprint = fingerprint;
+        key.model_size = f.file_size();
+        struct stat st {};
+        if (::stat(f.path().c_str(), &st) == 0)
+            key.model_mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+        // One file per model path: a model replaced in place replaces its file (the
+        // fingerprint inside tells them apart), so old ones do not pile up.
+        std::error_code ec;
+        const std::string where = std::filesystem::absolute(f.path(), ec).string();
+        Digest d;
+        d.add(where.data(), where.size());
+        char hex[17];
+        std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)d.value());
+        const std::string stem = std::filesystem::path(f.path()).stem().string();
+        const std::string path =
+            (std::filesystem::path(opts.repack_cache_dir) / (stem + "-" + hex + ".x16")).string();
+        auto have = open_repack_cache(path, key, entries);
+        if (have) {
+            w.repacked = std::make_unique<Model::Impl::Buffer>(have->map, have->mapped, have->data,
+                                                               have->bytes, true);
+            w.repack_note = "repacked weights mapped from " + path;
+        } else {
+            w.pending_cache = std::make_unique<Model::Impl::PendingCache>();
+            w.pending_cache->path = path;
+            w.pending_cache->why_new = have.error() == "no such file" ? "" : have.error();
+            w.pending_cache->key = key;
+            w.pending_cache->entries = entries;
+            w.repack_note = w.pending_cache->why_new.empty()
+                                ? "no repack cache yet at " + path
+                                : "repack cache " + path + " unusable (" + w.pending_cache->why_new +
+                                      ")";
+        }
+    }
+    if (!w.repacked) {
+        // In 2 MiB pages where the kernel gives them (see the end): fewer TLB misses.
+        const size_t huge = (size_t)2 << 20;
+        const size_t mapped = (total + huge - 1) / huge * huge;
+        void* mem =
+            mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (mem == MAP_FAILED) return;  // no memory for a copy: keep the file's layout
+        fill((uint8_t*)mem);
+        // 2 MiB pages asked for once the copies are written: asked before, every fault of
+        // the fill may wait for the kernel to compact memory into a free huge page (with
+        // THP's defrag "madvise", the default: 1.5-2.5 s of a 2.3 s start-up on the 1.5B
+        // here); after, khugepaged merges the pages in the background. Decode measured
+        // the same.
+        madvise(mem, mapped, MADV_HUGEPAGE);
+        w.repacked = std::make_unique<Model::Impl::Buffer>((uint8_t*)mem, mapped, (uint8_t*)mem,
+                                                           total, false);
+    }
     const long page = sysconf(_SC_PAGESIZE);
-    uint8_t* dst = (uint8_t*)mem;
-    for (TensorView* v : chosen) {
-        const size_t bytes = (size_t)v->n_rows() * v->row_bytes();
-        const uint8_t* src = (const uint8_t*)v->data;
-        *v = repack_x16(&pool, *v, dst);
-        dst += (bytes + 63) / 64 * 64;
-        w.released.emplace_back(src, bytes);
+    for (size_t i = 0; i < chosen.size(); ++i) {
+        TensorView v = src[i];
+        v.data = w.repacked->data + entries[i].offset;
+        v.x16 = true;
+        *chosen[i] = v;
+        const uint8_t* from = (const uint8_t*)src[i].data;
+        const size_t bytes = entries[i].bytes;
+        w.released.emplace_back(from, bytes);
         // The whole pages inside the tensor go back to the page cache.
         const uintptr_t a =
-            ((uintptr_t)src + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
-        const uintptr_t b = ((uintptr_t)src + bytes) / (uintptr_t)page * (uintptr_t)page;
+            ((uintptr_t)from + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
+        const uintptr_t b = ((uintptr_t)from + bytes) / (uintptr_t)page * (uintptr_t)page;
         if (b > a) madvise((void*)a, b - a, MADV_DONTNEED);
     }
     if (tied) w.output = w.tok_embd;
-    // 2 MiB pages asked for once the copies are written: asked before, every fault of the
-    // fill may wait for the kernel to compact memory into a free huge page (with THP's
-    // defrag "madvise", the default: 1.5-2.5 s of a 2.3 s start-up on the 1.5B here);
-    // after, khugepaged merges the pages in the background. Decode measured the same.
-    madvise(mem, mapped, MADV_HUGEPAGE);
 }
 
 bool is_released(const Model::Impl& w, const uint8_t* p) {
@@ -137,7 +194,15 @@ bool is_released(const Model::Impl& w, const uint8_t* p) {
 }  // namespace
 
 Model::Impl::Buffer::~Buffer() {
-    if (data) munmap(data, mapped);
+    if (map) munmap(map, mapped);
+}
+
+std::string default_repack_cache_dir() {
+    namespace fs = std::filesystem;
+    if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
+        return (fs::path(x) / "edgellm" / "repacked").string();
+    const char* home = std::getenv("HOME");
+    return (fs::path(home && *home ? home : "/root") / ".cache" / "edgellm" / "repacked").string();
 }
 
 Model::~Model() = default;
@@ -222,7 +287,7 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const LoadOp
     const char* env = std::getenv("EDGELLM_REPACK");
     if (opts.repack && !(env && std::string(env) == "0")) {
         const auto t0 = std::chrono::steady_clock::now();
-        repack_for_decode(w, h.tied_output);
+        repack_for_decode(w, h.tied_output, opts, *m->file_, m->fingerprint_);
         if (w.repacked)
             w.repack_ms =
                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
@@ -232,8 +297,12 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const LoadOp
 }
 
 void Model::warm_up() const {
-    // Every page of the file's tensors still in use (repacked ones live in memory already).
+    // Every page of the file's tensors still in use, and of a repack cache file mapped as it
+    // was (repacked ones written at this start are in memory already).
     volatile uint8_t sink = 0;
+    if (impl_->repacked && impl_->repacked->from_file)
+        for (size_t off = 0; off < impl_->repacked->bytes; off += 4096)
+            sink = sink + impl_->repacked->data[off];
     for (const auto& t : file_->tensors()) {
         const uint8_t* p = (const uint8_t*)t.data;
         if (is_released(*impl_, p)) continue;
@@ -262,6 +331,41 @@ Result<std::monostate> Model::lock_memory() const {
 
 double Model::repack_ms() const {
     return impl_->repack_ms;
+}
+
+const std::string& Model::repack_note() const {
+    return impl_->repack_note;
+}
+
+std::string Model::save_repack_cache() const {
+    Impl& w = *impl_;
+    std::lock_guard<std::mutex> lock(w.saver.mu);
+    if (!w.pending_cache || !w.repacked) return "";
+    const Impl::PendingCache& c = *w.pending_cache;
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string why =
+        write_repack_cache(c.path, c.key, c.entries, w.repacked->data, &w.saver.stop);
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    char took[32];
+    std::snprintf(took, sizeof took, "%.1f s", s);
+    std::string note = why.empty() ? "repacked weights (" + std::to_string(w.repacked->bytes >> 20) +
+                                         " MiB) kept in " + c.path + " for the next start (" +
+                                         took + ")"
+                                   : "cannot keep the repacked weights in " + c.path + ": " + why;
+    w.pending_cache.reset();
+    return note;
+}
+
+void Model::save_repack_cache_in_background(std::function<void(const std::string&)> done) const {
+    Impl& w = *impl_;
+    if (!w.pending_cache || w.saver.thread.joinable()) return;
+    w.saver.thread = std::thread([this, done = std::move(done)] {
+        // The lowest CPU priority: serving goes first.
+        (void)::setpriority(PRIO_PROCESS, (id_t)::gettid(), 19);
+        const std::string note = save_repack_cache();
+        if (!impl_->saver.stop && done && !note.empty()) done(note);
+    });
 }
 
 size_t Model::repacked_bytes() const {

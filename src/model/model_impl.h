@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -16,6 +17,7 @@
 #include "compute/thread_pool.h"
 #include "edgellm/model.h"
 #include "model/kv_cache.h"
+#include "model/repack_cache.h"
 
 namespace edgellm {
 
@@ -51,14 +53,19 @@ struct Model::Impl {
     std::vector<LayerWeights> layers;
     std::vector<std::unique_ptr<float[]>> owned;  // vectors converted to f32 at load
     double repack_ms = 0;  // load's time repacking
+    std::string repack_note;  // what became of the repack cache ("" : none)
     // Matrices repacked at load into the row-interleaved layout (kernels/x16.h): their
     // buffers, and the file's byte ranges they replace (released from the mapping).
-    struct Buffer {  // anonymous memory (mmap), huge pages where the kernel gives them
+    struct Buffer {  // anonymous memory (huge pages where the kernel gives them) or a
+                     // cache file (model/repack_cache.h), mapped at map
+        uint8_t* map = nullptr;
+        size_t mapped = 0;
         uint8_t* data = nullptr;
         size_t bytes = 0;
-        size_t mapped = 0;
+        bool from_file = false;  // mapped from a cache file: maybe not resident
         ~Buffer();
-        Buffer(uint8_t* d, size_t b, size_t m) : data(d), bytes(b), mapped(m) {}
+        Buffer(uint8_t* m, size_t mb, uint8_t* d, size_t b, bool f)
+            : map(m), mapped(mb), data(d), bytes(b), from_file(f) {}
         Buffer(const Buffer&) = delete;
         Buffer& operator=(const Buffer&) = delete;
     };
@@ -69,6 +76,26 @@ struct Model::Impl {
         for (const auto& r : released) n += r.second;
         return n;
     }
+    // A repack cache file to write (load found none usable): where, and what it holds.
+    struct PendingCache {
+        std::string path;
+        std::string why_new;  // why an existing file was not used ("" : there was none)
+        RepackKey key;
+        std::vector<RepackEntry> entries;
+    };
+    std::unique_ptr<PendingCache> pending_cache;
+    // The thread writing it in the background (last: stopped and joined before the
+    // buffer it reads goes).
+    struct Saver {
+        std::mutex mu;  // one writer at a time
+        std::atomic<bool> stop{false};
+        std::thread thread;
+        ~Saver() {
+            stop = true;
+            if (thread.joinable()) thread.join();
+        }
+    };
+    mutable Saver saver;
 };
 
 struct Context::Impl {

@@ -417,6 +417,11 @@ struct Server::Impl {
     // --mlock (a failure is a warning and makes the server degraded) and the warm-up read
     // of every weight page.
     void pin_and_warm(const Model& m, const char* what);
+    // A repack cache file the model's load did not find: written on a thread of its own at
+    // the lowest priority once serving (a GB goes at the disk's speed), logged when done.
+    void keep_repacked(const Model& m) {
+        m.save_repack_cache_in_background([this](const std::string& note) { log("%s", note.c_str()); });
+    }
     // The slots (sessions), their pool and the step batcher over l's context.
     void build_slots(Loaded* l);
     // Exchange the live model and everything built on it with l's (under the gate: no
@@ -524,6 +529,7 @@ std::string Server::Impl::load_main(const std::string& path, Loaded* l, size_t i
     if (!loaded) return loaded.error();
     startup_phase("model", &tp);
     if (starting && (*loaded)->repack_ms() > 0) startup.emplace_back("(of which repacking)", (*loaded)->repack_ms());
+    if (!(*loaded)->repack_note().empty()) log("%s", (*loaded)->repack_note().c_str());
     // (the first model only: a model loaded for a swap does not change what /health says
     // about the one serving)
     Phase loading = Phase::Loading;
@@ -840,6 +846,8 @@ int Server::run() {
         d.log("start-up: %s", where.c_str());
         d.starting = false;
     }
+    d.keep_repacked(*d.model);
+    if (d.draft_model) d.keep_repacked(*d.draft_model);
     if (bill) d.log("memory: weights %.0f MiB, KV cache %.0f MiB, scratch %.0f MiB",
                     (double)bill->weights / 1048576.0, (double)bill->kv_cache / 1048576.0,
                     (double)bill->scratch / 1048576.0);
@@ -904,6 +912,7 @@ std::string Server::Impl::load_speculation() {
         if (!m) return "cannot load the draft model: " + m.error();
         startup_phase("draft model", &tp);
         if (starting && (*m)->repack_ms() > 0) startup.emplace_back("(of which repacking)", (*m)->repack_ms());
+        if (!(*m)->repack_note().empty()) log("draft model: %s", (*m)->repack_note().c_str());
         auto t = Tokenizer::load((*m)->file());
         if (!t) return "cannot load the draft model's tokenizer: " + t.error();
         const std::string why = draft_vocab_mismatch(*tok, **t);
@@ -2601,6 +2610,7 @@ void Server::Impl::models_load(const http::Request& req, http::Response& res, st
         had_draft ? "; speculative decoding is off: the draft model was chosen for the previous model" : "");
     send_json(res, 200, {{"success", true}, {"model", model_name}, {"path", serving_path},
                          {"previous", previous}, {"load_ms", load_ms}, {"switch_ms", swap_ms}});
+    keep_repacked(*model);
     // (next now holds the previous model; it is freed here, after the answer)
 }
 

@@ -263,6 +263,24 @@ TEST(Cli, RepackingIsReportedAndNoRepackTurnsItOff) {
     r = run("bench -m " + m.string() + " -p 0 -n 4 -r 1 -t 1 --no-bandwidth -nr");
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_NE(r.out.find("(0.0 MiB of them repacked"), std::string::npos) << r.out;
+    // --repack-cache: the first run keeps the repacked weights in a file, the next maps it
+    // (and says nothing); --no-repack-cache writes none.
+    const fs::path dir = fs::temp_directory_path() / ("edgellm-cli-repack-" + std::to_string(getpid()));
+    fs::remove_all(dir);
+    const std::string bench = "bench -m " + m.string() + " -p 0 -n 4 -r 1 -t 1 --no-bandwidth ";
+    r = run(bench + "--repack-cache " + dir.string());
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_NE(r.err.find("kept in " + dir.string()), std::string::npos) << r.err;
+    r = run(bench + "--repack-cache " + dir.string());
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(r.err.find("repacked weights"), std::string::npos) << r.err;
+    int files = 0;
+    for (const auto& e : fs::directory_iterator(dir)) files += e.path().extension() == ".x16";
+    EXPECT_EQ(files, 1);
+    fs::remove_all(dir);
+    r = run(bench + "--repack-cache " + dir.string() + " --no-repack-cache");
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_FALSE(fs::exists(dir));
 }
 
 TEST(Cli, QuantizeShowsProgressAndWritesALoadableFile) {

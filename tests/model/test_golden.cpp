@@ -4,6 +4,8 @@
 
 #include "test_paths.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -410,4 +412,141 @@ TEST(Context, EveryKvCacheTypeStaysNearF16) {
         EXPECT_LE(d.nrmse, bound) << tensor_type_name(k) << "/" << tensor_type_name(v);
         EXPECT_GE(d.top1, 0.7) << tensor_type_name(k) << "/" << tensor_type_name(v);
     }
+}
+
+// The repack cache (model/repack_cache.h): written once, mapped by the next load with the
+// same logits; a damaged, truncated or foreign file is reported and repacked over, never
+// trusted; a directory that cannot hold it leaves the model as it would be without one.
+TEST(Model, RepackCacheSurvivesARestartAndRefusesDamage) {
+    const fs::path model = kGolden / "tiny-qwen2-q4_k_m.gguf";
+    if (!fs::exists(model)) GTEST_SKIP() << "no model at " << model;
+    const fs::path dir = fs::temp_directory_path() / ("edgellm-repack-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    LoadOptions o;
+    o.repack_cache_dir = dir.string();
+    const std::vector<int32_t> tokens = {1, 17, 301, 42, 5, 99, 7, 260, 3, 11};
+    auto logits = [&](const Model& m) {
+        ContextParams p;
+        p.n_ctx = 32;
+        p.n_threads = 2;
+        auto ctx = Context::create(m, p);
+        EXPECT_TRUE(ctx.ok());
+        std::vector<float> all;
+        for (const int32_t t : tokens) {  // one token at a time: the repacked GEMV
+            auto l = (*ctx)->eval(std::span<const int32_t>(&t, 1), false);
+            EXPECT_TRUE(l.ok());
+            all.insert(all.end(), l->begin(), l->end());
+        }
+        return all;
+    };
+    auto first = Model::load(model.string(), o);
+    ASSERT_TRUE(first.ok()) << first.error();
+    if ((*first)->repacked_bytes() == 0)
+        GTEST_SKIP() << "nothing repacked (no SIMD GEMV in kernel set " << active_kernel_set() << ")";
+    EXPECT_NE((*first)->repack_note().find("no repack cache yet"), std::string::npos)
+        << (*first)->repack_note();
+    const std::vector<float> want = logits(**first);
+    const std::string saved = (*first)->save_repack_cache();
+    EXPECT_NE(saved.find("kept in"), std::string::npos) << saved;
+    EXPECT_EQ((*first)->save_repack_cache(), "") << "written twice";
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(dir)) files.push_back(e.path());
+    ASSERT_EQ(files.size(), 1u) << "one file, no temporary left";
+    const fs::path file = files[0];
+
+    auto expect_mapped = [&](const char* when) {
+        auto m = Model::load(model.string(), o);
+        ASSERT_TRUE(m.ok());
+        EXPECT_NE((*m)->repack_note().find("mapped from"), std::string::npos)
+            << when << ": " << (*m)->repack_note();
+        (*m)->warm_up();
+        EXPECT_EQ(logits(**m), want) << when;
+    };
+    expect_mapped("second start");
+
+    // Damage, each reported by load, repacked in memory (the same logits) and written again.
+    auto damage = [&](const char* what, const std::function<void()>& harm, const char* reason) {
+        harm();
+        auto m = Model::load(model.string(), o);
+        ASSERT_TRUE(m.ok()) << what;
+        EXPECT_NE((*m)->repack_note().find(reason), std::string::npos)
+            << what << ": " << (*m)->repack_note();
+        EXPECT_EQ(logits(**m), want) << what;
+        const std::string note = (*m)->save_repack_cache();
+        EXPECT_NE(note.find("kept in"), std::string::npos) << what << ": " << note;
+        expect_mapped(what);
+    };
+    auto poke = [&](std::streamoff at) {
+        std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+        f.seekg(at);
+        const char c = (char)(f.get() ^ 0x5a);
+        f.seekp(at);
+        f.put(c);
+    };
+    damage("a truncated file", [&] { fs::resize_file(file, fs::file_size(file) - 4096); },
+           "truncated");
+    damage("a byte of the data", [&] { poke(4096); }, "damaged data");
+    damage("a byte of the matrices' list", [&] { poke(100); }, "damaged header");
+    damage("another file under its name", [&] { std::ofstream(file, std::ios::binary) << "GGUF not a cache"; },
+           "not a repack cache file");
+    damage("a cache of another format", [&] {
+        std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+        f.seekp(8);  // the format version, after the magic
+        const uint32_t v = 999;
+        f.write((const char*)&v, sizeof v);
+    }, "another edgellm");
+
+    // Another model copied over the first's path: the file is refused and replaced, one
+    // file per path.
+    {
+        const fs::path copy = dir / "model.gguf";
+        fs::copy_file(model, copy);
+        auto a = Model::load(copy.string(), o);
+        ASSERT_TRUE(a.ok());
+        EXPECT_NE((*a)->save_repack_cache().find("kept in"), std::string::npos);
+        fs::copy_file(kGolden / "tiny-qwen2-q4_0.gguf", copy, fs::copy_options::overwrite_existing);
+        auto b = Model::load(copy.string(), o);
+        ASSERT_TRUE(b.ok());
+        EXPECT_NE((*b)->repack_note().find("another model file"), std::string::npos)
+            << (*b)->repack_note();
+        EXPECT_NE((*b)->save_repack_cache().find("kept in"), std::string::npos);
+        int x16 = 0;
+        for (const auto& e : fs::directory_iterator(dir)) x16 += e.path().extension() == ".x16";
+        EXPECT_EQ(x16, 2) << "the golden path's and the copy's";
+    }
+
+    // Too small to be worth a file: no note, nothing written.
+    fs::remove_all(dir);
+    LoadOptions big = o;
+    big.repack_cache_min_bytes = (size_t)1 << 40;
+    auto small = Model::load(model.string(), big);
+    ASSERT_TRUE(small.ok());
+    EXPECT_EQ((*small)->repack_note(), "");
+    EXPECT_EQ((*small)->save_repack_cache(), "");
+    EXPECT_FALSE(fs::exists(dir));
+
+    // A directory that cannot be made (a file stands in its place): the reason, no file,
+    // and the model as it is without a cache.
+    { std::ofstream(dir) << "in the way"; }
+    LoadOptions blocked = o;
+    blocked.repack_cache_dir = (dir / "sub").string();
+    auto m = Model::load(model.string(), blocked);
+    ASSERT_TRUE(m.ok());
+    const std::string note = (*m)->save_repack_cache();
+    EXPECT_NE(note.find("cannot keep the repacked weights"), std::string::npos) << note;
+    EXPECT_EQ(logits(**m), want);
+    fs::remove(dir);
+
+    // A model freed while its file is written in the background stops the writer and
+    // leaves no temporary file behind.
+    {
+        auto bg = Model::load(model.string(), o);
+        ASSERT_TRUE(bg.ok());
+        (*bg)->save_repack_cache_in_background([](const std::string&) {});
+    }
+    if (fs::exists(dir)) {
+        for (const auto& e : fs::directory_iterator(dir))
+            EXPECT_EQ(e.path().string().find(".tmp."), std::string::npos) << e.path();
+    }
+    fs::remove_all(dir);
 }
