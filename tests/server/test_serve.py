@@ -1975,7 +1975,11 @@ class AcceptCommand(unittest.TestCase):
             self.skipTest("cannot make a memory cgroup here: %s" % e)
         # the server enters it before it starts (a shell that moves itself, then execs)
         enter = ("sh", "-c", 'echo $$ > "%s/cgroup.procs" && exec "$0" "$@"' % cg)
-        srv = Server(["-m", self.model, "--port", "0", "-c", "1024", "-np", "1"], prefix=enter)
+        # (--no-repack-cache: the repacked weights in memory of the server's own, charged to
+        # its cgroup; mapped from a repack cache file they are page cache, charged to the
+        # cgroup that first read the file, as a model file's pages are)
+        srv = Server(["-m", self.model, "--port", "0", "-c", "1024", "-np", "1", "--no-repack-cache"],
+                     prefix=enter)
         self.addCleanup(srv.stop)  # (stopped before the cgroup is removed)
         srv.wait_ready()
         r = self.accept(["--url", "http://127.0.0.1:%d" % srv.port, "--json", "-", "--turns", "3",
