@@ -1,6 +1,7 @@
 #include "compute/matmul.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "edgellm/error.h"
@@ -84,6 +85,30 @@ size_t act_tile_bytes(const TensorView& w, int64_t n_rows) {
     return sizeof(PanelActTile) * (size_t)(w.ne[0] / 32) * (size_t)n_token_tiles(n_rows);
 }
 
+// The bf16 GEMM (kernels/panel.h): a thread dequantizes a chunk of panels of 16 rows to
+// f32 a slice of kBf16Slice elements at a time (the type's to_float) and packs them as
+// bf16, then runs every pair of activation tiles over the chunk's pairs of panels.
+constexpr size_t kBf16ChunkBytes = 512 * 1024;
+
+int64_t bf16_slice(int64_t n) {
+    return n % 256 == 0 ? 256 : 32;
+}
+int64_t bf16_chunk(const TensorView& w) {
+    const size_t one = sizeof(uint16_t) * 16 * (size_t)w.ne[0];
+    return std::max<int64_t>(2, (int64_t)(kBf16ChunkBytes / one) / 2 * 2);
+}
+size_t bf16_tile_bytes(int64_t n, int64_t n_rows) {
+    return round_up(sizeof(uint16_t) * 16 * (size_t)n * (size_t)n_token_tiles(n_rows));
+}
+// Per thread: the chunk's panels, an f32 slice of 16 rows, a group of x16 rows in the
+// file's layout, and a block of results for a batch's last, partial tile.
+size_t bf16_thread_bytes(const TensorView& w) {
+    const int64_t n = w.ne[0];
+    return round_up(sizeof(uint16_t) * 16 * (size_t)n) * (size_t)bf16_chunk(w) +
+           round_up(sizeof(float) * 16 * (size_t)bf16_slice(n)) +
+           (w.x16 ? round_up((size_t)kX16Rows * w.row_bytes()) : 0) + sizeof(float) * 32 * 32;
+}
+
 // Where the panel blocks, their tiles and the per-thread panels start in the scratch.
 struct PanelScratch {
     PanelActBlock* act;
@@ -105,7 +130,25 @@ PanelScratch panel_scratch(void* xq, const TensorView& w, int64_t n_rows) {
 
 }  // namespace
 
+bool takes_bf16(const TensorView& w, int64_t n_tokens) {
+    const PanelKernel& pk = panel_kernel();
+    return pk.bf16_gemm && takes_panels(w, n_tokens) &&
+           w.n_rows() % 16 == 0 && w.ne[0] % 32 == 0 && type_kernels(w.type).to_float &&
+           w.ne[0] % tensor_type_info(w.type).block_size == 0 &&
+           bf16_slice(w.ne[0]) % tensor_type_info(w.type).block_size == 0;
+}
+
+static size_t int8_buffer_size(const TensorView& w, int64_t n_rows, int n_threads);
+
 size_t activation_buffer_size(const TensorView& w, int64_t n_rows, int n_threads) {
+    if (takes_bf16(w, n_rows))
+        return kLine + bf16_tile_bytes(w.ne[0], n_rows) +
+               bf16_thread_bytes(w) * (size_t)std::max(1, n_threads);
+    return int8_buffer_size(w, n_rows, n_threads);
+}
+
+// The int8 panel GEMM's (or the per-row path's) activations and scratch.
+static size_t int8_buffer_size(const TensorView& w, int64_t n_rows, int n_threads) {
     const int64_t n = w.ne[0];
     const TensorType vdt = type_kernels(w.type).vec_dot_type;
     const size_t q_bytes = row_size(vdt, n) * (size_t)n_rows;
@@ -119,6 +162,24 @@ size_t activation_buffer_size(const TensorView& w, int64_t n_rows, int n_threads
 void quantize_activations(ThreadPool& pool, const TensorView& w, const float* x, int64_t x_stride,
                           int64_t n_rows, void* xq, RowPrep prep) {
     const int64_t n = w.ne[0];
+    if (takes_bf16(w, n_rows)) {
+        // bf16 tiles of 16 tokens, each row prepared first
+        const PanelKernel& pk = panel_kernel();
+        uint16_t* tiles = (uint16_t*)(((uintptr_t)xq + kLine - 1) / kLine * kLine);
+        pool.run([&](int ith, int nth) {
+            int64_t t0, t1;
+            ThreadPool::split(n_token_tiles(n_rows), ith, nth, &t0, &t1);
+            for (int64_t t = t0; t < t1; ++t) {
+                const int64_t r0 = t * 16;
+                const int m = (int)std::min<int64_t>(16, n_rows - r0);
+                if (prep.fn)
+                    for (int i = 0; i < m; ++i) prep.fn(prep.ctx, r0 + i);
+                pk.bf16_act(x + r0 * x_stride, (size_t)x_stride, m, n,
+                            tiles + (size_t)t * 16 * (size_t)n);
+            }
+        });
+        return;
+    }
     const TensorType vdt = type_kernels(w.type).vec_dot_type;
     const TypeKernels& vk = type_kernels(vdt);
     EDGELLM_ASSERT(vk.from_float != nullptr, "activation type has no quantizer");
@@ -249,11 +310,77 @@ void panel_matmul(ThreadPool& pool, const TensorView& w, const TensorView* w2, G
     });
 }
 
+void bf16_matmul(ThreadPool& pool, const TensorView& w, const void* xq, int64_t n_tokens,
+                 float* y, int64_t y_stride) {
+    const PanelKernel& pk = panel_kernel();
+    const TypeKernels& k = type_kernels(w.type);
+    const auto& info = tensor_type_info(w.type);
+    const int64_t n = w.ne[0];
+    const int64_t ks = n / kBf16Step;
+    const int64_t n_panels = w.n_rows() / 16;
+    const int64_t n_tiles = n_token_tiles(n_tokens);
+    const size_t w_row_bytes = w.row_bytes();
+    const size_t panel_elems = 16 * (size_t)n;
+    const int64_t slice = bf16_slice(n);
+    const int64_t chunk = bf16_chunk(w);
+    const uint16_t* tiles = (const uint16_t*)(((uintptr_t)xq + kLine - 1) / kLine * kLine);
+    uint8_t* scratch = (uint8_t*)tiles + bf16_tile_bytes(n, n_tokens);
+    const size_t per_thread = bf16_thread_bytes(w);
+    const int64_t n_pairs = (n_panels + 1) / 2;
+    pool.run([&](int ith, int nth) {
+        int64_t q0, q1;
+        ThreadPool::split(n_pairs, ith, nth, &q0, &q1);
+        const int64_t p0 = 2 * q0, p1 = std::min(n_panels, 2 * q1);
+        uint8_t* mine = scratch + per_thread * (size_t)ith;
+        uint16_t* panels = (uint16_t*)mine;
+        float* rows_f32 = (float*)(mine + round_up(sizeof(uint16_t) * panel_elems) * (size_t)chunk);
+        uint8_t* rows_tmp = (uint8_t*)rows_f32 + round_up(sizeof(float) * 16 * (size_t)slice);
+        float* part = (float*)(rows_tmp + (w.x16 ? round_up((size_t)kX16Rows * w_row_bytes) : 0));
+        for (int64_t pc = p0; pc < p1; pc += chunk) {
+            const int64_t pe = std::min(p1, pc + chunk);
+            for (int64_t p = pc; p < pe; ++p) {
+                const uint8_t* src = (const uint8_t*)w.data + (size_t)p * 16 * w_row_bytes;
+                if (w.x16) {  // the group back in the file's layout first
+                    x16_unpack_group(w.type, src, n, rows_tmp, w_row_bytes);
+                    src = rows_tmp;
+                }
+                uint16_t* panel = panels + panel_elems * (size_t)(p - pc);
+                for (int64_t s0 = 0; s0 < n; s0 += slice) {
+                    const size_t at = (size_t)(s0 / info.block_size) * info.type_size;
+                    for (int r = 0; r < 16; ++r)
+                        k.to_float(src + (size_t)r * w_row_bytes + at, rows_f32 + (size_t)r * (size_t)slice,
+                                   slice);
+                    pk.bf16_pack(rows_f32, (size_t)slice, slice,
+                                 panel + (size_t)(s0 / kBf16Step) * kBf16StepElems);
+                }
+            }
+            for (int64_t c = 0; c < n_tiles; c += 2) {
+                const int nt = (int)std::min<int64_t>(2, n_tiles - c);
+                const int64_t m = std::min<int64_t>(16 * nt, n_tokens - 16 * c);
+                for (int64_t p = pc; p < pe; p += 2) {
+                    const int np = (int)std::min<int64_t>(2, pe - p);
+                    const uint16_t* pp = panels + panel_elems * (size_t)(p - pc);
+                    const uint16_t* tt = tiles + panel_elems * (size_t)c;
+                    float* out = y + 16 * c * y_stride + 16 * p;
+                    if (m == 16 * nt) {
+                        pk.bf16_gemm(pp, panel_elems, np, tt, panel_elems, nt, ks, out, (size_t)y_stride);
+                        continue;
+                    }
+                    pk.bf16_gemm(pp, panel_elems, np, tt, panel_elems, nt, ks, part, 32);
+                    for (int64_t i = 0; i < m; ++i)
+                        std::memcpy(out + i * y_stride, part + 32 * i, sizeof(float) * 16 * (size_t)np);
+                }
+            }
+        }
+    });
+}
+
 }  // namespace
 
 bool matmul_glu(ThreadPool& pool, const TensorView& w_gate, const TensorView& w_up, GluFn glu,
                 const void* xq, int64_t n_tokens, float* y, int64_t y_stride) {
     const PanelKernel& pk = panel_kernel();
+    if (takes_bf16(w_gate, n_tokens)) return false;  // (the bf16 GEMM takes each alone)
     if (w_gate.type != w_up.type || w_gate.ne[0] != w_up.ne[0] || w_gate.ne[1] != w_up.ne[1] ||
         w_gate.x16 != w_up.x16 || !takes_panels(w_gate, n_tokens) || panel_chunk(w_gate) < 2 ||
         pk.cols > kMaxPanelCols || pk.rows > kMaxPanelRows ||
@@ -271,6 +398,10 @@ void matmul_quantized(ThreadPool& pool, const TensorView& w, const void* xq, int
     const int64_t n_rows = w.n_rows();
     const size_t x_row_bytes = row_size(k.vec_dot_type, n);
     const size_t w_row_bytes = w.row_bytes();
+    if (takes_bf16(w, n_tokens)) {
+        bf16_matmul(pool, w, xq, n_tokens, y, y_stride);
+        return;
+    }
     if (takes_panels(w, n_tokens)) {
         panel_matmul(pool, w, nullptr, nullptr, xq, n_tokens, y, y_stride);
         return;

@@ -59,6 +59,11 @@ using GluFn = void (*)(float* gate, const float* up, int64_t n);
 bool matmul_glu(ThreadPool& pool, const TensorView& w_gate, const TensorView& w_up, GluFn glu,
                 const void* xq, int64_t n_tokens, float* y, int64_t y_stride);
 
+// Whether w times a batch of n_tokens takes the bf16 GEMM (kernels/panel.h: the kernel
+// set amx-bf16, and a batch that takes panels): the activations are then bf16 tiles,
+// whatever w's type, and any two such weights of one width share them.
+bool takes_bf16(const TensorView& w, int64_t n_tokens);
+
 // Both steps: y = x W^T. xq is scratch of activation_buffer_size(w, n_tokens).
 void matmul(ThreadPool& pool, const TensorView& w, const float* x, int64_t x_stride,
             int64_t n_tokens, void* xq, float* y, int64_t y_stride);

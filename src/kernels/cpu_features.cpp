@@ -64,6 +64,8 @@ CpuFeatures detect() {
     f.avx512bf16 = (a71 & (1u << 5)) && f.avx512f;
     f.amx_int8 = (d7 & (1u << 24)) && (d7 & (1u << 25)) && (xcr0 & 0x60000) == 0x60000 &&
                  amx_permitted();
+    // (the bf16 GEMM's conversions are AVX512-BF16's)
+    f.amx_bf16 = f.amx_int8 && (d7 & (1u << 22)) && f.avx512bf16;
 #elif defined(__aarch64__)
     f.neon = true;
 #if defined(__linux__)
@@ -103,6 +105,7 @@ std::string cpu_features_string() {
     add(f.avx512bf16, "avx512bf16");
     add(f.avx_vnni, "avx-vnni");
     add(f.amx_int8, "amx-int8");
+    add(f.amx_bf16, "amx-bf16");
     add(f.neon, "neon");
     add(f.dotprod, "dotprod");
     add(f.i8mm, "i8mm");

@@ -15,6 +15,7 @@ struct CpuFeatures {
     // and granted to this process by Linux (arch_prctl ARCH_REQ_XCOMP_PERM), without which
     // the first tile instruction kills the process.
     bool amx_int8 = false;
+    bool amx_bf16 = false;  // with amx_int8 and avx512bf16
     // arm
     bool neon = false, dotprod = false, i8mm = false;
 };

@@ -374,6 +374,79 @@ std::string check_panel_kernel(const PanelKernel& k, uint64_t seed) {
                     }
             }
     }
+    return check_bf16_kernels(k, seed);
+}
+
+std::string check_bf16_kernels(const PanelKernel& k, uint64_t seed) {
+    if (!k.bf16_pack && !k.bf16_act && !k.bf16_gemm) return "";
+    if (!k.bf16_pack || !k.bf16_act || !k.bf16_gemm) return "bf16 GEMM without all its functions";
+    std::mt19937_64 rng(seed);
+    std::uniform_real_distribution<float> real(-2.0f, 2.0f);
+    const int64_t n = 96;  // three steps
+    const size_t stride = (size_t)n + 5;
+    // rows and tokens with the values rounding meets: ties, subnormals, zeros, NaN, +-inf
+    auto fill = [&](std::vector<float>& v) {
+        for (float& f : v) f = real(rng);
+        const float specials[] = {0.0f, -0.0f, 1.0f + 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-23f,
+                                  1.0f + 3 * 0x1p-8f, 1e-39f, -3e-40f, 65504.0f};
+        for (size_t i = 0; i < sizeof specials / sizeof *specials; ++i)
+            v[(i * 37) % v.size()] = specials[i];
+    };
+    std::vector<float> rows(32 * stride), x(32 * stride);
+    fill(rows);
+    fill(x);
+    const size_t step = kBf16StepElems * (size_t)(n / kBf16Step);
+    std::vector<uint16_t> pw(2 * step), pg(2 * step), tw(2 * step), tg(2 * step);
+    for (int j = 0; j < 2; ++j) {
+        bf16_pack_ref(rows.data() + 16 * stride * (size_t)j, stride, n, pw.data() + step * (size_t)j);
+        k.bf16_pack(rows.data() + 16 * stride * (size_t)j, stride, n, pg.data() + step * (size_t)j);
+        bf16_act_ref(x.data() + 16 * stride * (size_t)j, stride, j ? 11 : 16, n, tw.data() + step * (size_t)j);
+        k.bf16_act(x.data() + 16 * stride * (size_t)j, stride, j ? 11 : 16, n, tg.data() + step * (size_t)j);
+    }
+    if (pw != pg) return std::string("bf16 panel packing ") + k.isa + " differs from the reference";
+    if (tw != tg) return std::string("bf16 activation tiles ") + k.isa + " differ from the reference";
+    // The tile unit sums in an order (and with roundings) of its own: every result within
+    // 1e-5 of the sum of the products' magnitudes from the exact sum, as the reference's.
+    auto bf = [](uint16_t h) {
+        const uint32_t b = (uint32_t)h << 16;
+        float f;
+        std::memcpy(&f, &b, 4);
+        return (double)f;
+    };
+    for (int np : {1, 2})
+        for (int nt : {1, 2}) {
+            const size_t ys = 37;
+            std::vector<float> want(ys * 32, -7.0f), got = want;
+            bf16_gemm_ref(pw.data(), step, np, tw.data(), step, nt, n / kBf16Step, want.data(), ys);
+            k.bf16_gemm(pw.data(), step, np, tw.data(), step, nt, n / kBf16Step, got.data(), ys);
+            for (int t = 0; t < 32; ++t)
+                for (int r = 0; r < (int)ys; ++r) {
+                    const size_t i = (size_t)t * ys + (size_t)r;
+                    if (t >= 16 * nt || r >= 16 * np) {
+                        if (got[i] != -7.0f) return std::string("bf16 gemm ") + k.isa + " wrote outside its block";
+                        continue;
+                    }
+                    double exact = 0.0, mag = 0.0;
+                    for (int64_t e = 0; e < n; ++e) {
+                        const int64_t kk = e / kBf16Step, p = (e % kBf16Step) / 2, j = e % 2;
+                        const double a = bf(tw[step * (size_t)(t / 16) + (size_t)kk * kBf16StepElems +
+                                               (size_t)(t % 16) * 32 + (size_t)(e % kBf16Step)]);
+                        const double w = bf(pw[step * (size_t)(r / 16) + (size_t)kk * kBf16StepElems +
+                                               (size_t)p * 32 + (size_t)(r % 16) * 2 + (size_t)j]);
+                        exact += a * w;
+                        mag += std::fabs(a * w);
+                    }
+                    const double bound = 1e-5 * mag + 1e-30;
+                    if (std::fabs(want[i] - exact) > bound || std::fabs(got[i] - exact) > bound) {
+                        char msg[200];
+                        std::snprintf(msg, sizeof msg,
+                                      "bf16 gemm %s differs from the exact sum (%d panels, %d tiles: "
+                                      "[%d][%d] %.9g, reference %.9g, exact %.9g)",
+                                      k.isa, np, nt, t, r, got[i], want[i], exact);
+                        return msg;
+                    }
+                }
+        }
     return "";
 }
 

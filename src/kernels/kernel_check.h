@@ -26,5 +26,8 @@ std::string check_type_kernels(TensorType t, const TypeKernels& cand, const Type
 // Empty when the panel kernel gives the same bits as panel_gemm_ref on random panels of
 // every group shape, row count and column count; otherwise what differed.
 std::string check_panel_kernel(const PanelKernel& k, uint64_t seed);
+// Empty when the bf16 GEMM's functions (when the kernel has them) give the bits of
+// bf16_pack_ref, bf16_act_ref and bf16_gemm_ref (check_panel_kernel runs it too).
+std::string check_bf16_kernels(const PanelKernel& k, uint64_t seed);
 
 }  // namespace edgellm

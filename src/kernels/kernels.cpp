@@ -37,6 +37,10 @@ const std::vector<KernelSet>& all_sets() {
         // AMX replaces only the panel GEMM (prefill); every other kernel stays AVX-512's.
         {"amx", [] { return cpu_features().amx_int8; }, nullptr, fill_panel_amx, int8_peak_amx, 4,
          16 * 16 * 64},
+        // Batches that take panels go through bf16 tiles instead (kernels/panel.h): faster,
+        // but a batch's sums are no longer the int8 GEMV's bits ("amx" keeps them).
+        {"amx-bf16", [] { return cpu_features().amx_bf16; }, nullptr, fill_panel_amx_bf16,
+         int8_peak_amx, 4, 16 * 16 * 64},
 #endif
 #if defined(__aarch64__)
         {"neon", [] { return cpu_features().neon; }, fill_neon},
@@ -231,7 +235,7 @@ int64_t int8_peak_reference(const std::string& set, uint64_t iters, const int8_t
     for (const KernelSet& k : all_sets()) {
         if (set != k.name || !k.int8_peak) continue;
         int64_t per = 0;  // one instruction's sum over its lanes
-        if (set == "amx") {
+        if (set == "amx" || set == "amx-bf16") {  // (amx-bf16's int8 limit is amx's)
             // tdpbsud of whole tiles: A[m][k] = buf[k] signed, B[r][c] = buf[64 + c]
             // unsigned; element (m, n) = sum over k < 64 of A[m][k] * B[k / 4][4n + k % 4]
             for (int n = 0; n < 16; ++n)

@@ -117,6 +117,52 @@ void panel_gemm_via_tiles(PanelTiledGemmFn fn, const uint8_t* panel, int64_t n_g
 // hold u = q + 128 as unsigned bytes for types without offsets and u = q (0..63: every
 // type with offsets has q in 0..31) for those with (vpdpbusd multiplies unsigned
 // weights by signed activations); otherwise q as signed bytes. runs: it takes run > 1.
+// The bf16 panel GEMM (AMX-BF16): the weights dequantized (the type's to_float) and
+// rounded to bf16, the activations rounded to bf16, their products summed in f32 over the
+// whole row. No scale per group meets the sums, so nothing has to leave the tile unit
+// until a row is done: on a CPU with AMX-BF16 this takes prefill where the int8 tiles
+// must store and scale every group of 32.
+//
+// A bf16 panel holds 16 weight rows of n elements (n a multiple of 32) as n / 32 steps of
+// 16 x 16 pairs: element (step k, pair p, row r, j) = row r's element 32 k + 2 p + j
+// (the second operand of tdpbf16ps, 16 rows of 64 bytes per step). A bf16 activation tile
+// holds 16 tokens as n / 32 steps of 16 x 32: element (k, t, i) = token t's element
+// 32 k + i (the first operand); tokens past the batch are zero. bf16 is the f32 rounded to
+// nearest, ties to even (bf16_round).
+inline constexpr int kBf16Step = 32;
+inline constexpr size_t kBf16StepElems = 16 * 32;  // one step of a panel or a tile
+
+// Round f32 to bf16 as vcvtne2ps2bf16 does: to nearest with ties to even, a subnormal
+// to a signed zero, a NaN to a quiet NaN.
+inline uint16_t bf16_round(float f) {
+    uint32_t b;
+    __builtin_memcpy(&b, &f, 4);
+    if ((b & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((b >> 16) | 0x40);
+    if ((b & 0x7f800000u) == 0) b &= 0x80000000u;
+    return (uint16_t)((b + 0x7fffu + ((b >> 16) & 1u)) >> 16);
+}
+
+// Pack 16 rows of f32 (row r at rows + r * stride, n elements) into a bf16 panel.
+using Bf16PackFn = void (*)(const float* rows, size_t stride, int64_t n, uint16_t* panel);
+// y[t * y_stride + r] = sum over i < 32 * n_steps of token t's element i times row r's, for
+// tokens t < 16 * nt of nt (1 or 2) activation tiles (tile j at tiles + j * tile_stride
+// elements) and rows r < 16 * np of np (1 or 2) panels (panel j at panels + j *
+// panel_stride). bf16_gemm_ref sums i = 0, 1, ... in f32 from 0, each product exact (a
+// bf16 times a bf16 fits an f32) and each addition rounded to nearest. The tile unit sums
+// in an order and with roundings of its own (none of the obvious orders gives its bits,
+// measured): implementations agree with the exact sum within 1e-5 of the sum of the
+// products' magnitudes, as the reference does, not bit for bit.
+using Bf16GemmFn = void (*)(const uint16_t* panels, size_t panel_stride, int np,
+                            const uint16_t* tiles, size_t tile_stride, int nt, int64_t n_steps,
+                            float* y, size_t y_stride);
+void bf16_pack_ref(const float* rows, size_t stride, int64_t n, uint16_t* panel);
+void bf16_gemm_ref(const uint16_t* panels, size_t panel_stride, int np, const uint16_t* tiles,
+                   size_t tile_stride, int nt, int64_t n_steps, float* y, size_t y_stride);
+// Activation rows (n_rows <= 16, row t at x + t * x_stride, n elements) as one bf16 tile.
+using Bf16ActFn = void (*)(const float* x, size_t x_stride, int n_rows, int64_t n,
+                           uint16_t* tile);
+void bf16_act_ref(const float* x, size_t x_stride, int n_rows, int64_t n, uint16_t* tile);
+
 struct PanelKernel {
     int rows = 0;
     PanelGemmFn gemm = nullptr;
@@ -127,6 +173,11 @@ struct PanelKernel {
     // The same GEMM over activation tiles, when the kernel has it: the matmul then builds
     // the tiles once per batch (a multiple of 16 tokens per call) and calls this one.
     PanelTiledGemmFn gemm_tiled = nullptr;
+    // The bf16 GEMM (both or neither), when the CPU has it: batches that take panels take
+    // it instead of the int8 one.
+    Bf16PackFn bf16_pack = nullptr;
+    Bf16ActFn bf16_act = nullptr;
+    Bf16GemmFn bf16_gemm = nullptr;
 };
 
 // Decode n elements (whole blocks) of one weight row: q[n], scale[n / G] and, for types

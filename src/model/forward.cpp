@@ -54,7 +54,9 @@ struct Arena {
 
 // Whether b's matmul can read the activations quantized for a (one vec_dot_type and
 // layout), so they are quantized once for both.
-bool same_activations(const TensorView& b, const TensorView& a) {
+bool same_activations(const TensorView& b, const TensorView& a, int64_t n) {
+    if (takes_bf16(a, n) || takes_bf16(b, n))  // bf16 tiles: any type's, one width
+        return takes_bf16(a, n) && takes_bf16(b, n) && a.ne[0] == b.ne[0];
     return type_kernels(b.type).vec_dot_type == type_kernels(a.type).vec_dot_type &&
            b.x16 == a.x16;
 }
@@ -482,11 +484,11 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
         trace("attn_norm", L, c.xn, n, n_embd);
         matmul(pool, l.wq, c.xn, n_embd, n, c.act_q, c.q, n_q);
         apply_lora(c, segs, il, LoraSite::Q, c.xn, n_embd, c.q, n_q, n);
-        if (!same_activations(l.wk, l.wq))
+        if (!same_activations(l.wk, l.wq, n))
             quantize_activations(pool, l.wk, c.xn, n_embd, n, c.act_q);
         matmul_quantized(pool, l.wk, c.act_q, n, c.k, n_kv);
         apply_lora(c, segs, il, LoraSite::K, c.xn, n_embd, c.k, n_kv, n);
-        if (!same_activations(l.wv, l.wk))
+        if (!same_activations(l.wv, l.wk, n))
             quantize_activations(pool, l.wv, c.xn, n_embd, n, c.act_q);
         matmul_quantized(pool, l.wv, c.act_q, n, c.v, n_kv);
         apply_lora(c, segs, il, LoraSite::V, c.xn, n_embd, c.v, n_kv, n);
@@ -554,12 +556,12 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
         // Gate and up at once, joined tile by tile (h never makes a pass of its own), when
         // they take the panel GEMM alike and no adapter changes them in between.
         const GluFn glu_fn = h.gelu_ffn ? geglu : swiglu;
-        const bool joined = !c.lora_on_step && same_activations(l.w_up, l.w_gate) &&
+        const bool joined = !c.lora_on_step && same_activations(l.w_up, l.w_gate, n) &&
                             matmul_glu(pool, l.w_gate, l.w_up, glu_fn, c.act_q, n, c.gate, h.n_ff);
         if (!joined) {
             matmul_quantized(pool, l.w_gate, c.act_q, n, c.gate, h.n_ff);
             apply_lora(c, segs, il, LoraSite::Gate, c.xn, n_embd, c.gate, h.n_ff, n);
-            if (!same_activations(l.w_up, l.w_gate))
+            if (!same_activations(l.w_up, l.w_gate, n))
                 quantize_activations(pool, l.w_up, c.xn, n_embd, n, c.act_q);
             matmul_quantized(pool, l.w_up, c.act_q, n, c.up, h.n_ff);
             apply_lora(c, segs, il, LoraSite::Up, c.xn, n_embd, c.up, h.n_ff, n);

@@ -771,6 +771,12 @@ TEST(Matmul, QuantizedStepsEqualTheCombinedCall) {
 // GEMV, four, two and one columns at a time) and larger batches (the panel GEMM reading
 // the rows back), with one and two threads; and a row reads back as floats.
 TEST(Matmul, RowInterleavedWeightsGiveTheReferenceProducts) {
+    // (the int8 sums' budget: amx-bf16's batches are bf16 sums, checked by
+    // Matmul.Bf16GemmIsTheRoundedProducts, so its int8 twin amx runs here)
+    KernelSetGuard guard;
+    if (guard.sets().back() == "amx-bf16") {
+        ASSERT_TRUE(select_kernel_set("amx"));
+    }
     int64_t seed = 900;
     for (const int n_threads : {1, 2}) {
         ThreadPool pool(n_threads);
@@ -815,7 +821,9 @@ TEST(Matmul, PanelKernelSetsGiveTheSameBits) {
     std::vector<std::string> sets;
     for (const std::string& set : guard.sets()) {
         ASSERT_TRUE(select_kernel_set(set));
-        if (panel_kernel().gemm && panel_kernel().runs) sets.push_back(set);
+        // (amx-bf16's batches are bf16 sums: Matmul.Bf16GemmIsTheRoundedProducts)
+        if (panel_kernel().gemm && panel_kernel().runs && !panel_kernel().bf16_gemm)
+            sets.push_back(set);
     }
     if (sets.size() < 2)
         std::printf("PanelKernelSetsGiveTheSameBits: %zu set(s) with q8_K runs here; nothing to "
@@ -1275,4 +1283,67 @@ TEST(Attention, QuerySeeingOnlyCellZeroReturnsItsValues) {
                     }
                 }
         }
+}
+
+// The bf16 GEMM (amx-bf16) through the matmul, for every weight type it takes, the file's
+// layout and the repacked one, batches with a partial tile of tokens and an odd number of
+// panels: each result is the sum of the products of the bf16-rounded weights (the type's
+// own dequantization) and activations, within 1e-5 of the sum of their magnitudes (the
+// tile unit's own order of additions), and both threads give the same bits.
+TEST(Matmul, Bf16GemmIsTheRoundedProducts) {
+    KernelSetGuard guard;
+    if (guard.sets().back() != "amx-bf16")
+        GTEST_SKIP() << "no amx-bf16 kernel set here (AMX-BF16 and AVX512-BF16): sets "
+                     << guard.sets().back();
+    auto bf = [](float f) {
+        const uint16_t h = bf16_round(f);
+        const uint32_t b = (uint32_t)h << 16;
+        float o;
+        std::memcpy(&o, &b, 4);
+        return (double)o;
+    };
+    int checked = 0;
+    for (TensorType t : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0, TensorType::Q2_K,
+                         TensorType::Q4_K, TensorType::Q6_K}) {
+        const int64_t n = 512, n_rows = 48, n_tokens = 300;
+        std::vector<uint8_t> wq = random_tensor_data(t, n * n_rows, 700 + (uint64_t)t);
+        std::vector<uint8_t> packed(wq.size());
+        std::vector<float> deq((size_t)(n * n_rows));
+        for (int64_t r = 0; r < n_rows; ++r)
+            type_kernels(t).to_float(wq.data() + (size_t)r * row_size(t, n), deq.data() + r * n, n);
+        const std::vector<float> x = random_floats((size_t)(n * n_tokens), 800 + (uint64_t)t);
+        for (bool x16 : {false, true}) {
+            TensorView w;
+            w.type = t;
+            w.ne[0] = n;
+            w.ne[1] = n_rows;
+            w.data = wq.data();
+            ThreadPool one(1), two(2);
+            if (x16) {
+                if (!x16_pays(w)) continue;
+                w = repack_x16(&one, w, packed.data());
+            }
+            ASSERT_TRUE(takes_bf16(w, n_tokens)) << tensor_type_name(t) << " x16 " << x16;
+            std::vector<float> y1((size_t)(n_rows * n_tokens)), y2(y1.size());
+            for (auto [pool, y] : {std::pair{&one, &y1}, std::pair{&two, &y2}}) {
+                std::vector<uint8_t> xq(activation_buffer_size(w, n_tokens, pool->size()));
+                matmul(*pool, w, x.data(), n, n_tokens, xq.data(), y->data(), n_rows);
+            }
+            EXPECT_EQ(y1, y2) << tensor_type_name(t) << ": the threads' split changed bits";
+            for (int64_t tok = 0; tok < n_tokens; tok += 13)
+                for (int64_t r = 0; r < n_rows; ++r) {
+                    double exact = 0.0, mag = 0.0;
+                    for (int64_t i = 0; i < n; ++i) {
+                        const double p = bf(deq[(size_t)(r * n + i)]) * bf(x[(size_t)(tok * n + i)]);
+                        exact += p;
+                        mag += std::fabs(p);
+                    }
+                    const double got = y1[(size_t)(tok * n_rows + r)];
+                    ASSERT_LE(std::fabs(got - exact), 1e-5 * mag)
+                        << tensor_type_name(t) << " x16 " << x16 << " token " << tok << " row " << r;
+                }
+            ++checked;
+        }
+    }
+    EXPECT_GE(checked, 6);
 }

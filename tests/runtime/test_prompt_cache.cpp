@@ -7,6 +7,7 @@
 
 #include "edgellm/prompt_cache.h"
 #include "edgellm/session.h"
+#include "int8_batches.h"
 #include "test_paths.h"
 #include "tiny_model.h"
 
@@ -51,6 +52,7 @@ struct TempDir {
 // Two system prompts alternate on one sequence: each state is kept in RAM when the other
 // replaces it, and restoring gives the same logits as evaluating from scratch.
 TEST(PromptCache, KeepsSeveralPrefixesInRamAndRestoresThemExactly) {
+    test::Int8Batches int8;  // (bit for bit across batchings: the int8 sets' property)
     Fixture f;
     if (!load(&f)) GTEST_SKIP() << "no golden models at " << test::golden_dir();
     PromptCacheOptions o;

@@ -313,4 +313,50 @@ void panel_gemm_ref(int P, bool unsigned_q, const uint8_t* panel, int64_t n_grou
     }
 }
 
+void bf16_pack_ref(const float* rows, size_t stride, int64_t n, uint16_t* panel) {
+    for (int64_t k = 0; k < n / kBf16Step; ++k)
+        for (int p = 0; p < 16; ++p)
+            for (int r = 0; r < 16; ++r)
+                for (int j = 0; j < 2; ++j)
+                    panel[(size_t)k * kBf16StepElems + (size_t)p * 32 + (size_t)r * 2 + (size_t)j] =
+                        bf16_round(rows[(size_t)r * stride + (size_t)(k * kBf16Step + 2 * p + j)]);
+}
+
+void bf16_act_ref(const float* x, size_t x_stride, int n_rows, int64_t n, uint16_t* tile) {
+    for (int64_t k = 0; k < n / kBf16Step; ++k)
+        for (int t = 0; t < 16; ++t)
+            for (int i = 0; i < kBf16Step; ++i)
+                tile[(size_t)k * kBf16StepElems + (size_t)t * 32 + (size_t)i] =
+                    t < n_rows ? bf16_round(x[(size_t)t * x_stride + (size_t)(k * kBf16Step + i)])
+                               : (uint16_t)0;
+}
+
+namespace {
+float from_bf16(uint16_t h) {
+    const uint32_t b = (uint32_t)h << 16;
+    float f;
+    std::memcpy(&f, &b, 4);
+    return f;
+}
+}  // namespace
+
+void bf16_gemm_ref(const uint16_t* panels, size_t panel_stride, int np, const uint16_t* tiles,
+                   size_t tile_stride, int nt, int64_t n_steps, float* y, size_t y_stride) {
+    for (int t = 0; t < 16 * nt; ++t)
+        for (int r = 0; r < 16 * np; ++r) {
+            const uint16_t* a = tiles + (size_t)(t / 16) * tile_stride + (size_t)(t % 16) * 32;
+            const uint16_t* w = panels + (size_t)(r / 16) * panel_stride + (size_t)(r % 16) * 2;
+            float acc = 0.0f;
+            for (int64_t k = 0; k < n_steps; ++k)
+                for (int p = 0; p < 16; ++p)
+                    for (int j = 0; j < 2; ++j) {
+                        // (the product of two bf16 is exact in f32: one rounding, the sum's)
+                        const float prod = from_bf16(a[(size_t)k * kBf16StepElems + (size_t)(2 * p + j)]) *
+                                           from_bf16(w[(size_t)k * kBf16StepElems + (size_t)p * 32 + (size_t)j]);
+                        acc = acc + prod;
+                    }
+            y[(size_t)t * y_stride + (size_t)r] = acc;
+        }
+}
+
 }  // namespace edgellm

@@ -224,6 +224,101 @@ void panel_gemm_amx(const uint8_t* panel, int64_t n_groups, int G, bool has_min,
                          n_cols, y, y_stride, rows);
 }
 
+// ---- The bf16 GEMM (kernels/panel.h): tdpbf16ps over the whole row, 2 x 2 tiles ----
+
+// 32 floats as 32 bf16, in order (vcvtne2ps2bf16: bf16_round's rounding).
+inline __m512i bf16x32(const float* p) {
+    return (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(p + 16), _mm512_loadu_ps(p));
+}
+
+// v[i] dword j <- v[j] dword i.
+inline void transpose16(__m512i v[16]) {
+    __m512i t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        v[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        v[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        v[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        v[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int h = 0; h < 16; h += 8)
+        for (int i = 0; i < 4; ++i) {
+            t[h + i] = _mm512_shuffle_i32x4(v[h + i], v[h + i + 4], 0x88);
+            t[h + i + 4] = _mm512_shuffle_i32x4(v[h + i], v[h + i + 4], 0xdd);
+        }
+    for (int i = 0; i < 8; ++i) {
+        v[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+        v[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+    }
+}
+
+void bf16_pack_amx(const float* rows, size_t stride, int64_t n, uint16_t* panel) {
+    for (int64_t k = 0; k < n / kBf16Step; ++k) {
+        __m512i v[16];
+#pragma GCC unroll 16
+        for (int r = 0; r < 16; ++r) v[r] = bf16x32(rows + stride * (size_t)r + (size_t)(k * kBf16Step));
+        transpose16(v);  // v[p]: pair p of every row
+        uint16_t* dst = panel + (size_t)k * kBf16StepElems;
+#pragma GCC unroll 16
+        for (int p = 0; p < 16; ++p) _mm512_storeu_si512(dst + 32 * p, v[p]);
+    }
+}
+
+void bf16_act_amx(const float* x, size_t x_stride, int n_rows, int64_t n, uint16_t* tile) {
+    for (int t = 0; t < 16; ++t)
+        for (int64_t k = 0; k < n / kBf16Step; ++k)
+            _mm512_storeu_si512(tile + (size_t)k * kBf16StepElems + 32 * (size_t)t,
+                                t < n_rows ? bf16x32(x + x_stride * (size_t)t + (size_t)(k * kBf16Step))
+                                           : _mm512_setzero_si512());
+}
+
+// Tiles 0, 1: the tokens' steps (16 x 32 bf16); 2, 3: the panels' (16 pairs x 16 rows);
+// 4..7: the sums, tokens (16 j) x rows (16 i) in tile 4 + 2 j + i.
+template <int NP, int NT>
+void bf16_block(const uint16_t* panels, size_t ps, const uint16_t* tiles, size_t ts,
+                int64_t n_steps, float* y, size_t y_stride) {
+    _tile_zero(4);
+    if (NP > 1) _tile_zero(5);
+    if (NT > 1) _tile_zero(6);
+    if (NP > 1 && NT > 1) _tile_zero(7);
+    for (int64_t k = 0; k < n_steps; ++k) {
+        const size_t at = (size_t)k * kBf16StepElems;
+        _tile_loadd(0, tiles + at, 64);
+        _tile_loadd(2, panels + at, 64);
+        _tile_dpbf16ps(4, 0, 2);
+        if (NP > 1) {
+            _tile_loadd(3, panels + ps + at, 64);
+            _tile_dpbf16ps(5, 0, 3);
+        }
+        if (NT > 1) {
+            _tile_loadd(1, tiles + ts + at, 64);
+            _tile_dpbf16ps(6, 1, 2);
+            if (NP > 1) _tile_dpbf16ps(7, 1, 3);
+        }
+    }
+    const size_t stride = sizeof(float) * y_stride;
+    _tile_stored(4, y, stride);
+    if (NP > 1) _tile_stored(5, y + 16, stride);
+    if (NT > 1) _tile_stored(6, y + 16 * y_stride, stride);
+    if (NP > 1 && NT > 1) _tile_stored(7, y + 16 * y_stride + 16, stride);
+}
+
+void bf16_gemm_amx(const uint16_t* panels, size_t panel_stride, int np, const uint16_t* tiles,
+                   size_t tile_stride, int nt, int64_t n_steps, float* y, size_t y_stride) {
+    configure(64);  // every tile 16 rows of 64 bytes
+    if (np > 1 && nt > 1)
+        bf16_block<2, 2>(panels, panel_stride, tiles, tile_stride, n_steps, y, y_stride);
+    else if (np > 1)
+        bf16_block<2, 1>(panels, panel_stride, tiles, tile_stride, n_steps, y, y_stride);
+    else if (nt > 1)
+        bf16_block<1, 2>(panels, panel_stride, tiles, tile_stride, n_steps, y, y_stride);
+    else
+        bf16_block<1, 1>(panels, panel_stride, tiles, tile_stride, n_steps, y, y_stride);
+}
+
 }  // namespace
 
 void fill_panel_amx(PanelKernel* panel) {
@@ -234,6 +329,14 @@ void fill_panel_amx(PanelKernel* panel) {
     panel->unsigned_q = false;
     panel->runs = true;
     panel->cols = 2 * kTokens;
+}
+
+void fill_panel_amx_bf16(PanelKernel* panel) {
+    fill_panel_amx(panel);
+    panel->isa = "amx-bf16";
+    panel->bf16_pack = bf16_pack_amx;
+    panel->bf16_act = bf16_act_amx;
+    panel->bf16_gemm = bf16_gemm_amx;
 }
 
 // The limit: tdpbsud on whole tiles (16 x 64 signed bytes times 16 x 64 unsigned), four

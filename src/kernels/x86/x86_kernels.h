@@ -24,6 +24,8 @@ void fill_panel_avx512(PanelKernel* panel);
 
 // AMX int8 tiles, on top of AVX-512: the panel GEMM only (x86/amx_panel.cpp).
 void fill_panel_amx(PanelKernel* panel);
+// The same with the bf16 GEMM (AMX-BF16, AVX512-BF16) for batches that take panels.
+void fill_panel_amx_bf16(PanelKernel* panel);
 
 // Their int8 compute limits (Int8PeakFn): vpmaddubsw + vpmaddwd (avx2.cpp), vpdpbusd zmm
 // (avx512.cpp).
