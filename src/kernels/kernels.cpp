@@ -38,9 +38,11 @@ const std::vector<KernelSet>& all_sets() {
         {"amx", [] { return cpu_features().amx_int8; }, nullptr, fill_panel_amx, int8_peak_amx, 4,
          16 * 16 * 64},
         // Batches that take panels go through bf16 tiles instead (kernels/panel.h): faster,
-        // but a batch's sums are no longer the int8 GEMV's bits ("amx" keeps them).
+        // but a batch's sums are no longer the int8 GEMV's bits, so a token's logits depend
+        // on whether it came in a batch (a prompt cache hit changes a greedy answer):
+        // opt-in, "amx" stays the default.
         {"amx-bf16", [] { return cpu_features().amx_bf16; }, nullptr, fill_panel_amx_bf16,
-         int8_peak_amx, 4, 16 * 16 * 64},
+         int8_peak_amx, 4, 16 * 16 * 64, true},
 #endif
 #if defined(__aarch64__)
         {"neon", [] { return cpu_features().neon; }, fill_neon},
@@ -99,7 +101,7 @@ void build(State& s, const std::string& last) {
     std::string name = "ref";
     s.failures.clear();
     for (const KernelSet& set : all_sets()) {
-        if (!set.supported()) break;
+        if (!set.supported() || (set.opt_in && set.name != last)) break;
         Table cand = t;
         if (set.fill) set.fill(cand.data());
         stamp(cand, t, set.name);
@@ -161,6 +163,15 @@ std::vector<std::string> available_kernel_sets() {
         out.push_back(set.name);
     }
     return out;
+}
+
+std::string default_kernel_set() {
+    std::string best = "ref";
+    for (const KernelSet& set : all_sets()) {
+        if (!set.supported() || set.opt_in) break;
+        best = set.name;
+    }
+    return best;
 }
 
 bool select_kernel_set(const std::string& name) {

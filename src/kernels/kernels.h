@@ -94,6 +94,8 @@ struct KernelSet {
     Int8PeakFn int8_peak = nullptr;    // its int8 compute limit (none: ref, neon)
     int int8_peak_accumulators = 0;    // K, and the lanes dot products of one instruction
     int int8_peak_macs = 0;            // multiply-adds per instruction
+    // Used only when asked for by name (--kernels): not the default even where supported.
+    bool opt_in = false;
 };
 
 // The int8 multiply-add throughput the active kernel set's instruction reaches with
@@ -116,8 +118,11 @@ const TypeKernels& type_kernels(TensorType t);
 // The scalar reference table (never changes).
 const TypeKernels& reference_kernels(TensorType t);
 
-// Names of the kernel sets this machine can run, best last; always starts with "ref".
+// Names of the kernel sets this machine can run, best last (opt-in sets after the default
+// one); always starts with "ref".
 std::vector<std::string> available_kernel_sets();
+// The set used unless another is asked for: the best supported one that is not opt-in.
+std::string default_kernel_set();
 
 // Use only the reference and the named set (and the sets it builds on) from now on.
 // Returns false when the set is unknown or unsupported here. Not thread-safe with

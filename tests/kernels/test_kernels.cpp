@@ -148,7 +148,7 @@ TEST(Reference, VecDotMatchesDequantizedDot) {
 class KernelSetTest : public ::testing::TestWithParam<std::string> {
   protected:
     void SetUp() override { ASSERT_TRUE(select_kernel_set(GetParam())); }
-    void TearDown() override { select_kernel_set(available_kernel_sets().back()); }
+    void TearDown() override { select_kernel_set(default_kernel_set()); }
 };
 
 // Each SIMD function against its reference, many sizes and seeds, within the budget
