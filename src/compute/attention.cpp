@@ -46,6 +46,24 @@ inline float exp_nonpositive(float x) {
     return p * std::bit_cast<float>(((int32_t)n + 127) << 23);
 }
 
+// 16 floats as one value (GCC's vector extension: SSE, AVX2 or AVX-512 registers as the
+// clone is compiled), lane l the l-th of 16 consecutive cells.
+// (Macros, not functions: a 64-byte vector passed by value changes the ABI between the
+// clones, which GCC warns of.)
+typedef float F16x __attribute__((vector_size(64)));
+#define EDGELLM_SPLAT16(x) (F16x{} + (float)(x))
+#define EDGELLM_LOAD16(p)                \
+    ({                                   \
+        F16x v_;                         \
+        std::memcpy(&v_, (p), sizeof v_); \
+        v_;                              \
+    })
+#define EDGELLM_STORE16(p, v)             \
+    do {                                  \
+        const F16x w_ = (v);              \
+        std::memcpy((p), &w_, sizeof w_); \
+    } while (0)
+
 // The heads one work item handles: query heads [h0, h0 + n) of tokens [t, t + nt), all
 // reading the same KV head. Each cached K and V row is then read and converted once for
 // all of them: nt = 1 when decoding, a block of up to kTokenBlock prompt tokens in prefill
@@ -105,8 +123,9 @@ Scratch carve(uint8_t* p, const AttentionShape& s, TensorType kv_type) {
 // twins.
 EDGELLM_ATTN_CLONES void attend(const AttentionShape& s, const TypeKernels& kk,
                                 const TypeKernels& vk, const KvLayerView& kv,
-                                const int32_t* cell_pos, int64_t n_cells, const int32_t* tok_pos,
-                                const Item& it, const Scratch& w, int64_t n_ctx, float* out) {
+                                const int32_t* cell_pos, int64_t n_cells, bool cells_in_order,
+                                const int32_t* tok_pos, const Item& it, const Scratch& w,
+                                int64_t n_ctx, float* out) {
     const int hd = s.head_dim;
     const size_t k_off =
         (size_t)it.hkv * (kv.k_head_stride ? kv.k_head_stride : row_size(kv.type_k, hd));
@@ -124,12 +143,24 @@ EDGELLM_ATTN_CLONES void attend(const AttentionShape& s, const TypeKernels& kk,
         const int32_t pos = tok_pos[tt];
         oldest[tt] = s.window > 0 ? (int32_t)std::max<int64_t>(0, pos - s.window + 1) : 0;
         int64_t first_seen = n_cells, last_seen = -1, n_visible = 0;
-        for (int64_t c = 0; c < n_cells; ++c)
-            if (cell_pos[c] >= oldest[tt] && cell_pos[c] <= pos) {
-                first_seen = std::min(first_seen, c);
-                last_seen = c;
-                ++n_visible;
+        if (cells_in_order && n_cells > 0) {
+            // cell c holds position cell_pos[0] + c: the visible ones are a range
+            const int64_t base = cell_pos[0];
+            first_seen = std::max<int64_t>(0, oldest[tt] - base);
+            last_seen = std::min<int64_t>(n_cells - 1, pos - base);
+            if (last_seen < first_seen) {
+                first_seen = n_cells;
+                last_seen = -1;
             }
+            n_visible = last_seen + 1 - std::min<int64_t>(first_seen, last_seen + 1);
+        } else {
+            for (int64_t c = 0; c < n_cells; ++c)
+                if (cell_pos[c] >= oldest[tt] && cell_pos[c] <= pos) {
+                    first_seen = std::min(first_seen, c);
+                    last_seen = c;
+                    ++n_visible;
+                }
+        }
         lo_t[tt] = first_seen;
         hi_t[tt] = last_seen + 1;
         // the usual case: every cell of the span visible, no mask to apply per cell
@@ -153,34 +184,43 @@ EDGELLM_ATTN_CLONES void attend(const AttentionShape& s, const TypeKernels& kk,
         const int32_t pos = tok_pos[tt];
         const int64_t a = lo_t[tt], e = hi_t[tt];
         float* sc = w.scores + (size_t)j * n_ctx;
-        // scaled scores (masked cells -inf) and their maximum, in 16 independent lanes
-        float mx[16];
-        for (float& v : mx) v = kNegInf;
+        // scaled scores (masked cells -inf) and their maximum, in 16 independent lanes (a
+        // vector of them: the compiler left the array of 16 scalar)
+        F16x mx = EDGELLM_SPLAT16(kNegInf);
+        int64_t c = a;
         if (whole[tt]) {
-            for (int64_t c = a; c < e; ++c) sc[c] *= s.scale;
+            const F16x scale = EDGELLM_SPLAT16(s.scale);
+            for (; c + 16 <= e; c += 16) {
+                const F16x v = EDGELLM_LOAD16(sc + c) * scale;
+                EDGELLM_STORE16(sc + c, v);
+                mx = v > mx ? v : mx;
+            }
+            for (int64_t r = c; r < e; ++r) sc[r] *= s.scale;
         } else {
-            for (int64_t c = a; c < e; ++c) {
-                const bool visible = cell_pos[c] >= oldest[tt] && cell_pos[c] <= pos;
-                sc[c] = visible ? sc[c] * s.scale : kNegInf;
+            for (int64_t r = a; r < e; ++r) {
+                const bool visible = cell_pos[r] >= oldest[tt] && cell_pos[r] <= pos;
+                sc[r] = visible ? sc[r] * s.scale : kNegInf;
+            }
+            for (; c + 16 <= e; c += 16) {
+                const F16x v = EDGELLM_LOAD16(sc + c);
+                mx = v > mx ? v : mx;
             }
         }
-        int64_t c = a;
-        for (; c + 16 <= e; c += 16)
-            for (int l = 0; l < 16; ++l) mx[l] = std::max(mx[l], sc[c + l]);
         float m = kNegInf;
         for (; c < e; ++c) m = std::max(m, sc[c]);
-        for (float v : mx) m = std::max(m, v);
+        for (int l = 0; l < 16; ++l) m = std::max(m, mx[l]);
         // exp (a vectorized map), then the sum in 16 independent lanes, added in double
         for (c = a; c < e; ++c) {
             const float v = sc[c];
             const float x = exp_nonpositive(v - m);
             sc[c] = v != kNegInf ? x : 0.0f;
         }
-        float part[16] = {};
+        F16x part = EDGELLM_SPLAT16(0.0f);
         c = a;
-        for (; c + 16 <= e; c += 16)
-            for (int l = 0; l < 16; ++l) part[l] += sc[c + l];
-        for (; c < e; ++c) part[0] += sc[c];
+        for (; c + 16 <= e; c += 16) part += EDGELLM_LOAD16(sc + c);
+        float tail = part[0];
+        for (; c < e; ++c) tail += sc[c];
+        part[0] = tail;
         double sum = 0.0;
         for (int l = 0; l < 16; ++l) sum += (double)part[l];
         // Probabilities (f16 cache: rounded to f16, as llama.cpp's f16 matrix product
@@ -245,6 +285,13 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, const 
     const int64_t n_blocks = (n_tokens + tb - 1) / tb;
     const int64_t n_items = n_blocks * s.n_head_kv * split;
 
+    // Cells holding consecutive positions in order (a cache filled front to back, the usual
+    // case): each token's visible cells are then a range, found without a scan.
+    bool in_order = true;
+    for (int64_t c = 1; c < n_cells && in_order; ++c)
+        in_order = cell_pos[c] == cell_pos[0] + c && cell_pos[0] >= 0;
+    if (n_cells > 0 && cell_pos[0] < 0) in_order = false;
+
     pool.run([&](int ith, int nth_run) {
         const Scratch w = carve(scratch + (size_t)ith * scratch_per_thread, s, kv.type_k);
         // Items dealt out in turn, not in contiguous ranges: under the causal mask a late
@@ -267,7 +314,7 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, const 
                                   w.q_conv + w.q_row * (size_t)(tt * it.n + g), hd);
             }
             float* o = out + it.t * (int64_t)s.n_head * hd + (int64_t)it.h0 * hd;
-            attend(s, kk, vk, kv, cell_pos, n_cells, q_pos + it.t, it, w, n_ctx, o);
+            attend(s, kk, vk, kv, cell_pos, n_cells, in_order, q_pos + it.t, it, w, n_ctx, o);
         }
     });
 }

@@ -1342,3 +1342,44 @@ TEST(Matmul, Bf16GemmIsTheRoundedProducts) {
     }
     EXPECT_GE(checked, 6);
 }
+
+// Cells that hold consecutive positions in order (from any first position) have each
+// token's visible cells found as a range, without a scan: the same bits as the scan gives
+// (the same cells with one empty cell after them, which turns the range off), with and
+// without a sliding window, for tokens that see all, some or none of the cells.
+TEST(Attention, CellsInOrderGiveTheScansBits) {
+    for (TensorType kvt : {TensorType::F16, TensorType::Q8_0})
+        for (int64_t window : {int64_t(0), int64_t(5)}) {
+            const int n_head = 4, n_head_kv = 2, hd = 32, row = n_head_kv * hd;
+            const int64_t n_cells = 40, base = 100;
+            const TypeKernels& ref = reference_kernels(kvt);
+            const size_t rb = row_size(kvt, row);
+            std::vector<uint8_t> kc(rb * (n_cells + 1)), vc(rb * (n_cells + 1));
+            const std::vector<float> kf = random_floats((size_t)(row * (n_cells + 1)), 71);
+            const std::vector<float> vf = random_floats((size_t)(row * (n_cells + 1)), 72);
+            for (int64_t c = 0; c <= n_cells; ++c) {
+                ref.from_float(&kf[(size_t)(c * row)], &kc[c * rb], row);
+                ref.from_float(&vf[(size_t)(c * row)], &vc[c * rb], row);
+            }
+            std::vector<int32_t> cell_pos((size_t)n_cells + 1);
+            for (int64_t c = 0; c < n_cells; ++c) cell_pos[(size_t)c] = (int32_t)(base + c);
+            cell_pos[(size_t)n_cells] = -1;
+            // before the first cell, at it, inside, at the last one, past it
+            const std::vector<int32_t> q_pos = {90, 100, 101, 117, 120, 123, 139, 150};
+            const int64_t n_tokens = (int64_t)q_pos.size();
+            const std::vector<float> q = random_floats((size_t)(n_tokens * n_head * hd), 73);
+            AttentionShape s{n_head, n_head_kv, hd, 1.0f / std::sqrt((float)hd), window};
+            ThreadPool pool(2);
+            const size_t per_thread = attention_scratch_per_thread(s, kvt, n_cells + 1);
+            std::vector<uint8_t> scratch(per_thread * pool.size());
+            std::vector<float> ranged((size_t)(n_tokens * n_head * hd), -1.0f), scanned = ranged;
+            const KvLayerView kv = KvLayerView::same(kvt, kc.data(), vc.data(), rb);
+            attention(pool, s, q.data(), q_pos.data(), n_tokens, kv, cell_pos.data(), n_cells,
+                      ranged.data(), scratch.data(), per_thread);
+            attention(pool, s, q.data(), q_pos.data(), n_tokens, kv, cell_pos.data(), n_cells + 1,
+                      scanned.data(), scratch.data(), per_thread);
+            EXPECT_EQ(ranged, scanned) << tensor_type_name(kvt) << " window " << window;
+            // a token that sees cells got their values' mix, not the -1 written before
+            EXPECT_NE(ranged[(size_t)(3 * n_head * hd)], -1.0f);
+        }
+}
