@@ -296,19 +296,33 @@ Result<std::unique_ptr<Model>> Model::load(const std::string& path, const LoadOp
     return m;
 }
 
+namespace {
+// Read every page of [p, p + n) in and map it: madvise(MADV_POPULATE_READ) where the kernel
+// has it (5.14; one call instead of a fault per page or per 16: 0.1 s against 0.5 s for the
+// 1.5B's repack cache file here), else a read of each page.
+void populate(const uint8_t* p, size_t n) {
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    const uintptr_t a = (uintptr_t)p / page * page;
+    if (n > 0 && madvise((void*)a, (uintptr_t)p + n - a, MADV_POPULATE_READ) == 0) return;
+    volatile uint8_t sink = 0;
+    for (size_t off = 0; off < n; off += 4096) sink = sink + p[off];
+    (void)sink;
+}
+}  // namespace
+
 void Model::warm_up() const {
     // Every page of the file's tensors still in use, and of a repack cache file mapped as it
     // was (repacked ones written at this start are in memory already).
-    volatile uint8_t sink = 0;
     if (impl_->repacked && impl_->repacked->from_file)
-        for (size_t off = 0; off < impl_->repacked->bytes; off += 4096)
-            sink = sink + impl_->repacked->data[off];
+        populate(impl_->repacked->data, impl_->repacked->bytes);
     for (const auto& t : file_->tensors()) {
         const uint8_t* p = (const uint8_t*)t.data;
         if (is_released(*impl_, p)) continue;
-        for (size_t off = 0; off < t.n_bytes; off += 4096) sink = sink + p[off];
+        populate(p, t.n_bytes);
     }
-    (void)sink;
 }
 
 Result<std::monostate> Model::lock_memory() const {
