@@ -1,8 +1,8 @@
 // For tests of what batching must not change (a restored prefix continues bit for bit, a
 // model's exact continuation): they run on the int8 kernel sets. amx-bf16's batches of
-// more than 16 tokens are bf16 sums, whose logits differ from one token's GEMV by
+// more than 16 tokens (8 for weights in the file's layout) are bf16 sums, whose logits differ from one token's GEMV by
 // rounding (Matmul.Bf16GemmIsTheRoundedProducts checks them), so on such a machine the
-// test uses its int8 twin amx, and puts the best set back after.
+// test uses its int8 twin amx, and puts the set it found back after.
 #pragma once
 
 #include <string>

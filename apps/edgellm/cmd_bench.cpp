@@ -470,7 +470,7 @@ int cmd_bench(const std::vector<std::string>& args) {
              "-ub)");
     add_kv_options(p);
     p.option({"-o", "--output"}, "FMT", "md (default), json or csv");
-    p.option({"--kernels"}, "NAME", "kernel set (default: the best available)");
+    p.option({"--kernels"}, "NAME", "kernel set (default: the best that is not opt-in; amx-bf16 is opt-in)");
     p.flag({"--no-bandwidth"}, "skip measuring the machine's read bandwidth");
     p.flag({"--no-int8-limit"}, "skip measuring the kernel set's int8 multiply-add limit");
     p.option({"--grammar"}, "FILE",

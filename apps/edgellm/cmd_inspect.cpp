@@ -30,7 +30,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
     p.option({"-b", "--batch-size"}, "N",
              "tokens per forward step, sizes the scratch (default 512)");
     p.option({"-t", "--threads"}, "N", "threads, sizes per-thread scratch (default: all cores)");
-    p.option({"--kernels"}, "NAME", "kernel set to report (default: the best available)");
+    p.option({"--kernels"}, "NAME", "kernel set to report (default: the best that is not opt-in)");
     p.flag({"--no-tensors"}, "do not list the tensors");
     p.flag({"-nr", "--no-repack"}, "bill the weights in the file's layout (no repacking)");
     if (auto done = parse_command_line(p, args)) return *done;

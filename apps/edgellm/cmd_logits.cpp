@@ -105,7 +105,7 @@ int cmd_logits(const std::vector<std::string>& args) {
     p.option({"--out", "-o"}, "FILE", "output: float32 little-endian [n_tokens][n_vocab]");
     add_kv_options(p);
     p.option({"-t", "--threads"}, "N", "threads (default: all cores)");
-    p.option({"--kernels"}, "NAME", "kernel set: ref, avx2, ... (default: the best available)");
+    p.option({"--kernels"}, "NAME", "kernel set: ref, avx2, ... (default: the best that is not opt-in)");
     if (auto done = parse_command_line(p, args)) return *done;
     std::string err;
     if (!p.positional().empty())

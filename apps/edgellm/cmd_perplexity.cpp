@@ -383,7 +383,7 @@ int cmd_perplexity(const std::vector<std::string>& args) {
              "compare with a saved reference: KL divergence, top-1 agreement, PPL ratio");
     p.option({"--kl-top-k"}, "K",
              "tokens kept per position by --kl-save (default 32, at most 4096)");
-    p.option({"--kernels"}, "NAME", "kernel set (default: the best available)");
+    p.option({"--kernels"}, "NAME", "kernel set (default: the best that is not opt-in; amx-bf16 is opt-in)");
     if (auto done = parse_command_line(p, args)) return *done;
     std::string err;
     if (!p.positional().empty()) return fail(cmd, "unexpected argument " + p.positional()[0], 2);

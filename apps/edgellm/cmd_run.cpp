@@ -127,8 +127,8 @@ void add_cpu_options(ArgParser& p) {
            "keep the weights in the file's layout (no repacking for decode at load)");
     p.option({"--repack-cache"}, "DIR",
              "keep the repacked weights in DIR, so that the next start maps them instead of "
-             "repacking (default ~/.cache/edgellm/repacked, for models with 64 MiB or more of "
-             "them)");
+             "repacking (default: ~/.cache/edgellm/repacked for models with 64 MiB or more of "
+             "them; a DIR given: for every model)");
     p.flag({"--no-repack-cache"}, "repack at every start, keep no file of the repacked weights");
     p.flag({"--swa-full"},
            "sliding-window layers keep the whole context, not a ring of window + batch cells");
@@ -317,7 +317,7 @@ int cmd_run(const std::vector<std::string>& args) {
     p.option({"-r", "--reverse-prompt", "--stop"}, "TEXT", "stop when this text appears");
     p.flag({"--ignore-eos"}, "keep generating past end-of-sequence tokens");
     p.flag({"--no-bos"}, "do not add BOS even if the model asks for it");
-    p.option({"--kernels"}, "NAME", "kernel set (default: the best available)");
+    p.option({"--kernels"}, "NAME", "kernel set (default: the best that is not opt-in; amx-bf16 is opt-in)");
     add_sampling_options(p);
     add_grammar_options(p);
     add_cpu_options(p);

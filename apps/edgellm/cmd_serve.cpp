@@ -570,7 +570,7 @@ int cmd_serve(const std::vector<std::string>& given) {
     p.option({"--log-file"}, "FILE", "append the log to FILE instead of stderr (log rotation: copytruncate)");
     p.flag({"-v", "--verbose"}, "also log each request's prompt and output");
     p.option({"--pid-file"}, "FILE", "write the process id to FILE once listening (removed at exit)");
-    p.option({"--kernels"}, "NAME", "kernel set (default: the best available)");
+    p.option({"--kernels"}, "NAME", "kernel set (default: the best that is not opt-in; amx-bf16 is opt-in)");
     add_spec_options(p);
     add_sampling_options(p);
     add_grammar_options(p);

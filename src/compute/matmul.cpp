@@ -141,10 +141,13 @@ bool takes_bf16(const TensorView& w, int64_t n_tokens) {
 static size_t int8_buffer_size(const TensorView& w, int64_t n_rows, int n_threads);
 
 size_t activation_buffer_size(const TensorView& w, int64_t n_rows, int n_threads) {
+    // (the larger of both: a context sized at n_batch runs smaller batches, which may take
+    // the int8 path with its own per-thread panels)
+    const size_t int8 = int8_buffer_size(w, n_rows, n_threads);
     if (takes_bf16(w, n_rows))
-        return kLine + bf16_tile_bytes(w.ne[0], n_rows) +
-               bf16_thread_bytes(w) * (size_t)std::max(1, n_threads);
-    return int8_buffer_size(w, n_rows, n_threads);
+        return std::max(int8, kLine + bf16_tile_bytes(w.ne[0], n_rows) +
+                                  bf16_thread_bytes(w) * (size_t)std::max(1, n_threads));
+    return int8;
 }
 
 // The int8 panel GEMM's (or the per-row path's) activations and scratch.

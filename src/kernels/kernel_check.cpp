@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -384,7 +385,7 @@ std::string check_bf16_kernels(const PanelKernel& k, uint64_t seed) {
     std::uniform_real_distribution<float> real(-2.0f, 2.0f);
     const int64_t n = 96;  // three steps
     const size_t stride = (size_t)n + 5;
-    // rows and tokens with the values rounding meets: ties, subnormals, zeros, NaN, +-inf
+    // rows and tokens with the values rounding meets: ties, subnormals, zeros, the largest
     auto fill = [&](std::vector<float>& v) {
         for (float& f : v) f = real(rng);
         const float specials[] = {0.0f, -0.0f, 1.0f + 0x1p-8f, 1.0f + 0x1p-8f + 0x1p-23f,
@@ -405,6 +406,24 @@ std::string check_bf16_kernels(const PanelKernel& k, uint64_t seed) {
     }
     if (pw != pg) return std::string("bf16 panel packing ") + k.isa + " differs from the reference";
     if (tw != tg) return std::string("bf16 activation tiles ") + k.isa + " differ from the reference";
+    {
+        // NaN (quieted), infinities, the largest floats (rounding up to infinity): packed and
+        // tiled alike (not multiplied: the sums below would be NaN)
+        std::vector<float> odd(rows);
+        const float specials[] = {std::numeric_limits<float>::quiet_NaN(),
+                                  -std::numeric_limits<float>::signaling_NaN(),
+                                  std::numeric_limits<float>::infinity(),
+                                  -std::numeric_limits<float>::infinity(),
+                                  std::numeric_limits<float>::max(), -0x1.ffffp127f};
+        for (size_t i = 0; i < odd.size(); i += 3) odd[i] = specials[(i / 3) % 6];
+        std::vector<uint16_t> a(step), b(step);
+        bf16_pack_ref(odd.data(), stride, n, a.data());
+        k.bf16_pack(odd.data(), stride, n, b.data());
+        if (a != b) return std::string("bf16 panel packing ") + k.isa + " differs on NaN or infinity";
+        bf16_act_ref(odd.data(), stride, 16, n, a.data());
+        k.bf16_act(odd.data(), stride, 16, n, b.data());
+        if (a != b) return std::string("bf16 activation tiles ") + k.isa + " differ on NaN or infinity";
+    }
     // The tile unit sums in an order (and with roundings) of its own: every result within
     // 1e-5 of the sum of the products' magnitudes from the exact sum, as the reference's.
     auto bf = [](uint16_t h) {

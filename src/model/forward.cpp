@@ -243,6 +243,7 @@ Result<std::unique_ptr<Context>> Context::create(const Model& m, const ContextPa
                        " positions");
     }
     d.panel_rows = panel_kernel().rows;
+    d.panel_bf16 = panel_kernel().bf16_gemm != nullptr;
     d.arena_bytes = scratch_bytes(m, p, p.n_threads);
     void* mem = std::aligned_alloc(kAlign, (d.arena_bytes + kAlign - 1) / kAlign * kAlign);
     if (!mem) return R::fail("out of memory allocating scratch buffers");
@@ -625,7 +626,7 @@ Result<std::span<const float>> Context::eval(std::span<const int32_t> tokens, bo
     const HParams& h = c.model->hparams();
     const int64_t n = (int64_t)tokens.size();
     if (n == 0) return R::fail("no tokens to evaluate");
-    if (panel_kernel().rows != c.panel_rows)
+    if (panel_kernel().rows != c.panel_rows || (panel_kernel().bf16_gemm != nullptr) != c.panel_bf16)
         return R::fail("the kernel set changed after this context was created (its scratch "
                        "was sized for the previous one); create a new context");
     for (size_t i = 0; i < tokens.size(); ++i)
@@ -677,7 +678,7 @@ Result<std::vector<float>> Context::embed(std::span<const int32_t> tokens, Pooli
     const HParams& h = c.model->hparams();
     const int64_t n = (int64_t)tokens.size(), n_embd = h.n_embd;
     if (n == 0) return R::fail("no tokens to embed");
-    if (panel_kernel().rows != c.panel_rows)
+    if (panel_kernel().rows != c.panel_rows || (panel_kernel().bf16_gemm != nullptr) != c.panel_bf16)
         return R::fail("the kernel set changed after this context was created; create a new "
                        "context");
     for (size_t i = 0; i < tokens.size(); ++i)
@@ -737,7 +738,7 @@ Result<std::span<const float>> Context::eval_batch(std::span<const SeqTokens> pa
     if (n_rows_out > params_.n_outputs)
         return R::fail("logits of " + std::to_string(n_rows_out) + " positions in one step, the "
                        "context returns at most " + std::to_string(params_.n_outputs));
-    if (panel_kernel().rows != c.panel_rows)
+    if (panel_kernel().rows != c.panel_rows || (panel_kernel().bf16_gemm != nullptr) != c.panel_bf16)
         return R::fail("the kernel set changed after this context was created; create a new "
                        "context");
     if (parts.size() > kMaxSeq) return R::fail("more than 256 sequences in one step");

@@ -127,6 +127,7 @@ struct Context::Impl {
     // The panel GEMM's rows per panel when the scratch was sized (0: none); the scratch
     // only fits that kernel set's matmul.
     int panel_rows = 0;
+    bool panel_bf16 = false;  // the scratch laid out for the bf16 GEMM (amx-bf16)
     // Forward steps run, and the most tokens one step evaluated (for metrics).
     std::atomic<uint64_t> steps{0};
     std::atomic<int64_t> most_tokens{0};

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <chrono>
 #include <filesystem>
 
 #include "model/digest.h"
@@ -97,6 +98,7 @@ bool write_all(int fd, const uint8_t* p, size_t n, off_t at) {
     while (n > 0) {
         const ssize_t w = ::pwrite(fd, p, n, at);
         if (w < 0 && errno == EINTR) continue;
+        if (w == 0) errno = ENOSPC;  // (no progress: say so, not a stale errno)
         if (w <= 0) return false;
         p += w;
         n -= (size_t)w;
@@ -133,6 +135,8 @@ Result<RepackMapping> open_repack_cache(const std::string& path, const RepackKey
     if (std::strncmp(h.fingerprint, key.fingerprint.c_str(), sizeof h.fingerprint) != 0 ||
         h.model_size != key.model_size || h.model_mtime_ns != key.model_mtime_ns)
         return R::fail("made from another model file (or one changed since)");
+    if (h.n_entries != entries.size())
+        return R::fail("made for other kernels (the repacked matrices differ)");
     Digest d;
     d.add(have.data(), have.size() - sizeof(uint64_t));
     uint64_t stored = 0;
@@ -162,9 +166,21 @@ std::string write_repack_cache(const std::string& path, const RepackKey& key,
     const fs::path dir = fs::path(path).parent_path();
     if (!dir.empty()) fs::create_directories(dir, ec);
     if (ec) return "cannot create " + dir.string() + ": " + ec.message();
-    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    // Temporary files a writer left when it was killed mid-write (each as large as the
+    // cache), older than any write takes: removed. A live writer's is younger.
+    const std::string prefix = fs::path(path).filename().string() + ".tmp.";
+    const auto now = fs::file_time_type::clock::now();
+    for (const auto& e : fs::directory_iterator(dir.empty() ? fs::path(".") : dir, ec)) {
+        std::error_code e2;
+        if (e.path().filename().string().rfind(prefix, 0) != 0) continue;
+        const auto when = fs::last_write_time(e.path(), e2);
+        if (!e2 && now - when > std::chrono::minutes(30)) fs::remove(e.path(), e2);
+    }
+    // A name of its own (O_EXCL): two writers of one cache never share a temporary file.
+    std::string tmp = path + ".tmp.XXXXXX";
+    const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
     if (fd < 0) return "cannot create " + tmp + ": " + errno_text();
+    (void)::fchmod(fd, 0644);
     const size_t offset = data_offset_for(entries.size());
     const size_t bytes = data_bytes_for(entries);
     const std::vector<uint8_t> header = make_header(key, entries, sample_digest(data, bytes));
@@ -181,6 +197,7 @@ std::string write_repack_cache(const std::string& path, const RepackKey& key,
     // the header last: a file cut short by a crash has none, or damage the digests find
     if (why.empty() && !write_all(fd, header.data(), header.size(), 0))
         why = "cannot write " + tmp + ": " + errno_text();
+    if (why.empty() && stop && stop->load(std::memory_order_relaxed)) why = "stopped";
     if (why.empty() && ::fdatasync(fd) != 0) why = "cannot sync " + tmp + ": " + errno_text();
     ::close(fd);
     if (why.empty() && std::rename(tmp.c_str(), path.c_str()) != 0)

@@ -59,8 +59,10 @@ Result<RepackMapping> open_repack_cache(const std::string& path, const RepackKey
                                         const std::vector<RepackEntry>& entries);
 
 // Write the cache file for data (the entries' bytes at their offsets) to path, its directory
-// made when missing: under a temporary name, synced, then renamed into place. "" when done,
-// else the reason (no space, a read-only directory, stop raised); nothing is left behind.
+// made when missing: under a temporary name of its own, synced, then renamed into place.
+// "" when done, else the reason (no space, a read-only directory, stop raised), and the
+// temporary file removed. (A writer killed mid-write leaves its temporary file: the next
+// write removes those older than 30 minutes.)
 std::string write_repack_cache(const std::string& path, const RepackKey& key,
                                const std::vector<RepackEntry>& entries, const uint8_t* data,
                                const std::atomic<bool>* stop = nullptr);

@@ -707,6 +707,9 @@ std::string Server::Impl::wake() {
     gate_cv.notify_all();
     last_active_ms = steady_ms();
     log("awake: the model is loaded again in %.0f ms", ms_between(t0, Clock::now()));
+    // (a first repack cache write that the sleep stopped, again)
+    keep_repacked(*model);
+    if (draft_model) keep_repacked(*draft_model);
     return "";
 }
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -17,7 +18,6 @@
 #include "edgellm/model.h"
 #include "kernels/kernels.h"
 #include "kernels/panel.h"
-#include "model/model_impl.h"
 
 using namespace edgellm;
 namespace fs = std::filesystem;
@@ -228,6 +228,20 @@ TEST(Context, RefusesToRunAfterTheKernelSetChanged) {
     EXPECT_NE(r.error().find("kernel set changed"), std::string::npos) << r.error();
     EXPECT_EQ((*ctx)->n_past(), 0);
     EXPECT_TRUE((*ctx)->eval(tokens, false).ok());
+    // amx and amx-bf16 have panels of the same rows but lay the scratch out differently
+    const auto sets = available_kernel_sets();
+    if (std::find(sets.begin(), sets.end(), "amx-bf16") != sets.end()) {
+        ASSERT_TRUE(select_kernel_set("amx"));
+        auto c8 = Context::create(**model, p);
+        ASSERT_TRUE(c8.ok());
+        ASSERT_TRUE(select_kernel_set("amx-bf16"));
+        auto rb = (*c8)->eval(tokens, false);
+        ASSERT_TRUE(select_kernel_set(best));
+        ASSERT_FALSE(rb.ok()) << "amx -> amx-bf16 must be refused";
+        EXPECT_NE(rb.error().find("kernel set changed"), std::string::npos) << rb.error();
+    } else {
+        std::printf("(no amx-bf16 set here: the amx -> amx-bf16 switch is not tried)\n");
+    }
 }
 
 // The memory bill adds up: weights are the file's tensor bytes, the KV cache is
@@ -316,33 +330,7 @@ TEST(Model, RepackedWeightsGiveTheFileLayoutsLogits) {
             one.insert(one.end(), s->begin(), s->end());
         }
         const Distance d = distance(one, batch, (*packed)->hparams().n_vocab);
-        // (the bf16 GEMM of the amx-bf16 set rounds the batch's weights and activations to
-        // bf16 where one token's GEMV meets int8 activations: the golden bound; the int8
-        // tiles' exactness is checked with the amx set)
-        const TensorView& packed_q = (*packed)->impl().layers[0].w_gate;
-        if (takes_bf16(packed_q, (int64_t)longer.size())) {
-            EXPECT_LE(d.nrmse, 3e-2) << name;
-            EXPECT_GE(d.top1, 0.8) << name;
-            const std::string set = active_kernel_set();
-            ASSERT_TRUE(select_kernel_set("amx"));  // the int8 tiles
-            auto b8 = Context::create(**packed, p);
-            ASSERT_TRUE(b8.ok());
-            auto r8 = (*b8)->eval(longer, true);
-            ASSERT_TRUE(select_kernel_set(set));
-            ASSERT_TRUE(r8.ok());
-            const std::vector<float> batch8(r8->begin(),
-                                            r8->begin() + (long)(c.tokens.size() * (size_t)(*packed)->hparams().n_vocab));
-            const Distance d8 = distance(one, batch8, (*packed)->hparams().n_vocab);
-            if (match == kExact) {
-                EXPECT_EQ(one, batch8) << name << ": one token at a time differs from the int8 batch";
-            } else if (match == kRounding) {
-                EXPECT_LE(d8.nrmse, 1e-5) << name;
-                EXPECT_EQ(d8.top1, 1.0) << name;
-            } else {
-                EXPECT_LE(d8.nrmse, 3e-2) << name;
-                EXPECT_GE(d8.top1, 0.8) << name;
-            }
-        } else if (match == kExact) {
+        if (match == kExact) {
             EXPECT_EQ(one, batch) << name << ": one token at a time differs from the batch";
         } else if (match == kRounding) {
             EXPECT_LE(d.nrmse, 1e-5) << name;
@@ -495,6 +483,22 @@ TEST(Model, RepackCacheSurvivesARestartAndRefusesDamage) {
         EXPECT_EQ(logits(**m), want) << when;
     };
     expect_mapped("second start");
+
+    // A killed writer's temporary file: removed by the next write once old, a live
+    // writer's (young) kept.
+    {
+        const fs::path stale = file.string() + ".tmp.dead01", young = file.string() + ".tmp.live01";
+        std::ofstream(stale) << "half a cache";
+        std::ofstream(young) << "being written";
+        fs::last_write_time(stale, fs::file_time_type::clock::now() - std::chrono::hours(2));
+        fs::remove(file);
+        auto m = Model::load(model.string(), o);
+        ASSERT_TRUE(m.ok());
+        EXPECT_NE((*m)->save_repack_cache().find("kept in"), std::string::npos);
+        EXPECT_FALSE(fs::exists(stale)) << "a stale temporary file stayed";
+        EXPECT_TRUE(fs::exists(young)) << "another writer's file was removed";
+        fs::remove(young);
+    }
 
     // Damage, each reported by load, repacked in memory (the same logits) and written again.
     auto damage = [&](const char* what, const std::function<void()>& harm, const char* reason) {
