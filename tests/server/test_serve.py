@@ -1354,6 +1354,69 @@ class PromptCacheAcrossRestarts(unittest.TestCase):
         self.assertIn("another configuration", r.json()["error"]["message"])
 
 
+class RepackCache(unittest.TestCase):
+    """--repack-cache DIR: the first start writes the repacked weights there once serving
+    (logged), the next maps them (logged) and answers the same; a damaged file is reported
+    by name, not used, and written again; the server serves throughout."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model = need_model(GEMMA)
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="edgellm-repack-")
+        self.addCleanup(lambda: shutil.rmtree(self.dir, ignore_errors=True))
+
+    def start(self):
+        srv = Server(["-m", self.model, "--port", "0", "-c", "256", "-t", "2",
+                      "--repack-cache", self.dir])
+        self.addCleanup(srv.stop)
+        srv.wait_ready()
+        return srv
+
+    def answer(self, srv):
+        body = {"prompt": "The capital of France is", "n_predict": 8, "temperature": 0}
+        r = request(srv.port, "POST", "/completion", body)
+        self.assertEqual(r.status, 200, r)
+        return r.json()["content"]
+
+    def files(self):
+        return [f for f in os.listdir(self.dir) if f.endswith(".x16")]
+
+    def test_written_once_then_mapped_and_damage_reported(self):
+        srv = self.start()
+        srv.wait_log(r"no repack cache yet at")
+        first = self.answer(srv)
+        m = srv.wait_log(r"repacked weights \(\d+ MiB\) kept in (\S+\.x16)", timeout=120)
+        self.assertEqual([os.path.basename(m.group(1))], self.files())
+        srv.stop()
+
+        srv = self.start()
+        srv.wait_log(r"repacked weights mapped from " + re.escape(m.group(1)))
+        self.assertEqual(self.answer(srv), first, "the mapped weights answer as the repacked ones")
+        srv.stop()
+
+        # a byte of the data flipped (the data starts at the first page after the header:
+        # 88 bytes, 40 per matrix, a digest; the count of matrices at byte 12)
+        path = m.group(1)
+        with open(path, "r+b") as f:
+            f.seek(12)
+            n_entries = int.from_bytes(f.read(4), "little")
+            at = (88 + 40 * n_entries + 8 + 4095) // 4096 * 4096
+            f.seek(at)
+            b = f.read(1)
+            f.seek(at)
+            f.write(bytes([b[0] ^ 0x5A]))
+        srv = self.start()
+        srv.wait_log(r"repack cache \S+ unusable \(damaged data")
+        self.assertEqual(self.answer(srv), first)
+        srv.wait_log(r"kept in " + re.escape(path), timeout=120)
+        srv.stop()
+        srv = self.start()
+        srv.wait_log(r"repacked weights mapped from " + re.escape(path))
+        self.assertFalse([f for f in os.listdir(self.dir) if ".tmp." in f], os.listdir(self.dir))
+
+
 class ContextShift(unittest.TestCase):
     """--context-shift: a reply goes on past a full context, keeping the first --keep tokens
     (Gemma 3: its sliding-window layers keep a ring, -b 64 makes it smaller than -c)."""
