@@ -493,12 +493,13 @@ bool x16_pays(const TensorView& w) {
 TensorView repack_x16(ThreadPool* pool, const TensorView& w, uint8_t* dst) {
     const int64_t n_groups = w.n_rows() / kX16Rows;
     const size_t group_bytes = kX16Rows * w.row_bytes();
+    const X16PackFn pack = type_kernels(w.type).pack_x16 ? type_kernels(w.type).pack_x16 : x16_pack;
     auto body = [&](int ith, int nth) {
         int64_t g0, g1;
         ThreadPool::split(n_groups, ith, nth, &g0, &g1);
         for (int64_t g = g0; g < g1; ++g)
-            x16_pack(w.type, (const uint8_t*)w.data + (size_t)g * group_bytes, w.row_bytes(),
-                     w.ne[0], dst + (size_t)g * group_bytes);
+            pack(w.type, (const uint8_t*)w.data + (size_t)g * group_bytes, w.row_bytes(),
+                 w.ne[0], dst + (size_t)g * group_bytes);
     };
     if (pool)
         pool->run(body);

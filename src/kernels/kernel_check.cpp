@@ -208,6 +208,21 @@ std::string check_type_kernels(TensorType t, const TypeKernels& cand, const Type
             }
         }
     }
+    if (cand.pack_x16 && x16_layout(t)) {
+        // 16 rows with a stride past their length, the same bytes as x16_pack
+        const size_t row = row_size(t, n), stride = row + 7;
+        std::vector<uint8_t> rows(stride * kX16Rows), want(row * kX16Rows), got(row * kX16Rows, 0xee);
+        for (int r = 0; r < kX16Rows; ++r) {
+            const auto xr = random_tensor_data(t, n, seed + 40 + (uint64_t)r);
+            std::memcpy(rows.data() + stride * (size_t)r, xr.data(), row);
+        }
+        x16_pack(t, rows.data(), stride, n, want.data());
+        cand.pack_x16(t, rows.data(), stride, n, got.data());
+        if (want != got) {
+            std::snprintf(buf, sizeof buf, "%s pack_x16 differs from x16_pack", tensor_type_name(t));
+            return buf;
+        }
+    }
     if (cand.gemv_x16 && cand.gemv_x16 != ref.gemv_x16 && ref.gemv_x16 &&
         panel_act_supported(ref.vec_dot_type)) {
         // 16 rows repacked, seven activation columns a little apart: one column (decode)

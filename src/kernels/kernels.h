@@ -66,6 +66,8 @@ struct TypeKernels {
     // Batches of up to this many tokens take gemv_x16 rather than the panel GEMM (which
     // reads x16 weights back into panels): the set's measured crossover.
     int64_t gemv_x16_cols = 0;
+    // x16_pack with SIMD (load time's repacking), the same bytes; null: x16_pack.
+    X16PackFn pack_x16 = nullptr;
     // Which kernel set each function came from ("ref", "avx2", ...), for reports.
     const char* to_float_isa = "ref";
     const char* from_float_isa = "ref";

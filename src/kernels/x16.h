@@ -56,6 +56,26 @@ bool x16_layout(TensorType t);
 // (16 * row_bytes bytes).
 void x16_pack(TensorType t, const uint8_t* rows, size_t row_bytes, int64_t n, uint8_t* group);
 
+// A SIMD x16_pack (TypeKernels::pack_x16) moves each x16 block's chunks as runs of
+// consecutive 4-byte source words (one 64-byte load per row, a 16 x 16 transposition, a
+// store per word to its chunk), and the rest as x16_pack_block_rest writes it.
+struct X16ChunkRun {
+    uint16_t src = 0;  // the run's first byte in a row's block
+    uint8_t count = 0;  // words (<= 16)
+    uint32_t flip = 0;  // XOR on each word
+    uint16_t dst[16] = {};  // word j's chunk in the x16 block
+};
+struct X16PackRuns {
+    int n = 0;
+    X16ChunkRun run[16];
+};
+const X16PackRuns& x16_pack_runs(TensorType t);
+// Block column b's segments that are not chunks (the halves, q5_0's high-bit masks).
+void x16_pack_block_rest(TensorType t, const uint8_t* rows, size_t row_bytes, int64_t b,
+                         uint8_t* dst);
+using X16PackFn = void (*)(TensorType t, const uint8_t* rows, size_t row_bytes, int64_t n,
+                           uint8_t* group);
+
 // All 16 rows of a group back in the file's block format (the inverse of x16_pack).
 void x16_unpack_group(TensorType t, const uint8_t* group, int64_t n, uint8_t* rows,
                       size_t row_bytes);

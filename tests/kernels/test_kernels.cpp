@@ -10,6 +10,7 @@
 #include "kernels/cpu_features.h"
 #include "kernels/kernel_check.h"
 #include "kernels/kernels.h"
+#include "kernels/x16.h"
 #include "kernels/ref/ref_kernels.h"
 
 using namespace edgellm;
@@ -150,6 +151,30 @@ class KernelSetTest : public ::testing::TestWithParam<std::string> {
     void SetUp() override { ASSERT_TRUE(select_kernel_set(GetParam())); }
     void TearDown() override { select_kernel_set(default_kernel_set()); }
 };
+
+// The set's x16 packing (load time's repacking) writes x16_pack's bytes, for every type
+// with the layout, rows wider than the self-test's and at a stride past their length.
+TEST_P(KernelSetTest, PackX16IsX16Pack) {
+    int checked = 0;
+    for (TensorType t : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0, TensorType::Q2_K,
+                         TensorType::Q4_K, TensorType::Q6_K}) {
+        const TypeKernels& k = type_kernels(t);
+        if (!k.pack_x16) continue;
+        for (int64_t n : {int64_t(256), int64_t(8960)}) {
+            const size_t row = row_size(t, n), stride = row + 13;
+            std::vector<uint8_t> rows(stride * 16), want(row * 16), got(row * 16, 0xee);
+            for (int r = 0; r < 16; ++r) {
+                const auto x = random_tensor_data(t, n, 500 + (uint64_t)r);
+                std::memcpy(rows.data() + stride * (size_t)r, x.data(), row);
+            }
+            x16_pack(t, rows.data(), stride, n, want.data());
+            k.pack_x16(t, rows.data(), stride, n, got.data());
+            EXPECT_EQ(want, got) << tensor_type_name(t) << " n " << n;
+            ++checked;
+        }
+    }
+    if (checked == 0) GTEST_SKIP() << "no SIMD x16 packing in set " << GetParam();
+}
 
 // Each SIMD function against its reference, many sizes and seeds, within the budget
 // stated in kernel_check.cpp (2e-5 of the magnitude for integer kernels, 1e-4 for float).

@@ -1,8 +1,10 @@
 // Row-interleaved weights (src/kernels/x16.h): the layout, described once as a list of
 // segments per type, the packing both ways, and the scalar GEMV that defines the result.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <utility>
+#include <vector>
 
 #include "kernels/block_formats.h"
 #include "kernels/fp16.h"
@@ -332,6 +334,27 @@ bool x16_layout(TensorType t) {
     return layout(t).n > 0;
 }
 
+void x16_pack_block_rest(TensorType t, const uint8_t* rows, size_t row_bytes, int64_t b,
+                         uint8_t* dst) {
+    const PackPlan& plan = pack_plan(t);
+    const size_t bs = tensor_type_info(t).type_size;
+    for (int r = 0; r < 16; ++r) {
+        const uint8_t* blk = rows + (size_t)r * row_bytes + (size_t)b * bs;
+        for (int i = 0; i < plan.n16; ++i)
+            std::memcpy(dst + plan.m16[i].dst + 2 * r, blk + plan.m16[i].src, 2);
+    }
+    for (int i = 0; i < plan.nqh; ++i) {  // q5_0's high-bit masks gather from all 16 rows
+        uint64_t lo = 0, hi = 0;
+        for (int r = 0; r < 16; ++r) {
+            const uint32_t h = qh_bits(rows + (size_t)r * row_bytes + (size_t)b * bs);
+            lo |= (uint64_t)((h >> plan.qh[i].src) & 0xF) << (4 * r);
+            hi |= (uint64_t)((h >> (plan.qh[i].src + 16)) & 0xF) << (4 * r);
+        }
+        std::memcpy(dst + plan.qh[i].dst, &lo, 8);
+        std::memcpy(dst + plan.qh[i].dst + 8, &hi, 8);
+    }
+}
+
 void x16_pack(TensorType t, const uint8_t* rows, size_t row_bytes, int64_t n, uint8_t* group) {
     const PackPlan& plan = pack_plan(t);
     const auto& info = tensor_type_info(t);
@@ -348,19 +371,51 @@ void x16_pack(TensorType t, const uint8_t* rows, size_t row_bytes, int64_t n, ui
                 v ^= plan.m32[i].flip;
                 std::memcpy(dst + plan.m32[i].dst + 4 * r, &v, 4);
             }
-            for (int i = 0; i < plan.n16; ++i)
-                std::memcpy(dst + plan.m16[i].dst + 2 * r, blk + plan.m16[i].src, 2);
         }
-        for (int i = 0; i < plan.nqh; ++i) {  // q5_0's high-bit masks gather from all 16 rows
-            uint64_t lo = 0, hi = 0;
-            for (int r = 0; r < 16; ++r) {
-                const uint32_t h = qh_bits(rows + (size_t)r * row_bytes + (size_t)b * bs);
-                lo |= (uint64_t)((h >> plan.qh[i].src) & 0xF) << (4 * r);
-                hi |= (uint64_t)((h >> (plan.qh[i].src + 16)) & 0xF) << (4 * r);
-            }
-            std::memcpy(dst + plan.qh[i].dst, &lo, 8);
-            std::memcpy(dst + plan.qh[i].dst + 8, &hi, 8);
-        }
+        x16_pack_block_rest(t, rows, row_bytes, b, dst);
+    }
+}
+
+namespace {
+X16PackRuns make_runs(const PackPlan& plan) {
+    // the chunk moves by source offset, then runs of consecutive words with one flip
+    std::vector<PackPlan::Move> m(plan.m32, plan.m32 + plan.n32);
+    std::sort(m.begin(), m.end(), [](const auto& a, const auto& b) { return a.src < b.src; });
+    X16PackRuns out;
+    for (size_t i = 0; i < m.size();) {
+        X16ChunkRun& r = out.run[out.n++];
+        r.src = m[i].src;
+        r.flip = m[i].flip;
+        r.count = 0;
+        while (i < m.size() && r.count < 16 && m[i].src == r.src + 4 * r.count && m[i].flip == r.flip)
+            r.dst[r.count++] = m[i++].dst;
+    }
+    return out;
+}
+}  // namespace
+
+const X16PackRuns& x16_pack_runs(TensorType t) {
+    static const X16PackRuns q4_0 = make_runs(pack_plan(TensorType::Q4_0)),
+                             q5_0 = make_runs(pack_plan(TensorType::Q5_0)),
+                             q8_0 = make_runs(pack_plan(TensorType::Q8_0)),
+                             q2_K = make_runs(pack_plan(TensorType::Q2_K)),
+                             q4_K = make_runs(pack_plan(TensorType::Q4_K)),
+                             q6_K = make_runs(pack_plan(TensorType::Q6_K)), none{};
+    switch (t) {
+        case TensorType::Q4_0:
+            return q4_0;
+        case TensorType::Q5_0:
+            return q5_0;
+        case TensorType::Q8_0:
+            return q8_0;
+        case TensorType::Q2_K:
+            return q2_K;
+        case TensorType::Q4_K:
+            return q4_K;
+        case TensorType::Q6_K:
+            return q6_K;
+        default:
+            return none;
     }
 }
 

@@ -379,6 +379,57 @@ struct X16Q6_K {
     }
 };
 
+// v[i] dword j <- v[j] dword i.
+inline void transpose16(__m512i v[16]) {
+    __m512i t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
+        t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
+    }
+    for (int i = 0; i < 16; i += 4) {
+        v[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
+        v[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
+        v[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
+        v[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
+    }
+    for (int h = 0; h < 16; h += 8)
+        for (int i = 0; i < 4; ++i) {
+            t[h + i] = _mm512_shuffle_i32x4(v[h + i], v[h + i + 4], 0x88);
+            t[h + i + 4] = _mm512_shuffle_i32x4(v[h + i], v[h + i + 4], 0xdd);
+        }
+    for (int i = 0; i < 8; ++i) {
+        v[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
+        v[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
+    }
+}
+
+// x16_pack: each run of a block's chunk words is one masked 64-byte load per row (masked:
+// no read past the block), a transposition, and a store per word; the halves and masks as
+// the reference writes them. The same bytes as x16_pack (start-up self-test).
+void pack_x16_avx512(TensorType t, const uint8_t* rows, size_t row_bytes, int64_t n,
+                     uint8_t* group) {
+    const X16PackRuns& runs = x16_pack_runs(t);
+    const auto& info = tensor_type_info(t);
+    const int64_t nb = n / info.block_size;
+    const size_t bs = info.type_size;
+    for (int64_t b = 0; b < nb; ++b) {
+        uint8_t* dst = group + (size_t)b * 16 * bs;
+        for (int i = 0; i < runs.n; ++i) {
+            const X16ChunkRun& run = runs.run[i];
+            const __mmask16 mask = (__mmask16)((1u << run.count) - 1u);
+            const __m512i flip = _mm512_set1_epi32((int)run.flip);
+            const uint8_t* src = rows + (size_t)b * bs + run.src;
+            __m512i v[16];
+#pragma GCC unroll 16
+            for (int r = 0; r < 16; ++r) v[r] = _mm512_maskz_loadu_epi32(mask, src + row_bytes * (size_t)r);
+            transpose16(v);
+            for (int j = 0; j < run.count; ++j)
+                _mm512_storeu_si512(dst + run.dst[j], _mm512_xor_si512(v[j], flip));
+        }
+        x16_pack_block_rest(t, rows, row_bytes, b, dst);
+    }
+}
+
 }  // namespace
 
 void fill_x16_avx512(TypeKernels* table) {
@@ -387,6 +438,9 @@ void fill_x16_avx512(TypeKernels* table) {
     // above; see compute/matmul.h.
     set_x16_gemvs(table, {gemv<Legacy<X16Q4_0>>, gemv<Legacy<X16Q5_0>>, gemv<Legacy<X16Q8_0>>,
                           gemv<X16Q2_K>, gemv<X16Q4_K>, gemv<X16Q6_K>, 16});
+    for (TensorType t : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0, TensorType::Q2_K,
+                         TensorType::Q4_K, TensorType::Q6_K})
+        table[(uint32_t)t].pack_x16 = pack_x16_avx512;
 }
 
 }  // namespace edgellm
