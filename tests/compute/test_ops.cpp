@@ -1383,3 +1383,27 @@ TEST(Attention, CellsInOrderGiveTheScansBits) {
             EXPECT_NE(ranged[(size_t)(3 * n_head * hd)], -1.0f);
         }
 }
+
+// The vectorized transform gives the plain butterfly loop's bits (the KV cache's rotated
+// values must not depend on the CPU), for every size from 16 up and the scalar sizes below.
+TEST(Ops, HadamardIsTheButterflyLoopBitForBit) {
+    for (int n : {2, 4, 8, 16, 32, 64, 128, 256}) {
+        const int64_t len = 3 * (int64_t)n;
+        const std::vector<float> x = random_floats((size_t)len, 900 + (uint64_t)n, 3.0f);
+        std::vector<float> want = x, got = x;
+        const float norm = 1.0f / std::sqrt((float)n);
+        for (int64_t at = 0; at < len; at += n) {
+            float* v = want.data() + at;
+            for (int h = 1; h < n; h *= 2)
+                for (int i = 0; i < n; i += 2 * h)
+                    for (int j = i; j < i + h; ++j) {
+                        const float a = v[j], b = v[j + h];
+                        v[j] = a + b;
+                        v[j + h] = a - b;
+                    }
+            for (int i = 0; i < n; ++i) v[i] *= norm;
+        }
+        hadamard(got.data(), len, n);
+        EXPECT_EQ(std::memcmp(want.data(), got.data(), sizeof(float) * (size_t)len), 0) << "n " << n;
+    }
+}
