@@ -28,6 +28,7 @@
 
 #include "kernels/count_dispatch.h"
 #include "kernels/panel.h"
+#include "kernels/x86/avx512_transpose.h"
 #include "kernels/x86/x86_kernels.h"
 
 namespace edgellm {
@@ -231,36 +232,12 @@ inline __m512i bf16x32(const float* p) {
     return (__m512i)_mm512_cvtne2ps_pbh(_mm512_loadu_ps(p + 16), _mm512_loadu_ps(p));
 }
 
-// v[i] dword j <- v[j] dword i.
-inline void transpose16(__m512i v[16]) {
-    __m512i t[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) {
-        v[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-        v[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-        v[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-        v[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-    }
-    for (int h = 0; h < 16; h += 8)
-        for (int i = 0; i < 4; ++i) {
-            t[h + i] = _mm512_shuffle_i32x4(v[h + i], v[h + i + 4], 0x88);
-            t[h + i + 4] = _mm512_shuffle_i32x4(v[h + i], v[h + i + 4], 0xdd);
-        }
-    for (int i = 0; i < 8; ++i) {
-        v[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
-        v[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
-    }
-}
-
 void bf16_pack_amx(const float* rows, size_t stride, int64_t n, uint16_t* panel) {
     for (int64_t k = 0; k < n / kBf16Step; ++k) {
         __m512i v[16];
 #pragma GCC unroll 16
         for (int r = 0; r < 16; ++r) v[r] = bf16x32(rows + stride * (size_t)r + (size_t)(k * kBf16Step));
-        transpose16(v);  // v[p]: pair p of every row
+        avx512::transpose16(v);  // v[p]: pair p of every row
         uint16_t* dst = panel + (size_t)k * kBf16StepElems;
 #pragma GCC unroll 16
         for (int p = 0; p < 16; ++p) _mm512_storeu_si512(dst + 32 * p, v[p]);

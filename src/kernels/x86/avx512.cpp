@@ -33,6 +33,7 @@
 
 #include "kernels/block_formats.h"
 #include "kernels/count_dispatch.h"
+#include "kernels/x86/avx512_transpose.h"
 #include "kernels/x86/x86_kernels.h"
 
 namespace edgellm {
@@ -769,37 +770,6 @@ void vec_mad_n_avx512(int64_t hd, int64_t n_rows, const void* vx, size_t bx, con
         }
 }
 
-// r[c] = row c (16 floats) -> r[j] = column j (element j of rows 0..15, row c in lane c).
-inline void transpose16(__m512 r[16]) {
-    __m512 t[16], u[16];
-    for (int i = 0; i < 8; ++i) {  // lane k: (a[4k], b[4k], a[4k+1], b[4k+1]) / (.. 4k+2, 4k+3)
-        t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    auto lo = [](__m512 x, __m512 y) {
-        return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(x), _mm512_castps_pd(y)));
-    };
-    auto hi = [](__m512 x, __m512 y) {
-        return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(x), _mm512_castps_pd(y)));
-    };
-    for (int i = 0; i < 4; ++i) {  // u[4i + m] lane k = column 4k + m of rows 4i .. 4i + 3
-        u[4 * i] = lo(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 1] = hi(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 2] = lo(t[4 * i + 1], t[4 * i + 3]);
-        u[4 * i + 3] = hi(t[4 * i + 1], t[4 * i + 3]);
-    }
-    for (int m = 0; m < 4; ++m) {  // a 4 x 4 transpose of 128-bit lanes
-        const __m512 ab_lo = _mm512_shuffle_f32x4(u[m], u[4 + m], 0x44);
-        const __m512 ab_hi = _mm512_shuffle_f32x4(u[m], u[4 + m], 0xEE);
-        const __m512 cd_lo = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0x44);
-        const __m512 cd_hi = _mm512_shuffle_f32x4(u[8 + m], u[12 + m], 0xEE);
-        r[m] = _mm512_shuffle_f32x4(ab_lo, cd_lo, 0x88);
-        r[4 + m] = _mm512_shuffle_f32x4(ab_lo, cd_lo, 0xDD);
-        r[8 + m] = _mm512_shuffle_f32x4(ab_hi, cd_hi, 0x88);
-        r[12 + m] = _mm512_shuffle_f32x4(ab_hi, cd_hi, 0xDD);
-    }
-}
-
 // Scores: 16 keys at a time in the 16 lanes. Each 16 x 16 tile (16 keys x 16 elements)
 // is widened and transposed in registers, once for all the queries (a block of prompt
 // tokens brings many), into L1, so one zmm holds element i of all 16 keys; every query
@@ -818,7 +788,7 @@ void transpose_keys(int64_t hd, const uint8_t* x, size_t bx, float* kt) {
         __m512 r[16];
 #pragma GCC unroll 16
         for (int c = 0; c < 16; ++c) r[c] = Widen::at(x + bx * (size_t)c, i0);
-        transpose16(r);
+        avx512::transpose16(r);  // r[j]: column j, row c in lane c
 #pragma GCC unroll 16
         for (int j = 0; j < 16; ++j) _mm512_store_ps(kt + 16 * (i0 + j), r[j]);
     }

@@ -9,6 +9,7 @@
 #include "kernels/x86/immintrin_quiet.h"
 
 #include "kernels/x16.h"
+#include "kernels/x86/avx512_transpose.h"
 #include "kernels/x86/x86_kernels.h"
 
 namespace edgellm {
@@ -379,30 +380,6 @@ struct X16Q6_K {
     }
 };
 
-// v[i] dword j <- v[j] dword i.
-inline void transpose16(__m512i v[16]) {
-    __m512i t[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_epi32(v[i], v[i + 1]);
-        t[i + 1] = _mm512_unpackhi_epi32(v[i], v[i + 1]);
-    }
-    for (int i = 0; i < 16; i += 4) {
-        v[i] = _mm512_unpacklo_epi64(t[i], t[i + 2]);
-        v[i + 1] = _mm512_unpackhi_epi64(t[i], t[i + 2]);
-        v[i + 2] = _mm512_unpacklo_epi64(t[i + 1], t[i + 3]);
-        v[i + 3] = _mm512_unpackhi_epi64(t[i + 1], t[i + 3]);
-    }
-    for (int h = 0; h < 16; h += 8)
-        for (int i = 0; i < 4; ++i) {
-            t[h + i] = _mm512_shuffle_i32x4(v[h + i], v[h + i + 4], 0x88);
-            t[h + i + 4] = _mm512_shuffle_i32x4(v[h + i], v[h + i + 4], 0xdd);
-        }
-    for (int i = 0; i < 8; ++i) {
-        v[i] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0x88);
-        v[i + 8] = _mm512_shuffle_i32x4(t[i], t[i + 8], 0xdd);
-    }
-}
-
 // x16_pack: each run of a block's chunk words is one masked 64-byte load per row (masked:
 // no read past the block), a transposition, and a store per word; the halves and masks as
 // the reference writes them. The same bytes as x16_pack (start-up self-test).
@@ -422,7 +399,7 @@ void pack_x16_avx512(TensorType t, const uint8_t* rows, size_t row_bytes, int64_
             __m512i v[16];
 #pragma GCC unroll 16
             for (int r = 0; r < 16; ++r) v[r] = _mm512_maskz_loadu_epi32(mask, src + row_bytes * (size_t)r);
-            transpose16(v);
+            avx512::transpose16(v);
             for (int j = 0; j < run.count; ++j)
                 _mm512_storeu_si512(dst + run.dst[j], _mm512_xor_si512(v[j], flip));
         }
