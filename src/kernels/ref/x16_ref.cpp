@@ -115,10 +115,28 @@ PackPlan make_plan(const Layout& l) {
 }
 
 // A type's layout and its plan, made once.
+X16PackRuns make_runs(const PackPlan& plan) {
+    // the chunk moves by source offset, then runs of consecutive words with one flip
+    std::vector<PackPlan::Move> m(plan.m32, plan.m32 + plan.n32);
+    std::sort(m.begin(), m.end(), [](const auto& a, const auto& b) { return a.src < b.src; });
+    X16PackRuns out;
+    for (size_t i = 0; i < m.size();) {
+        X16ChunkRun& r = out.run[out.n++];
+        r.src = m[i].src;
+        r.flip = m[i].flip;
+        r.count = 0;
+        while (i < m.size() && r.count < 16 && m[i].src == r.src + 4 * r.count && m[i].flip == r.flip)
+            r.dst[r.count++] = m[i++].dst;
+    }
+    return out;
+}
+
 struct TypeLayout {
     Layout layout;
     PackPlan plan;
-    explicit TypeLayout(TensorType t) : layout(make_layout(t)), plan(make_plan(layout)) {}
+    X16PackRuns runs;  // the chunk moves as SIMD packing takes them
+    explicit TypeLayout(TensorType t)
+        : layout(make_layout(t)), plan(make_plan(layout)), runs(make_runs(plan)) {}
 };
 
 const TypeLayout& type_layout(TensorType t) {
@@ -376,47 +394,9 @@ void x16_pack(TensorType t, const uint8_t* rows, size_t row_bytes, int64_t n, ui
     }
 }
 
-namespace {
-X16PackRuns make_runs(const PackPlan& plan) {
-    // the chunk moves by source offset, then runs of consecutive words with one flip
-    std::vector<PackPlan::Move> m(plan.m32, plan.m32 + plan.n32);
-    std::sort(m.begin(), m.end(), [](const auto& a, const auto& b) { return a.src < b.src; });
-    X16PackRuns out;
-    for (size_t i = 0; i < m.size();) {
-        X16ChunkRun& r = out.run[out.n++];
-        r.src = m[i].src;
-        r.flip = m[i].flip;
-        r.count = 0;
-        while (i < m.size() && r.count < 16 && m[i].src == r.src + 4 * r.count && m[i].flip == r.flip)
-            r.dst[r.count++] = m[i++].dst;
-    }
-    return out;
-}
-}  // namespace
 
 const X16PackRuns& x16_pack_runs(TensorType t) {
-    static const X16PackRuns q4_0 = make_runs(pack_plan(TensorType::Q4_0)),
-                             q5_0 = make_runs(pack_plan(TensorType::Q5_0)),
-                             q8_0 = make_runs(pack_plan(TensorType::Q8_0)),
-                             q2_K = make_runs(pack_plan(TensorType::Q2_K)),
-                             q4_K = make_runs(pack_plan(TensorType::Q4_K)),
-                             q6_K = make_runs(pack_plan(TensorType::Q6_K)), none{};
-    switch (t) {
-        case TensorType::Q4_0:
-            return q4_0;
-        case TensorType::Q5_0:
-            return q5_0;
-        case TensorType::Q8_0:
-            return q8_0;
-        case TensorType::Q2_K:
-            return q2_K;
-        case TensorType::Q4_K:
-            return q4_K;
-        case TensorType::Q6_K:
-            return q6_K;
-        default:
-            return none;
-    }
+    return type_layout(t).runs;
 }
 
 void x16_unpack_block(TensorType t, const uint8_t* group, int r, int64_t b, uint8_t* block) {
