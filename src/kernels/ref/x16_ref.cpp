@@ -114,7 +114,7 @@ PackPlan make_plan(const Layout& l) {
     return p;
 }
 
-// A type's layout and its plan, made once.
+// The chunk moves as runs of consecutive source words (x16.h, X16PackRuns).
 X16PackRuns make_runs(const PackPlan& plan) {
     // the chunk moves by source offset, then runs of consecutive words with one flip
     std::vector<PackPlan::Move> m(plan.m32, plan.m32 + plan.n32);
@@ -131,6 +131,7 @@ X16PackRuns make_runs(const PackPlan& plan) {
     return out;
 }
 
+// A type's layout, its plan and runs, made once.
 struct TypeLayout {
     Layout layout;
     PackPlan plan;
