@@ -141,7 +141,7 @@ LoadOptions load_options(const ArgParser& p) {
     if (auto d = p.get("--repack-cache")) {
         o.repack_cache_dir = *d;
     } else {
-        o.repack_cache_dir = default_repack_cache_dir();
+        o.repack_cache_dir = repack_cache_dir().string();
         o.repack_cache_min_bytes = (size_t)64 << 20;
     }
     return o;

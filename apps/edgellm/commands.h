@@ -55,6 +55,8 @@ namespace edgellm::cli {
 Result<std::string> default_model_path();
 // $EDGELLM_MODELS, else ~/.cache/edgellm/models.
 std::filesystem::path models_dir();
+// Where --repack-cache keeps repacked weights by default: ~/.cache/edgellm/repacked.
+std::filesystem::path repack_cache_dir();
 // -m if given, else default_model_path().
 Result<std::string> model_path_or_default(const ArgParser& p);
 

@@ -16,10 +16,21 @@ const char* const kDefaultModels[] = {
 
 }  // namespace
 
+namespace {
+// ~/.cache/edgellm: the models' and the repacked weights' directories are in it.
+std::filesystem::path cache_home() {
+    const char* home = std::getenv("HOME");
+    return std::filesystem::path(home && *home ? home : "/root") / ".cache" / "edgellm";
+}
+}  // namespace
+
 std::filesystem::path models_dir() {
     if (const char* env = std::getenv("EDGELLM_MODELS"); env && *env) return env;
-    const char* home = std::getenv("HOME");
-    return std::filesystem::path(home && *home ? home : "/root") / ".cache" / "edgellm" / "models";
+    return cache_home() / "models";
+}
+
+std::filesystem::path repack_cache_dir() {
+    return cache_home() / "repacked";
 }
 
 Result<std::string> default_model_path() {

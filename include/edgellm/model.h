@@ -70,8 +70,6 @@ struct LoadOptions {
     size_t repack_cache_min_bytes = 0;
 };
 
-// $XDG_CACHE_HOME/edgellm/repacked, else ~/.cache/edgellm/repacked.
-std::string default_repack_cache_dir();
 
 class Model {
   public:

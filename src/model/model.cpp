@@ -198,14 +198,6 @@ Model::Impl::Buffer::~Buffer() {
     if (map) munmap(map, mapped);
 }
 
-std::string default_repack_cache_dir() {
-    namespace fs = std::filesystem;
-    if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x)
-        return (fs::path(x) / "edgellm" / "repacked").string();
-    const char* home = std::getenv("HOME");
-    return (fs::path(home && *home ? home : "/root") / ".cache" / "edgellm" / "repacked").string();
-}
-
 Model::~Model() = default;
 
 namespace {
