@@ -171,7 +171,7 @@ bool read_cpu_options(const ArgParser& p, ContextParams* cp, std::string* err) {
 bool prepare_model(const ArgParser& p, const Model& m, std::string* err) {
     // (a cache refused is worth a line, one mapped as it was is not; a missing one is
     // written before anything is measured or generated, for the next start)
-    if (m.repack_note().find("unusable") != std::string::npos)
+    if (m.repack_cache() == Model::RepackCache::Refused)
         std::fprintf(stderr, "edgellm: %s\n", m.repack_note().c_str());
     if (const std::string note = m.save_repack_cache(); !note.empty())
         std::fprintf(stderr, "edgellm: %s\n", note.c_str());

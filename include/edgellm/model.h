@@ -90,8 +90,11 @@ class Model {
     // How long load() spent repacking (ms; 0: nothing repacked), mapping a cached copy
     // included.
     double repack_ms() const;
-    // What load did with the repack cache, for the log ("" : none asked for, or too small).
+    // What load did with the repack cache, for the log ("" : none asked for, or too small),
+    // and the same as a state: none, mapped, no file yet, a file refused (damaged, stale...).
     const std::string& repack_note() const;
+    enum class RepackCache { None, Mapped, Absent, Refused };
+    RepackCache repack_cache() const;
     // When load found no usable repack cache file: write it now (a second or more for a GB:
     // the disk's speed), for the next start. What happened, for the log ("" : nothing to
     // write).

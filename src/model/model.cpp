@@ -139,12 +139,15 @@ void repack_for_decode(Model::Impl& w, bool tied, const LoadOptions& opts, const
             w.repacked = std::make_unique<Model::Impl::Buffer>(have->map, have->mapped, have->data,
                                                                have->bytes, true);
             w.repack_note = "repacked weights mapped from " + path;
+            w.repack_cache = Model::RepackCache::Mapped;
         } else {
             w.pending_cache = std::make_unique<Model::Impl::PendingCache>();
             w.pending_cache->path = path;
             w.pending_cache->why_new = have.error() == "no such file" ? "" : have.error();
             w.pending_cache->key = key;
             w.pending_cache->entries = entries;
+            w.repack_cache = w.pending_cache->why_new.empty() ? Model::RepackCache::Absent
+                                                              : Model::RepackCache::Refused;
             w.repack_note = w.pending_cache->why_new.empty()
                                 ? "no repack cache yet at " + path
                                 : "repack cache " + path + " unusable (" + w.pending_cache->why_new +
@@ -342,6 +345,10 @@ double Model::repack_ms() const {
 
 const std::string& Model::repack_note() const {
     return impl_->repack_note;
+}
+
+Model::RepackCache Model::repack_cache() const {
+    return impl_->repack_cache;
 }
 
 namespace {

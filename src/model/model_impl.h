@@ -54,6 +54,7 @@ struct Model::Impl {
     std::vector<std::unique_ptr<float[]>> owned;  // vectors converted to f32 at load
     double repack_ms = 0;  // load's time repacking
     std::string repack_note;  // what became of the repack cache ("" : none)
+    Model::RepackCache repack_cache = Model::RepackCache::None;
     // Matrices repacked at load into the row-interleaved layout (kernels/x16.h): their
     // buffers, and the file's byte ranges they replace (released from the mapping).
     struct Buffer {  // anonymous memory (huge pages where the kernel gives them) or a

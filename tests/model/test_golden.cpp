@@ -465,6 +465,7 @@ TEST(Model, RepackCacheSurvivesARestartAndRefusesDamage) {
         GTEST_SKIP() << "nothing repacked (no SIMD GEMV in kernel set " << active_kernel_set() << ")";
     EXPECT_NE((*first)->repack_note().find("no repack cache yet"), std::string::npos)
         << (*first)->repack_note();
+    EXPECT_EQ((*first)->repack_cache(), Model::RepackCache::Absent);
     const std::vector<float> want = logits(**first);
     const std::string saved = (*first)->save_repack_cache();
     EXPECT_NE(saved.find("kept in"), std::string::npos) << saved;
@@ -479,6 +480,7 @@ TEST(Model, RepackCacheSurvivesARestartAndRefusesDamage) {
         ASSERT_TRUE(m.ok());
         EXPECT_NE((*m)->repack_note().find("mapped from"), std::string::npos)
             << when << ": " << (*m)->repack_note();
+        EXPECT_EQ((*m)->repack_cache(), Model::RepackCache::Mapped) << when;
         (*m)->warm_up();
         EXPECT_EQ(logits(**m), want) << when;
     };
@@ -507,6 +509,7 @@ TEST(Model, RepackCacheSurvivesARestartAndRefusesDamage) {
         ASSERT_TRUE(m.ok()) << what;
         EXPECT_NE((*m)->repack_note().find(reason), std::string::npos)
             << what << ": " << (*m)->repack_note();
+        EXPECT_EQ((*m)->repack_cache(), Model::RepackCache::Refused) << what;
         EXPECT_EQ(logits(**m), want) << what;
         const std::string note = (*m)->save_repack_cache();
         EXPECT_NE(note.find("kept in"), std::string::npos) << what << ": " << note;
@@ -558,6 +561,7 @@ TEST(Model, RepackCacheSurvivesARestartAndRefusesDamage) {
     auto small = Model::load(model.string(), big);
     ASSERT_TRUE(small.ok());
     EXPECT_EQ((*small)->repack_note(), "");
+    EXPECT_EQ((*small)->repack_cache(), Model::RepackCache::None);
     EXPECT_EQ((*small)->save_repack_cache(), "");
     EXPECT_FALSE(fs::exists(dir));
 
