@@ -149,6 +149,10 @@ LoadOptions load_options(const ArgParser& p) {
 
 bool read_cpu_options(const ArgParser& p, ContextParams* cp, std::string* err) {
     cp->swa_full = p.has("--swa-full");
+    if (p.has("--repack-cache") && p.has("--no-repack")) {
+        *err = "--repack-cache keeps repacked weights, and --no-repack repacks none: give one";
+        return false;
+    }
     if (auto m = p.get("--cpu-mask")) {
         auto cpus = parse_cpu_mask(*m);
         if (!cpus) {

@@ -281,6 +281,11 @@ TEST(Cli, RepackingIsReportedAndNoRepackTurnsItOff) {
     r = run(bench + "--repack-cache " + dir.string() + " --no-repack-cache");
     ASSERT_EQ(r.code, 0) << r.err;
     EXPECT_FALSE(fs::exists(dir));
+    // a cache of repacked weights without repacking: refused, named
+    r = run(bench + "--repack-cache " + dir.string() + " --no-repack");
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find("--repack-cache"), std::string::npos) << r.err;
+    EXPECT_FALSE(fs::exists(dir));
 }
 
 TEST(Cli, QuantizeShowsProgressAndWritesALoadableFile) {
