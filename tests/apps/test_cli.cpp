@@ -331,6 +331,15 @@ TEST(Cli, SynthThenBenchReportsJsonRows) {
     EXPECT_EQ(rows[1]["test"], "tg8");
     EXPECT_EQ(rows[3]["n_threads"], 2);
     EXPECT_TRUE(rows[1].contains("bw_gbps"));
+    // pp rows: the matrices' multiply-adds per second and their share of the int8 limit the
+    // bench measured for that thread count (a set without an int8 instruction has none)
+    for (const auto& row : rows) {
+        if (row["n_prompt"].get<int>() == 0) continue;
+        EXPECT_GT(row["int8_gmacs"].get<double>(), 0.0);
+        if (!edgellm::int8_peak_of(edgellm::default_kernel_set())) continue;
+        EXPECT_GT(row["int8_share"].get<double>(), 0.0) << row;
+        EXPECT_LT(row["int8_share"].get<double>(), 1.0) << row;
+    }
     r = run("bench -m " + model.string() + " -t 0");
     EXPECT_EQ(r.code, 2);
     // a prompt longer than -b goes in forward steps of -b tokens; -b 0 is refused by name
