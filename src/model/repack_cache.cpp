@@ -1,5 +1,7 @@
 #include "model/repack_cache.h"
 
+#include <algorithm>
+
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -155,6 +157,8 @@ Result<RepackMapping> open_repack_cache(const std::string& path, const RepackKey
         ::munmap(map, size);
         return R::fail("damaged data (digest mismatch)");
     }
+    // Used now: the directory's pruning keeps the most recently used files.
+    (void)::futimens(fd, nullptr);
     return m;
 }
 
@@ -166,16 +170,6 @@ std::string write_repack_cache(const std::string& path, const RepackKey& key,
     const fs::path dir = fs::path(path).parent_path();
     if (!dir.empty()) fs::create_directories(dir, ec);
     if (ec) return "cannot create " + dir.string() + ": " + ec.message();
-    // Temporary files a writer left when it was killed mid-write (each as large as the
-    // cache), older than any write takes: removed. A live writer's is younger.
-    const std::string prefix = fs::path(path).filename().string() + ".tmp.";
-    const auto now = fs::file_time_type::clock::now();
-    for (const auto& e : fs::directory_iterator(dir.empty() ? fs::path(".") : dir, ec)) {
-        std::error_code e2;
-        if (e.path().filename().string().rfind(prefix, 0) != 0) continue;
-        const auto when = fs::last_write_time(e.path(), e2);
-        if (!e2 && now - when > std::chrono::minutes(30)) fs::remove(e.path(), e2);
-    }
     // A name of its own (O_EXCL): two writers of one cache never share a temporary file.
     std::string tmp = path + ".tmp.XXXXXX";
     const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
@@ -203,7 +197,54 @@ std::string write_repack_cache(const std::string& path, const RepackKey& key,
     if (why.empty() && std::rename(tmp.c_str(), path.c_str()) != 0)
         why = "cannot rename " + tmp + ": " + errno_text();
     if (!why.empty()) ::unlink(tmp.c_str());
+    if (why.empty()) prune_repack_cache_dir(dir.empty() ? "." : dir.string(), path);
     return why;
+}
+
+std::vector<std::string> prune_repack_cache_dir(const std::string& dir, const std::string& keep,
+                                                uint64_t max_bytes) {
+    namespace fs = std::filesystem;
+    std::vector<std::string> removed;
+    struct File {
+        fs::path path;
+        fs::file_time_type when;
+        uint64_t bytes;
+    };
+    std::vector<File> caches;
+    const auto now = fs::file_time_type::clock::now();
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(dir, ec)) {
+        std::error_code e2;
+        if (!e.is_regular_file(e2)) continue;
+        const std::string name = e.path().filename().string();
+        const auto when = fs::last_write_time(e.path(), e2);
+        if (e2) continue;
+        if (name.find(".x16.tmp.") != std::string::npos) {
+            // a temporary file of any model's writer, older than any write takes: left by a
+            // writer that was killed (a live one's is younger)
+            if (now - when > std::chrono::minutes(30) && fs::remove(e.path(), e2))
+                removed.push_back(e.path().string());
+        } else if (name.size() > 4 && name.compare(name.size() - 4, 4, ".x16") == 0) {
+            const uint64_t bytes = e.file_size(e2);
+            if (!e2) caches.push_back({e.path(), when, bytes});
+        }
+    }
+    // Newest first; the one just written or mapped always stays.
+    std::sort(caches.begin(), caches.end(),
+              [](const File& a, const File& b) { return a.when > b.when; });
+    uint64_t total = 0;
+    std::error_code e3;
+    const fs::path kept = keep.empty() ? fs::path() : fs::weakly_canonical(keep, e3);
+    for (const File& f : caches) {
+        std::error_code e2;
+        const bool is_kept = !keep.empty() && fs::weakly_canonical(f.path, e2) == kept;
+        if (is_kept || total + f.bytes <= max_bytes) {
+            total += f.bytes;
+            continue;
+        }
+        if (fs::remove(f.path, e2)) removed.push_back(f.path.string());
+    }
+    return removed;
 }
 
 }  // namespace edgellm

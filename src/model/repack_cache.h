@@ -61,10 +61,20 @@ Result<RepackMapping> open_repack_cache(const std::string& path, const RepackKey
 // Write the cache file for data (the entries' bytes at their offsets) to path, its directory
 // made when missing: under a temporary name of its own, synced, then renamed into place.
 // "" when done, else the reason (no space, a read-only directory, stop raised), and the
-// temporary file removed. (A writer killed mid-write leaves its temporary file: the next
-// write removes those older than 30 minutes.)
+// temporary file removed. A file written prunes its directory (prune_repack_cache_dir).
 std::string write_repack_cache(const std::string& path, const RepackKey& key,
                                const std::vector<RepackEntry>& entries, const uint8_t* data,
                                const std::atomic<bool>* stop = nullptr);
+
+// The directory's bound: every model path has a file of its own, and models moved, copied
+// or deleted would leave theirs for ever.
+constexpr uint64_t kRepackCacheDirMaxBytes = (uint64_t)4 << 30;
+
+// Removes from dir the temporary files of killed writers (any model's, older than 30
+// minutes) and, least recently used first (a file's mtime: written, or mapped by a load),
+// the cache files past max_bytes in all; `keep` (a path) always stays. Returns what it
+// removed.
+std::vector<std::string> prune_repack_cache_dir(const std::string& dir, const std::string& keep,
+                                                uint64_t max_bytes = kRepackCacheDirMaxBytes);
 
 }  // namespace edgellm

@@ -4704,8 +4704,10 @@ class RouterMode(unittest.TestCase):
             os.symlink(gemma, os.path.join(cls.models_dir, name))
         cache = os.path.join(cls.tmp, "llama-cache")  # no llama.cpp downloads
         os.makedirs(cache)
+        # HOME: the repacked weights of these temporary paths go to the temporary
+        # directory's ~/.cache, not to the user's
         env = {"EDGELLM_MODELS": cls.models_dir, "EDGELLM_MODEL": os.path.join(cls.models_dir, "alpha.gguf"),
-               "LLAMA_CACHE": cache}
+               "LLAMA_CACHE": cache, "HOME": cls.tmp}
         cls.srv = Server(["--port", "0", "-c", "256", "-t", "2", "--models-max", "1"], env=env)
         cls.addClassCleanup(cls.srv.stop)
         cls.port = cls.srv.port
