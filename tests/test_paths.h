@@ -4,6 +4,9 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <stdexcept>
+#include <string>
 
 namespace edgellm::test {
 
@@ -46,5 +49,29 @@ inline double emulation_slowdown() {
     return 1.0;
 #endif
 }
+
+// A directory of the test's own under /tmp (mkdtemp: a fresh name each time), removed with
+// everything in it when the test ends.
+struct TempDir {
+    std::filesystem::path path;
+    explicit TempDir(const std::string& prefix = "edgellm-test") {
+        std::string tmpl = "/tmp/" + prefix + "-XXXXXX";
+        if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp " + tmpl + " failed");
+        path = tmpl;
+    }
+    ~TempDir() {
+        std::error_code ec;
+        std::filesystem::remove_all(path, ec);
+    }
+    TempDir(const TempDir&) = delete;
+    TempDir& operator=(const TempDir&) = delete;
+    // A file at rel (its directories made) holding text.
+    std::filesystem::path file(const std::string& rel, const std::string& text = "GGUF") const {
+        const std::filesystem::path p = path / rel;
+        std::filesystem::create_directories(p.parent_path());
+        std::ofstream(p) << text;
+        return p;
+    }
+};
 
 }  // namespace edgellm::test

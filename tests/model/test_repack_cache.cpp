@@ -13,26 +13,14 @@
 #include <vector>
 
 #include "model/repack_cache.h"
+#include "test_paths.h"
 
 namespace fs = std::filesystem;
 using namespace edgellm;
 
 namespace {
 
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        path = fs::temp_directory_path() /
-               ("edgellm-repack-prune-" + std::to_string(::getpid()) + "-" +
-                ::testing::UnitTest::GetInstance()->current_test_info()->name());
-        fs::remove_all(path);
-        fs::create_directories(path);
-    }
-    ~TempDir() {
-        std::error_code ec;
-        fs::remove_all(path, ec);
-    }
-};
+using test::TempDir;
 
 void make_file(const fs::path& p, size_t bytes, std::chrono::minutes age) {
     std::ofstream(p, std::ios::binary) << std::string(bytes, 'x');
@@ -77,7 +65,16 @@ TEST(RepackCacheDir, AWriteKeepsItsOwnFileAndPrunes) {
     const std::string path = (d.path / "m-fedcba9876543210.x16").string();
     ASSERT_EQ(write_repack_cache(path, key, entries, data.data()), "");
     EXPECT_EQ(names(d.path), (std::vector<std::string>{"m-fedcba9876543210.x16"}));
+    // Mapped by a load, an old file becomes the most recently used: past the bound, a
+    // newer file that no load mapped goes first.
+    fs::last_write_time(path, fs::file_time_type::clock::now() - std::chrono::hours(3));
+    make_file(d.path / "n-0000000000000000.x16", 8192, minutes(60));
     auto m = open_repack_cache(path, key, entries);
     ASSERT_TRUE(m) << m.error();
     ::munmap(m->map, m->mapped);
+    const auto removed =
+        prune_repack_cache_dir(d.path.string(), "", fs::file_size(path) + 4096);
+    ASSERT_EQ(removed.size(), 1u);
+    EXPECT_EQ(fs::path(removed[0]).filename(), "n-0000000000000000.x16");
+    EXPECT_TRUE(fs::exists(path));
 }

@@ -37,15 +37,7 @@ std::vector<float> next_logits(KvSequence& seq, const std::vector<int32_t>& more
     return r ? std::vector<float>(r->begin(), r->end()) : std::vector<float>{};
 }
 
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        path = fs::temp_directory_path() / ("edgellm-pc-" + std::to_string(::getpid()) + "-" +
-                                            std::to_string(std::rand()));
-        fs::remove_all(path);
-    }
-    ~TempDir() { fs::remove_all(path); }
-};
+using test::TempDir;
 
 }  // namespace
 

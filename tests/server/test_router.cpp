@@ -7,26 +7,14 @@
 #include <fstream>
 
 #include "server/router.h"
+#include "test_paths.h"
 
 using namespace edgellm::server;
 namespace fs = std::filesystem;
 
 namespace {
 
-struct TempDir {
-    fs::path path;
-    TempDir() {
-        char tmpl[] = "/tmp/edgellm-router-XXXXXX";
-        path = ::mkdtemp(tmpl);
-    }
-    ~TempDir() { fs::remove_all(path); }
-    fs::path file(const std::string& rel, const std::string& text = "GGUF") const {
-        const fs::path p = path / rel;
-        fs::create_directories(p.parent_path());
-        std::ofstream(p) << text;
-        return p;
-    }
-};
+using edgellm::test::TempDir;
 
 // Scans with LLAMA_CACHE pointing at `cache` (an empty directory: no llama.cpp downloads).
 std::vector<RouterModel> scan(RouterConfig cfg, const fs::path& cache, std::vector<std::string>* warnings = nullptr) {
