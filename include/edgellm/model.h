@@ -76,6 +76,10 @@ class Model {
     // Map the file, read the hyper-parameters and check every tensor's shape and type.
     static Result<std::unique_ptr<Model>> load(const std::string& path,
                                               const LoadOptions& opts = {});
+    // The same from a file already opened, which the caller may go on reading meanwhile
+    // (the server reads its tokenizer while the weights are repacked).
+    static Result<std::unique_ptr<Model>> load(std::shared_ptr<const GgufFile> file,
+                                              const LoadOptions& opts = {});
     ~Model();
 
     const HParams& hparams() const { return hp_; }
@@ -117,7 +121,7 @@ class Model {
 
   private:
     Model() = default;
-    std::unique_ptr<GgufFile> file_;
+    std::shared_ptr<const GgufFile> file_;
     HParams hp_;
     std::string fingerprint_;
     std::unique_ptr<Impl> impl_;

@@ -228,19 +228,32 @@ const std::string& Model::fingerprint() const {
     return fingerprint_;
 }
 
+namespace {
+// The kernels' start-up self-test (tens of ms) on a thread of its own, beside the file's
+// parsing and binding; whatever needs the kernels first waits for it (type_kernels is
+// thread-safe, and a second call waits for the first).
+std::future<void> kernels_in_background() {
+    return std::async(std::launch::async, [] { (void)type_kernels(TensorType::F32); });
+}
+}  // namespace
+
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, const LoadOptions& opts) {
-    using R = Result<std::unique_ptr<Model>>;
-    // The kernels' start-up self-test (tens of ms) beside the file's parsing; whatever
-    // needs the kernels first waits for it (type_kernels is thread-safe).
-    auto kernels_ready =
-        std::async(std::launch::async, [] { (void)type_kernels(TensorType::F32); });
+    auto kernels_ready = kernels_in_background();
     auto file = GgufFile::open(path);
-    if (!file) return R::fail(file.error());
-    auto hp = read_hparams(**file);
+    if (!file) return Result<std::unique_ptr<Model>>::fail(file.error());
+    return load(std::shared_ptr<const GgufFile>(std::move(*file)), opts);
+}
+
+Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const GgufFile> file,
+                                           const LoadOptions& opts) {
+    using R = Result<std::unique_ptr<Model>>;
+    EDGELLM_ASSERT(file != nullptr, "Model::load without a file");
+    auto kernels_ready = kernels_in_background();
+    auto hp = read_hparams(*file);
     if (!hp) return R::fail(hp.error());
 
     std::unique_ptr<Model> m(new Model());
-    m->file_ = std::move(*file);
+    m->file_ = std::move(file);
     m->fingerprint_ = file_fingerprint(*m->file_);
     m->hp_ = *hp;
     m->impl_ = std::make_unique<Impl>();

@@ -525,7 +525,25 @@ void Server::Impl::log(const char* fmt, ...) const {
 std::string Server::Impl::load_main(const std::string& path, Loaded* l, size_t in_use) {
     log("loading %s", path.c_str());
     auto tp = Clock::now();
-    auto loaded = Model::load(path, cfg.load);
+    auto file = GgufFile::open(path);
+    if (!file) return file.error();
+    // The tokenizer read from the file on a thread of its own while the weights are bound
+    // and repacked (the file is shared: it lives until both are done).
+    std::shared_ptr<const GgufFile> shared(std::move(*file));
+    double tok_ms = 0;
+    std::unique_ptr<Tokenizer> tok;
+    std::string tok_error;
+    auto tok_done = std::async(std::launch::async, [&shared, &tok, &tok_error, &tok_ms] {
+        const auto t0 = Clock::now();
+        auto r = Tokenizer::load(*shared);
+        if (r)
+            tok = std::move(*r);
+        else
+            tok_error = r.error();
+        tok_ms = ms_between(t0, Clock::now());
+    });
+    auto loaded = Model::load(shared, cfg.load);
+    tok_done.get();
     if (!loaded) return loaded.error();
     startup_phase("model", &tp);
     if (starting && (*loaded)->repack_ms() > 0) startup.emplace_back("(of which repacking)", (*loaded)->repack_ms());
@@ -534,9 +552,10 @@ std::string Server::Impl::load_main(const std::string& path, Loaded* l, size_t i
     // about the one serving)
     Phase loading = Phase::Loading;
     phase.compare_exchange_strong(loading, Phase::Warming);
-    auto t = Tokenizer::load((*loaded)->file());
-    if (!t) return t.error();
+    if (!tok) return tok_error;
+    // what the tokenizer still took once the model was loaded, then all it took
     startup_phase("tokenizer", &tp);
+    if (starting) startup.emplace_back("(the tokenizer, read beside the model)", tok_ms);
     ContextParams cp = cfg.ctx;
     if (cp.n_ctx <= 0) cp.n_ctx = std::min<int64_t>((*loaded)->hparams().n_ctx_train, 4096);
     // --kv-unified: every slot may hold the whole context, its pages taken as used.
@@ -567,7 +586,7 @@ std::string Server::Impl::load_main(const std::string& path, Loaded* l, size_t i
     }
     l->ctx = std::move(*c);
     l->model = std::move(*loaded);
-    l->tok = std::move(*t);
+    l->tok = std::move(tok);
     l->serving_path = path;
     l->model_name = cfg.alias.empty() ? std::filesystem::path(path).filename().string() : cfg.alias;
     l->created = (int64_t)std::time(nullptr);
