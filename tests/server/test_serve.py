@@ -4120,6 +4120,24 @@ class CommandLine(unittest.TestCase):
         finally:
             os.unlink(path)
 
+    def test_model_whose_tokenizer_fails_is_a_clear_error(self):
+        # weights that load and a tokenizer that does not (read beside the weights at
+        # start-up): exit code 1 naming what is missing, never a hang or a crash
+        with tempfile.TemporaryDirectory() as d:
+            good, bad = os.path.join(d, "tiny.gguf"), os.path.join(d, "no-tokens.gguf")
+            subprocess.run([ARGS.bin, "synth", "--arch", "qwen2", "--shape", "tiny", "-o", good],
+                           check=True, capture_output=True, timeout=120)
+            with open(good, "rb") as f:
+                data = f.read()
+            self.assertEqual(data.count(b"tokenizer.ggml.tokens"), 1)
+            with open(bad, "wb") as f:  # the same length: the file stays well formed
+                f.write(data.replace(b"tokenizer.ggml.tokens", b"tokenizer.ggml.tokenZ"))
+            r = run_cli(["-m", bad, "--port", "0"])
+            self.assertEqual(r.returncode, 1, r)
+            self.assertIn("cannot load the model", r.stderr)
+            self.assertIn("tokenizer.ggml.tokens missing", r.stderr)
+            self.assertNotIn("internal error", r.stderr)
+
     def test_without_model_flag_serves_the_default_model(self):
         # `edgellm serve` without -m serves what scripts/fetch-models.sh installed
         qwen = model_path(QWEN)
@@ -4677,6 +4695,10 @@ class ResumableStreams(unittest.TestCase):
         self.assertIsNotNone(m, self.srv.log_text())
         ready = re.search(r"ready in (\d+) ms", self.srv.log_text())
         self.assertLessEqual(sum(int(x) for x in m.groups()), int(ready.group(1)) + 5)  # parts of the whole
+        # the tokenizer is read while the model loads: what it took is said apart (it is
+        # not a part of the sum above)
+        beside = re.search(r"\(the tokenizer, read beside the model\) (\d+) ms", self.srv.log_text())
+        self.assertIsNotNone(beside, self.srv.log_text())
 
     def test_without_the_header_the_reply_stops_with_its_client(self):
         log_at = self.srv.log_count()
