@@ -3619,10 +3619,10 @@ tool ::= "\"" ("search" | "calc") "\""
 args ::= "{" ws (pair ("," ws pair)?)? ws "}"
 pair ::= key ":" ws (key | num)
 key  ::= "\"" [a-z]{1,6} "\""
-num  ::= [0-9]{1,3}
+num  ::= "0" | [1-9] [0-9]{0,2}
 ws   ::= " "?
 """
-_TOOL_PAIR = r'"[a-z]{1,6}": ?(?:"[a-z]{1,6}"|[0-9]{1,3})'
+_TOOL_PAIR = r'"[a-z]{1,6}": ?(?:"[a-z]{1,6}"|0|[1-9][0-9]{0,2})'
 TOOL_RX = r'\A\{ ?"tool": ?"(?:search|calc)", ?"args": ?\{ ?(?:' + _TOOL_PAIR + r"(?:, ?" + _TOOL_PAIR + r")?)? ?\} ?\}\Z"
 
 
