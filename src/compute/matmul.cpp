@@ -257,7 +257,10 @@ void panel_matmul(ThreadPool& pool, const TensorView& w, const TensorView* w2, G
             const int rows = (int)std::min<int64_t>(P, n_rows - r0);
             const uint8_t* src = (const uint8_t*)wt.data + (size_t)r0 * w_row_bytes;
             if (direct) {
-                x16_to_panel(wt.type, src, n, panel, pk.unsigned_q);
+                if (k.to_panel_x16)
+                    k.to_panel_x16(src, n, panel, pk.unsigned_q);
+                else
+                    x16_to_panel(wt.type, src, n, panel, pk.unsigned_q);
                 return;
             }
             if (wt.x16) {

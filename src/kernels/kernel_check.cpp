@@ -223,6 +223,27 @@ std::string check_type_kernels(TensorType t, const TypeKernels& cand, const Type
             return buf;
         }
     }
+    if (cand.to_panel_x16 && x16_layout(t)) {
+        // 16 random rows repacked; both panel signs, byte for byte against x16_to_panel
+        const size_t row = row_size(t, n);
+        std::vector<uint8_t> rows(row * kX16Rows), group(row * kX16Rows);
+        for (int r = 0; r < kX16Rows; ++r) {
+            const auto xr = random_tensor_data(t, n, seed + 50 + (uint64_t)r);
+            std::memcpy(rows.data() + row * (size_t)r, xr.data(), row);
+        }
+        x16_pack(t, rows.data(), row, n, group.data());
+        const size_t bytes = panel_bytes_max(kX16Rows, n);
+        for (bool unsigned_q : {true, false}) {
+            std::vector<uint8_t> want(bytes, 0xee), got(bytes, 0xee);
+            x16_to_panel(t, group.data(), n, want.data(), unsigned_q);
+            cand.to_panel_x16(group.data(), n, got.data(), unsigned_q);
+            if (want != got) {
+                std::snprintf(buf, sizeof buf, "%s to_panel_x16 (%s) differs from x16_to_panel",
+                              tensor_type_name(t), unsigned_q ? "unsigned" : "signed");
+                return buf;
+            }
+        }
+    }
     if (cand.gemv_x16 && cand.gemv_x16 != ref.gemv_x16 && ref.gemv_x16 &&
         panel_act_supported(ref.vec_dot_type)) {
         // 16 rows repacked, seven activation columns a little apart: one column (decode)

@@ -68,6 +68,9 @@ struct TypeKernels {
     int64_t gemv_x16_cols = 0;
     // x16_pack with SIMD (load time's repacking), the same bytes; null: x16_pack.
     X16PackFn pack_x16 = nullptr;
+    // x16_to_panel with SIMD (prefill's panels from x16 weights), the same bytes; null:
+    // x16_to_panel.
+    X16ToPanelFn to_panel_x16 = nullptr;
     // Which kernel set each function came from ("ref", "avx2", ...), for reports.
     const char* to_float_isa = "ref";
     const char* from_float_isa = "ref";

@@ -176,6 +176,44 @@ TEST_P(KernelSetTest, PackX16IsX16Pack) {
     if (checked == 0) GTEST_SKIP() << "no SIMD x16 packing in set " << GetParam();
 }
 
+// The set's x16-to-panel conversion (prefill's panels from x16 weights) writes
+// x16_to_panel's bytes for both panel signs, on wide rows, random blocks and blocks whose
+// minimum scale is zero (the offsets must be -0.0f, as the reference's unary minus writes).
+TEST_P(KernelSetTest, ToPanelX16IsX16ToPanel) {
+    int checked = 0;
+    for (TensorType t : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0, TensorType::Q2_K,
+                         TensorType::Q4_K, TensorType::Q6_K}) {
+        const TypeKernels& k = type_kernels(t);
+        if (!k.to_panel_x16) continue;
+        for (int64_t n : {int64_t(256), int64_t(8960)})
+            for (bool zero_dmin : {false, true}) {
+                const size_t row = row_size(t, n);
+                std::vector<uint8_t> rows(row * 16), group(row * 16);
+                for (int r = 0; r < 16; ++r) {
+                    const auto x = random_tensor_data(t, n, 700 + (uint64_t)r);
+                    std::memcpy(rows.data() + row * (size_t)r, x.data(), row);
+                }
+                if (zero_dmin && (t == TensorType::Q2_K || t == TensorType::Q4_K)) {
+                    // dmin is the f16 after d in both blocks (256 elements each)
+                    const size_t bs = tensor_type_info(t).type_size, at = t == TensorType::Q2_K ? 82 : 2;
+                    for (size_t b = 0; b < rows.size() / bs; ++b) rows[b * bs + at] = rows[b * bs + at + 1] = 0;
+                }
+                x16_pack(t, rows.data(), row, n, group.data());
+                const size_t bytes = panel_bytes(kX16Rows, k.i8_group, k.i8_min, n);
+                for (bool uq : {true, false}) {
+                    std::vector<uint8_t> want(bytes, 0x11), got(bytes, 0x22);
+                    ASSERT_TRUE(x16_to_panel(t, group.data(), n, want.data(), uq));
+                    k.to_panel_x16(group.data(), n, got.data(), uq);
+                    EXPECT_EQ(want, got) << tensor_type_name(t) << " n " << n
+                                         << (uq ? " unsigned" : " signed")
+                                         << (zero_dmin ? ", dmin 0" : "");
+                }
+                ++checked;
+            }
+    }
+    if (checked == 0) GTEST_SKIP() << "no SIMD x16-to-panel conversion in set " << GetParam();
+}
+
 // Each SIMD function against its reference, many sizes and seeds, within the budget
 // stated in kernel_check.cpp (2e-5 of the magnitude for integer kernels, 1e-4 for float).
 TEST_P(KernelSetTest, MatchesReferenceOnRandomBlocks) {

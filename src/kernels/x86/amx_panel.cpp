@@ -135,24 +135,11 @@ void tile(const uint8_t* panel, int64_t n_groups, int run, const PanelActTile* t
 #pragma GCC unroll 16
     for (int c = 0; c < kTokens; ++c) acc[c] = _mm512_setzero_ps();
     const int64_t n_steps = (n_groups + 1) / 2;
-    products0<G, kMin>(panel, tiles, 0, n_groups > 1 ? 2 : 1);
-    for (int64_t k = 0; k < n_steps; ++k) {
+    // The scales of step k's two groups, from its sums in memory.
+    auto apply = [&](int64_t k) __attribute__((always_inline)) {
         const int64_t g0 = 2 * k;
         const int ng = n_groups - g0 > 1 ? 2 : 1;
-        const int64_t g1 = g0 + 2;
-        // the next two groups go to the tile unit before this step's sums are read
-        if (g1 < n_groups) {
-            const int ng1 = n_groups - g1 > 1 ? 2 : 1;
-            if (k & 1)
-                products0<G, kMin>(panel, tiles, g1, ng1);
-            else
-                products1<G, kMin>(panel, tiles, g1, ng1);
-        }
-        Sums& s = sums[k & 1];
-        if (k & 1)
-            store1(s, ng);
-        else
-            store0(s, ng);
+        const Sums& s = sums[k & 1];
         const uint8_t* pg0 = panel + kGroupBytes * (size_t)g0;
         // (the second group's fields only when there is one: the panel may end here)
         const uint8_t* pg1 = ng > 1 ? pg0 + kGroupBytes : pg0;
@@ -198,7 +185,30 @@ void tile(const uint8_t* panel, int64_t n_groups, int run, const PanelActTile* t
                 acc[c] = a;
             }
         }
+    };
+    // Three stages in flight: the tile unit computes step k + 1 while step k's results
+    // are stored and step k - 1's, stored one step earlier, are scaled. (Scaling the sums
+    // just stored made every vector load wait for the tile store to reach the cache.)
+    products0<G, kMin>(panel, tiles, 0, n_groups > 1 ? 2 : 1);
+    for (int64_t k = 0; k < n_steps; ++k) {
+        const int64_t g0 = 2 * k;
+        const int ng = n_groups - g0 > 1 ? 2 : 1;
+        const int64_t g1 = g0 + 2;
+        // the next two groups go to the tile unit before this step's sums are stored
+        if (g1 < n_groups) {
+            const int ng1 = n_groups - g1 > 1 ? 2 : 1;
+            if (k & 1)
+                products0<G, kMin>(panel, tiles, g1, ng1);
+            else
+                products1<G, kMin>(panel, tiles, g1, ng1);
+        }
+        if (k & 1)
+            store1(sums[1], ng);
+        else
+            store0(sums[0], ng);
+        if (k > 0) apply(k - 1);
     }
+    apply(n_steps - 1);
 #pragma GCC unroll 16
     for (int c = 0; c < kTokens; ++c)
         if (c < m) _mm512_mask_storeu_ps(y + y_stride * (size_t)c, rows, acc[c]);

@@ -407,6 +407,192 @@ void pack_x16_avx512(TensorType t, const uint8_t* rows, size_t row_bytes, int64_
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// x16 groups to panels of 16 rows (x16_to_panel, kernels/x16.h): the same bytes, the
+// scales with the same float steps (one product per row, rows in lanes), so the panel is
+// byte for byte the reference's (start-up self-test). Prefill converts every x16 group
+// it multiplies once per batch; in the scalar code that was 15-20 % of a 300-token
+// prompt on the 1.5B.
+
+constexpr int kRowsX16 = 16;
+
+// Panel group g of G elements (with offsets or not): its step s, its scales, its offsets.
+template <int G, bool kMin>
+struct PanelAt {
+    static constexpr size_t kBytes = (size_t)kRowsX16 * G + sizeof(float) * kRowsX16 * (kMin ? 2 : 1);
+    uint8_t* panel;
+    uint8_t* step(int64_t g, int s) const { return panel + kBytes * (size_t)g + 64 * (size_t)s; }
+    float* scale(int64_t g) const { return (float*)(panel + kBytes * (size_t)g + (size_t)kRowsX16 * G); }
+    float* offset(int64_t g) const { return scale(g) + kRowsX16; }
+};
+
+// -v as the reference's unary minus: the sign bit flipped (0 - v would give +0 for 0).
+inline __m512 negate(__m512 v) {
+    return _mm512_castsi512_ps(
+        _mm512_xor_si512(_mm512_castps_si512(v), _mm512_set1_epi32((int)0x80000000u)));
+}
+
+inline void store512(uint8_t* p, __m512i v) {
+    _mm512_storeu_si512((void*)p, v);
+}
+
+// q4_0: nibble - 8, as q + 128 (unsigned) or q (signed): + 120 or + 248 (mod 256).
+void q4_0_to_panel_avx512(const uint8_t* group, int64_t n, uint8_t* panel, bool unsigned_q) {
+    const PanelAt<32, false> p{panel};
+    const __m512i bias = _mm512_set1_epi8((char)(unsigned_q ? 120 : 248));
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const uint8_t* x = group + 288 * (size_t)b;
+        for (int k = 0; k < 4; ++k) {
+            const __m512i v = load512(x + 32 + 64 * k);
+            store512(p.step(b, k), _mm512_add_epi8(low_nibbles(v), bias));
+            store512(p.step(b, 4 + k), _mm512_add_epi8(high_nibbles(v), bias));
+        }
+        _mm512_storeu_ps(p.scale(b), halves16(x));
+    }
+}
+
+// q5_0: nibble | fifth bit << 4, - 16: + 112 or + 240. The fifth bits of element 4k + j
+// of the 16 rows are bits 4r + j of a 64-bit mask (kernels/x16.h): mask bit i to byte i.
+void q5_0_to_panel_avx512(const uint8_t* group, int64_t n, uint8_t* panel, bool unsigned_q) {
+    const PanelAt<32, false> p{panel};
+    const __m512i bias = _mm512_set1_epi8((char)(unsigned_q ? 112 : 240));
+    const __m512i bit4 = _mm512_set1_epi8(16);
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const uint8_t* x = group + 352 * (size_t)b;
+        for (int k = 0; k < 4; ++k) {
+            uint64_t lo, hi;
+            __builtin_memcpy(&lo, x + 32 + 16 * k, 8);
+            __builtin_memcpy(&hi, x + 32 + 16 * k + 8, 8);
+            const __m512i v = load512(x + 96 + 64 * k);
+            const __m512i a = _mm512_mask_add_epi8(low_nibbles(v), (__mmask64)lo, low_nibbles(v), bit4);
+            const __m512i c = _mm512_mask_add_epi8(high_nibbles(v), (__mmask64)hi, high_nibbles(v), bit4);
+            store512(p.step(b, k), _mm512_add_epi8(a, bias));
+            store512(p.step(b, 4 + k), _mm512_add_epi8(c, bias));
+        }
+        _mm512_storeu_ps(p.scale(b), halves16(x));
+    }
+}
+
+// q8_0: the x16 bytes are q + 128 already; signed: the sign bit flipped back.
+void q8_0_to_panel_avx512(const uint8_t* group, int64_t n, uint8_t* panel, bool unsigned_q) {
+    const PanelAt<32, false> p{panel};
+    const __m512i flip = _mm512_set1_epi8(unsigned_q ? 0 : (char)0x80);
+    for (int64_t b = 0; b < n / 32; ++b) {
+        const uint8_t* x = group + 544 * (size_t)b;
+        for (int k = 0; k < 8; ++k)
+            store512(p.step(b, k), _mm512_xor_si512(load512(x + 32 + 64 * k), flip));
+        _mm512_storeu_ps(p.scale(b), halves16(x));
+    }
+}
+
+// q2_K: chunk c (half h = c / 8, position k = c % 8), bits 2s: group 8h + 2s + k / 4,
+// step k % 4; scale byte g % 4 of chunk g / 4 per row: d * low nibble, -dmin * high.
+void q2_K_to_panel_avx512(const uint8_t* group, int64_t n, uint8_t* panel, bool) {
+    const PanelAt<16, true> p{panel};
+    const __m512i three = _mm512_set1_epi8(3), low4 = _mm512_set1_epi32(0x0F);
+    for (int64_t b = 0; b < n / 256; ++b) {
+        const uint8_t* x = group + 1344 * (size_t)b;
+        for (int c = 0; c < 16; ++c) {
+            const int h = c / 8, k = c % 8;
+            const __m512i v = load512(x + 320 + 64 * c);
+            const int64_t g = 16 * b + 8 * h + k / 4;
+            store512(p.step(g, k % 4), _mm512_and_si512(v, three));
+            store512(p.step(g + 2, k % 4), _mm512_and_si512(_mm512_srli_epi16(v, 2), three));
+            store512(p.step(g + 4, k % 4), _mm512_and_si512(_mm512_srli_epi16(v, 4), three));
+            store512(p.step(g + 6, k % 4), _mm512_and_si512(_mm512_srli_epi16(v, 6), three));
+        }
+        const __m512 d = halves16(x), ndmin = negate(halves16(x + 32));
+        for (int q = 0; q < 4; ++q) {
+            const __m512i sc = load512(x + 64 + 64 * q);
+            for (int j = 0; j < 4; ++j) {
+                const __m512i byte = _mm512_srli_epi32(sc, 8 * j);
+                const int64_t g = 16 * b + 4 * q + j;
+                _mm512_storeu_ps(p.scale(g),
+                                 _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_and_si512(byte, low4))));
+                _mm512_storeu_ps(p.offset(g),
+                                 _mm512_mul_ps(ndmin, _mm512_cvtepi32_ps(_mm512_and_si512(
+                                                          _mm512_srli_epi32(byte, 4), low4))));
+            }
+        }
+    }
+}
+
+// q4_K: sub-block 2j + h (h = 0 low nibbles, 1 high), step s = chunk 8j + s; the 6-bit
+// scales and mins decoded in the rows' lanes from the three 32-bit words of scale bytes.
+void q4_K_to_panel_avx512(const uint8_t* group, int64_t n, uint8_t* panel, bool) {
+    const PanelAt<32, true> p{panel};
+    const __m512i m6 = _mm512_set1_epi32(63), m4 = _mm512_set1_epi32(0x0F),
+                  m2 = _mm512_set1_epi32(3);
+    for (int64_t b = 0; b < n / 256; ++b) {
+        const uint8_t* x = group + 2304 * (size_t)b;
+        const uint8_t* qs = x + 256;
+        for (int j = 0; j < 4; ++j)
+            for (int s = 0; s < 8; ++s) {
+                const __m512i v = load512(qs + 64 * (8 * j + s));
+                store512(p.step(8 * b + 2 * j, s), low_nibbles(v));
+                store512(p.step(8 * b + 2 * j + 1, s), high_nibbles(v));
+            }
+        const __m512 d = halves16(x), ndmin = negate(halves16(x + 32));
+        const __m512i q0 = load512(x + 64), q1 = load512(x + 128), q2 = load512(x + 192);
+        for (int j = 0; j < 4; ++j) {
+            const __m512i b0 = _mm512_srli_epi32(q0, 8 * j), b1 = _mm512_srli_epi32(q1, 8 * j),
+                          b2 = _mm512_srli_epi32(q2, 8 * j);
+            const __m512i sc_lo = _mm512_and_si512(b0, m6), m_lo = _mm512_and_si512(b1, m6);
+            const __m512i sc_hi = _mm512_or_si512(
+                _mm512_and_si512(b2, m4), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(b0, 6), m2), 4));
+            const __m512i m_hi = _mm512_or_si512(
+                _mm512_and_si512(_mm512_srli_epi32(b2, 4), m4),
+                _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(b1, 6), m2), 4));
+            const int64_t g = 8 * b + j;
+            _mm512_storeu_ps(p.scale(g), _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc_lo)));
+            _mm512_storeu_ps(p.offset(g), _mm512_mul_ps(ndmin, _mm512_cvtepi32_ps(m_lo)));
+            _mm512_storeu_ps(p.scale(g + 4), _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc_hi)));
+            _mm512_storeu_ps(p.offset(g + 4), _mm512_mul_ps(ndmin, _mm512_cvtepi32_ps(m_hi)));
+        }
+    }
+}
+
+// q6_K: for half h and chunk k, A (ql), B (ql + 32) and H (qh): element 128h + 32m + 4k + i
+// (m = 0: A low, H bits 0-1; 1: B low, bits 2-3; 2: A high, bits 4-5; 3: B high, bits
+// 6-7) goes to group 8h + 2m + k / 4, step k % 4, as the 6-bit value - 32: + 96 or + 224.
+// (16-bit shifts: the bits that cross into a neighbouring byte are masked off.)
+void q6_K_to_panel_avx512(const uint8_t* group, int64_t n, uint8_t* panel, bool unsigned_q) {
+    const PanelAt<16, false> p{panel};
+    const __m512i bias = _mm512_set1_epi8((char)(unsigned_q ? 96 : 224));
+    const __m512i hi2 = _mm512_set1_epi8(0x30);
+    for (int64_t b = 0; b < n / 256; ++b) {
+        const uint8_t* x = group + 3360 * (size_t)b;
+        for (int h = 0; h < 2; ++h)
+            for (int k = 0; k < 8; ++k) {
+                const uint8_t* A = x + 288 + 192 * (size_t)(8 * h + k);
+                const __m512i a = load512(A), bq = load512(A + 64), hq = load512(A + 128);
+                const int64_t g = 16 * b + 8 * h + k / 4;
+                const int s = k % 4;
+                // (low nibble) | (the two bits, moved to bits 4-5), plus the bias
+                const __m512i v0 = _mm512_or_si512(low_nibbles(a),
+                                                   _mm512_and_si512(_mm512_slli_epi16(hq, 4), hi2));
+                const __m512i v1 = _mm512_or_si512(low_nibbles(bq),
+                                                   _mm512_and_si512(_mm512_slli_epi16(hq, 2), hi2));
+                const __m512i v2 = _mm512_or_si512(high_nibbles(a), _mm512_and_si512(hq, hi2));
+                const __m512i v3 = _mm512_or_si512(high_nibbles(bq),
+                                                   _mm512_and_si512(_mm512_srli_epi16(hq, 2), hi2));
+                store512(p.step(g, s), _mm512_add_epi8(v0, bias));
+                store512(p.step(g + 2, s), _mm512_add_epi8(v1, bias));
+                store512(p.step(g + 4, s), _mm512_add_epi8(v2, bias));
+                store512(p.step(g + 6, s), _mm512_add_epi8(v3, bias));
+            }
+        const __m512 d = halves16(x);
+        for (int q = 0; q < 4; ++q) {
+            const __m512i sc = load512(x + 32 + 64 * q);
+            for (int j = 0; j < 4; ++j) {
+                // byte j of each row's word, sign-extended
+                const __m512i v = _mm512_srai_epi32(_mm512_slli_epi32(sc, 24 - 8 * j), 24);
+                _mm512_storeu_ps(p.scale(16 * b + 4 * q + j), _mm512_mul_ps(d, _mm512_cvtepi32_ps(v)));
+            }
+        }
+    }
+}
+
 }  // namespace
 
 void fill_x16_avx512(TypeKernels* table) {
@@ -418,6 +604,12 @@ void fill_x16_avx512(TypeKernels* table) {
     for (TensorType t : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0, TensorType::Q2_K,
                          TensorType::Q4_K, TensorType::Q6_K})
         table[(uint32_t)t].pack_x16 = pack_x16_avx512;
+    table[(uint32_t)TensorType::Q4_0].to_panel_x16 = q4_0_to_panel_avx512;
+    table[(uint32_t)TensorType::Q5_0].to_panel_x16 = q5_0_to_panel_avx512;
+    table[(uint32_t)TensorType::Q8_0].to_panel_x16 = q8_0_to_panel_avx512;
+    table[(uint32_t)TensorType::Q2_K].to_panel_x16 = q2_K_to_panel_avx512;
+    table[(uint32_t)TensorType::Q4_K].to_panel_x16 = q4_K_to_panel_avx512;
+    table[(uint32_t)TensorType::Q6_K].to_panel_x16 = q6_K_to_panel_avx512;
 }
 
 }  // namespace edgellm
