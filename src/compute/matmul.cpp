@@ -132,7 +132,8 @@ PanelScratch panel_scratch(void* xq, const TensorView& w, int64_t n_rows) {
 
 bool takes_bf16(const TensorView& w, int64_t n_tokens) {
     const PanelKernel& pk = panel_kernel();
-    return pk.bf16_gemm && takes_panels(w, n_tokens) &&
+    return pk.bf16_gemm &&
+           takes_panels(w, n_tokens) &&
            w.n_rows() % 16 == 0 && w.ne[0] % 32 == 0 && type_kernels(w.type).to_float &&
            w.ne[0] % tensor_type_info(w.type).block_size == 0 &&
            bf16_slice(w.ne[0]) % tensor_type_info(w.type).block_size == 0;
