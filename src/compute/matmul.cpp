@@ -46,10 +46,30 @@ size_t pack_tmp_bytes(int64_t n) {
 // 1536 columns) do not fit in L2, a chunk of panels does. Chunks hold about this much.
 constexpr size_t kPanelChunkBytes = 384 * 1024;
 
+// Whether a batch over w takes the set's exact x16 GEMM (x16.h, X16TileKernel: the
+// GEMV's bits) instead of the panel GEMM, through the same per-thread panels.
+bool exact_x16(const TensorView& w) {
+    return w.x16 && type_kernels(w.type).x16_tiles.gemm != nullptr &&
+           panel_kernel().gemm_tiled != nullptr && panel_kernel().rows == kX16Rows;
+}
+
+// Tokens per call of the exact GEMM (it runs them all over each 256-block of the panel),
+// and the per-thread results of a call for the feed-forward's up weights.
+constexpr int64_t kExactCols = 512;
+size_t exact_up_bytes(const TensorView& w) {
+    return exact_x16(w) ? round_up(sizeof(float) * kX16Rows * kExactCols) : 0;
+}
+
+// Bytes of one panel of w in the per-thread chunk.
+size_t panel_stride(const TensorView& w) {
+    const size_t one = round_up(panel_bytes_max(panel_kernel().rows, w.ne[0]));
+    return exact_x16(w) ? std::max(one, round_up(type_kernels(w.type).x16_tiles.panel_bytes(w.ne[0])))
+                        : one;
+}
+
 // Panels per chunk for weights w.
 int64_t panel_chunk(const TensorView& w) {
-    const size_t one = round_up(panel_bytes_max(panel_kernel().rows, w.ne[0]));
-    return std::max<int64_t>(1, (int64_t)(kPanelChunkBytes / one));
+    return std::max<int64_t>(1, (int64_t)(kPanelChunkBytes / panel_stride(w)));
 }
 
 // Per-thread bytes for the panel GEMM: a chunk of panels, the unpacking scratch and, for
@@ -58,8 +78,8 @@ size_t panel_thread_bytes(const TensorView& w) {
     const int P = panel_kernel().rows;
     if (P == 0) return 0;  // no panel GEMM (x16 weights' blocks only): no panels to size
     const int64_t n = w.ne[0];
-    return round_up(panel_bytes_max(P, n)) * (size_t)panel_chunk(w) + pack_tmp_bytes(n) +
-           (w.x16 ? round_up((size_t)kX16Rows * w.row_bytes()) : 0);
+    return panel_stride(w) * (size_t)panel_chunk(w) + pack_tmp_bytes(n) +
+           (w.x16 ? round_up((size_t)kX16Rows * w.row_bytes()) : 0) + exact_up_bytes(w);
 }
 
 // Whether w times a batch of n_tokens takes the panel GEMM.
@@ -83,6 +103,15 @@ int64_t n_token_tiles(int64_t n_rows) {
 size_t act_tile_bytes(const TensorView& w, int64_t n_rows) {
     if (!act_tiles(w, n_rows)) return 0;
     return sizeof(PanelActTile) * (size_t)(w.ne[0] / 32) * (size_t)n_token_tiles(n_rows);
+}
+
+// The exact x16 GEMM's pair tiles (x16.h) of a batch: per tile of tokens, n / 64 pairs.
+size_t act_pair_stride(int64_t n) {
+    return kPanelPairBytes * (size_t)(n / 64);
+}
+size_t act_pair_bytes(const TensorView& w, int64_t n_rows) {
+    if (!act_tiles(w, n_rows) || !exact_x16(w)) return 0;
+    return act_pair_stride(w.ne[0]) * (size_t)n_token_tiles(n_rows);
 }
 
 // The bf16 GEMM (kernels/panel.h): a thread dequantizes a chunk of panels of 16 rows to
@@ -113,6 +142,7 @@ size_t bf16_thread_bytes(const TensorView& w) {
 struct PanelScratch {
     PanelActBlock* act;
     PanelActTile* tiles;  // tile t's blocks at tiles + t * (n / 32); null without tiles
+    int8_t* pairs;        // tile t's pair tiles at pairs + t * act_pair_stride(n); or null
     uint8_t* threads;
     size_t per_thread;
 };
@@ -121,14 +151,19 @@ PanelScratch panel_scratch(void* xq, const TensorView& w, int64_t n_rows) {
     const TensorType act_type = type_kernels(w.type).vec_dot_type;
     const size_t q_bytes = round_up(row_size(act_type, n) * (size_t)n_rows);
     const size_t act_bytes = sizeof(PanelActBlock) * (size_t)(n / 32) * (size_t)n_rows;
-    const size_t tile_bytes = act_tile_bytes(w, n_rows);
+    const size_t tile_bytes = act_tile_bytes(w, n_rows), pair_bytes = act_pair_bytes(w, n_rows);
     uint8_t* base = (uint8_t*)(((uintptr_t)xq + kLine - 1) / kLine * kLine);
     uint8_t* tiles = base + q_bytes + act_bytes;
     return {(PanelActBlock*)(base + q_bytes), tile_bytes ? (PanelActTile*)tiles : nullptr,
-            tiles + tile_bytes, panel_thread_bytes(w)};
+            pair_bytes ? (int8_t*)(tiles + tile_bytes) : nullptr, tiles + tile_bytes + pair_bytes,
+            panel_thread_bytes(w)};
 }
 
 }  // namespace
+
+bool takes_exact_x16(const TensorView& w, int64_t n_tokens) {
+    return exact_x16(w) && act_tiles(w, n_tokens);
+}
 
 bool takes_bf16(const TensorView& w, int64_t n_tokens) {
     const PanelKernel& pk = panel_kernel();
@@ -160,7 +195,8 @@ static size_t int8_buffer_size(const TensorView& w, int64_t n_rows, int n_thread
     const size_t act = sizeof(PanelActBlock) * (size_t)(n / 32) * (size_t)n_rows;
     const size_t threads =
         panel_batch(vdt, n, n_rows) ? panel_thread_bytes(w) * (size_t)std::max(1, n_threads) : 0;
-    return kLine + round_up(q_bytes) + act + act_tile_bytes(w, n_rows) + threads;
+    return kLine + round_up(q_bytes) + act + act_tile_bytes(w, n_rows) + act_pair_bytes(w, n_rows) +
+           threads;
 }
 
 void quantize_activations(ThreadPool& pool, const TensorView& w, const float* x, int64_t x_stride,
@@ -216,6 +252,9 @@ void quantize_activations(ThreadPool& pool, const TensorView& w, const float* x,
                 to_panel_act_tiles(act + (size_t)r0 * (size_t)nb, (size_t)nb, nb,
                                    (int)std::min<int64_t>(kPanelTileTokens, n_rows - r0),
                                    ps.tiles + (size_t)t * (size_t)nb);
+                if (ps.pairs)
+                    to_panel_act_pairs(ps.tiles + (size_t)t * (size_t)nb, nb,
+                                       ps.pairs + act_pair_stride(n) * (size_t)t);
             }
         });
     }
@@ -242,9 +281,11 @@ void panel_matmul(ThreadPool& pool, const TensorView& w, const TensorView* w2, G
     const int run = pk.runs && k.vec_dot_type == TensorType::Q8_K ? 256 / k.i8_group : 1;
     // x16 weights become panels of 16 rows directly
     const bool direct = w.x16 && P == kX16Rows;
+    // x16 q4_K / q6_K with AMX: the exact GEMM, whose panels hold the scaled weights
+    const bool exact = exact_x16(w) && ps.pairs != nullptr;
     // with w2, half the chunk's panels are its own
     const int64_t chunk = w2 ? panel_chunk(w) / 2 : panel_chunk(w);
-    const size_t panel_stride = round_up(panel_bytes_max(P, n));
+    const size_t panel_stride = edgellm::panel_stride(w);
     pool.run([&](int ith, int nth) {
         int64_t p0, p1;
         ThreadPool::split(n_panels, ith, nth, &p0, &p1);
@@ -252,11 +293,16 @@ void panel_matmul(ThreadPool& pool, const TensorView& w, const TensorView* w2, G
         uint8_t* panels2 = panels + panel_stride * (size_t)chunk;  // w2's (only with w2)
         uint8_t* tmp = panels + panel_stride * (size_t)(w2 ? 2 * chunk : chunk);
         uint8_t* rows_tmp = tmp + pack_tmp_bytes(n);
+        float* exact_up = (float*)(rows_tmp + (w.x16 ? round_up((size_t)kX16Rows * w.row_bytes()) : 0));
         int64_t group_in_tmp = -1;
         auto pack = [&](const TensorView& wt, int64_t p, uint8_t* panel) {
             const int64_t r0 = p * P;
             const int rows = (int)std::min<int64_t>(P, n_rows - r0);
             const uint8_t* src = (const uint8_t*)wt.data + (size_t)r0 * w_row_bytes;
+            if (exact) {
+                k.x16_tiles.pack(src, n, panel);
+                return;
+            }
             if (direct) {
                 if (k.to_panel_x16)
                     k.to_panel_x16(src, n, panel, pk.unsigned_q);
@@ -281,6 +327,14 @@ void panel_matmul(ThreadPool& pool, const TensorView& w, const TensorView* w2, G
         };
         auto gemm = [&](const uint8_t* panel, int64_t c, int64_t nc, float* out, size_t out_stride,
                         int rows) {
+            if (exact) {  // (rows is 16: x16 weights have whole groups)
+                const size_t nb = (size_t)(n / 32);
+                const size_t ps_stride = act_pair_stride(n);
+                k.x16_tiles.gemm(panel, n, ps.tiles + (size_t)(c / kPanelTileTokens) * nb, nb,
+                                 ps.pairs + ps_stride * (size_t)(c / kPanelTileTokens), ps_stride,
+                                 nc, out, out_stride);
+                return;
+            }
             if (ps.tiles) {  // c is a multiple of 16 (pk.cols is)
                 const size_t nb = (size_t)(n / 32);
                 pk.gemm_tiled(panel, n / k.i8_group, k.i8_group, k.i8_min, run,
@@ -298,9 +352,10 @@ void panel_matmul(ThreadPool& pool, const TensorView& w, const TensorView* w2, G
                 pack(w, p, panels + panel_stride * (size_t)(p - pc));
                 if (w2) pack(*w2, p, panels2 + panel_stride * (size_t)(p - pc));
             }
-            // every tile of tokens over the chunk's panels
-            for (int64_t c = 0; c < n_tokens; c += pk.cols) {
-                const int64_t nc = std::min<int64_t>(pk.cols, n_tokens - c);
+            // every tile of tokens over the chunk's panels (the exact GEMM: all of them)
+            const int64_t cols = exact ? kExactCols : pk.cols;
+            for (int64_t c = 0; c < n_tokens; c += cols) {
+                const int64_t nc = std::min<int64_t>(cols, n_tokens - c);
                 for (int64_t p = pc; p < pe; ++p) {
                     const int64_t r0 = p * P;
                     const int rows = (int)std::min<int64_t>(P, n_rows - r0);
@@ -308,7 +363,8 @@ void panel_matmul(ThreadPool& pool, const TensorView& w, const TensorView* w2, G
                     gemm(panels + panel_stride * (size_t)(p - pc), c, nc, out, (size_t)y_stride,
                          rows);
                     if (!w2) continue;
-                    float up[kMaxPanelCols * kMaxPanelRows];
+                    float up_tile[kMaxPanelCols * kMaxPanelRows];
+                    float* up = exact ? exact_up : up_tile;
                     gemm(panels2 + panel_stride * (size_t)(p - pc), c, nc, up, (size_t)P, rows);
                     for (int64_t i = 0; i < nc; ++i) glu(out + i * y_stride, up + i * P, rows);
                 }

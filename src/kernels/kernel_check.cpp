@@ -283,6 +283,49 @@ std::string check_type_kernels(TensorType t, const TypeKernels& cand, const Type
             }
         }
     }
+    if (cand.x16_tiles.gemm && x16_layout(t) && panel_act_supported(ref.vec_dot_type)) {
+        // The exact batch GEMM against the scalar GEMV, bit for bit: 16 random rows
+        // repacked, 21 activation columns (a whole tile of 16 and a partial one).
+        const size_t row = row_size(t, n);
+        std::vector<uint8_t> rows(row * kX16Rows), group(row * kX16Rows);
+        for (int r = 0; r < kX16Rows; ++r) {
+            const auto xr = random_tensor_data(t, n, seed + 80 + (uint64_t)r);
+            std::memcpy(rows.data() + row * (size_t)r, xr.data(), row);
+        }
+        x16_pack(t, rows.data(), row, n, group.data());
+        constexpr int kCols = 21;
+        const size_t nb = (size_t)(n / 32);
+        std::vector<PanelActBlock> act(nb * kCols);
+        std::mt19937_64 rng(seed ^ 0x7e57);
+        std::normal_distribution<float> normal(0.0f, 1.0f);
+        std::vector<float> yf((size_t)n);
+        std::vector<uint8_t> yq(row_size(ref.vec_dot_type, n));
+        for (int c = 0; c < kCols; ++c) {
+            for (float& v : yf) v = normal(rng);
+            reference_kernels(ref.vec_dot_type).from_float(yf.data(), yq.data(), n);
+            to_panel_act(ref.vec_dot_type, yq.data(), n, act.data() + nb * (size_t)c);
+        }
+        std::vector<PanelActTile> tiles(nb * 2);
+        for (int j = 0; j < 2; ++j)
+            to_panel_act_tiles(act.data() + nb * (size_t)(16 * j), nb, (int64_t)nb,
+                               std::min(16, kCols - 16 * j), tiles.data() + nb * (size_t)j);
+        std::vector<int8_t> pairs(nb / 2 * kPanelPairBytes * 2);
+        for (int j = 0; j < 2; ++j)
+            to_panel_act_pairs(tiles.data() + nb * (size_t)j, (int64_t)nb,
+                               pairs.data() + nb / 2 * kPanelPairBytes * (size_t)j);
+        std::vector<uint8_t> panel(cand.x16_tiles.panel_bytes(n) + 64);
+        cand.x16_tiles.pack(group.data(), n, panel.data());
+        const size_t ys = kX16Rows + 3;
+        std::vector<float> want(ys * kCols, -7.0f), got = want;
+        gemv_x16_ref(t)(n, group.data(), act.data(), nb, kCols, want.data(), ys);
+        cand.x16_tiles.gemm(panel.data(), n, tiles.data(), nb, pairs.data(), nb / 2 * kPanelPairBytes,
+                            kCols, got.data(), ys);
+        if (std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) != 0) {
+            std::snprintf(buf, sizeof buf, "%s x16 tile GEMM differs from the scalar GEMV",
+                          tensor_type_name(t));
+            return buf;
+        }
+    }
     // Attention kernels: several head sizes (the SIMD slices and their tails; sizes a set
     // does not take go to the reference) and query counts (one, a group, more than one
     // register tile of queries), each against the reference bit for bit.

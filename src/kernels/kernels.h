@@ -71,6 +71,8 @@ struct TypeKernels {
     // x16_to_panel with SIMD (prefill's panels from x16 weights), the same bytes; null:
     // x16_to_panel.
     X16ToPanelFn to_panel_x16 = nullptr;
+    // A batch GEMM over x16 weights with the GEMV's bits (x16.h), where the set has one.
+    X16TileKernel x16_tiles{};
     // Which kernel set each function came from ("ref", "avx2", ...), for reports.
     const char* to_float_isa = "ref";
     const char* from_float_isa = "ref";

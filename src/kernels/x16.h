@@ -97,6 +97,26 @@ bool x16_to_panel(TensorType t, const uint8_t* group, int64_t n, uint8_t* panel,
 // x16_to_panel for one type with SIMD (TypeKernels::to_panel_x16): the same bytes.
 using X16ToPanelFn = void (*)(const uint8_t* group, int64_t n, uint8_t* panel, bool unsigned_q);
 
+// A batch GEMM over x16 weights that gives gemv_x16_ref's bits for any number of tokens
+// (TypeKernels::x16_tiles; AMX, q4_K and q6_K): a batch then gives each token exactly what
+// it gets alone. pack turns a group (16 rows of n elements) into the kernel's panel of
+// panel_bytes(n) bytes, once per batch; gemm multiplies it with n_cols tokens' activations
+// into y[c * y_stride + r]. It reads them as activation tiles (kernels/panel.h,
+// PanelActTile: token tile j's blocks at tiles + j * tile_stride) and, for the int8
+// values, as pair tiles: per tile of 16 tokens and pair of blocks of 32 (kPanelPairBytes
+// each, token tile j's at pairs + j * pair_stride), 16 rows of 64 bytes, row t = token t's
+// two blocks (to_panel_act_pairs).
+inline constexpr size_t kPanelPairBytes = 16 * 64;
+struct X16TileKernel {
+    size_t (*panel_bytes)(int64_t n) = nullptr;
+    void (*pack)(const uint8_t* group, int64_t n, uint8_t* panel) = nullptr;
+    void (*gemm)(const uint8_t* panel, int64_t n, const PanelActTile* tiles, size_t tile_stride,
+                 const int8_t* pairs, size_t pair_stride, int64_t n_cols, float* y,
+                 size_t y_stride) = nullptr;
+};
+// The pair tiles of one tile of tokens from its activation tiles (n_blocks even).
+void to_panel_act_pairs(const PanelActTile* tiles, int64_t n_blocks, int8_t* pairs);
+
 // The scalar definition of the GEMV for type t (nullptr when x16_layout(t) is false).
 GemvX16Fn gemv_x16_ref(TensorType t);
 

@@ -58,7 +58,7 @@ bool same_activations(const TensorView& b, const TensorView& a, int64_t n) {
     if (takes_bf16(a, n) || takes_bf16(b, n))  // bf16 tiles: any type's, one width
         return takes_bf16(a, n) && takes_bf16(b, n) && a.ne[0] == b.ne[0];
     return type_kernels(b.type).vec_dot_type == type_kernels(a.type).vec_dot_type &&
-           b.x16 == a.x16;
+           b.x16 == a.x16 && takes_exact_x16(a, n) == takes_exact_x16(b, n);
 }
 
 size_t largest_activation_buffer(const Model& m, int64_t n_batch, int64_t n_outputs,

@@ -841,7 +841,9 @@ TEST(Matmul, PanelKernelSetsGiveTheSameBits) {
             std::string first_set;
             for (const std::string& set : sets) {
                 ASSERT_TRUE(select_kernel_set(set));
-                if (takes_bf16(w, n_tokens)) continue;
+                // (the exact x16 GEMM gives the GEMV's bits instead:
+                // Matmul.BatchesKeepEachTokensBitsWherePanelsPromiseIt)
+                if (takes_bf16(w, n_tokens) || takes_exact_x16(w, n_tokens)) continue;
                 std::vector<uint8_t> xq(activation_buffer_size(w, n_tokens, pool.size()));
                 std::vector<float> y((size_t)(n_rows * n_tokens), -1.0f);
                 matmul(pool, w, x.data(), n, n_tokens, xq.data(), y.data(), n_rows);
@@ -860,9 +862,9 @@ TEST(Matmul, PanelKernelSetsGiveTheSameBits) {
 }
 
 // A batch gives each token the bits it gets alone (the decode GEMV, or vec_dot in the
-// file's layout) for the weights whose int8 panels promise it (compute/matmul.h: q4_0,
-// q5_0 and q8_0 in the x16 layout, iq4_nl),
-// with every kernel set: a restored prompt prefix continues as the fresh prompt would.
+// file's layout) where compute/matmul.h promises it (int8 panels of q4_0, q5_0 and q8_0
+// in the x16 layout and of iq4_nl; the exact x16 GEMM of q4_K and q6_K, AMX), with every
+// kernel set: a restored prompt prefix continues as the fresh prompt would.
 // (Measured while writing it: q4_K, q6_K, q2_K, q3_K, q5_K, q4_1 and q5_1 batches differ
 // from one token in most results, and so do legacy weights left in the file's layout.)
 TEST(Matmul, BatchesKeepEachTokensBitsWherePanelsPromiseIt) {
@@ -872,7 +874,8 @@ TEST(Matmul, BatchesKeepEachTokensBitsWherePanelsPromiseIt) {
     int checked = 0;
     for (const std::string& set : guard.sets()) {
         ASSERT_TRUE(select_kernel_set(set));
-        for (TensorType t : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0, TensorType::IQ4_NL})
+        for (TensorType t : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0, TensorType::IQ4_NL,
+                             TensorType::Q4_K, TensorType::Q6_K})
             for (bool x16 : {false, true}) {
                 if (x16 && !x16_layout(t)) continue;
                 const std::vector<uint8_t> wd = random_tensor_data(t, n * n_rows, 900 + (uint64_t)t);
@@ -886,7 +889,13 @@ TEST(Matmul, BatchesKeepEachTokensBitsWherePanelsPromiseIt) {
                     if (!x16_pays(w)) continue;
                     w = repack_x16(&pool, w, packed.data());
                 }
-                if ((!x16 && t != TensorType::IQ4_NL) || takes_bf16(w, n_tokens)) continue;
+                const bool legacy = t != TensorType::Q4_K && t != TensorType::Q6_K;
+                if (takes_bf16(w, n_tokens)) continue;
+                if (!legacy && x16 && set == "amx") {
+                    EXPECT_TRUE(takes_exact_x16(w, n_tokens))
+                        << tensor_type_name(t) << ": amx's exact x16 GEMM dropped (self-test?)";
+                }
+                if (legacy ? (!x16 && t != TensorType::IQ4_NL) : !takes_exact_x16(w, n_tokens)) continue;
                 const std::vector<float> x = random_floats((size_t)(n * n_tokens), 950 + (uint64_t)t);
                 std::vector<uint8_t> xq(activation_buffer_size(w, n_tokens, pool.size()));
                 std::vector<float> batch((size_t)(n_rows * n_tokens)), one((size_t)n_rows);

@@ -203,6 +203,15 @@ bool to_panel_of(TensorType t, ToPanel* out) {
 
 }  // namespace
 
+void to_panel_act_pairs(const PanelActTile* tiles, int64_t n_blocks, int8_t* pairs) {
+    for (int64_t q = 0; q < n_blocks / 2; ++q)
+        for (int t = 0; t < kPanelTileTokens; ++t) {
+            int8_t* row = pairs + kPanelPairBytes * (size_t)q + 64 * (size_t)t;
+            std::memcpy(row, tiles[2 * q].qs[t], 32);
+            std::memcpy(row + 32, tiles[2 * q + 1].qs[t], 32);
+        }
+}
+
 bool x16_to_panel(TensorType t, const uint8_t* group, int64_t n, uint8_t* panel, bool unsigned_q) {
     ToPanel tp;
     if (!to_panel_of(t, &tp)) return false;

@@ -306,6 +306,238 @@ void bf16_gemm_amx(const uint16_t* panels, size_t panel_stride, int np, const ui
         bf16_block<1, 1>(panels, panel_stride, tiles, tile_stride, n_steps, y, y_stride);
 }
 
+// ---- Exact batches of x16 q4_K and q6_K (X16TileKernel, kernels/x16.h) ----------------
+//
+// The GEMV sums a 256-block's products in integers, each sub-block's scaled by its
+// integer scale (q4_K: isum = sum sc * (q . a), msum = sum m * sum(a); q6_K: isum), and
+// meets the floats once per block. The int8 tiles can do the same if the scale is in the
+// weights: w = sc * q is at most 945 (q4_K) or 4096 in magnitude (q6_K), so the panel
+// holds it as two bytes, lo = w & 255 (unsigned) and hi = w >> 8, and the tile sums
+// 256 * sum(a * hi) + sum(a * lo) are exactly isum; q4_K's panel also holds each row's
+// sub-block minimum m, repeated over the sub-block, for msum. Three result tiles (two for
+// q6_K) then run over the whole 256-block and leave the tile unit once per block, not
+// once per 32 or 16 elements as the panel GEMM's do, and the floats are the GEMV's:
+//     acc = fma(d_r * d_act, float(isum), acc);  acc = fma(dmin_r * d_act, float(-msum), acc)
+// Panel, per 256-block: for each pair of blocks of 32 elements, its 16 steps (64 bytes:
+// four bytes of each of the 16 rows) of lo, of hi and (q4_K) of m, each the second
+// operand of one tdpbsud of K = 64; then d[16] and (q4_K) dmin[16] as floats. The
+// activations come as pair tiles (16 tokens x 64 bytes: two blocks of 32 per row).
+
+constexpr size_t kStep = 64, kPairSteps = 16, kPartBytes = kPairSteps * kStep;
+constexpr size_t kQ4KPair = 3 * kPartBytes;  // lo, hi, m of a pair of blocks of 32
+constexpr size_t kQ6KPair = 2 * kPartBytes;  // lo, hi
+constexpr size_t kQ4KSuper = 4 * kQ4KPair + 2 * 16 * sizeof(float);
+constexpr size_t kQ6KSuper = 4 * kQ6KPair + 16 * sizeof(float);
+// step s (< 8) of block g (< 8) of a 256-block, in part `part` (0 lo, 1 hi, 2 m)
+inline size_t step_at(size_t pair_bytes, int g, int part, int s) {
+    return pair_bytes * (size_t)(g / 2) + kPartBytes * (size_t)part + kStep * (size_t)(8 * (g % 2) + s);
+}
+
+size_t q4_K_exact_bytes(int64_t n) {
+    return kQ4KSuper * (size_t)(n / 256);
+}
+size_t q6_K_exact_bytes(int64_t n) {
+    return kQ6KSuper * (size_t)(n / 256);
+}
+
+inline __m512i load64(const uint8_t* p) {
+    return _mm512_loadu_si512((const void*)p);
+}
+inline void store64(uint8_t* p, __m512i v) {
+    _mm512_storeu_si512((void*)p, v);
+}
+inline __m512 halves(const uint8_t* p) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)p));
+}
+
+// The 64 bytes v (values, unsigned, minus `bias`) times the scale of each row (sc: the
+// row's 32-bit lane holds it in both 16-bit halves) as the lo and hi bytes.
+inline void scaled_bytes(__m512i v, __m512i sc, __m512i bias, uint8_t* lo, uint8_t* hi) {
+    const __m512i low8 = _mm512_set1_epi16(0x00FF);
+    const __m512i even = _mm512_sub_epi16(_mm512_and_si512(v, low8), bias);
+    const __m512i odd = _mm512_sub_epi16(_mm512_srli_epi16(v, 8), bias);
+    const __m512i pe = _mm512_mullo_epi16(even, sc), po = _mm512_mullo_epi16(odd, sc);
+    store64(lo, _mm512_or_si512(_mm512_and_si512(pe, low8), _mm512_slli_epi16(po, 8)));
+    store64(hi, _mm512_or_si512(_mm512_and_si512(_mm512_srai_epi16(pe, 8), low8),
+                                _mm512_andnot_si512(low8, po)));
+}
+inline __m512i both_halves(__m512i v32) {  // a 16-bit value in each half of its lane
+    return _mm512_or_si512(_mm512_and_si512(v32, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(v32, 16));
+}
+
+void q4_K_exact_pack(const uint8_t* group, int64_t n, uint8_t* panel) {
+    const __m512i m6 = _mm512_set1_epi32(63), m4 = _mm512_set1_epi32(0x0F), m2 = _mm512_set1_epi32(3);
+    const __m512i zero = _mm512_setzero_si512(), nib = _mm512_set1_epi8(0x0F);
+    for (int64_t b = 0; b < n / 256; ++b) {
+        const uint8_t* x = group + 2304 * (size_t)b;
+        uint8_t* out = panel + kQ4KSuper * (size_t)b;
+        // the 6-bit scales and minima of sub-block j of every row, in the rows' lanes
+        __m512i sc[8], mn[8];
+        const __m512i q0 = load64(x + 64), q1 = load64(x + 128), q2 = load64(x + 192);
+        for (int j = 0; j < 4; ++j) {
+            const __m512i b0 = _mm512_srli_epi32(q0, 8 * j), b1 = _mm512_srli_epi32(q1, 8 * j),
+                          b2 = _mm512_srli_epi32(q2, 8 * j);
+            sc[j] = _mm512_and_si512(b0, m6);
+            mn[j] = _mm512_and_si512(b1, m6);
+            sc[j + 4] = _mm512_or_si512(_mm512_and_si512(b2, m4),
+                                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(b0, 6), m2), 4));
+            mn[j + 4] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(b2, 4), m4),
+                                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(b1, 6), m2), 4));
+        }
+        for (int g = 0; g < 8; ++g) {
+            const __m512i scw = both_halves(sc[g]);
+            // sub-block g: the low (g even) or high nibbles of chunks 8 (g / 2) + s
+            for (int s = 0; s < 8; ++s) {
+                const __m512i v = load64(x + 256 + 64 * (8 * (g / 2) + s));
+                const __m512i q = (g & 1) ? _mm512_and_si512(_mm512_srli_epi16(v, 4), nib)
+                                          : _mm512_and_si512(v, nib);
+                scaled_bytes(q, scw, zero, out + step_at(kQ4KPair, g, 0, s),
+                             out + step_at(kQ4KPair, g, 1, s));
+            }
+            const __m512i rep = _mm512_mullo_epi32(mn[g], _mm512_set1_epi32(0x01010101));
+            for (int s = 0; s < 8; ++s) store64(out + step_at(kQ4KPair, g, 2, s), rep);
+        }
+        float* f = (float*)(out + 4 * kQ4KPair);
+        _mm512_storeu_ps(f, halves(x));
+        _mm512_storeu_ps(f + 16, halves(x + 32));
+    }
+}
+
+void q6_K_exact_pack(const uint8_t* group, int64_t n, uint8_t* panel) {
+    const __m512i hi2 = _mm512_set1_epi8(0x30), nib = _mm512_set1_epi8(0x0F);
+    const __m512i bias = _mm512_set1_epi16(32);
+    for (int64_t b = 0; b < n / 256; ++b) {
+        const uint8_t* x = group + 3360 * (size_t)b;
+        uint8_t* out = panel + kQ6KSuper * (size_t)b;
+        __m512i scw[16];  // sub-block g's signed scales, in both halves of the rows' lanes
+        for (int q = 0; q < 4; ++q) {
+            const __m512i v = load64(x + 32 + 64 * q);
+            for (int j = 0; j < 4; ++j)
+                scw[4 * q + j] = both_halves(_mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * j), 24));
+        }
+        for (int h = 0; h < 2; ++h)
+            for (int k = 0; k < 8; ++k) {
+                const uint8_t* A = x + 288 + 192 * (size_t)(8 * h + k);
+                const __m512i a = load64(A), bq = load64(A + 64), hq = load64(A + 128);
+                const __m512i v[4] = {
+                    _mm512_or_si512(_mm512_and_si512(a, nib), _mm512_and_si512(_mm512_slli_epi16(hq, 4), hi2)),
+                    _mm512_or_si512(_mm512_and_si512(bq, nib), _mm512_and_si512(_mm512_slli_epi16(hq, 2), hi2)),
+                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 4), nib), _mm512_and_si512(hq, hi2)),
+                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(bq, 4), nib),
+                                    _mm512_and_si512(_mm512_srli_epi16(hq, 2), hi2))};
+                for (int m = 0; m < 4; ++m) {
+                    const int g16 = 8 * h + 2 * m + k / 4;  // sub-block of 16
+                    const int g = g16 / 2, s = 4 * (g16 % 2) + k % 4;
+                    scaled_bytes(v[m], scw[g16], bias, out + step_at(kQ6KPair, g, 0, s),
+                                 out + step_at(kQ6KPair, g, 1, s));
+                }
+            }
+        _mm512_storeu_ps((float*)(out + 4 * kQ6KPair), halves(x));
+    }
+}
+
+// Tile 0: a pair tile of 16 tokens' activations; 1, 2, 3: a pair's lo, hi and m steps;
+// 4, 5, 6: their sums over a 256-block. Every tile 16 rows of 64 bytes.
+constexpr int kExactConfig = -1;  // loaded_G's value for this configuration
+void configure_exact() {
+    if (loaded_G == kExactConfig) return;
+    TileConfig c;
+    std::memset(&c, 0, sizeof c);
+    c.palette = 1;
+    for (int t : {0, 1, 2, 3, 4, 5, 6}) {
+        c.rows[t] = (uint8_t)kTokens;
+        c.colsb[t] = 64;
+    }
+    load_config(c);
+    loaded_G = kExactConfig;
+}
+
+// Up to kExactTiles tiles of 16 tokens over the panel, each 256-block for every tile in
+// turn (its weight tiles are read from L2 once and then from L1). kMin true for q4_K (hi
+// unsigned, with m), false for q6_K (hi signed). The sums of a (block, tile) step are
+// stored while the tile unit runs the next step, and scaled one step later.
+constexpr int kExactTiles = 32;
+
+template <bool kMin>
+void exact_tiles(const uint8_t* panel, int64_t n_super, const PanelActTile* tiles,
+                 size_t tile_stride, const int8_t* pairs, size_t pair_stride, int64_t n_cols,
+                 float* y, size_t y_stride) {
+    constexpr size_t kPair = kMin ? kQ4KPair : kQ6KPair;
+    constexpr size_t kSuper = kMin ? kQ4KSuper : kQ6KSuper;
+    const int nt = (int)((n_cols + kTokens - 1) / kTokens);
+    alignas(64) int32_t sums[2][3][kTokens][kRows];
+    alignas(64) float acc[kExactTiles][kTokens][kRows];
+    for (int j = 0; j < nt; ++j)
+        for (int c = 0; c < kTokens; ++c) _mm512_store_ps(acc[j][c], _mm512_setzero_ps());
+    // the floats of step (sb, j) from its sums
+    auto apply = [&](int64_t sb, int j, int set) __attribute__((always_inline)) {
+        const int32_t(*sm)[kTokens][kRows] = sums[set];
+        const float* f = (const float*)(panel + kSuper * (size_t)sb + 4 * kPair);
+        const __m512 d = _mm512_loadu_ps(f);
+        const float* da = tiles[tile_stride * (size_t)j + 8 * (size_t)sb].d;
+#pragma GCC unroll 16
+        for (int c = 0; c < kTokens; ++c) {
+            const __m512i isum = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(sm[1][c]), 8),
+                                                  _mm512_load_si512(sm[0][c]));
+            const __m512 dac = _mm512_set1_ps(da[c]);
+            __m512 a = _mm512_fmadd_ps(_mm512_mul_ps(d, dac), _mm512_cvtepi32_ps(isum),
+                                       _mm512_load_ps(acc[j][c]));
+            if constexpr (kMin)
+                a = _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(f + 16), dac),
+                                     _mm512_cvtepi32_ps(_mm512_load_si512(sm[2][c])), a);
+            _mm512_store_ps(acc[j][c], a);
+        }
+    };
+    int64_t step = 0, prev_sb = 0;
+    int prev_j = 0;
+    for (int64_t sb = 0; sb < n_super; ++sb) {
+        const uint8_t* p = panel + kSuper * (size_t)sb;
+        for (int j = 0; j < nt; ++j, ++step) {
+            const int8_t* a = pairs + pair_stride * (size_t)j + 4 * kPanelPairBytes * (size_t)sb;
+            _tile_zero(4);
+            _tile_zero(5);
+            if constexpr (kMin) _tile_zero(6);
+            for (int h = 0; h < 4; ++h) {
+                const uint8_t* pr = p + kPair * (size_t)h;
+                _tile_loadd(0, a + kPanelPairBytes * (size_t)h, 64);
+                _tile_loadd(1, pr, 64);
+                _tile_loadd(2, pr + kPartBytes, 64);
+                _tile_dpbsud(4, 0, 1);
+                if constexpr (kMin) {
+                    _tile_loadd(3, pr + 2 * kPartBytes, 64);
+                    _tile_dpbsud(5, 0, 2);
+                    _tile_dpbsud(6, 0, 3);
+                } else {
+                    _tile_dpbssd(5, 0, 2);
+                }
+            }
+            const int set = (int)(step & 1);
+            _tile_stored(4, sums[set][0], 64);
+            _tile_stored(5, sums[set][1], 64);
+            if constexpr (kMin) _tile_stored(6, sums[set][2], 64);
+            if (step > 0) apply(prev_sb, prev_j, set ^ 1);
+            prev_sb = sb;
+            prev_j = j;
+        }
+    }
+    if (step > 0) apply(prev_sb, prev_j, (int)((step - 1) & 1));
+    for (int j = 0; j < nt; ++j)
+        for (int c = 0; c < kTokens && j * kTokens + c < n_cols; ++c)
+            _mm512_storeu_ps(y + y_stride * (size_t)(j * kTokens + c), _mm512_load_ps(acc[j][c]));
+}
+
+template <bool kMin>
+void exact_gemm(const uint8_t* panel, int64_t n, const PanelActTile* tiles, size_t tile_stride,
+                const int8_t* pairs, size_t pair_stride, int64_t n_cols, float* y,
+                size_t y_stride) {
+    configure_exact();
+    constexpr int64_t kMost = (int64_t)kExactTiles * kTokens;
+    for (int64_t c = 0; c < n_cols; c += kMost)
+        exact_tiles<kMin>(panel, n / 256, tiles + tile_stride * (size_t)(c / kTokens), tile_stride,
+                          pairs + pair_stride * (size_t)(c / kTokens), pair_stride,
+                          n_cols - c < kMost ? n_cols - c : kMost, y + y_stride * (size_t)c, y_stride);
+}
+
 }  // namespace
 
 void fill_panel_amx(PanelKernel* panel) {
@@ -316,6 +548,11 @@ void fill_panel_amx(PanelKernel* panel) {
     panel->unsigned_q = false;
     panel->runs = true;
     panel->cols = 2 * kTokens;
+}
+
+void fill_amx(TypeKernels* table) {
+    table[(uint32_t)TensorType::Q4_K].x16_tiles = {q4_K_exact_bytes, q4_K_exact_pack, exact_gemm<true>};
+    table[(uint32_t)TensorType::Q6_K].x16_tiles = {q6_K_exact_bytes, q6_K_exact_pack, exact_gemm<false>};
 }
 
 void fill_panel_amx_bf16(PanelKernel* panel) {
