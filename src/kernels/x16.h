@@ -105,8 +105,9 @@ using X16ToPanelFn = void (*)(const uint8_t* group, int64_t n, uint8_t* panel, b
 // PanelActTile: token tile j's blocks at tiles + j * tile_stride) and, for the int8
 // values, as pair tiles: per tile of 16 tokens and pair of blocks of 32 (kPanelPairBytes
 // each, token tile j's at pairs + j * pair_stride), 16 rows of 64 bytes, row t = token t's
-// two blocks (to_panel_act_pairs).
-inline constexpr size_t kPanelPairBytes = 16 * 64;
+// two blocks, then 16 int32: token t's sums of the two blocks' values as two int16, the
+// first block's in the low half (to_panel_act_pairs).
+inline constexpr size_t kPanelPairBytes = 16 * 64 + 16 * 4;
 struct X16TileKernel {
     size_t (*panel_bytes)(int64_t n) = nullptr;
     void (*pack)(const uint8_t* group, int64_t n, uint8_t* panel) = nullptr;

@@ -206,9 +206,17 @@ bool to_panel_of(TensorType t, ToPanel* out) {
 void to_panel_act_pairs(const PanelActTile* tiles, int64_t n_blocks, int8_t* pairs) {
     for (int64_t q = 0; q < n_blocks / 2; ++q)
         for (int t = 0; t < kPanelTileTokens; ++t) {
-            int8_t* row = pairs + kPanelPairBytes * (size_t)q + 64 * (size_t)t;
+            int8_t* pair = pairs + kPanelPairBytes * (size_t)q;
+            int8_t* row = pair + 64 * (size_t)t;
             std::memcpy(row, tiles[2 * q].qs[t], 32);
             std::memcpy(row + 32, tiles[2 * q + 1].qs[t], 32);
+            int32_t s0 = 0, s1 = 0;  // at most 32 * 127 in magnitude: an int16 each
+            for (int i = 0; i < 32; ++i) {
+                s0 += row[i];
+                s1 += row[32 + i];
+            }
+            const uint32_t both = (uint32_t)(uint16_t)(int16_t)s0 | (uint32_t)(uint16_t)(int16_t)s1 << 16;
+            std::memcpy(pair + 16 * 64 + 4 * t, &both, 4);
         }
 }
 

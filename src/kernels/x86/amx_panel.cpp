@@ -313,22 +313,24 @@ void bf16_gemm_amx(const uint16_t* panels, size_t panel_stride, int np, const ui
 // meets the floats once per block. The int8 tiles can do the same if the scale is in the
 // weights: w = sc * q is at most 945 (q4_K) or 4096 in magnitude (q6_K), so the panel
 // holds it as two bytes, lo = w & 255 (unsigned) and hi = w >> 8, and the tile sums
-// 256 * sum(a * hi) + sum(a * lo) are exactly isum; q4_K's panel also holds each row's
-// sub-block minimum m, repeated over the sub-block, for msum. Three result tiles (two for
-// q6_K) then run over the whole 256-block and leave the tile unit once per block, not
-// once per 32 or 16 elements as the panel GEMM's do, and the floats are the GEMV's:
+// 256 * sum(a * hi) + sum(a * lo) are exactly isum. Two result tiles then run over the
+// whole 256-block and leave the tile unit once per block, not once per 32 or 16 elements
+// as the panel GEMM's do. q4_K's msum is vpdpwssd's: each row's minima of two sub-blocks
+// (int16 pairs, in the panel) against a token's sums of them (in the pair tiles). The
+// floats are the GEMV's:
 //     acc = fma(d_r * d_act, float(isum), acc);  acc = fma(dmin_r * d_act, float(-msum), acc)
 // Panel, per 256-block: for each pair of blocks of 32 elements, its 16 steps (64 bytes:
-// four bytes of each of the 16 rows) of lo, of hi and (q4_K) of m, each the second
-// operand of one tdpbsud of K = 64; then d[16] and (q4_K) dmin[16] as floats. The
-// activations come as pair tiles (16 tokens x 64 bytes: two blocks of 32 per row).
+// four bytes of each of the 16 rows) of lo and of hi, each the second operand of one
+// tdpbsud of K = 64, and (q4_K) the 16 rows' minima of the two as int16 pairs; then d[16]
+// and (q4_K) dmin[16] as floats. The activations come as pair tiles (16 tokens x 64
+// bytes: two blocks of 32 per row, and their sums).
 
 constexpr size_t kStep = 64, kPairSteps = 16, kPartBytes = kPairSteps * kStep;
-constexpr size_t kQ4KPair = 3 * kPartBytes;  // lo, hi, m of a pair of blocks of 32
+constexpr size_t kQ4KPair = 2 * kPartBytes + 64;  // lo, hi, m of a pair of blocks of 32
 constexpr size_t kQ6KPair = 2 * kPartBytes;  // lo, hi
 constexpr size_t kQ4KSuper = 4 * kQ4KPair + 2 * 16 * sizeof(float);
 constexpr size_t kQ6KSuper = 4 * kQ6KPair + 16 * sizeof(float);
-// step s (< 8) of block g (< 8) of a 256-block, in part `part` (0 lo, 1 hi, 2 m)
+// step s (< 8) of block g (< 8) of a 256-block, in part `part` (0 lo, 1 hi)
 inline size_t step_at(size_t pair_bytes, int g, int part, int s) {
     return pair_bytes * (size_t)(g / 2) + kPartBytes * (size_t)part + kStep * (size_t)(8 * (g % 2) + s);
 }
@@ -394,9 +396,10 @@ void q4_K_exact_pack(const uint8_t* group, int64_t n, uint8_t* panel) {
                 scaled_bytes(q, scw, zero, out + step_at(kQ4KPair, g, 0, s),
                              out + step_at(kQ4KPair, g, 1, s));
             }
-            const __m512i rep = _mm512_mullo_epi32(mn[g], _mm512_set1_epi32(0x01010101));
-            for (int s = 0; s < 8; ++s) store64(out + step_at(kQ4KPair, g, 2, s), rep);
         }
+        for (int h = 0; h < 4; ++h)  // the minima of blocks 2h and 2h + 1, as int16 pairs
+            store64(out + kQ4KPair * (size_t)h + 2 * kPartBytes,
+                    _mm512_or_si512(mn[2 * h], _mm512_slli_epi32(mn[2 * h + 1], 16)));
         float* f = (float*)(out + 4 * kQ4KPair);
         _mm512_storeu_ps(f, halves(x));
         _mm512_storeu_ps(f + 16, halves(x + 32));
@@ -436,15 +439,15 @@ void q6_K_exact_pack(const uint8_t* group, int64_t n, uint8_t* panel) {
     }
 }
 
-// Tile 0: a pair tile of 16 tokens' activations; 1, 2, 3: a pair's lo, hi and m steps;
-// 4, 5, 6: their sums over a 256-block. Every tile 16 rows of 64 bytes.
+// Tile 0: a pair tile of 16 tokens' activations; 1, 2: a pair's lo and hi steps; 4, 5:
+// their sums over a 256-block. Every tile 16 rows of 64 bytes.
 constexpr int kExactConfig = -1;  // loaded_G's value for this configuration
 void configure_exact() {
     if (loaded_G == kExactConfig) return;
     TileConfig c;
     std::memset(&c, 0, sizeof c);
     c.palette = 1;
-    for (int t : {0, 1, 2, 3, 4, 5, 6}) {
+    for (int t : {0, 1, 2, 4, 5}) {
         c.rows[t] = (uint8_t)kTokens;
         c.colsb[t] = 64;
     }
@@ -465,7 +468,7 @@ void exact_tiles(const uint8_t* panel, int64_t n_super, const PanelActTile* tile
     constexpr size_t kPair = kMin ? kQ4KPair : kQ6KPair;
     constexpr size_t kSuper = kMin ? kQ4KSuper : kQ6KSuper;
     const int nt = (int)((n_cols + kTokens - 1) / kTokens);
-    alignas(64) int32_t sums[2][3][kTokens][kRows];
+    alignas(64) int32_t sums[2][2][kTokens][kRows];
     alignas(64) float acc[kExactTiles][kTokens][kRows];
     for (int j = 0; j < nt; ++j)
         for (int c = 0; c < kTokens; ++c) _mm512_store_ps(acc[j][c], _mm512_setzero_ps());
@@ -475,6 +478,12 @@ void exact_tiles(const uint8_t* panel, int64_t n_super, const PanelActTile* tile
         const float* f = (const float*)(panel + kSuper * (size_t)sb + 4 * kPair);
         const __m512 d = _mm512_loadu_ps(f);
         const float* da = tiles[tile_stride * (size_t)j + 8 * (size_t)sb].d;
+        // (q4_K) the rows' minima per pair, and where the tokens' sums of pair 0 are
+        __m512i mins[4];
+        const int8_t* a_sums = pairs + pair_stride * (size_t)j + 4 * kPanelPairBytes * (size_t)sb + 16 * 64;
+        if constexpr (kMin)
+            for (int h = 0; h < 4; ++h)
+                mins[h] = _mm512_loadu_si512(panel + kSuper * (size_t)sb + kPair * (size_t)h + 2 * kPartBytes);
 #pragma GCC unroll 16
         for (int c = 0; c < kTokens; ++c) {
             const __m512i isum = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(sm[1][c]), 8),
@@ -482,9 +491,18 @@ void exact_tiles(const uint8_t* panel, int64_t n_super, const PanelActTile* tile
             const __m512 dac = _mm512_set1_ps(da[c]);
             __m512 a = _mm512_fmadd_ps(_mm512_mul_ps(d, dac), _mm512_cvtepi32_ps(isum),
                                        _mm512_load_ps(acc[j][c]));
-            if constexpr (kMin)
+            if constexpr (kMin) {
+                // msum: the four pairs' minima against this token's sums of the pairs
+                __m512i msum = _mm512_setzero_si512();
+#pragma GCC unroll 4
+                for (int h = 0; h < 4; ++h) {
+                    int32_t both;
+                    __builtin_memcpy(&both, a_sums + kPanelPairBytes * (size_t)h + 4 * (size_t)c, 4);
+                    msum = _mm512_dpwssd_epi32(msum, mins[h], _mm512_set1_epi32(both));
+                }
                 a = _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(f + 16), dac),
-                                     _mm512_cvtepi32_ps(_mm512_load_si512(sm[2][c])), a);
+                                     _mm512_cvtepi32_ps(msum), a);
+            }
             _mm512_store_ps(acc[j][c], a);
         }
     };
@@ -496,25 +514,20 @@ void exact_tiles(const uint8_t* panel, int64_t n_super, const PanelActTile* tile
             const int8_t* a = pairs + pair_stride * (size_t)j + 4 * kPanelPairBytes * (size_t)sb;
             _tile_zero(4);
             _tile_zero(5);
-            if constexpr (kMin) _tile_zero(6);
             for (int h = 0; h < 4; ++h) {
                 const uint8_t* pr = p + kPair * (size_t)h;
                 _tile_loadd(0, a + kPanelPairBytes * (size_t)h, 64);
                 _tile_loadd(1, pr, 64);
                 _tile_loadd(2, pr + kPartBytes, 64);
                 _tile_dpbsud(4, 0, 1);
-                if constexpr (kMin) {
-                    _tile_loadd(3, pr + 2 * kPartBytes, 64);
+                if constexpr (kMin)
                     _tile_dpbsud(5, 0, 2);
-                    _tile_dpbsud(6, 0, 3);
-                } else {
+                else
                     _tile_dpbssd(5, 0, 2);
-                }
             }
             const int set = (int)(step & 1);
             _tile_stored(4, sums[set][0], 64);
             _tile_stored(5, sums[set][1], 64);
-            if constexpr (kMin) _tile_stored(6, sums[set][2], 64);
             if (step > 0) apply(prev_sb, prev_j, set ^ 1);
             prev_sb = sb;
             prev_j = j;
