@@ -285,7 +285,8 @@ std::string check_type_kernels(TensorType t, const TypeKernels& cand, const Type
     }
     if (cand.x16_tiles.gemm && x16_layout(t) && panel_act_supported(ref.vec_dot_type)) {
         // The exact batch GEMM against the scalar GEMV, bit for bit: 16 random rows
-        // repacked, 21 activation columns (a whole tile of 16 and a partial one).
+        // repacked, 37 activation columns (two whole tiles of 16, which go together, and a
+        // partial one alone).
         const size_t row = row_size(t, n);
         std::vector<uint8_t> rows(row * kX16Rows), group(row * kX16Rows);
         for (int r = 0; r < kX16Rows; ++r) {
@@ -293,7 +294,7 @@ std::string check_type_kernels(TensorType t, const TypeKernels& cand, const Type
             std::memcpy(rows.data() + row * (size_t)r, xr.data(), row);
         }
         x16_pack(t, rows.data(), row, n, group.data());
-        constexpr int kCols = 21;
+        constexpr int kCols = 37, kTiles = 3;
         const size_t nb = (size_t)(n / 32);
         std::vector<PanelActBlock> act(nb * kCols);
         std::mt19937_64 rng(seed ^ 0x7e57);
@@ -305,12 +306,12 @@ std::string check_type_kernels(TensorType t, const TypeKernels& cand, const Type
             reference_kernels(ref.vec_dot_type).from_float(yf.data(), yq.data(), n);
             to_panel_act(ref.vec_dot_type, yq.data(), n, act.data() + nb * (size_t)c);
         }
-        std::vector<PanelActTile> tiles(nb * 2);
-        for (int j = 0; j < 2; ++j)
+        std::vector<PanelActTile> tiles(nb * kTiles);
+        for (int j = 0; j < kTiles; ++j)
             to_panel_act_tiles(act.data() + nb * (size_t)(16 * j), nb, (int64_t)nb,
                                std::min(16, kCols - 16 * j), tiles.data() + nb * (size_t)j);
-        std::vector<int8_t> pairs(nb / 2 * kPanelPairBytes * 2);
-        for (int j = 0; j < 2; ++j)
+        std::vector<int8_t> pairs(nb / 2 * kPanelPairBytes * kTiles);
+        for (int j = 0; j < kTiles; ++j)
             to_panel_act_pairs(tiles.data() + nb * (size_t)j, (int64_t)nb,
                                pairs.data() + nb / 2 * kPanelPairBytes * (size_t)j);
         std::vector<uint8_t> panel(cand.x16_tiles.panel_bytes(n) + 64);

@@ -439,15 +439,15 @@ void q6_K_exact_pack(const uint8_t* group, int64_t n, uint8_t* panel) {
     }
 }
 
-// Tile 0: a pair tile of 16 tokens' activations; 1, 2: a pair's lo and hi steps; 4, 5:
-// their sums over a 256-block. Every tile 16 rows of 64 bytes.
+// Tiles 0 and 3: pair tiles of two tiles of 16 tokens; 1, 2: a pair's lo and hi steps;
+// 4, 5 and 6, 7: their sums over a 256-block. Every tile 16 rows of 64 bytes.
 constexpr int kExactConfig = -1;  // loaded_G's value for this configuration
 void configure_exact() {
     if (loaded_G == kExactConfig) return;
     TileConfig c;
     std::memset(&c, 0, sizeof c);
     c.palette = 1;
-    for (int t : {0, 1, 2, 4, 5}) {
+    for (int t : {0, 1, 2, 3, 4, 5, 6, 7}) {
         c.rows[t] = (uint8_t)kTokens;
         c.colsb[t] = 64;
     }
@@ -468,13 +468,13 @@ void exact_tiles(const uint8_t* panel, int64_t n_super, const PanelActTile* tile
     constexpr size_t kPair = kMin ? kQ4KPair : kQ6KPair;
     constexpr size_t kSuper = kMin ? kQ4KSuper : kQ6KSuper;
     const int nt = (int)((n_cols + kTokens - 1) / kTokens);
-    alignas(64) int32_t sums[2][2][kTokens][kRows];
+    alignas(64) int32_t sums[2][2][2][kTokens][kRows];  // [set][tile of the pair][lo, hi]
     alignas(64) float acc[kExactTiles][kTokens][kRows];
     for (int j = 0; j < nt; ++j)
         for (int c = 0; c < kTokens; ++c) _mm512_store_ps(acc[j][c], _mm512_setzero_ps());
     // the floats of step (sb, j) from its sums
-    auto apply = [&](int64_t sb, int j, int set) __attribute__((always_inline)) {
-        const int32_t(*sm)[kTokens][kRows] = sums[set];
+    auto apply = [&](int64_t sb, int j, int set, int slot) __attribute__((always_inline)) {
+        const int32_t(*sm)[kTokens][kRows] = sums[set][slot];
         const float* f = (const float*)(panel + kSuper * (size_t)sb + 4 * kPair);
         const __m512 d = _mm512_loadu_ps(f);
         const float* da = tiles[tile_stride * (size_t)j + 8 * (size_t)sb].d;
@@ -506,34 +506,71 @@ void exact_tiles(const uint8_t* panel, int64_t n_super, const PanelActTile* tile
             _mm512_store_ps(acc[j][c], a);
         }
     };
+    // Two tiles of tokens per step share each weight tile: A (tiles 0 and 3), lo and hi
+    // (1, 2), the sums (4, 5 and 6, 7).
     int64_t step = 0, prev_sb = 0;
     int prev_j = 0;
+    bool prev_two = false;
     for (int64_t sb = 0; sb < n_super; ++sb) {
         const uint8_t* p = panel + kSuper * (size_t)sb;
-        for (int j = 0; j < nt; ++j, ++step) {
+        for (int j = 0; j < nt; j += 2, ++step) {
+            const bool two = j + 1 < nt;
             const int8_t* a = pairs + pair_stride * (size_t)j + 4 * kPanelPairBytes * (size_t)sb;
+            const int set = (int)(step & 1);
             _tile_zero(4);
             _tile_zero(5);
-            for (int h = 0; h < 4; ++h) {
-                const uint8_t* pr = p + kPair * (size_t)h;
-                _tile_loadd(0, a + kPanelPairBytes * (size_t)h, 64);
-                _tile_loadd(1, pr, 64);
-                _tile_loadd(2, pr + kPartBytes, 64);
-                _tile_dpbsud(4, 0, 1);
-                if constexpr (kMin)
-                    _tile_dpbsud(5, 0, 2);
-                else
-                    _tile_dpbssd(5, 0, 2);
+            if (two) {
+                _tile_zero(6);
+                _tile_zero(7);
+                for (int h = 0; h < 4; ++h) {
+                    const uint8_t* pr = p + kPair * (size_t)h;
+                    _tile_loadd(0, a + kPanelPairBytes * (size_t)h, 64);
+                    _tile_loadd(3, a + pair_stride + kPanelPairBytes * (size_t)h, 64);
+                    _tile_loadd(1, pr, 64);
+                    _tile_loadd(2, pr + kPartBytes, 64);
+                    _tile_dpbsud(4, 0, 1);
+                    _tile_dpbsud(6, 3, 1);
+                    if constexpr (kMin) {
+                        _tile_dpbsud(5, 0, 2);
+                        _tile_dpbsud(7, 3, 2);
+                    } else {
+                        _tile_dpbssd(5, 0, 2);
+                        _tile_dpbssd(7, 3, 2);
+                    }
+                }
+                _tile_stored(4, sums[set][0][0], 64);
+                _tile_stored(5, sums[set][0][1], 64);
+                _tile_stored(6, sums[set][1][0], 64);
+                _tile_stored(7, sums[set][1][1], 64);
+            } else {
+                for (int h = 0; h < 4; ++h) {
+                    const uint8_t* pr = p + kPair * (size_t)h;
+                    _tile_loadd(0, a + kPanelPairBytes * (size_t)h, 64);
+                    _tile_loadd(1, pr, 64);
+                    _tile_loadd(2, pr + kPartBytes, 64);
+                    _tile_dpbsud(4, 0, 1);
+                    if constexpr (kMin)
+                        _tile_dpbsud(5, 0, 2);
+                    else
+                        _tile_dpbssd(5, 0, 2);
+                }
+                _tile_stored(4, sums[set][0][0], 64);
+                _tile_stored(5, sums[set][0][1], 64);
             }
-            const int set = (int)(step & 1);
-            _tile_stored(4, sums[set][0], 64);
-            _tile_stored(5, sums[set][1], 64);
-            if (step > 0) apply(prev_sb, prev_j, set ^ 1);
+            if (step > 0) {
+                apply(prev_sb, prev_j, set ^ 1, 0);
+                if (prev_two) apply(prev_sb, prev_j + 1, set ^ 1, 1);
+            }
             prev_sb = sb;
             prev_j = j;
+            prev_two = two;
         }
     }
-    if (step > 0) apply(prev_sb, prev_j, (int)((step - 1) & 1));
+    if (step > 0) {
+        const int set = (int)((step - 1) & 1);
+        apply(prev_sb, prev_j, set, 0);
+        if (prev_two) apply(prev_sb, prev_j + 1, set, 1);
+    }
     for (int j = 0; j < nt; ++j)
         for (int c = 0; c < kTokens && j * kTokens + c < n_cols; ++c)
             _mm512_storeu_ps(y + y_stride * (size_t)(j * kTokens + c), _mm512_load_ps(acc[j][c]));
