@@ -62,9 +62,9 @@ bool matmul_glu(ThreadPool& pool, const TensorView& w_gate, const TensorView& w_
 // What a batch keeps of a token's bits. A batch gives each token the bits it gets alone
 // (the decode GEMV), so a restored prompt prefix continues exactly as the whole prompt
 // would, for q4_0, q5_0 and q8_0 weights in the x16 layout (panel and GEMV take the same
-// float steps per block of 32), iq4_nl, and, with AMX, x16 q4_K and q6_K weights (the
-// exact x16 GEMM takes the GEMV's integer sums). Not for other K-quants and q4_1 / q5_1
-// (and q4_K / q6_K without AMX: the GEMV sums a 256-block's sub-blocks in integers and
+// float steps per block of 32), iq4_nl, and, with AMX, x16 q2_K, q4_K and q6_K weights
+// (the exact x16 GEMM takes the GEMV's integer sums). Not for other K-quants and q4_1 /
+// q5_1 (and those three without AMX: the GEMV sums a 256-block's sub-blocks in integers and
 // scales once, the panel scales each sub-block in floats), or legacy weights left in the
 // file's layout (vec_dot adds in another order): there a batch differs from one token in
 // the order of its float additions (about 1e-7 of a result); with the bf16 GEMM
@@ -72,7 +72,7 @@ bool matmul_glu(ThreadPool& pool, const TensorView& w_gate, const TensorView& w_
 // (Matmul.BatchesKeepEachTokensBitsWherePanelsPromiseIt holds the promise.)
 
 // Whether w times a batch of n_tokens takes the exact x16 GEMM (kernels/x16.h,
-// X16TileKernel: AMX, x16 q4_K and q6_K weights), whose activations carry pair tiles.
+// X16TileKernel: AMX, x16 q2_K, q4_K and q6_K weights), whose activations carry pair tiles.
 bool takes_exact_x16(const TensorView& w, int64_t n_tokens);
 
 // Whether w times a batch of n_tokens takes the bf16 GEMM (kernels/panel.h: the kernel

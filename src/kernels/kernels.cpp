@@ -35,8 +35,8 @@ const std::vector<KernelSet>& all_sets() {
              return f.avx512f && f.avx512bw && f.avx512vl && f.avx512vnni;
          },
          fill_avx512, fill_panel_avx512, int8_peak_avx512, 12, 64},
-        // AMX replaces the panel GEMM (prefill) and adds exact batch GEMMs for x16 q4_K and
-        // q6_K weights; every other kernel stays AVX-512's.
+        // AMX replaces the panel GEMM (prefill) and adds exact batch GEMMs for x16 q2_K,
+        // q4_K and q6_K weights; every other kernel stays AVX-512's.
         {"amx", [] { return cpu_features().amx_int8; }, fill_amx, fill_panel_amx, int8_peak_amx, 4,
          16 * 16 * 64},
         // Batches that take panels go through bf16 tiles instead (kernels/panel.h): faster,

@@ -98,7 +98,7 @@ bool x16_to_panel(TensorType t, const uint8_t* group, int64_t n, uint8_t* panel,
 using X16ToPanelFn = void (*)(const uint8_t* group, int64_t n, uint8_t* panel, bool unsigned_q);
 
 // A batch GEMM over x16 weights that gives gemv_x16_ref's bits for any number of tokens
-// (TypeKernels::x16_tiles; AMX, q4_K and q6_K): a batch then gives each token exactly what
+// (TypeKernels::x16_tiles; AMX, q2_K, q4_K and q6_K): a batch then gives each token exactly what
 // it gets alone. pack turns a group (16 rows of n elements) into the kernel's panel of
 // panel_bytes(n) bytes, once per batch; gemm multiplies it with n_cols tokens' activations
 // into y[c * y_stride + r]. It reads them as activation tiles (kernels/panel.h,

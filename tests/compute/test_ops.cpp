@@ -863,7 +863,7 @@ TEST(Matmul, PanelKernelSetsGiveTheSameBits) {
 
 // A batch gives each token the bits it gets alone (the decode GEMV, or vec_dot in the
 // file's layout) where compute/matmul.h promises it (int8 panels of q4_0, q5_0 and q8_0
-// in the x16 layout and of iq4_nl; the exact x16 GEMM of q4_K and q6_K, AMX), with every
+// in the x16 layout and of iq4_nl; the exact x16 GEMM of q2_K, q4_K and q6_K, AMX), with every
 // kernel set: a restored prompt prefix continues as the fresh prompt would.
 // (Measured while writing it: q4_K, q6_K, q2_K, q3_K, q5_K, q4_1 and q5_1 batches differ
 // from one token in most results, and so do legacy weights left in the file's layout.)
@@ -875,7 +875,7 @@ TEST(Matmul, BatchesKeepEachTokensBitsWherePanelsPromiseIt) {
     for (const std::string& set : guard.sets()) {
         ASSERT_TRUE(select_kernel_set(set));
         for (TensorType t : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0, TensorType::IQ4_NL,
-                             TensorType::Q4_K, TensorType::Q6_K})
+                             TensorType::Q2_K, TensorType::Q4_K, TensorType::Q6_K})
             for (bool x16 : {false, true}) {
                 if (x16 && !x16_layout(t)) continue;
                 const std::vector<uint8_t> wd = random_tensor_data(t, n * n_rows, 900 + (uint64_t)t);
@@ -889,7 +889,7 @@ TEST(Matmul, BatchesKeepEachTokensBitsWherePanelsPromiseIt) {
                     if (!x16_pays(w)) continue;
                     w = repack_x16(&pool, w, packed.data());
                 }
-                const bool legacy = t != TensorType::Q4_K && t != TensorType::Q6_K;
+                const bool legacy = t != TensorType::Q2_K && t != TensorType::Q4_K && t != TensorType::Q6_K;
                 if (takes_bf16(w, n_tokens)) continue;
                 if (!legacy && x16 && set == "amx") {
                     EXPECT_TRUE(takes_exact_x16(w, n_tokens))

@@ -279,7 +279,8 @@ TEST(Model, RepackedWeightsGiveTheFileLayoutsLogits) {
     enum Match { kExact, kRounding, kGoldenBound };
     // the kernel set has the exact x16 GEMM (AMX): batches over repacked q4_K / q6_K
     // weights give each token its GEMV bits
-    const bool exact_batches = type_kernels(TensorType::Q4_K).x16_tiles.gemm != nullptr &&
+    const bool exact_batches = type_kernels(TensorType::Q2_K).x16_tiles.gemm != nullptr &&
+                               type_kernels(TensorType::Q4_K).x16_tiles.gemm != nullptr &&
                                type_kernels(TensorType::Q6_K).x16_tiles.gemm != nullptr;
     for (const auto& [name, match] :
          std::vector<std::pair<const char*, Match>>{{"tiny-llama-q8_0.gguf", kExact},

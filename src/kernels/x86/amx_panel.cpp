@@ -306,7 +306,7 @@ void bf16_gemm_amx(const uint16_t* panels, size_t panel_stride, int np, const ui
         bf16_block<1, 1>(panels, panel_stride, tiles, tile_stride, n_steps, y, y_stride);
 }
 
-// ---- Exact batches of x16 q4_K and q6_K (X16TileKernel, kernels/x16.h) ----------------
+// ---- Exact batches of x16 q2_K, q4_K and q6_K (X16TileKernel, kernels/x16.h) -----------
 //
 // The GEMV sums a 256-block's products in integers, each sub-block's scaled by its
 // integer scale (q4_K: isum = sum sc * (q . a), msum = sum m * sum(a); q6_K: isum), and
@@ -316,13 +316,15 @@ void bf16_gemm_amx(const uint16_t* panels, size_t panel_stride, int np, const ui
 // 256 * sum(a * hi) + sum(a * lo) are exactly isum. Two result tiles then run over the
 // whole 256-block and leave the tile unit once per block, not once per 32 or 16 elements
 // as the panel GEMM's do. q4_K's msum is vpdpwssd's: each row's minima of two sub-blocks
-// (int16 pairs, in the panel) against a token's sums of them (in the pair tiles). The
-// floats are the GEMV's:
+// (int16 pairs, in the panel) against a token's sums of them (in the pair tiles). q2_K's
+// w = sc * q is at most 45, one byte: its second product is msum, the rows' sub-block
+// minima repeated over their 16 elements (the q2_K 16-element sub-blocks do not match
+// the pair tiles' sums of 32). The floats are the GEMV's:
 //     acc = fma(d_r * d_act, float(isum), acc);  acc = fma(dmin_r * d_act, float(-msum), acc)
 // Panel, per 256-block: for each pair of blocks of 32 elements, its 16 steps (64 bytes:
 // four bytes of each of the 16 rows) of lo and of hi, each the second operand of one
-// tdpbsud of K = 64, and (q4_K) the 16 rows' minima of the two as int16 pairs; then d[16]
-// and (q4_K) dmin[16] as floats. The activations come as pair tiles (16 tokens x 64
+// tdpbsud of K = 64 (q2_K: of lo and of m), and (q4_K) the 16 rows' minima of the two as
+// int16 pairs; then d[16] and (q4_K, q2_K) dmin[16] as floats. The activations come as pair tiles (16 tokens x 64
 // bytes: two blocks of 32 per row, and their sums).
 
 constexpr size_t kStep = 64, kPairSteps = 16, kPartBytes = kPairSteps * kStep;
@@ -330,6 +332,8 @@ constexpr size_t kQ4KPair = 2 * kPartBytes + 64;  // lo, hi, m of a pair of bloc
 constexpr size_t kQ6KPair = 2 * kPartBytes;  // lo, hi
 constexpr size_t kQ4KSuper = 4 * kQ4KPair + 2 * 16 * sizeof(float);
 constexpr size_t kQ6KSuper = 4 * kQ6KPair + 16 * sizeof(float);
+constexpr size_t kQ2KPair = 2 * kPartBytes;  // lo (sc * q <= 45), m over each sub-block
+constexpr size_t kQ2KSuper = 4 * kQ2KPair + 2 * 16 * sizeof(float);
 // step s (< 8) of block g (< 8) of a 256-block, in part `part` (0 lo, 1 hi)
 inline size_t step_at(size_t pair_bytes, int g, int part, int s) {
     return pair_bytes * (size_t)(g / 2) + kPartBytes * (size_t)part + kStep * (size_t)(8 * (g % 2) + s);
@@ -340,6 +344,9 @@ size_t q4_K_exact_bytes(int64_t n) {
 }
 size_t q6_K_exact_bytes(int64_t n) {
     return kQ6KSuper * (size_t)(n / 256);
+}
+size_t q2_K_exact_bytes(int64_t n) {
+    return kQ2KSuper * (size_t)(n / 256);
 }
 
 inline __m512i load64(const uint8_t* p) {
@@ -439,6 +446,45 @@ void q6_K_exact_pack(const uint8_t* group, int64_t n, uint8_t* panel) {
     }
 }
 
+// q2_K: chunk c (half h = c / 8, position k = c % 8), bits 2s: sub-block of 16
+// 8h + 2s + k / 4, step k % 4 of it; the scale byte of sub-block g is byte g % 4 of the
+// row's word in chunk g / 4 (sc: low nibble, m: high). w = sc * q <= 45: one byte.
+void q2_K_exact_pack(const uint8_t* group, int64_t n, uint8_t* panel) {
+    const __m512i three = _mm512_set1_epi8(3), low8 = _mm512_set1_epi16(0x00FF);
+    const __m512i nib32 = _mm512_set1_epi32(0x0F);
+    for (int64_t b = 0; b < n / 256; ++b) {
+        const uint8_t* x = group + 1344 * (size_t)b;
+        uint8_t* out = panel + kQ2KSuper * (size_t)b;
+        __m512i scw[16], mrep[16];
+        for (int q = 0; q < 4; ++q) {
+            const __m512i v = load64(x + 64 + 64 * q);
+            for (int j = 0; j < 4; ++j) {
+                const __m512i byte = _mm512_srli_epi32(v, 8 * j);
+                scw[4 * q + j] = both_halves(_mm512_and_si512(byte, nib32));
+                mrep[4 * q + j] = _mm512_mullo_epi32(_mm512_and_si512(_mm512_srli_epi32(byte, 4), nib32),
+                                                     _mm512_set1_epi32(0x01010101));
+            }
+        }
+        for (int c = 0; c < 16; ++c) {
+            const int h = c / 8, k = c % 8;
+            const __m512i v = load64(x + 320 + 64 * c);
+            for (int sh = 0; sh < 4; ++sh) {
+                const int g16 = 8 * h + 2 * sh + k / 4;
+                const int g = g16 / 2, st = 4 * (g16 % 2) + k % 4;
+                const __m512i q = _mm512_and_si512(_mm512_srli_epi16(v, 2 * sh), three);
+                const __m512i pe = _mm512_mullo_epi16(_mm512_and_si512(q, low8), scw[g16]);
+                const __m512i po = _mm512_mullo_epi16(_mm512_srli_epi16(q, 8), scw[g16]);
+                store64(out + step_at(kQ2KPair, g, 0, st),
+                        _mm512_or_si512(pe, _mm512_slli_epi16(po, 8)));
+                store64(out + step_at(kQ2KPair, g, 1, st), mrep[g16]);
+            }
+        }
+        float* f = (float*)(out + 4 * kQ2KPair);
+        _mm512_storeu_ps(f, halves(x));
+        _mm512_storeu_ps(f + 16, halves(x + 32));
+    }
+}
+
 // Tiles 0 and 3: pair tiles of two tiles of 16 tokens; 1, 2: a pair's lo and hi steps;
 // 4, 5 and 6, 7: their sums over a 256-block. Every tile 16 rows of 64 bytes.
 constexpr int kExactConfig = -1;  // loaded_G's value for this configuration
@@ -456,19 +502,26 @@ void configure_exact() {
 }
 
 // Up to kExactTiles tiles of 16 tokens over the panel, each 256-block for every tile in
-// turn (its weight tiles are read from L2 once and then from L1). kMin true for q4_K (hi
-// unsigned, with m), false for q6_K (hi signed). The sums of a (block, tile) step are
-// stored while the tile unit runs the next step, and scaled one step later.
+// turn (its weight tiles are read from L2 once and then from L1). The second tile product
+// of a pair: q4_K's hi bytes (unsigned; its minima through vpdpwssd), q6_K's (signed), or
+// q2_K's minima (w = sc * q fits one byte there, so its panel's second part is m). The
+// sums of a (block, tile) step are stored while the tile unit runs the next step, and
+// scaled one step later.
 constexpr int kExactTiles = 32;
 
-template <bool kMin>
+enum class Exact { Q4K, Q6K, Q2K };
+
+template <Exact kKind>
 void exact_tiles(const uint8_t* panel, int64_t n_super, const PanelActTile* tiles,
                  size_t tile_stride, const int8_t* pairs, size_t pair_stride, int64_t n_cols,
                  float* y, size_t y_stride) {
-    constexpr size_t kPair = kMin ? kQ4KPair : kQ6KPair;
-    constexpr size_t kSuper = kMin ? kQ4KSuper : kQ6KSuper;
+    constexpr bool kMin = kKind != Exact::Q6K;      // d and dmin, and a minimum term
+    constexpr bool kVnniMin = kKind == Exact::Q4K;  // the minima through vpdpwssd
+    constexpr size_t kPair = kKind == Exact::Q4K ? kQ4KPair : kKind == Exact::Q6K ? kQ6KPair : kQ2KPair;
+    constexpr size_t kSuper = kKind == Exact::Q4K ? kQ4KSuper : kKind == Exact::Q6K ? kQ6KSuper : kQ2KSuper;
     const int nt = (int)((n_cols + kTokens - 1) / kTokens);
-    alignas(64) int32_t sums[2][2][2][kTokens][kRows];  // [set][tile of the pair][lo, hi]
+    // [set][tile of the pair][the two products]
+    alignas(64) int32_t sums[2][2][2][kTokens][kRows];
     alignas(64) float acc[kExactTiles][kTokens][kRows];
     for (int j = 0; j < nt; ++j)
         for (int c = 0; c < kTokens; ++c) _mm512_store_ps(acc[j][c], _mm512_setzero_ps());
@@ -481,17 +534,20 @@ void exact_tiles(const uint8_t* panel, int64_t n_super, const PanelActTile* tile
         // (q4_K) the rows' minima per pair, and where the tokens' sums of pair 0 are
         __m512i mins[4];
         const int8_t* a_sums = pairs + pair_stride * (size_t)j + 4 * kPanelPairBytes * (size_t)sb + 16 * 64;
-        if constexpr (kMin)
+        if constexpr (kVnniMin)
             for (int h = 0; h < 4; ++h)
                 mins[h] = _mm512_loadu_si512(panel + kSuper * (size_t)sb + kPair * (size_t)h + 2 * kPartBytes);
 #pragma GCC unroll 16
         for (int c = 0; c < kTokens; ++c) {
-            const __m512i isum = _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(sm[1][c]), 8),
-                                                  _mm512_load_si512(sm[0][c]));
+            const __m512i isum =
+                kKind == Exact::Q2K
+                    ? _mm512_load_si512(sm[0][c])
+                    : _mm512_add_epi32(_mm512_slli_epi32(_mm512_load_si512(sm[1][c]), 8),
+                                       _mm512_load_si512(sm[0][c]));
             const __m512 dac = _mm512_set1_ps(da[c]);
             __m512 a = _mm512_fmadd_ps(_mm512_mul_ps(d, dac), _mm512_cvtepi32_ps(isum),
                                        _mm512_load_ps(acc[j][c]));
-            if constexpr (kMin) {
+            if constexpr (kVnniMin) {
                 // msum: the four pairs' minima against this token's sums of the pairs
                 __m512i msum = _mm512_setzero_si512();
 #pragma GCC unroll 4
@@ -502,6 +558,9 @@ void exact_tiles(const uint8_t* panel, int64_t n_super, const PanelActTile* tile
                 }
                 a = _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(f + 16), dac),
                                      _mm512_cvtepi32_ps(msum), a);
+            } else if constexpr (kMin) {
+                a = _mm512_fnmadd_ps(_mm512_mul_ps(_mm512_loadu_ps(f + 16), dac),
+                                     _mm512_cvtepi32_ps(_mm512_load_si512(sm[1][c])), a);
             }
             _mm512_store_ps(acc[j][c], a);
         }
@@ -530,7 +589,7 @@ void exact_tiles(const uint8_t* panel, int64_t n_super, const PanelActTile* tile
                     _tile_loadd(2, pr + kPartBytes, 64);
                     _tile_dpbsud(4, 0, 1);
                     _tile_dpbsud(6, 3, 1);
-                    if constexpr (kMin) {
+                    if constexpr (kKind != Exact::Q6K) {
                         _tile_dpbsud(5, 0, 2);
                         _tile_dpbsud(7, 3, 2);
                     } else {
@@ -549,7 +608,7 @@ void exact_tiles(const uint8_t* panel, int64_t n_super, const PanelActTile* tile
                     _tile_loadd(1, pr, 64);
                     _tile_loadd(2, pr + kPartBytes, 64);
                     _tile_dpbsud(4, 0, 1);
-                    if constexpr (kMin)
+                    if constexpr (kKind != Exact::Q6K)
                         _tile_dpbsud(5, 0, 2);
                     else
                         _tile_dpbssd(5, 0, 2);
@@ -576,14 +635,14 @@ void exact_tiles(const uint8_t* panel, int64_t n_super, const PanelActTile* tile
             _mm512_storeu_ps(y + y_stride * (size_t)(j * kTokens + c), _mm512_load_ps(acc[j][c]));
 }
 
-template <bool kMin>
+template <Exact kKind>
 void exact_gemm(const uint8_t* panel, int64_t n, const PanelActTile* tiles, size_t tile_stride,
                 const int8_t* pairs, size_t pair_stride, int64_t n_cols, float* y,
                 size_t y_stride) {
     configure_exact();
     constexpr int64_t kMost = (int64_t)kExactTiles * kTokens;
     for (int64_t c = 0; c < n_cols; c += kMost)
-        exact_tiles<kMin>(panel, n / 256, tiles + tile_stride * (size_t)(c / kTokens), tile_stride,
+        exact_tiles<kKind>(panel, n / 256, tiles + tile_stride * (size_t)(c / kTokens), tile_stride,
                           pairs + pair_stride * (size_t)(c / kTokens), pair_stride,
                           n_cols - c < kMost ? n_cols - c : kMost, y + y_stride * (size_t)c, y_stride);
 }
@@ -601,8 +660,9 @@ void fill_panel_amx(PanelKernel* panel) {
 }
 
 void fill_amx(TypeKernels* table) {
-    table[(uint32_t)TensorType::Q4_K].x16_tiles = {q4_K_exact_bytes, q4_K_exact_pack, exact_gemm<true>};
-    table[(uint32_t)TensorType::Q6_K].x16_tiles = {q6_K_exact_bytes, q6_K_exact_pack, exact_gemm<false>};
+    table[(uint32_t)TensorType::Q2_K].x16_tiles = {q2_K_exact_bytes, q2_K_exact_pack, exact_gemm<Exact::Q2K>};
+    table[(uint32_t)TensorType::Q4_K].x16_tiles = {q4_K_exact_bytes, q4_K_exact_pack, exact_gemm<Exact::Q4K>};
+    table[(uint32_t)TensorType::Q6_K].x16_tiles = {q6_K_exact_bytes, q6_K_exact_pack, exact_gemm<Exact::Q6K>};
 }
 
 void fill_panel_amx_bf16(PanelKernel* panel) {

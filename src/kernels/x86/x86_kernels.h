@@ -24,7 +24,7 @@ void fill_panel_avx512(PanelKernel* panel);
 
 // AMX int8 tiles, on top of AVX-512: the panel GEMM only (x86/amx_panel.cpp).
 void fill_panel_amx(PanelKernel* panel);
-void fill_amx(TypeKernels* table);  // the exact x16 batch GEMMs (X16TileKernel) of q4_K, q6_K
+void fill_amx(TypeKernels* table);  // the exact x16 batch GEMMs (X16TileKernel): q2_K, q4_K, q6_K
 // The same with the bf16 GEMM (AMX-BF16, AVX512-BF16) for batches that take panels.
 void fill_panel_amx_bf16(PanelKernel* panel);
 
