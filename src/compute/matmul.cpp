@@ -167,8 +167,7 @@ bool takes_exact_x16(const TensorView& w, int64_t n_tokens) {
 
 bool takes_bf16(const TensorView& w, int64_t n_tokens) {
     const PanelKernel& pk = panel_kernel();
-    return pk.bf16_gemm &&
-           takes_panels(w, n_tokens) &&
+    return pk.bf16_gemm && takes_panels(w, n_tokens) &&
            w.n_rows() % 16 == 0 && w.ne[0] % 32 == 0 && type_kernels(w.type).to_float &&
            w.ne[0] % tensor_type_info(w.type).block_size == 0 &&
            bf16_slice(w.ne[0]) % tensor_type_info(w.type).block_size == 0;
@@ -281,7 +280,7 @@ void panel_matmul(ThreadPool& pool, const TensorView& w, const TensorView* w2, G
     const int run = pk.runs && k.vec_dot_type == TensorType::Q8_K ? 256 / k.i8_group : 1;
     // x16 weights become panels of 16 rows directly
     const bool direct = w.x16 && P == kX16Rows;
-    // x16 q4_K / q6_K with AMX: the exact GEMM, whose panels hold the scaled weights
+    // x16 q2_K / q4_K / q6_K with AMX: the exact GEMM, whose panels hold the scaled weights
     const bool exact = exact_x16(w) && ps.pairs != nullptr;
     // with w2, half the chunk's panels are its own
     const int64_t chunk = w2 ? panel_chunk(w) / 2 : panel_chunk(w);
