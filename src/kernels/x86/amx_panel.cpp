@@ -29,6 +29,7 @@
 #include "kernels/count_dispatch.h"
 #include "kernels/panel.h"
 #include "kernels/x86/avx512_transpose.h"
+#include "kernels/x86/avx512_x16_blocks.h"
 #include "kernels/x86/x86_kernels.h"
 
 namespace edgellm {
@@ -349,100 +350,87 @@ size_t q2_K_exact_bytes(int64_t n) {
     return kQ2KSuper * (size_t)(n / 256);
 }
 
-inline __m512i load64(const uint8_t* p) {
-    return _mm512_loadu_si512((const void*)p);
-}
+using avx512::halves16;
+using avx512::load512;
+using avx512::scale_byte;
 inline void store64(uint8_t* p, __m512i v) {
     _mm512_storeu_si512((void*)p, v);
 }
-inline __m512 halves(const uint8_t* p) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)p));
-}
 
 // The 64 bytes v (values, unsigned, minus `bias`) times the scale of each row (sc: the
-// row's 32-bit lane holds it in both 16-bit halves) as the lo and hi bytes.
-inline void scaled_bytes(__m512i v, __m512i sc, __m512i bias, uint8_t* lo, uint8_t* hi) {
+// row's 32-bit lane holds it in both 16-bit halves), as 16-bit products of the even and
+// the odd bytes; then their low bytes and their high bytes (arithmetic), in byte order.
+struct Scaled {
+    __m512i even, odd;
+};
+inline Scaled scaled(__m512i v, __m512i sc, __m512i bias) {
     const __m512i low8 = _mm512_set1_epi16(0x00FF);
     const __m512i even = _mm512_sub_epi16(_mm512_and_si512(v, low8), bias);
     const __m512i odd = _mm512_sub_epi16(_mm512_srli_epi16(v, 8), bias);
-    const __m512i pe = _mm512_mullo_epi16(even, sc), po = _mm512_mullo_epi16(odd, sc);
-    store64(lo, _mm512_or_si512(_mm512_and_si512(pe, low8), _mm512_slli_epi16(po, 8)));
-    store64(hi, _mm512_or_si512(_mm512_and_si512(_mm512_srai_epi16(pe, 8), low8),
-                                _mm512_andnot_si512(low8, po)));
+    return {_mm512_mullo_epi16(even, sc), _mm512_mullo_epi16(odd, sc)};
+}
+inline __m512i low_bytes(Scaled p) {
+    return _mm512_or_si512(_mm512_and_si512(p.even, _mm512_set1_epi16(0x00FF)), _mm512_slli_epi16(p.odd, 8));
+}
+inline __m512i high_bytes(Scaled p) {
+    const __m512i low8 = _mm512_set1_epi16(0x00FF);
+    return _mm512_or_si512(_mm512_and_si512(_mm512_srai_epi16(p.even, 8), low8),
+                           _mm512_andnot_si512(low8, p.odd));
+}
+inline void scaled_bytes(__m512i v, __m512i sc, __m512i bias, uint8_t* lo, uint8_t* hi) {
+    const Scaled p = scaled(v, sc, bias);
+    store64(lo, low_bytes(p));
+    store64(hi, high_bytes(p));
 }
 inline __m512i both_halves(__m512i v32) {  // a 16-bit value in each half of its lane
     return _mm512_or_si512(_mm512_and_si512(v32, _mm512_set1_epi32(0xFFFF)), _mm512_slli_epi32(v32, 16));
 }
 
 void q4_K_exact_pack(const uint8_t* group, int64_t n, uint8_t* panel) {
-    const __m512i m6 = _mm512_set1_epi32(63), m4 = _mm512_set1_epi32(0x0F), m2 = _mm512_set1_epi32(3);
-    const __m512i zero = _mm512_setzero_si512(), nib = _mm512_set1_epi8(0x0F);
+    const __m512i zero = _mm512_setzero_si512();
     for (int64_t b = 0; b < n / 256; ++b) {
         const uint8_t* x = group + 2304 * (size_t)b;
         uint8_t* out = panel + kQ4KSuper * (size_t)b;
-        // the 6-bit scales and minima of sub-block j of every row, in the rows' lanes
-        __m512i sc[8], mn[8];
-        const __m512i q0 = load64(x + 64), q1 = load64(x + 128), q2 = load64(x + 192);
-        for (int j = 0; j < 4; ++j) {
-            const __m512i b0 = _mm512_srli_epi32(q0, 8 * j), b1 = _mm512_srli_epi32(q1, 8 * j),
-                          b2 = _mm512_srli_epi32(q2, 8 * j);
-            sc[j] = _mm512_and_si512(b0, m6);
-            mn[j] = _mm512_and_si512(b1, m6);
-            sc[j + 4] = _mm512_or_si512(_mm512_and_si512(b2, m4),
-                                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(b0, 6), m2), 4));
-            mn[j + 4] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(b2, 4), m4),
-                                        _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(b1, 6), m2), 4));
-        }
+        __m512i sc[2], mn[2];  // the 6-bit scales and minima (avx512::q4_K_scales)
+        avx512::q4_K_scales(x, sc, mn);
         for (int g = 0; g < 8; ++g) {
-            const __m512i scw = both_halves(sc[g]);
+            const __m512i scw = both_halves(scale_byte(sc, g));
             // sub-block g: the low (g even) or high nibbles of chunks 8 (g / 2) + s
             for (int s = 0; s < 8; ++s) {
-                const __m512i v = load64(x + 256 + 64 * (8 * (g / 2) + s));
-                const __m512i q = (g & 1) ? _mm512_and_si512(_mm512_srli_epi16(v, 4), nib)
-                                          : _mm512_and_si512(v, nib);
+                const __m512i v = load512(x + 256 + 64 * (8 * (g / 2) + s));
+                const __m512i q = (g & 1) ? avx512::high_nibbles(v) : avx512::low_nibbles(v);
                 scaled_bytes(q, scw, zero, out + step_at(kQ4KPair, g, 0, s),
                              out + step_at(kQ4KPair, g, 1, s));
             }
         }
         for (int h = 0; h < 4; ++h)  // the minima of blocks 2h and 2h + 1, as int16 pairs
             store64(out + kQ4KPair * (size_t)h + 2 * kPartBytes,
-                    _mm512_or_si512(mn[2 * h], _mm512_slli_epi32(mn[2 * h + 1], 16)));
+                    _mm512_or_si512(scale_byte(mn, 2 * h), _mm512_slli_epi32(scale_byte(mn, 2 * h + 1), 16)));
         float* f = (float*)(out + 4 * kQ4KPair);
-        _mm512_storeu_ps(f, halves(x));
-        _mm512_storeu_ps(f + 16, halves(x + 32));
+        _mm512_storeu_ps(f, halves16(x));
+        _mm512_storeu_ps(f + 16, halves16(x + 32));
     }
 }
 
 void q6_K_exact_pack(const uint8_t* group, int64_t n, uint8_t* panel) {
-    const __m512i hi2 = _mm512_set1_epi8(0x30), nib = _mm512_set1_epi8(0x0F);
     const __m512i bias = _mm512_set1_epi16(32);
     for (int64_t b = 0; b < n / 256; ++b) {
         const uint8_t* x = group + 3360 * (size_t)b;
         uint8_t* out = panel + kQ6KSuper * (size_t)b;
-        __m512i scw[16];  // sub-block g's signed scales, in both halves of the rows' lanes
-        for (int q = 0; q < 4; ++q) {
-            const __m512i v = load64(x + 32 + 64 * q);
-            for (int j = 0; j < 4; ++j)
-                scw[4 * q + j] = both_halves(_mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * j), 24));
-        }
+        __m512i sc[4];
+        avx512::scale_chunks(x + 32, sc);
         for (int h = 0; h < 2; ++h)
             for (int k = 0; k < 8; ++k) {
-                const uint8_t* A = x + 288 + 192 * (size_t)(8 * h + k);
-                const __m512i a = load64(A), bq = load64(A + 64), hq = load64(A + 128);
-                const __m512i v[4] = {
-                    _mm512_or_si512(_mm512_and_si512(a, nib), _mm512_and_si512(_mm512_slli_epi16(hq, 4), hi2)),
-                    _mm512_or_si512(_mm512_and_si512(bq, nib), _mm512_and_si512(_mm512_slli_epi16(hq, 2), hi2)),
-                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(a, 4), nib), _mm512_and_si512(hq, hi2)),
-                    _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(bq, 4), nib),
-                                    _mm512_and_si512(_mm512_srli_epi16(hq, 2), hi2))};
+                __m512i v[4];
+                avx512::q6_K_values(x, h, k, v);
                 for (int m = 0; m < 4; ++m) {
                     const int g16 = 8 * h + 2 * m + k / 4;  // sub-block of 16
                     const int g = g16 / 2, s = 4 * (g16 % 2) + k % 4;
-                    scaled_bytes(v[m], scw[g16], bias, out + step_at(kQ6KPair, g, 0, s),
-                                 out + step_at(kQ6KPair, g, 1, s));
+                    scaled_bytes(v[m], both_halves(avx512::scale_sbyte(sc, g16)), bias,
+                                 out + step_at(kQ6KPair, g, 0, s), out + step_at(kQ6KPair, g, 1, s));
                 }
             }
-        _mm512_storeu_ps((float*)(out + 4 * kQ6KPair), halves(x));
+        _mm512_storeu_ps((float*)(out + 4 * kQ6KPair), halves16(x));
     }
 }
 
@@ -450,38 +438,30 @@ void q6_K_exact_pack(const uint8_t* group, int64_t n, uint8_t* panel) {
 // 8h + 2s + k / 4, step k % 4 of it; the scale byte of sub-block g is byte g % 4 of the
 // row's word in chunk g / 4 (sc: low nibble, m: high). w = sc * q <= 45: one byte.
 void q2_K_exact_pack(const uint8_t* group, int64_t n, uint8_t* panel) {
-    const __m512i three = _mm512_set1_epi8(3), low8 = _mm512_set1_epi16(0x00FF);
+    const __m512i three = _mm512_set1_epi8(3), zero = _mm512_setzero_si512();
     const __m512i nib32 = _mm512_set1_epi32(0x0F);
     for (int64_t b = 0; b < n / 256; ++b) {
         const uint8_t* x = group + 1344 * (size_t)b;
         uint8_t* out = panel + kQ2KSuper * (size_t)b;
-        __m512i scw[16], mrep[16];
-        for (int q = 0; q < 4; ++q) {
-            const __m512i v = load64(x + 64 + 64 * q);
-            for (int j = 0; j < 4; ++j) {
-                const __m512i byte = _mm512_srli_epi32(v, 8 * j);
-                scw[4 * q + j] = both_halves(_mm512_and_si512(byte, nib32));
-                mrep[4 * q + j] = _mm512_mullo_epi32(_mm512_and_si512(_mm512_srli_epi32(byte, 4), nib32),
-                                                     _mm512_set1_epi32(0x01010101));
-            }
-        }
+        __m512i sc[4];
+        avx512::scale_chunks(x + 64, sc);
         for (int c = 0; c < 16; ++c) {
             const int h = c / 8, k = c % 8;
-            const __m512i v = load64(x + 320 + 64 * c);
+            const __m512i v = load512(x + 320 + 64 * c);
             for (int sh = 0; sh < 4; ++sh) {
                 const int g16 = 8 * h + 2 * sh + k / 4;
                 const int g = g16 / 2, st = 4 * (g16 % 2) + k % 4;
+                const __m512i byte = scale_byte(sc, g16);
                 const __m512i q = _mm512_and_si512(_mm512_srli_epi16(v, 2 * sh), three);
-                const __m512i pe = _mm512_mullo_epi16(_mm512_and_si512(q, low8), scw[g16]);
-                const __m512i po = _mm512_mullo_epi16(_mm512_srli_epi16(q, 8), scw[g16]);
                 store64(out + step_at(kQ2KPair, g, 0, st),
-                        _mm512_or_si512(pe, _mm512_slli_epi16(po, 8)));
-                store64(out + step_at(kQ2KPair, g, 1, st), mrep[g16]);
+                        low_bytes(scaled(q, both_halves(_mm512_and_si512(byte, nib32)), zero)));
+                store64(out + step_at(kQ2KPair, g, 1, st),
+                        _mm512_mullo_epi32(_mm512_srli_epi32(byte, 4), _mm512_set1_epi32(0x01010101)));
             }
         }
         float* f = (float*)(out + 4 * kQ2KPair);
-        _mm512_storeu_ps(f, halves(x));
-        _mm512_storeu_ps(f + 16, halves(x + 32));
+        _mm512_storeu_ps(f, halves16(x));
+        _mm512_storeu_ps(f + 16, halves16(x + 32));
     }
 }
 

@@ -10,6 +10,7 @@
 
 #include "kernels/x16.h"
 #include "kernels/x86/avx512_transpose.h"
+#include "kernels/x86/avx512_x16_blocks.h"
 #include "kernels/x86/x86_kernels.h"
 
 namespace edgellm {
@@ -21,19 +22,13 @@ inline __m512i bcast4(const int8_t* p) {
     __builtin_memcpy(&v, p, 4);
     return _mm512_set1_epi32(v);
 }
-inline __m512i load512(const uint8_t* p) {
-    return _mm512_loadu_si512((const void*)p);
-}
-// The 16 rows' f16 scales at p as floats.
-inline __m512 halves16(const uint8_t* p) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i*)p));
-}
-inline __m512i low_nibbles(__m512i v) {
-    return _mm512_and_si512(v, _mm512_set1_epi8(0x0F));
-}
-inline __m512i high_nibbles(__m512i v) {
-    return _mm512_and_si512(_mm512_srli_epi16(v, 4), _mm512_set1_epi8(0x0F));
-}
+using avx512::halves16;
+using avx512::high_nibbles;
+using avx512::lane_byte;
+using avx512::load512;
+using avx512::low_nibbles;
+using avx512::scale_byte;
+using avx512::scale_sbyte;
 
 // ---------------------------------------------------------------------------------------
 // Every type computes its block's integer sums for NC activation columns at once: the
@@ -193,17 +188,6 @@ struct Legacy {
 // q4_K: 8 sub-blocks of 32, 6-bit scales and mins unpacked in the lanes from the three
 // scale chunks (lane r = row r's 12 bytes), one activation panel block per sub-block.
 
-// Byte b of each lane, as int32.
-template <int b>
-inline __m512i lane_byte(__m512i v) {
-    return _mm512_and_si512(_mm512_srli_epi32(v, 8 * b), _mm512_set1_epi32(0xFF));
-}
-// Signed byte b of each lane, as int32.
-template <int b>
-inline __m512i lane_sbyte(__m512i v) {
-    return _mm512_srai_epi32(_mm512_slli_epi32(v, 24 - 8 * b), 24);
-}
-
 template <int j, int NC>
 inline void q4_K_pair(const uint8_t* qs, const PanelActBlock* const* ab, __m512i sc, __m512i m,
                       Sums* s) {
@@ -237,20 +221,13 @@ struct X16Q4_K {
     static constexpr bool kMin = true;
     template <int NC>
     static void sums(const uint8_t* g, const PanelActBlock* const* ab, Sums* s) {
-        const __m512i m6 = _mm512_set1_epi8(0x3F), m4 = _mm512_set1_epi8(0x0F),
-                      m2 = _mm512_set1_epi8(0x30);
-        const __m512i u0 = load512(g + 64), u1 = load512(g + 128), u2 = load512(g + 192);
-        const __m512i sc0 = _mm512_and_si512(u0, m6), m0 = _mm512_and_si512(u1, m6);
-        // (x >> 2) & 0x30 per byte: the byte's top two bits at 4, 5
-        const __m512i sc1 = _mm512_or_si512(_mm512_and_si512(u2, m4),
-                                            _mm512_and_si512(_mm512_srli_epi32(u0, 2), m2));
-        const __m512i m1 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(u2, 4), m4),
-                                           _mm512_and_si512(_mm512_srli_epi32(u1, 2), m2));
+        __m512i sc[2], m[2];
+        avx512::q4_K_scales(g, sc, m);
         const uint8_t* qs = g + 256;
-        q4_K_pair<0, NC>(qs, ab, sc0, m0, s);
-        q4_K_pair<1, NC>(qs, ab, sc0, m0, s);
-        q4_K_pair<2, NC>(qs, ab, sc1, m1, s);
-        q4_K_pair<3, NC>(qs, ab, sc1, m1, s);
+        q4_K_pair<0, NC>(qs, ab, sc[0], m[0], s);
+        q4_K_pair<1, NC>(qs, ab, sc[0], m[0], s);
+        q4_K_pair<2, NC>(qs, ab, sc[1], m[1], s);
+        q4_K_pair<3, NC>(qs, ab, sc[1], m[1], s);
         // sum m * (-128 * sum a) is a multiple of 128: exactly -msum after the shift
         for (int c = 0; c < NC; ++c) s[c].mneg = _mm512_srai_epi32(s[c].mneg, 7);
     }
@@ -260,24 +237,6 @@ struct X16Q4_K {
 // q2_K: 16 sub-blocks of 16, 4-bit scales and mins (one byte per sub-block: 4 chunks, lane
 // r = row r's 16 bytes). Chunk (h, k) holds bytes qs[32h + 4k..]: element 128h + 32s + 4k + i
 // in bits 2s, 2s + 1, sub-block 8h + 2s + k / 4, activation block 4h + s.
-
-// Byte (sb % 4) of plane sb / 4 of each lane, as int32.
-inline __m512i scale_byte(const __m512i* sc, int sb) {
-    switch (sb % 4) {
-        case 0: return lane_byte<0>(sc[sb / 4]);
-        case 1: return lane_byte<1>(sc[sb / 4]);
-        case 2: return lane_byte<2>(sc[sb / 4]);
-        default: return lane_byte<3>(sc[sb / 4]);
-    }
-}
-inline __m512i scale_sbyte(const __m512i* sc, int sb) {
-    switch (sb % 4) {
-        case 0: return lane_sbyte<0>(sc[sb / 4]);
-        case 1: return lane_sbyte<1>(sc[sb / 4]);
-        case 2: return lane_sbyte<2>(sc[sb / 4]);
-        default: return lane_sbyte<3>(sc[sb / 4]);
-    }
-}
 
 template <int h, int qd, int NC>
 inline void q2_K_quad(const uint8_t* g, const PanelActBlock* const* ab, const __m512i* sc,
@@ -315,8 +274,8 @@ struct X16Q2_K {
     static constexpr bool kMin = true;
     template <int NC>
     static void sums(const uint8_t* g, const PanelActBlock* const* ab, Sums* s) {
-        const __m512i sc[4] = {load512(g + 64), load512(g + 128), load512(g + 192),
-                               load512(g + 256)};
+        __m512i sc[4];
+        avx512::scale_chunks(g + 64, sc);
         q2_K_quad<0, 0, NC>(g, ab, sc, s);
         q2_K_quad<0, 1, NC>(g, ab, sc, s);
         q2_K_quad<1, 0, NC>(g, ab, sc, s);
@@ -335,22 +294,13 @@ struct X16Q2_K {
 template <int h, int qd, int NC>
 inline void q6_K_quad(const uint8_t* g, const PanelActBlock* const* ab, const __m512i* sc,
                       Sums* s) {
-    const __m512i m2 = _mm512_set1_epi8(0x30), m6 = _mm512_set1_epi8(0x3F);
     __m512i acc[NC][4];
     for (int c = 0; c < NC; ++c)
         for (int m = 0; m < 4; ++m) acc[c][m] = _mm512_setzero_si512();
     for (int kk = 0; kk < 4; ++kk) {
         const int k = 4 * qd + kk;
-        const uint8_t* base = g + 288 + 192 * (size_t)(8 * h + k);
-        const __m512i A = load512(base), B = load512(base + 64), H = load512(base + 128);
-        // (x & m4) | (y & m2) in one ternary logic op: 0xCA = (mask ? y : x)
-        const __m512i w0 = _mm512_ternarylogic_epi32(m2, _mm512_slli_epi16(H, 4), A, 0xCA);
-        const __m512i w1 = _mm512_ternarylogic_epi32(m2, _mm512_slli_epi16(H, 2), B, 0xCA);
-        const __m512i w2 = _mm512_ternarylogic_epi32(m2, H, _mm512_srli_epi16(A, 4), 0xCA);
-        const __m512i w3 =
-            _mm512_ternarylogic_epi32(m2, _mm512_srli_epi16(H, 2), _mm512_srli_epi16(B, 4), 0xCA);
-        const __m512i w[4] = {_mm512_and_si512(w0, m6), _mm512_and_si512(w1, m6),
-                              _mm512_and_si512(w2, m6), _mm512_and_si512(w3, m6)};
+        __m512i w[4];
+        avx512::q6_K_values(g, h, k, w);
         for (int c = 0; c < NC; ++c)
             for (int m = 0; m < 4; ++m)
                 acc[c][m] = _mm512_dpbusd_epi32(acc[c][m], w[m], bcast4(ab[c][4 * h + m].qs + 4 * k));
@@ -371,8 +321,8 @@ struct X16Q6_K {
     static constexpr bool kMin = false;
     template <int NC>
     static void sums(const uint8_t* g, const PanelActBlock* const* ab, Sums* s) {
-        const __m512i sc[4] = {load512(g + 32), load512(g + 96), load512(g + 160),
-                               load512(g + 224)};
+        __m512i sc[4];
+        avx512::scale_chunks(g + 32, sc);
         q6_K_quad<0, 0, NC>(g, ab, sc, s);
         q6_K_quad<0, 1, NC>(g, ab, sc, s);
         q6_K_quad<1, 0, NC>(g, ab, sc, s);
@@ -502,17 +452,13 @@ void q2_K_to_panel_avx512(const uint8_t* group, int64_t n, uint8_t* panel, bool)
             store512(p.step(g + 6, k % 4), _mm512_and_si512(_mm512_srli_epi16(v, 6), three));
         }
         const __m512 d = halves16(x), ndmin = negate(halves16(x + 32));
-        for (int q = 0; q < 4; ++q) {
-            const __m512i sc = load512(x + 64 + 64 * q);
-            for (int j = 0; j < 4; ++j) {
-                const __m512i byte = _mm512_srli_epi32(sc, 8 * j);
-                const int64_t g = 16 * b + 4 * q + j;
-                _mm512_storeu_ps(p.scale(g),
-                                 _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_and_si512(byte, low4))));
-                _mm512_storeu_ps(p.offset(g),
-                                 _mm512_mul_ps(ndmin, _mm512_cvtepi32_ps(_mm512_and_si512(
-                                                          _mm512_srli_epi32(byte, 4), low4))));
-            }
+        __m512i sc[4];
+        avx512::scale_chunks(x + 64, sc);
+        for (int sb = 0; sb < 16; ++sb) {
+            const __m512i byte = scale_byte(sc, sb);
+            const int64_t g = 16 * b + sb;
+            _mm512_storeu_ps(p.scale(g), _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_and_si512(byte, low4))));
+            _mm512_storeu_ps(p.offset(g), _mm512_mul_ps(ndmin, _mm512_cvtepi32_ps(_mm512_srli_epi32(byte, 4))));
         }
     }
 }
@@ -521,8 +467,6 @@ void q2_K_to_panel_avx512(const uint8_t* group, int64_t n, uint8_t* panel, bool)
 // scales and mins decoded in the rows' lanes from the three 32-bit words of scale bytes.
 void q4_K_to_panel_avx512(const uint8_t* group, int64_t n, uint8_t* panel, bool) {
     const PanelAt<32, true> p{panel};
-    const __m512i m6 = _mm512_set1_epi32(63), m4 = _mm512_set1_epi32(0x0F),
-                  m2 = _mm512_set1_epi32(3);
     for (int64_t b = 0; b < n / 256; ++b) {
         const uint8_t* x = group + 2304 * (size_t)b;
         const uint8_t* qs = x + 256;
@@ -533,63 +477,34 @@ void q4_K_to_panel_avx512(const uint8_t* group, int64_t n, uint8_t* panel, bool)
                 store512(p.step(8 * b + 2 * j + 1, s), high_nibbles(v));
             }
         const __m512 d = halves16(x), ndmin = negate(halves16(x + 32));
-        const __m512i q0 = load512(x + 64), q1 = load512(x + 128), q2 = load512(x + 192);
-        for (int j = 0; j < 4; ++j) {
-            const __m512i b0 = _mm512_srli_epi32(q0, 8 * j), b1 = _mm512_srli_epi32(q1, 8 * j),
-                          b2 = _mm512_srli_epi32(q2, 8 * j);
-            const __m512i sc_lo = _mm512_and_si512(b0, m6), m_lo = _mm512_and_si512(b1, m6);
-            const __m512i sc_hi = _mm512_or_si512(
-                _mm512_and_si512(b2, m4), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(b0, 6), m2), 4));
-            const __m512i m_hi = _mm512_or_si512(
-                _mm512_and_si512(_mm512_srli_epi32(b2, 4), m4),
-                _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(b1, 6), m2), 4));
-            const int64_t g = 8 * b + j;
-            _mm512_storeu_ps(p.scale(g), _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc_lo)));
-            _mm512_storeu_ps(p.offset(g), _mm512_mul_ps(ndmin, _mm512_cvtepi32_ps(m_lo)));
-            _mm512_storeu_ps(p.scale(g + 4), _mm512_mul_ps(d, _mm512_cvtepi32_ps(sc_hi)));
-            _mm512_storeu_ps(p.offset(g + 4), _mm512_mul_ps(ndmin, _mm512_cvtepi32_ps(m_hi)));
+        __m512i sc[2], m[2];
+        avx512::q4_K_scales(x, sc, m);
+        for (int j = 0; j < 8; ++j) {
+            _mm512_storeu_ps(p.scale(8 * b + j), _mm512_mul_ps(d, _mm512_cvtepi32_ps(scale_byte(sc, j))));
+            _mm512_storeu_ps(p.offset(8 * b + j), _mm512_mul_ps(ndmin, _mm512_cvtepi32_ps(scale_byte(m, j))));
         }
     }
 }
 
-// q6_K: for half h and chunk k, A (ql), B (ql + 32) and H (qh): element 128h + 32m + 4k + i
-// (m = 0: A low, H bits 0-1; 1: B low, bits 2-3; 2: A high, bits 4-5; 3: B high, bits
-// 6-7) goes to group 8h + 2m + k / 4, step k % 4, as the 6-bit value - 32: + 96 or + 224.
-// (16-bit shifts: the bits that cross into a neighbouring byte are masked off.)
+// q6_K: the values of half h and chunk k (avx512::q6_K_values) go to group 8h + 2m + k / 4,
+// step k % 4, as the 6-bit value - 32: + 96 or + 224.
 void q6_K_to_panel_avx512(const uint8_t* group, int64_t n, uint8_t* panel, bool unsigned_q) {
     const PanelAt<16, false> p{panel};
     const __m512i bias = _mm512_set1_epi8((char)(unsigned_q ? 96 : 224));
-    const __m512i hi2 = _mm512_set1_epi8(0x30);
     for (int64_t b = 0; b < n / 256; ++b) {
         const uint8_t* x = group + 3360 * (size_t)b;
         for (int h = 0; h < 2; ++h)
             for (int k = 0; k < 8; ++k) {
-                const uint8_t* A = x + 288 + 192 * (size_t)(8 * h + k);
-                const __m512i a = load512(A), bq = load512(A + 64), hq = load512(A + 128);
-                const int64_t g = 16 * b + 8 * h + k / 4;
-                const int s = k % 4;
-                // (low nibble) | (the two bits, moved to bits 4-5), plus the bias
-                const __m512i v0 = _mm512_or_si512(low_nibbles(a),
-                                                   _mm512_and_si512(_mm512_slli_epi16(hq, 4), hi2));
-                const __m512i v1 = _mm512_or_si512(low_nibbles(bq),
-                                                   _mm512_and_si512(_mm512_slli_epi16(hq, 2), hi2));
-                const __m512i v2 = _mm512_or_si512(high_nibbles(a), _mm512_and_si512(hq, hi2));
-                const __m512i v3 = _mm512_or_si512(high_nibbles(bq),
-                                                   _mm512_and_si512(_mm512_srli_epi16(hq, 2), hi2));
-                store512(p.step(g, s), _mm512_add_epi8(v0, bias));
-                store512(p.step(g + 2, s), _mm512_add_epi8(v1, bias));
-                store512(p.step(g + 4, s), _mm512_add_epi8(v2, bias));
-                store512(p.step(g + 6, s), _mm512_add_epi8(v3, bias));
+                __m512i v[4];
+                avx512::q6_K_values(x, h, k, v);
+                for (int m = 0; m < 4; ++m)
+                    store512(p.step(16 * b + 8 * h + 2 * m + k / 4, k % 4), _mm512_add_epi8(v[m], bias));
             }
         const __m512 d = halves16(x);
-        for (int q = 0; q < 4; ++q) {
-            const __m512i sc = load512(x + 32 + 64 * q);
-            for (int j = 0; j < 4; ++j) {
-                // byte j of each row's word, sign-extended
-                const __m512i v = _mm512_srai_epi32(_mm512_slli_epi32(sc, 24 - 8 * j), 24);
-                _mm512_storeu_ps(p.scale(16 * b + 4 * q + j), _mm512_mul_ps(d, _mm512_cvtepi32_ps(v)));
-            }
-        }
+        __m512i sc[4];
+        avx512::scale_chunks(x + 32, sc);
+        for (int sb = 0; sb < 16; ++sb)
+            _mm512_storeu_ps(p.scale(16 * b + sb), _mm512_mul_ps(d, _mm512_cvtepi32_ps(scale_sbyte(sc, sb))));
     }
 }
 
