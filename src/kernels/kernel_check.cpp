@@ -50,6 +50,36 @@ std::vector<int> fp16_fields(TensorType t) {
     }
 }
 
+// 16 random rows of type t (n elements, seeds seed, seed + 1, ...) repacked as one x16 group.
+std::vector<uint8_t> random_x16_group(TensorType t, int64_t n, uint64_t seed) {
+    const size_t row = row_size(t, n);
+    std::vector<uint8_t> rows(row * kX16Rows), group(row * kX16Rows);
+    for (int r = 0; r < kX16Rows; ++r) {
+        const auto xr = random_tensor_data(t, n, seed + (uint64_t)r);
+        std::memcpy(rows.data() + row * (size_t)r, xr.data(), row);
+    }
+    x16_pack(t, rows.data(), row, n, group.data());
+    return group;
+}
+
+// cols activation rows of n elements as panel blocks, column c at c * stride blocks:
+// normal floats quantized to act_type as the quantizers write them (-127..127: the AVX2
+// GEMV's sign trick needs that, as the panel GEMM's does).
+std::vector<PanelActBlock> random_panel_act(TensorType act_type, int64_t n, int cols,
+                                            size_t stride, uint64_t seed) {
+    std::vector<PanelActBlock> act(stride * (size_t)cols);
+    std::mt19937_64 rng(seed);
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<float> yf((size_t)n);
+    std::vector<uint8_t> yq(row_size(act_type, n));
+    for (int c = 0; c < cols; ++c) {
+        for (float& v : yf) v = normal(rng);
+        reference_kernels(act_type).from_float(yf.data(), yq.data(), n);
+        to_panel_act(act_type, yq.data(), n, act.data() + stride * (size_t)c);
+    }
+    return act;
+}
+
 }  // namespace
 
 std::vector<uint8_t> random_tensor_data(TensorType t, int64_t n, uint64_t seed) {
@@ -225,13 +255,7 @@ std::string check_type_kernels(TensorType t, const TypeKernels& cand, const Type
     }
     if (cand.to_panel_x16 && x16_layout(t)) {
         // 16 random rows repacked; both panel signs, byte for byte against x16_to_panel
-        const size_t row = row_size(t, n);
-        std::vector<uint8_t> rows(row * kX16Rows), group(row * kX16Rows);
-        for (int r = 0; r < kX16Rows; ++r) {
-            const auto xr = random_tensor_data(t, n, seed + 50 + (uint64_t)r);
-            std::memcpy(rows.data() + row * (size_t)r, xr.data(), row);
-        }
-        x16_pack(t, rows.data(), row, n, group.data());
+        const std::vector<uint8_t> group = random_x16_group(t, n, seed + 50);
         const size_t bytes = panel_bytes_max(kX16Rows, n);
         for (bool unsigned_q : {true, false}) {
             std::vector<uint8_t> want(bytes, 0xee), got(bytes, 0xee);
@@ -249,27 +273,11 @@ std::string check_type_kernels(TensorType t, const TypeKernels& cand, const Type
         // 16 rows repacked, seven activation columns a little apart: one column (decode)
         // and several (the GEMVs take four, two and one at a time), each bit for bit
         // against the scalar definition.
-        const size_t row = row_size(t, n);
-        std::vector<uint8_t> rows(row * kX16Rows), group(row * kX16Rows);
-        for (int r = 0; r < kX16Rows; ++r) {
-            const auto xr = random_tensor_data(t, n, seed + 60 + (uint64_t)r);
-            std::memcpy(rows.data() + row * (size_t)r, xr.data(), row);
-        }
-        x16_pack(t, rows.data(), row, n, group.data());
+        const std::vector<uint8_t> group = random_x16_group(t, n, seed + 60);
         const size_t stride = (size_t)(n / 32) + 1;
         constexpr int kCols = 7;
-        std::vector<PanelActBlock> act(stride * kCols);
-        // activations as the quantizers write them (-127..127: the AVX2 GEMV's sign trick
-        // needs that, as the panel GEMM's does)
-        std::mt19937_64 rng(seed ^ 0xa11ce);
-        std::normal_distribution<float> normal(0.0f, 1.0f);
-        std::vector<float> yf((size_t)n);
-        std::vector<uint8_t> yq(row_size(ref.vec_dot_type, n));
-        for (int c = 0; c < kCols; ++c) {
-            for (float& v : yf) v = normal(rng);
-            reference_kernels(ref.vec_dot_type).from_float(yf.data(), yq.data(), n);
-            to_panel_act(ref.vec_dot_type, yq.data(), n, act.data() + stride * (size_t)c);
-        }
+        const std::vector<PanelActBlock> act =
+            random_panel_act(ref.vec_dot_type, n, kCols, stride, seed ^ 0xa11ce);
         for (int cols : {1, 3, kCols}) {
             const size_t ys = kX16Rows + 5;
             std::vector<float> want(ys * (size_t)cols, -7.0f), got = want;
@@ -287,25 +295,11 @@ std::string check_type_kernels(TensorType t, const TypeKernels& cand, const Type
         // The exact batch GEMM against the scalar GEMV, bit for bit: 16 random rows
         // repacked, 37 activation columns (two whole tiles of 16, which go together, and a
         // partial one alone).
-        const size_t row = row_size(t, n);
-        std::vector<uint8_t> rows(row * kX16Rows), group(row * kX16Rows);
-        for (int r = 0; r < kX16Rows; ++r) {
-            const auto xr = random_tensor_data(t, n, seed + 80 + (uint64_t)r);
-            std::memcpy(rows.data() + row * (size_t)r, xr.data(), row);
-        }
-        x16_pack(t, rows.data(), row, n, group.data());
+        const std::vector<uint8_t> group = random_x16_group(t, n, seed + 80);
         constexpr int kCols = 37, kTiles = 3;
         const size_t nb = (size_t)(n / 32);
-        std::vector<PanelActBlock> act(nb * kCols);
-        std::mt19937_64 rng(seed ^ 0x7e57);
-        std::normal_distribution<float> normal(0.0f, 1.0f);
-        std::vector<float> yf((size_t)n);
-        std::vector<uint8_t> yq(row_size(ref.vec_dot_type, n));
-        for (int c = 0; c < kCols; ++c) {
-            for (float& v : yf) v = normal(rng);
-            reference_kernels(ref.vec_dot_type).from_float(yf.data(), yq.data(), n);
-            to_panel_act(ref.vec_dot_type, yq.data(), n, act.data() + nb * (size_t)c);
-        }
+        const std::vector<PanelActBlock> act =
+            random_panel_act(ref.vec_dot_type, n, kCols, nb, seed ^ 0x7e57);
         std::vector<PanelActTile> tiles(nb * kTiles);
         for (int j = 0; j < kTiles; ++j)
             to_panel_act_tiles(act.data() + nb * (size_t)(16 * j), nb, (int64_t)nb,
