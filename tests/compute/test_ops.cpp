@@ -69,6 +69,16 @@ class Watchdog {
     std::thread thread_;
 };
 
+// A weight matrix of n_rows rows of n elements of type t at data, in the file's layout.
+TensorView matrix_view(TensorType t, int64_t n, int64_t n_rows, const void* data) {
+    TensorView w;
+    w.type = t;
+    w.ne[0] = n;
+    w.ne[1] = n_rows;
+    w.data = data;
+    return w;
+}
+
 std::vector<float> random_floats(size_t n, uint64_t seed, float stddev = 1.0f) {
     std::mt19937_64 rng(seed);
     std::normal_distribution<float> normal(0.0f, stddev);
@@ -587,11 +597,7 @@ MatmulError check_matmul(ThreadPool& pool, TensorType type, int64_t n, int64_t n
     std::vector<float> wf((size_t)(n * n_rows));
     reference_kernels(type).to_float(wdata.data(), wf.data(), n * n_rows);
 
-    TensorView w;
-    w.type = type;
-    w.ne[0] = n;
-    w.ne[1] = n_rows;
-    w.data = wdata.data();
+    TensorView w = matrix_view(type, n, n_rows, wdata.data());
     std::vector<uint8_t> packed;
     if (x16) {  // the same weights in the row-interleaved layout
         packed.resize(wdata.size());
@@ -747,11 +753,7 @@ TEST(Matmul, QuantizedStepsEqualTheCombinedCall) {
     for (const int64_t tokens : {3, 12}) {  // per-row dots, and the panel GEMM
     const int64_t n = 256, rows = 21;
     const std::vector<uint8_t> wd = random_tensor_data(TensorType::Q4_K, n * rows, 31);
-    TensorView w;
-    w.type = TensorType::Q4_K;
-    w.ne[0] = n;
-    w.ne[1] = rows;
-    w.data = wd.data();
+    TensorView w = matrix_view(TensorType::Q4_K, n, rows, wd.data());
     const std::vector<float> x = random_floats((size_t)(n * tokens), 32);
     std::vector<uint8_t> xq1(activation_buffer_size(w, tokens, pool.size()));
     std::vector<uint8_t> xq2(xq1.size());
@@ -787,11 +789,7 @@ TEST(Matmul, RowInterleavedWeightsGiveTheReferenceProducts) {
                     check_matmul(pool, t, n, rows, tokens, ++seed, what, false, true);
                 }
             const std::vector<uint8_t> wd = random_tensor_data(t, n * 32, 77);
-            TensorView w;
-            w.type = t;
-            w.ne[0] = n;
-            w.ne[1] = 32;
-            w.data = wd.data();
+            TensorView w = matrix_view(t, n, 32, wd.data());
             std::vector<uint8_t> packed(wd.size());
             const TensorView p = repack_x16(&pool, w, packed.data());
             EXPECT_TRUE(p.x16);
@@ -829,11 +827,7 @@ TEST(Matmul, PanelKernelSetsGiveTheSameBits) {
         for (bool x16 : {false, true}) {
             if (x16 && !x16_layout(t)) continue;
             const std::vector<uint8_t> wd = random_tensor_data(t, n * n_rows, 500 + (uint64_t)t);
-            TensorView w;
-            w.type = t;
-            w.ne[0] = n;
-            w.ne[1] = n_rows;
-            w.data = wd.data();
+            TensorView w = matrix_view(t, n, n_rows, wd.data());
             std::vector<uint8_t> packed(wd.size());
             if (x16) w = repack_x16(&pool, w, packed.data());
             const std::vector<float> x = random_floats((size_t)(n * n_tokens), 600 + (uint64_t)t);
@@ -879,11 +873,7 @@ TEST(Matmul, BatchesKeepEachTokensBitsWherePanelsPromiseIt) {
             for (bool x16 : {false, true}) {
                 if (x16 && !x16_layout(t)) continue;
                 const std::vector<uint8_t> wd = random_tensor_data(t, n * n_rows, 900 + (uint64_t)t);
-                TensorView w;
-                w.type = t;
-                w.ne[0] = n;
-                w.ne[1] = n_rows;
-                w.data = wd.data();
+                TensorView w = matrix_view(t, n, n_rows, wd.data());
                 std::vector<uint8_t> packed(wd.size());
                 if (x16) {
                     if (!x16_pays(w)) continue;
@@ -1366,11 +1356,7 @@ TEST(Matmul, Bf16GemmIsTheRoundedProducts) {
             type_kernels(t).to_float(wq.data() + (size_t)r * row_size(t, n), deq.data() + r * n, n);
         const std::vector<float> x = random_floats((size_t)(n * n_tokens), 800 + (uint64_t)t);
         for (bool x16 : {false, true}) {
-            TensorView w;
-            w.type = t;
-            w.ne[0] = n;
-            w.ne[1] = n_rows;
-            w.data = wq.data();
+            TensorView w = matrix_view(t, n, n_rows, wq.data());
             ThreadPool one(1), two(2);
             if (x16) {
                 if (!x16_pays(w)) continue;
