@@ -146,6 +146,14 @@ TEST(Reference, VecDotMatchesDequantizedDot) {
     }
 }
 
+// Every type with the row-interleaved layout (kernels/x16.h).
+std::vector<TensorType> x16_types() {
+    std::vector<TensorType> out;
+    for (TensorType t : all_types())
+        if (x16_layout(t)) out.push_back(t);
+    return out;
+}
+
 class KernelSetTest : public ::testing::TestWithParam<std::string> {
   protected:
     void SetUp() override { ASSERT_TRUE(select_kernel_set(GetParam())); }
@@ -156,8 +164,7 @@ class KernelSetTest : public ::testing::TestWithParam<std::string> {
 // with the layout, rows wider than the self-test's and at a stride past their length.
 TEST_P(KernelSetTest, PackX16IsX16Pack) {
     int checked = 0;
-    for (TensorType t : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0, TensorType::Q2_K,
-                         TensorType::Q4_K, TensorType::Q6_K}) {
+    for (TensorType t : x16_types()) {
         const TypeKernels& k = type_kernels(t);
         if (!k.pack_x16) continue;
         for (int64_t n : {int64_t(256), int64_t(8960)}) {
@@ -181,8 +188,7 @@ TEST_P(KernelSetTest, PackX16IsX16Pack) {
 // minimum scale is zero (the offsets must be -0.0f, as the reference's unary minus writes).
 TEST_P(KernelSetTest, ToPanelX16IsX16ToPanel) {
     int checked = 0;
-    for (TensorType t : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0, TensorType::Q2_K,
-                         TensorType::Q4_K, TensorType::Q6_K}) {
+    for (TensorType t : x16_types()) {
         const TypeKernels& k = type_kernels(t);
         if (!k.to_panel_x16) continue;
         for (int64_t n : {int64_t(256), int64_t(8960)})
@@ -479,13 +485,6 @@ TEST(AttentionKernels, CheckCatchesWrongTailsAndLargeGroups) {
 // Row-interleaved weights (kernels/x16.h)
 
 namespace {
-
-std::vector<TensorType> x16_types() {
-    std::vector<TensorType> out;
-    for (TensorType t : all_types())
-        if (x16_layout(t)) out.push_back(t);
-    return out;
-}
 
 // 16 random rows of n elements, one after another.
 std::vector<uint8_t> random_rows(TensorType t, int64_t n, uint64_t seed) {
