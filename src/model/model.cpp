@@ -238,7 +238,8 @@ std::future<void> kernels_in_background() {
 }  // namespace
 
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, const LoadOptions& opts) {
-    auto kernels_ready = kernels_in_background();
+    // (the kernels' self-test starts in the other load, beside the hyper-parameters and
+    // the binding; opening the file is only its header)
     auto file = GgufFile::open(path);
     if (!file) return Result<std::unique_ptr<Model>>::fail(file.error());
     return load(std::shared_ptr<const GgufFile>(std::move(*file)), opts);
