@@ -107,11 +107,12 @@ Scratch carve(uint8_t* p, const AttentionShape& s, TensorType kv_type) {
     return w;
 }
 
-// The inner loops run per cached position and head: compiled for AVX-512 and AVX2 as well,
-// the best chosen at load time from the CPU's (and OS's) features. (Not under
+// The inner loops run per cached position and head: compiled for AVX-512 and AVX2 as well
+// (the x86-64 levels v4 and v3, which include FMA, as swiglu's clones in ops.cpp), the best
+// chosen at load time from the CPU's (and OS's) features. (Not under
 // ThreadSanitizer: the clones' resolver runs before its runtime is up.)
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
-#define EDGELLM_ATTN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#define EDGELLM_ATTN_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define EDGELLM_ATTN_CLONES
 #endif
