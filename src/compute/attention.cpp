@@ -6,6 +6,7 @@
 #include <cstring>
 #include <limits>
 
+#include "compute/cpu_clones.h"
 #include "edgellm/error.h"
 #include "kernels/fp16.h"
 #include "kernels/kernels.h"
@@ -108,21 +109,14 @@ Scratch carve(uint8_t* p, const AttentionShape& s, TensorType kv_type) {
 }
 
 // The inner loops run per cached position and head: compiled for AVX-512 and AVX2 as well
-// (the x86-64 levels v4 and v3, which include FMA, as swiglu's clones in ops.cpp), the best
-// chosen at load time from the CPU's (and OS's) features. (Not under
-// ThreadSanitizer: the clones' resolver runs before its runtime is up.)
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
-#define EDGELLM_ATTN_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define EDGELLM_ATTN_CLONES
-#endif
+// (compute/cpu_clones.h).
 
 // Two passes, as llama.cpp's default (non-flash) path: the scores of every visible cell
 // (dot_rows), an exact softmax (max, exp, sum), the probabilities (f16 cache: rounded to
 // f16 as llama.cpp's f16 matrix product rounds them), then their weighted sum of the V
 // rows (vec_mad_n). The kernels are the set's SIMD ones or, in the ref set, their scalar
 // twins.
-EDGELLM_ATTN_CLONES void attend(const AttentionShape& s, const TypeKernels& kk,
+EDGELLM_CPU_CLONES void attend(const AttentionShape& s, const TypeKernels& kk,
                                 const TypeKernels& vk, const KvLayerView& kv,
                                 const int32_t* cell_pos, int64_t n_cells, bool cells_in_order,
                                 const int32_t* tok_pos, const Item& it, const Scratch& w,

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <cstdint>
 
+#include "compute/cpu_clones.h"
 #include "kernels/fp16.h"
 
 namespace edgellm {
@@ -64,14 +65,8 @@ inline float one_plus_exp(float x) {
 
 // Compiled for AVX-512 and AVX2 as well, the best chosen at load time from the CPU's (and
 // OS's) features: with SSE2's four lanes the polynomial and the division were still 10 %
-// of a prompt's time. The clones are the x86-64 levels v4 and v3, not "avx512f" and "avx2":
-// the "avx2" target leaves out FMA, so its std::fma were calls to fmaf, one per operation
-// (17 % of a 512-token prompt's time on an AVX2-only EPYC). (Not under ThreadSanitizer:
-// the clones' resolver runs before its runtime is up.)
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#endif
-void swiglu(float* gate, const float* up, int64_t n) {
+// of a prompt's time (compute/cpu_clones.h).
+EDGELLM_CPU_CLONES void swiglu(float* gate, const float* up, int64_t n) {
     for (int64_t i = 0; i < n; ++i) {
         const float g = gate[i];
         gate[i] = g / one_plus_exp(-g) * up[i];
@@ -110,10 +105,7 @@ void softcap(float* x, int64_t n, float cap) {
 // partner lane i ^ h: a + b below, a - b above, the very operations of the scalar loop),
 // between vectors from 16 on. Every element gets the scalar loop's bits; its short inner
 // loops for the small strides had stayed scalar (3 % of a prompt with a quantized cache).
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#endif
-void hadamard(float* x, int64_t len, int n) {
+EDGELLM_CPU_CLONES void hadamard(float* x, int64_t len, int n) {
     const float norm = 1.0f / std::sqrt((float)n);
     typedef float V16 __attribute__((vector_size(64)));
     typedef int32_t I16 __attribute__((vector_size(64)));
