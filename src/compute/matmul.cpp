@@ -282,6 +282,10 @@ void panel_matmul(ThreadPool& pool, const TensorView& w, const TensorView* w2, G
     const bool direct = w.x16 && P == kX16Rows;
     // x16 q2_K / q4_K / q6_K with AMX: the exact GEMM, whose panels hold the scaled weights
     const bool exact = exact_x16(w) && ps.pairs != nullptr;
+    // small codes with a kernel for them (AVX2): biased panels (panel.h, gemm_small)
+    const bool small = pk.gemm_small && !direct && !exact && !ps.tiles &&
+                       k.i8_bits <= kPanelSmallBits;
+    const int bias = small ? panel_code_bias(k.i8_bits, k.i8_min) : 0;
     // with w2, half the chunk's panels are its own
     const int64_t chunk = w2 ? panel_chunk(w) / 2 : panel_chunk(w);
     const size_t panel_stride = edgellm::panel_stride(w);
@@ -322,7 +326,7 @@ void panel_matmul(ThreadPool& pool, const TensorView& w, const TensorView* w2, G
                 }
                 src = rows_tmp + (size_t)(r0 % kX16Rows) * w_row_bytes;
             }
-            pack_panel(k, src, w_row_bytes, rows, P, n, panel, tmp, pk.unsigned_q);
+            pack_panel(k, src, w_row_bytes, rows, P, n, panel, tmp, pk.unsigned_q && !small, bias);
         };
         auto gemm = [&](const uint8_t* panel, int64_t c, int64_t nc, float* out, size_t out_stride,
                         int rows) {
@@ -338,6 +342,12 @@ void panel_matmul(ThreadPool& pool, const TensorView& w, const TensorView* w2, G
                 const size_t nb = (size_t)(n / 32);
                 pk.gemm_tiled(panel, n / k.i8_group, k.i8_group, k.i8_min, run,
                               ps.tiles + (size_t)(c / kPanelTileTokens) * nb, nb, nc, out,
+                              out_stride, rows);
+                return;
+            }
+            if (small) {
+                pk.gemm_small(k.i8_bits, panel, n / k.i8_group, k.i8_group, k.i8_min, run,
+                              ps.act + (size_t)c * (size_t)(n / 32), (size_t)(n / 32), nc, out,
                               out_stride, rows);
                 return;
             }

@@ -401,10 +401,13 @@ std::string check_panel_kernel(const PanelKernel& k, uint64_t seed) {
         if (cs.runs && !k.runs) continue;
         const int64_t n = cs.n;
         std::vector<PanelActBlock> act((size_t)max_cols * (size_t)(n / 32));
-        for (PanelActBlock& b : act) {
+        for (size_t ib = 0; ib < act.size(); ++ib) {
+            PanelActBlock& b = act[ib];
             int s0 = 0, s1 = 0;
+            // the first block of columns 0 and 1 at the extremes (int16 sums' worst case)
+            const int fixed = ib == 0 ? 127 : ib == (size_t)(n / 32) ? -127 : 0;
             for (int j = 0; j < 32; ++j) {
-                b.qs[j] = (int8_t)act_byte(rng);
+                b.qs[j] = (int8_t)(fixed ? fixed : act_byte(rng));
                 (j < 16 ? s0 : s1) += b.qs[j];
             }
             b.d = real(rng) * 0.01f;
@@ -447,6 +450,39 @@ std::string check_panel_kernel(const PanelKernel& k, uint64_t seed) {
                             return msg;
                         }
                     }
+                if (!k.gemm_small) continue;
+                // small codes: u below 2^bits, against the definition (the signed panel's
+                // bits), every code width a type has
+                for (int bits = 2; bits <= kPanelSmallBits; ++bits) {
+                    std::uniform_int_distribution<int> code(0, (1 << bits) - 1);
+                    std::vector<uint8_t> small = panel;
+                    for (int64_t g = 0; g < n_groups; ++g)
+                        for (size_t i = 0; i < (size_t)P * G; ++i)
+                            small[gb * (size_t)g + i] = (uint8_t)code(rng);
+                    // the largest codes in the first group (against the extreme activations)
+                    for (size_t i = 0; i < (size_t)P * G; ++i) small[i] = (uint8_t)((1 << bits) - 1);
+                    for (int rows : {P, P / 2 + 1})
+                        for (int cols : col_counts) {
+                            if (cols > 9 && cols != max_cols) continue;
+                            const size_t ys = (size_t)P + 3;
+                            std::vector<float> want(ys * (size_t)cols, -7.0f), got = want;
+                            panel_gemm_small_ref(P, bits, small.data(), n_groups, G, has_min, run,
+                                                 act.data(), (size_t)(n / 32), cols, want.data(),
+                                                 ys, rows);
+                            k.gemm_small(bits, small.data(), n_groups, G, has_min, run,
+                                         act.data(), (size_t)(n / 32), cols, got.data(), ys,
+                                         rows);
+                            if (std::memcmp(want.data(), got.data(),
+                                            want.size() * sizeof(float)) != 0) {
+                                char msg[220];
+                                std::snprintf(msg, sizeof msg,
+                                              "panel gemm_small %s differs from the reference "
+                                              "(%d bits, G=%d, offsets %d, %d rows, %d columns)",
+                                              k.isa, bits, G, (int)has_min, rows, cols);
+                                return msg;
+                            }
+                        }
+                }
             }
     }
     return check_bf16_kernels(k, seed);

@@ -59,6 +59,9 @@ struct TypeKernels {
     UnpackI8Fn unpack_i8 = nullptr;
     int i8_group = 0;     // G: 16 or 32
     bool i8_min = false;  // has offsets
+    // Bits of its codes: q spans 2^bits values (q4_0: -8..7, q6_K: -32..31, q4_K: 0..15;
+    // 8 for q8_0). Kernels of small codes take q + panel_code_bias (panel.h) unsigned.
+    int i8_bits = 8;
     // GEMV over row-interleaved weights (kernels/x16.h), for types with that layout. The
     // reference has the scalar definition; weights are repacked at load only when the
     // kernel set has a SIMD one (gemv_x16_isa is not "ref").

@@ -113,6 +113,24 @@ void panel_gemm_via_tiles(PanelTiledGemmFn fn, const uint8_t* panel, int64_t n_g
                           bool has_min, int run, const PanelActBlock* act, size_t act_stride,
                           int64_t n_cols, float* y, size_t y_stride, int rows);
 
+// The GEMM for panels of small codes (a type's TypeKernels::i8_bits <= 6): each byte is
+// u = q + panel_code_bias(bits, has_min), unsigned and below 2^bits. Kernels without a
+// multiply of two signed bytes (AVX2's vpmaddubsw) take u as it is, sum several steps of
+// products in int16 (u * a with bits <= 6 leaves room) and subtract bias * sum(a) once per
+// group, instead of moving the weights' signs onto the activations at every step. Else as
+// PanelGemmFn: the integer sums are those of the signed panel, and so are the bits.
+using PanelSmallGemmFn = void (*)(int bits, const uint8_t* panel, int64_t n_groups, int G,
+                                  bool has_min, int run, const PanelActBlock* act,
+                                  size_t act_stride, int64_t n_cols, float* y, size_t y_stride,
+                                  int rows);
+// The bias of small codes: types with offsets have q >= 0 already, the others' q spans
+// -2^(bits-1) .. 2^(bits-1) - 1.
+constexpr int panel_code_bias(int bits, bool has_min) {
+    return has_min ? 0 : 1 << (bits - 1);
+}
+// Codes of at most this many bits take PanelKernel::gemm_small.
+inline constexpr int kPanelSmallBits = 6;
+
 // The panel kernel of a kernel set: P rows per panel and the GEMM. unsigned_q: its panels
 // hold u = q + 128 as unsigned bytes for types without offsets and u = q (0..63: every
 // type with offsets has q in 0..31) for those with (vpdpbusd multiplies unsigned
@@ -170,6 +188,9 @@ struct PanelKernel {
     bool unsigned_q = false;
     bool runs = false;
     int cols = 8;  // tokens per call that keep it busy (the matmul's tile of tokens)
+    // The GEMM for small codes, when the kernel has one: types with i8_bits <=
+    // kPanelSmallBits then get biased panels (pack_panel's bias) and this GEMM.
+    PanelSmallGemmFn gemm_small = nullptr;
     // The same GEMM over activation tiles, when the kernel has it: the matmul then builds
     // the tiles once per batch (a multiple of 16 tokens per call) and calls this one.
     PanelTiledGemmFn gemm_tiled = nullptr;
@@ -188,13 +209,20 @@ using UnpackI8Fn = void (*)(const void* src, int64_t n, int8_t* q, float* scale,
 // a panel of P rows; rows past `rows` are zero. `tmp` holds n + 2 * (n / 16) * 4 bytes.
 // k: the weight type's kernels (its unpack_i8, i8_group, i8_min).
 // unsigned_q: the panel's bytes as PanelKernel::unsigned_q says.
+// bias: added to every code (the small-code panels of PanelKernel::gemm_small, bias
+// panel_code_bias; 0 otherwise).
 void pack_panel(const TypeKernels& k, const uint8_t* w, size_t row_bytes, int rows, int P,
-                int64_t n, uint8_t* panel, uint8_t* tmp, bool unsigned_q = false);
+                int64_t n, uint8_t* panel, uint8_t* tmp, bool unsigned_q = false, int bias = 0);
 
 // One activation row (n elements, quantized as `act_type`: q8_0, q8_1 or q8_K) as panel
 // blocks. False for other activation types.
 bool panel_act_supported(TensorType act_type);
 void to_panel_act(TensorType act_type, const void* src, int64_t n, PanelActBlock* dst);
+
+// The scalar definition of PanelSmallGemmFn, for any P.
+void panel_gemm_small_ref(int P, int bits, const uint8_t* panel, int64_t n_groups, int G,
+                          bool has_min, int run, const PanelActBlock* act, size_t act_stride,
+                          int64_t n_cols, float* y, size_t y_stride, int rows);
 
 // The scalar definition, for any P.
 void panel_gemm_ref(int P, bool unsigned_q, const uint8_t* panel, int64_t n_groups, int G,

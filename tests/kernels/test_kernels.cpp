@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <random>
 
@@ -452,6 +453,52 @@ TEST(Panel, CheckCatchesAWrongKernel) {
                        y_stride, rows);
     };
     EXPECT_NE(check_panel_kernel(wrong, 1), "");
+}
+
+// The check of a small-code GEMM is not vacuous either: a wrong bias, and int16 sums chained
+// over more steps than the codes leave room for (they saturate only at large codes and
+// activations), are caught.
+TEST(Panel, CheckCatchesAWrongSmallCodeKernel) {
+    PanelKernel k;
+    k.rows = 4;
+    k.isa = "small";
+    k.gemm = [](const uint8_t* panel, int64_t n_groups, int G, bool has_min, int run,
+                const PanelActBlock* act, size_t act_stride, int64_t n_cols, float* y,
+                size_t y_stride, int rows) {
+        panel_gemm_ref(4, false, panel, n_groups, G, has_min, run, act, act_stride, n_cols, y,
+                       y_stride, rows);
+    };
+    k.gemm_small = [](int bits, const uint8_t* panel, int64_t n_groups, int G, bool has_min,
+                      int run, const PanelActBlock* act, size_t act_stride, int64_t n_cols,
+                      float* y, size_t y_stride, int rows) {
+        panel_gemm_small_ref(4, bits, panel, n_groups, G, has_min, run, act, act_stride, n_cols,
+                             y, y_stride, rows);
+    };
+    EXPECT_EQ(check_panel_kernel(k, 1), "");
+    k.gemm_small = [](int bits, const uint8_t* panel, int64_t n_groups, int G, bool has_min,
+                      int run, const PanelActBlock* act, size_t act_stride, int64_t n_cols,
+                      float* y, size_t y_stride, int rows) {
+        panel_gemm_small_ref(4, bits == 5 ? 4 : bits, panel, n_groups, G, has_min, run, act,
+                             act_stride, n_cols, y, y_stride, rows);
+    };
+    EXPECT_NE(check_panel_kernel(k, 1), "");
+    // row 0 of the first group of column 0 as a chain of 4 steps (16 products) in int16
+    // would sum it: wrong wherever that saturates
+    k.gemm_small = [](int bits, const uint8_t* panel, int64_t n_groups, int G, bool has_min,
+                      int run, const PanelActBlock* act, size_t act_stride, int64_t n_cols,
+                      float* y, size_t y_stride, int rows) {
+        panel_gemm_small_ref(4, bits, panel, n_groups, G, has_min, run, act, act_stride, n_cols,
+                             y, y_stride, rows);
+        int32_t exact = 0, chained = 0;
+        for (int s = 0; s < 4; ++s)
+            for (int j = 0; j < 4; ++j) {
+                const int32_t p = (int32_t)panel[4 * (s * 4 + 0) + j] * act[0].qs[4 * s + j];
+                exact += p;
+                chained = std::clamp(chained + p, -32768, 32767);
+            }
+        if (chained != exact) y[0] += 1.0f;
+    };
+    EXPECT_NE(check_panel_kernel(k, 1), "");
 }
 
 // The attention-kernel check covers head sizes with SIMD tails and more queries than one

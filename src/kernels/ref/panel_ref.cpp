@@ -123,11 +123,13 @@ void unpack_i8_q6_K(const void* src, int64_t n, int8_t* q, float* scale, float*)
     }
 }
 
-void set_unpack(TypeKernels* table, TensorType t, UnpackI8Fn fn, int group, bool has_min) {
+void set_unpack(TypeKernels* table, TensorType t, UnpackI8Fn fn, int group, bool has_min,
+                int bits) {
     TypeKernels& k = table[(uint32_t)t];
     k.unpack_i8 = fn;
     k.i8_group = group;
     k.i8_min = has_min;
+    k.i8_bits = bits;
 }
 
 // Sums of a panel block's values (both halves) into its derived fields.
@@ -153,22 +155,22 @@ namespace ref {
 
 void fill_reference_unpack(TypeKernels* table) {
     using T = TensorType;
-    set_unpack(table, T::Q4_0, unpack_i8_q4_0, 32, false);
-    set_unpack(table, T::Q4_1, unpack_i8_q4_1, 32, true);
-    set_unpack(table, T::Q5_0, unpack_i8_q5_0, 32, false);
-    set_unpack(table, T::Q5_1, unpack_i8_q5_1, 32, true);
-    set_unpack(table, T::Q8_0, unpack_i8_q8_0, 32, false);
-    set_unpack(table, T::Q2_K, unpack_i8_q2_K, 16, true);
-    set_unpack(table, T::Q3_K, unpack_i8_q3_K, 16, false);
-    set_unpack(table, T::Q4_K, unpack_i8_q45_K<block_q4_K, unpack_q4_K>, 32, true);
-    set_unpack(table, T::Q5_K, unpack_i8_q45_K<block_q5_K, unpack_q5_K>, 32, true);
-    set_unpack(table, T::Q6_K, unpack_i8_q6_K, 16, false);
+    set_unpack(table, T::Q4_0, unpack_i8_q4_0, 32, false, 4);
+    set_unpack(table, T::Q4_1, unpack_i8_q4_1, 32, true, 4);
+    set_unpack(table, T::Q5_0, unpack_i8_q5_0, 32, false, 5);
+    set_unpack(table, T::Q5_1, unpack_i8_q5_1, 32, true, 5);
+    set_unpack(table, T::Q8_0, unpack_i8_q8_0, 32, false, 8);
+    set_unpack(table, T::Q2_K, unpack_i8_q2_K, 16, true, 2);
+    set_unpack(table, T::Q3_K, unpack_i8_q3_K, 16, false, 3);
+    set_unpack(table, T::Q4_K, unpack_i8_q45_K<block_q4_K, unpack_q4_K>, 32, true, 4);
+    set_unpack(table, T::Q5_K, unpack_i8_q45_K<block_q5_K, unpack_q5_K>, 32, true, 5);
+    set_unpack(table, T::Q6_K, unpack_i8_q6_K, 16, false, 6);
 }
 
 }  // namespace ref
 
 void pack_panel(const TypeKernels& k, const uint8_t* w, size_t row_bytes, int rows, int P,
-                int64_t n, uint8_t* panel, uint8_t* tmp, bool unsigned_q) {
+                int64_t n, uint8_t* panel, uint8_t* tmp, bool unsigned_q, int bias) {
     const int G = k.i8_group;
     const bool has_min = k.i8_min;
     const int64_t n_groups = n / G;
@@ -185,6 +187,8 @@ void pack_panel(const TypeKernels& k, const uint8_t* w, size_t row_bytes, int ro
         }
         if (unsigned_q && !has_min)  // u = q + 128: the sign bit flipped
             for (int64_t i = 0; i < n; ++i) q[i] = (int8_t)((uint8_t)q[i] ^ 0x80);
+        if (bias != 0)  // small codes: u = q + bias
+            for (int64_t i = 0; i < n; ++i) q[i] = (int8_t)(uint8_t)(q[i] + bias);
         for (int64_t g = 0; g < n_groups; ++g) {
             uint8_t* pg = panel + gb * (size_t)g;
             const int8_t* qg = q + g * G;
@@ -268,6 +272,19 @@ void panel_gemm_via_tiles(PanelTiledGemmFn fn, const uint8_t* panel, int64_t n_g
                            tiles.data() + (size_t)(t * n_blocks));
     }
     fn(panel, n_groups, G, has_min, run, tiles.data(), (size_t)n_blocks, n_cols, y, y_stride, rows);
+}
+
+void panel_gemm_small_ref(int P, int bits, const uint8_t* panel, int64_t n_groups, int G,
+                          bool has_min, int run, const PanelActBlock* act, size_t act_stride,
+                          int64_t n_cols, float* y, size_t y_stride, int rows) {
+    // the signed panel back, then the definition: the same integer sums, the same bits
+    const int bias = panel_code_bias(bits, has_min);
+    const size_t gb = panel_group_bytes(P, G, has_min);
+    std::vector<uint8_t> s(panel, panel + gb * (size_t)n_groups);
+    for (int64_t g = 0; g < n_groups; ++g)
+        for (size_t i = 0; i < (size_t)P * (size_t)G; ++i) s[gb * (size_t)g + i] -= (uint8_t)bias;
+    panel_gemm_ref(P, false, s.data(), n_groups, G, has_min, run, act, act_stride, n_cols, y,
+                   y_stride, rows);
 }
 
 void panel_gemm_ref(int P, bool unsigned_q, const uint8_t* panel, int64_t n_groups, int G,
