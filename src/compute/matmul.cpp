@@ -78,8 +78,12 @@ size_t panel_thread_bytes(const TensorView& w) {
     const int P = panel_kernel().rows;
     if (P == 0) return 0;  // no panel GEMM (x16 weights' blocks only): no panels to size
     const int64_t n = w.ne[0];
-    return panel_stride(w) * (size_t)panel_chunk(w) + pack_tmp_bytes(n) +
-           (w.x16 ? round_up((size_t)kX16Rows * w.row_bytes()) : 0) + exact_up_bytes(w);
+    // (x16 weights: the group's rows in the file's layout, or its panel of 16 rows)
+    const size_t group_bytes =
+        w.x16 ? round_up(std::max((size_t)kX16Rows * w.row_bytes(), panel_bytes_max(kX16Rows, n)))
+              : 0;
+    return panel_stride(w) * (size_t)panel_chunk(w) + pack_tmp_bytes(n) + group_bytes +
+           exact_up_bytes(w);
 }
 
 // Whether w times a batch of n_tokens takes the panel GEMM.
@@ -286,6 +290,12 @@ void panel_matmul(ThreadPool& pool, const TensorView& w, const TensorView* w2, G
     const bool small = pk.gemm_small && !direct && !exact && !ps.tiles &&
                        k.i8_bits <= kPanelSmallBits;
     const int bias = small ? panel_code_bias(k.i8_bits, k.i8_min) : 0;
+    // x16 weights in panels of fewer rows (AVX2's 8): each a slice of the group's panel of 16,
+    // its bytes moved from x16_to_panel's unsigned form to the kernel's
+    const bool sliced = w.x16 && !direct && !exact && kX16Rows % P == 0 && P < kX16Rows &&
+                        x16_layout(w.type) && x16_has_panel(w.type);
+    const uint8_t slice_add =
+        k.i8_min || (pk.unsigned_q && !small) ? 0 : (uint8_t)(128 + bias);
     // with w2, half the chunk's panels are its own
     const int64_t chunk = w2 ? panel_chunk(w) / 2 : panel_chunk(w);
     const size_t panel_stride = edgellm::panel_stride(w);
@@ -296,7 +306,9 @@ void panel_matmul(ThreadPool& pool, const TensorView& w, const TensorView* w2, G
         uint8_t* panels2 = panels + panel_stride * (size_t)chunk;  // w2's (only with w2)
         uint8_t* tmp = panels + panel_stride * (size_t)(w2 ? 2 * chunk : chunk);
         uint8_t* rows_tmp = tmp + pack_tmp_bytes(n);
-        float* exact_up = (float*)(rows_tmp + (w.x16 ? round_up((size_t)kX16Rows * w.row_bytes()) : 0));
+        float* exact_up = (float*)(rows_tmp + (w.x16 ? round_up(std::max((size_t)kX16Rows * w.row_bytes(),
+                                                                       panel_bytes_max(kX16Rows, n)))
+                                                     : 0));
         int64_t group_in_tmp = -1;
         auto pack = [&](const TensorView& wt, int64_t p, uint8_t* panel) {
             const int64_t r0 = p * P;
@@ -311,6 +323,18 @@ void panel_matmul(ThreadPool& pool, const TensorView& w, const TensorView* w2, G
                     k.to_panel_x16(src, n, panel, pk.unsigned_q);
                 else
                     x16_to_panel(wt.type, src, n, panel, pk.unsigned_q);
+                return;
+            }
+            if (wt.x16 && sliced) {
+                // the group as one panel of 16 rows (unsigned bytes), this panel its slice
+                const int64_t group = r0 / kX16Rows;
+                if (group != group_in_tmp) {
+                    x16_to_panel(wt.type, (const uint8_t*)wt.data + (size_t)group * kX16Rows * w_row_bytes,
+                                 n, rows_tmp, true);
+                    group_in_tmp = group;
+                }
+                panel_slice(rows_tmp, kX16Rows, P, (int)(r0 % kX16Rows) / P, k.i8_group, k.i8_min,
+                            n, slice_add, panel);
                 return;
             }
             if (wt.x16) {

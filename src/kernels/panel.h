@@ -214,6 +214,13 @@ using UnpackI8Fn = void (*)(const void* src, int64_t n, int8_t* q, float* scale,
 void pack_panel(const TypeKernels& k, const uint8_t* w, size_t row_bytes, int rows, int P,
                 int64_t n, uint8_t* panel, uint8_t* tmp, bool unsigned_q = false, int bias = 0);
 
+// Rows [part * P, part * P + P) of a panel of Ps rows (P divides Ps; n elements in groups
+// of G) as a panel of P rows, `add` added to every code byte (mod 256): from a panel of
+// x16_to_panel's unsigned bytes, 128 gives the signed panel and 128 + bias a small-code
+// one, for types without offsets (theirs are the same bytes in every form: add 0).
+void panel_slice(const uint8_t* src, int Ps, int P, int part, int G, bool has_min, int64_t n,
+                 uint8_t add, uint8_t* dst);
+
 // One activation row (n elements, quantized as `act_type`: q8_0, q8_1 or q8_K) as panel
 // blocks. False for other activation types.
 bool panel_act_supported(TensorType act_type);

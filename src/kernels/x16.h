@@ -94,6 +94,9 @@ void x16_unpack_block(TensorType t, const uint8_t* group, int r, int64_t b, uint
 bool x16_to_panel(TensorType t, const uint8_t* group, int64_t n, uint8_t* panel,
                   bool unsigned_q = true);
 
+// Whether x16_to_panel takes type t.
+bool x16_has_panel(TensorType t);
+
 // x16_to_panel for one type with SIMD (TypeKernels::to_panel_x16): the same bytes.
 using X16ToPanelFn = void (*)(const uint8_t* group, int64_t n, uint8_t* panel, bool unsigned_q);
 

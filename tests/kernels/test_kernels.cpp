@@ -606,6 +606,40 @@ TEST(X16, ToPanelIsPackPanelOfTheRows) {
     EXPECT_FALSE(x16_to_panel(TensorType::F16, none.data(), 32, none.data()));
 }
 
+// Kernels with panels of 8 rows (AVX2) take each half of a group's x16_to_panel panel
+// (panel_slice): the bytes pack_panel writes from those 8 rows, signed and in the
+// small-code form, for every type with the layout.
+TEST(X16, PanelSliceIsPackPanelOfTheHalf) {
+    for (TensorType t : x16_types()) {
+        const TypeKernels& k = reference_kernels(t);
+        ASSERT_TRUE(x16_has_panel(t)) << tensor_type_name(t);
+        const int64_t n = 512;
+        const size_t row = row_size(t, n);
+        const auto rows = random_rows(t, n, 57 + (uint64_t)t);
+        std::vector<uint8_t> group(row * kX16Rows);
+        x16_pack(t, rows.data(), row, n, group.data());
+        std::vector<uint8_t> whole(panel_bytes(kX16Rows, k.i8_group, k.i8_min, n));
+        ASSERT_TRUE(x16_to_panel(t, group.data(), n, whole.data(), true));
+        const size_t bytes = panel_bytes(8, k.i8_group, k.i8_min, n);
+        std::vector<uint8_t> tmp(n + 2 * 4 * (n / 16) + 16);
+        for (bool small : {false, true}) {
+            if (small && k.i8_bits > kPanelSmallBits) continue;
+            const int bias = small ? panel_code_bias(k.i8_bits, k.i8_min) : 0;
+            const uint8_t add = k.i8_min ? 0 : (uint8_t)(128 + bias);
+            for (int part : {0, 1}) {
+                std::vector<uint8_t> want(bytes, 0x11), got(bytes, 0x22);
+                pack_panel(k, rows.data() + row * 8 * (size_t)part, row, 8, 8, n, want.data(),
+                           tmp.data(), false, bias);
+                panel_slice(whole.data(), kX16Rows, 8, part, k.i8_group, k.i8_min, n, add,
+                            got.data());
+                for (size_t i = 0; i < bytes; ++i)
+                    ASSERT_EQ(got[i], want[i]) << tensor_type_name(t) << (small ? " small" : " signed")
+                                               << " half " << part << " byte " << i;
+            }
+        }
+    }
+}
+
 // The scalar definition computes each row's dot product with the activations: it agrees
 // with the reference dot product of the unpacked row (within the integer kernels' budget).
 TEST(X16, ReferenceGemvIsTheRowDotProduct) {

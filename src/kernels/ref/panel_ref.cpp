@@ -201,6 +201,25 @@ void pack_panel(const TypeKernels& k, const uint8_t* w, size_t row_bytes, int ro
     }
 }
 
+void panel_slice(const uint8_t* src, int Ps, int P, int part, int G, bool has_min, int64_t n,
+                 uint8_t add, uint8_t* dst) {
+    const size_t sb = panel_group_bytes(Ps, G, has_min), db = panel_group_bytes(P, G, has_min);
+    const size_t row_bytes = 4 * (size_t)P;
+    for (int64_t g = 0; g < n / G; ++g) {
+        const uint8_t* sg = src + sb * (size_t)g;
+        uint8_t* dg = dst + db * (size_t)g;
+        for (int s = 0; s < G / 4; ++s) {
+            const uint8_t* from = sg + 4 * ((size_t)s * Ps + (size_t)part * P);
+            uint8_t* to = dg + row_bytes * (size_t)s;
+            for (size_t i = 0; i < row_bytes; ++i) to[i] = (uint8_t)(from[i] + add);
+        }
+        const float* fs = (const float*)(sg + (size_t)Ps * G);
+        float* fd = (float*)(dg + (size_t)P * G);
+        std::memcpy(fd, fs + (size_t)part * P, sizeof(float) * (size_t)P);
+        if (has_min) std::memcpy(fd + P, fs + Ps + (size_t)part * P, sizeof(float) * (size_t)P);
+    }
+}
+
 bool panel_act_supported(TensorType act_type) {
     return act_type == TensorType::Q8_0 || act_type == TensorType::Q8_1 ||
            act_type == TensorType::Q8_K;

@@ -235,4 +235,9 @@ bool x16_to_panel(TensorType t, const uint8_t* group, int64_t n, uint8_t* panel,
     return true;
 }
 
+bool x16_has_panel(TensorType t) {
+    ToPanel tp;
+    return to_panel_of(t, &tp);
+}
+
 }  // namespace edgellm
