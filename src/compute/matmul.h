@@ -27,9 +27,10 @@ inline constexpr int64_t kPanelMinTokens = 8;
 // as fast as the GEMV from 16 tokens on (GMAC/s, 2 threads, 8960 x 1536 Q4_K, GEMV vs
 // panel: 32 tokens 183 vs 192, 64: 201 vs 223, 128: 148 vs 253, 256: 237 vs 274; 4864 x
 // 896 Q8_0 and Q5_0 alike within this machine's noise): the set takes the GEMV up to 16.
-// AVX2 (panels of 8 signed rows, unpacked through the file's layout) up to 256: 16
-// tokens 80 vs 31, 64: 84 vs 54, 256: 84 vs ~70 tokens/s on the 1.5B. ARM: not timed on
-// a board, 64.
+// AVX2 up to 32: its panels of 8 rows were signed and unpacked through the file's layout
+// (then up to 256: 16 tokens 80 vs 31, 64: 84 vs 54, 256: 84 vs ~70 tokens/s on the 1.5B);
+// with small codes and slices of x16 panels, on the 1.5B shape: 32 tokens 75 vs 61, 64:
+// 71 vs 80, 128: 83 vs 98, 256: 82 vs 102. ARM: not timed on a board, 64.
 int64_t x16_gemv_max_tokens(TensorType t);
 
 // Work on one activation row just before it is quantized, by the thread that quantizes

@@ -411,10 +411,11 @@ struct X16Q6_K {
 }  // namespace
 
 void fill_x16_avx2(TypeKernels* table) {
-    // Measured here (Qwen2.5 0.5B and 1.5B): the GEMV is faster than the panel GEMM up to
-    // 256-token batches; at 512 it depends on the model and type; see compute/matmul.h.
+    // Measured (Qwen2.5 0.5B and 1.5B shapes, 2026-12-05): since the small-code panels the
+    // panel GEMM is faster from 48-token batches on (pp64 1.1-1.2x, pp128 1.2-1.4x, pp256
+    // 1.25-1.4x the GEMV), the GEMV at 32 (1.02-1.24x the panels); see compute/matmul.h.
     set_x16_gemvs(table, {gemv<Legacy<X16Q4_0>>, gemv<Legacy<X16Q5_0>>, gemv<Legacy<X16Q8_0>>,
-                          gemv<X16Q2_K>, gemv<X16Q4_K>, gemv<X16Q6_K>, 256});
+                          gemv<X16Q2_K>, gemv<X16Q4_K>, gemv<X16Q6_K>, 32});
 }
 
 }  // namespace edgellm
