@@ -182,6 +182,9 @@ struct Loaded {
     std::string model_name, serving_path;
     int64_t created = 0;
     std::vector<std::shared_ptr<const LoraAdapter>> adapters;  // --lora, loaded for this model
+    // The first start's --mlock, on a thread of its own beside the context and the warm-up
+    // step (its milliseconds); declared last, so it is waited for before the model goes.
+    std::future<double> pinning;
 };
 
 struct Server::Impl {
@@ -570,8 +573,18 @@ std::string Server::Impl::load_main(const std::string& path, Loaded* l, size_t i
         std::string why = fit_memory(**loaded, &cp, in_use);
         if (!why.empty()) return why;
     }
-    pin_and_warm(**loaded, "the weights");
-    startup_phase(cfg.mlock ? "mlock" : "page warm-up", &tp);
+    // (declared after `loaded`: an early return waits for it before the model goes)
+    std::future<double> pinning;
+    if (starting && cfg.mlock) {
+        pinning = std::async(std::launch::async, [this, m = loaded->get()] {
+            const auto t0 = Clock::now();
+            pin_and_warm(*m, "the weights");
+            return ms_between(t0, Clock::now());
+        });
+    } else {
+        pin_and_warm(**loaded, "the weights");
+        startup_phase(cfg.mlock ? "mlock" : "page warm-up", &tp);
+    }
     auto c = Context::create(**loaded, cp);
     if (!c) return c.error();
     startup_phase("context", &tp);
@@ -585,6 +598,7 @@ std::string Server::Impl::load_main(const std::string& path, Loaded* l, size_t i
         l->adapters.push_back(std::move(*a));
     }
     l->ctx = std::move(*c);
+    l->pinning = std::move(pinning);
     l->model = std::move(*loaded);
     l->tok = std::move(tok);
     l->serving_path = path;
@@ -852,6 +866,8 @@ int Server::run() {
     d.cache_key = kv_cache_key(*d.ctx, d.template_text());
     d.open_prompt_cache();
     if (d.prompt_cache) d.startup_phase("prompt cache", &tp);
+    if (first.pinning.valid())  // --mlock, done beside the context and the warm-up step
+        d.startup.emplace_back("mlock (beside the context and the warm-up)", first.pinning.get());
     const auto bill = Context::memory_bill(*d.model, d.ctx->params());
     d.log("model %s: %s, %lld slot%s of %lld tokens, KV %s, %s; ready in %.0f ms",
           d.model_name.c_str(), d.model->hparams().arch.c_str(), (long long)d.slots.size(),
