@@ -72,17 +72,20 @@ int64_t panel_chunk(const TensorView& w) {
     return std::max<int64_t>(1, (int64_t)(kPanelChunkBytes / panel_stride(w)));
 }
 
+// Per-thread bytes for one x16 group of w: its rows back in the file's layout, or its panel
+// of 16 rows (sliced into smaller panels); 0 for other weights.
+size_t x16_group_tmp_bytes(const TensorView& w) {
+    if (!w.x16) return 0;
+    return round_up(std::max((size_t)kX16Rows * w.row_bytes(), panel_bytes_max(kX16Rows, w.ne[0])));
+}
+
 // Per-thread bytes for the panel GEMM: a chunk of panels, the unpacking scratch and, for
-// x16 weights, the panel's rows back in the file's layout.
+// x16 weights, a group of them (x16_group_tmp_bytes).
 size_t panel_thread_bytes(const TensorView& w) {
     const int P = panel_kernel().rows;
     if (P == 0) return 0;  // no panel GEMM (x16 weights' blocks only): no panels to size
     const int64_t n = w.ne[0];
-    // (x16 weights: the group's rows in the file's layout, or its panel of 16 rows)
-    const size_t group_bytes =
-        w.x16 ? round_up(std::max((size_t)kX16Rows * w.row_bytes(), panel_bytes_max(kX16Rows, n)))
-              : 0;
-    return panel_stride(w) * (size_t)panel_chunk(w) + pack_tmp_bytes(n) + group_bytes +
+    return panel_stride(w) * (size_t)panel_chunk(w) + pack_tmp_bytes(n) + x16_group_tmp_bytes(w) +
            exact_up_bytes(w);
 }
 
@@ -306,9 +309,7 @@ void panel_matmul(ThreadPool& pool, const TensorView& w, const TensorView* w2, G
         uint8_t* panels2 = panels + panel_stride * (size_t)chunk;  // w2's (only with w2)
         uint8_t* tmp = panels + panel_stride * (size_t)(w2 ? 2 * chunk : chunk);
         uint8_t* rows_tmp = tmp + pack_tmp_bytes(n);
-        float* exact_up = (float*)(rows_tmp + (w.x16 ? round_up(std::max((size_t)kX16Rows * w.row_bytes(),
-                                                                       panel_bytes_max(kX16Rows, n)))
-                                                     : 0));
+        float* exact_up = (float*)(rows_tmp + x16_group_tmp_bytes(w));
         int64_t group_in_tmp = -1;
         auto pack = [&](const TensorView& wt, int64_t p, uint8_t* panel) {
             const int64_t r0 = p * P;

@@ -424,6 +424,20 @@ TEST_P(KernelSetTest, PanelKernelEqualsReferenceBitForBit) {
     for (uint64_t seed = 1; seed <= 20; ++seed) EXPECT_EQ(check_panel_kernel(k, seed), "");
 }
 
+// The reference GEMMs for panels of 4 rows, as kernels (PanelGemmFn, PanelSmallGemmFn).
+static void gemm_ref4(const uint8_t* panel, int64_t n_groups, int G, bool has_min, int run,
+                      const PanelActBlock* act, size_t act_stride, int64_t n_cols, float* y,
+                      size_t y_stride, int rows) {
+    panel_gemm_ref(4, false, panel, n_groups, G, has_min, run, act, act_stride, n_cols, y,
+                   y_stride, rows);
+}
+static void gemm_small_ref4(int bits, const uint8_t* panel, int64_t n_groups, int G,
+                            bool has_min, int run, const PanelActBlock* act, size_t act_stride,
+                            int64_t n_cols, float* y, size_t y_stride, int rows) {
+    panel_gemm_small_ref(4, bits, panel, n_groups, G, has_min, run, act, act_stride, n_cols, y,
+                         y_stride, rows);
+}
+
 // A corrupted kernel is caught: the check is not vacuous.
 TEST(Panel, CheckCatchesAWrongKernel) {
     PanelKernel wrong;
@@ -437,12 +451,7 @@ TEST(Panel, CheckCatchesAWrongKernel) {
         y[0] += 1e-3f;
     };
     EXPECT_NE(check_panel_kernel(wrong, 1), "");
-    wrong.gemm = [](const uint8_t* panel, int64_t n_groups, int G, bool has_min, int run,
-                    const PanelActBlock* act, size_t act_stride, int64_t n_cols, float* y,
-                    size_t y_stride, int rows) {
-        panel_gemm_ref(4, false, panel, n_groups, G, has_min, run, act, act_stride, n_cols, y,
-                       y_stride, rows);
-    };
+    wrong.gemm = gemm_ref4;
     EXPECT_EQ(check_panel_kernel(wrong, 1), "");
     // a kernel that takes runs but computes them as run == 1 is caught too
     wrong.runs = true;
@@ -462,18 +471,8 @@ TEST(Panel, CheckCatchesAWrongSmallCodeKernel) {
     PanelKernel k;
     k.rows = 4;
     k.isa = "small";
-    k.gemm = [](const uint8_t* panel, int64_t n_groups, int G, bool has_min, int run,
-                const PanelActBlock* act, size_t act_stride, int64_t n_cols, float* y,
-                size_t y_stride, int rows) {
-        panel_gemm_ref(4, false, panel, n_groups, G, has_min, run, act, act_stride, n_cols, y,
-                       y_stride, rows);
-    };
-    k.gemm_small = [](int bits, const uint8_t* panel, int64_t n_groups, int G, bool has_min,
-                      int run, const PanelActBlock* act, size_t act_stride, int64_t n_cols,
-                      float* y, size_t y_stride, int rows) {
-        panel_gemm_small_ref(4, bits, panel, n_groups, G, has_min, run, act, act_stride, n_cols,
-                             y, y_stride, rows);
-    };
+    k.gemm = gemm_ref4;
+    k.gemm_small = gemm_small_ref4;
     EXPECT_EQ(check_panel_kernel(k, 1), "");
     k.gemm_small = [](int bits, const uint8_t* panel, int64_t n_groups, int G, bool has_min,
                       int run, const PanelActBlock* act, size_t act_stride, int64_t n_cols,
@@ -487,8 +486,8 @@ TEST(Panel, CheckCatchesAWrongSmallCodeKernel) {
     k.gemm_small = [](int bits, const uint8_t* panel, int64_t n_groups, int G, bool has_min,
                       int run, const PanelActBlock* act, size_t act_stride, int64_t n_cols,
                       float* y, size_t y_stride, int rows) {
-        panel_gemm_small_ref(4, bits, panel, n_groups, G, has_min, run, act, act_stride, n_cols,
-                             y, y_stride, rows);
+        gemm_small_ref4(bits, panel, n_groups, G, has_min, run, act, act_stride, n_cols, y,
+                        y_stride, rows);
         int32_t exact = 0, chained = 0;
         for (int s = 0; s < 4; ++s)
             for (int j = 0; j < 4; ++j) {

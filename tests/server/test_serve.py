@@ -4203,6 +4203,15 @@ class Seed000CarAssistant(unittest.TestCase):
             except OSError:
                 pass
             time.sleep(0.05)
+        # what the process has locked in RAM the moment /health says ok (--mlock)
+        with open("/proc/%d/status" % cls.srv.proc.pid) as f:
+            cls.locked_kb_at_ok = int(re.search(r"VmLck:\s+(\d+) kB", f.read()).group(1))
+
+    def test_weights_are_locked_by_the_time_health_says_ok(self):
+        # --mlock runs beside the context and the warm-up step, and is waited for before
+        # ready: the 1.5B's weights (about 1 GB) and the draft model's are locked by then
+        self.assertGreater(self.locked_kb_at_ok, 1000 * 1024, self.srv.log_text())
+        self.assertRegex(self.srv.log_text(), r"start-up: .*mlock \(beside the context and the warm-up\) \d+ ms")
 
     def test_health_poll_sees_ok_only_when_ready(self):
         status, _ = self.health_bodies[-1]

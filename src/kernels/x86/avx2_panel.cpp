@@ -116,19 +116,9 @@ void tile(const uint8_t* panel, int64_t n_groups, const PanelActBlock* act, size
 
 constexpr int kTile = 4;
 
-void panel_gemm_avx2(const uint8_t* panel, int64_t n_groups, int G, bool has_min, int /*run: 1*/,
-                     const PanelActBlock* act, size_t act_stride, int64_t n_cols, float* y,
-                     size_t y_stride, int rows) {
-    with_panel_group(G, has_min, [&]<int kG, bool kMin>() {
-        over_tiles<kTile>(n_cols, [&]<int kN>(int64_t c) {
-            tile<kG, kMin, kN, 0>(panel, n_groups, act + act_stride * (size_t)c, act_stride,
-                                  y + y_stride * (size_t)c, y_stride, rows, 0);
-        });
-    });
-}
-
+// kChain 0 with bits 8: the signed panel (shift 0, unused).
 template <int kChain>
-void small_gemm(int bits, const uint8_t* panel, int64_t n_groups, int G, bool has_min,
+void gemm_tiles(int bits, const uint8_t* panel, int64_t n_groups, int G, bool has_min,
                 const PanelActBlock* act, size_t act_stride, int64_t n_cols, float* y,
                 size_t y_stride, int rows) {
     with_panel_group(G, has_min, [&]<int kG, bool kMin>() {
@@ -140,21 +130,27 @@ void small_gemm(int bits, const uint8_t* panel, int64_t n_groups, int G, bool ha
     });
 }
 
+void panel_gemm_avx2(const uint8_t* panel, int64_t n_groups, int G, bool has_min, int /*run: 1*/,
+                     const PanelActBlock* act, size_t act_stride, int64_t n_cols, float* y,
+                     size_t y_stride, int rows) {
+    gemm_tiles<0>(8, panel, n_groups, G, has_min, act, act_stride, n_cols, y, y_stride, rows);
+}
+
 void panel_gemm_small_avx2(int bits, const uint8_t* panel, int64_t n_groups, int G,
                            bool has_min, int /*run: 1*/, const PanelActBlock* act,
                            size_t act_stride, int64_t n_cols, float* y, size_t y_stride,
                            int rows) {
     switch (chain_for_bits(bits)) {
         case 2:
-            small_gemm<2>(bits, panel, n_groups, G, has_min, act, act_stride, n_cols, y, y_stride,
+            gemm_tiles<2>(bits, panel, n_groups, G, has_min, act, act_stride, n_cols, y, y_stride,
                           rows);
             break;
         case 4:
-            small_gemm<4>(bits, panel, n_groups, G, has_min, act, act_stride, n_cols, y, y_stride,
+            gemm_tiles<4>(bits, panel, n_groups, G, has_min, act, act_stride, n_cols, y, y_stride,
                           rows);
             break;
         default:
-            small_gemm<8>(bits, panel, n_groups, G, has_min, act, act_stride, n_cols, y, y_stride,
+            gemm_tiles<8>(bits, panel, n_groups, G, has_min, act, act_stride, n_cols, y, y_stride,
                           rows);
     }
 }
