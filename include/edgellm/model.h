@@ -68,6 +68,12 @@ struct LoadOptions {
     // (Model::repack_note) and the weights are repacked in memory as without one.
     std::string repack_cache_dir;
     size_t repack_cache_min_bytes = 0;
+    // Leave the repacking for later when no repack cache file can be mapped: load returns
+    // with the file's layout (which every kernel reads: a prompt's bits are the same, decode
+    // about a quarter slower) and finish_repack or finish_in_background repacks, then
+    // switches the steps that start afterwards to the copies. The server does this to be
+    // healthy without waiting for the repack.
+    bool repack_later = false;
 };
 
 
@@ -103,9 +109,19 @@ class Model {
     // the disk's speed), for the next start. What happened, for the log ("" : nothing to
     // write).
     std::string save_repack_cache() const;
-    // The same on a thread of its own at the lowest priority, done(note) called there when
-    // written (or failed); the model stops and waits for it when destroyed.
-    void save_repack_cache_in_background(std::function<void(const std::string&)> done) const;
+    // Whether load left repacking for later (LoadOptions::repack_later) and it is not done.
+    bool repack_pending() const;
+    // Do it now: on a pool of its own, about 1 MiB at a time, waiting while a forward step
+    // of the model runs (or ran less than 30 ms ago) or pause() says so; the copies are
+    // locked when lock_memory locked the file's pages, steps that start afterwards read
+    // them, and the file's pages they replace go back. What happened, for the log ("" :
+    // nothing was left).
+    std::string finish_repack(const std::function<bool()>& pause = nullptr) const;
+    // What load left on a thread of its own: the repacking (as finish_repack), then at the
+    // lowest priority the repack cache file (save_repack_cache); note(text) called there
+    // after each. The model stops and waits for it when destroyed.
+    void finish_in_background(std::function<void(const std::string&)> note,
+                              std::function<bool()> pause = nullptr) const;
 
     // Read every page of the weights once, so the first request does not wait on the disk.
     void warm_up() const;

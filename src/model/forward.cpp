@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <array>
 #include <cerrno>
 #include <cstdio>
@@ -63,11 +64,16 @@ bool same_activations(const TensorView& b, const TensorView& a, int64_t n) {
 
 size_t largest_activation_buffer(const Model& m, int64_t n_batch, int64_t n_outputs,
                                  int n_threads) {
+    // (both sets when the repacking is left for later: a context made before it outlives it)
     const Model::Impl& w = m.impl();
-    size_t most = activation_buffer_size(w.output, n_outputs, n_threads);
-    for (const LayerWeights& l : w.layers)
-        for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-            most = std::max(most, activation_buffer_size(*t, n_batch, n_threads));
+    size_t most = 0;
+    for (const WeightSet* s : std::array<const WeightSet*, 2>{&w.bound, w.later.get()}) {
+        if (!s) continue;
+        most = std::max(most, activation_buffer_size(s->output, n_outputs, n_threads));
+        for (const LayerWeights& l : s->layers)
+            for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+                most = std::max(most, activation_buffer_size(*t, n_batch, n_threads));
+    }
     return most;
 }
 
@@ -416,7 +422,21 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
                   float* hidden = nullptr) {
     const Model& m = *c.model;
     const HParams& h = m.hparams();
-    const Model::Impl& w = m.impl();
+    const Model::Impl& mw = m.impl();
+    // Running on the model (a repacking left for later waits meanwhile), and the one set of
+    // weights this step reads.
+    struct Running {
+        const Model::Impl& w;
+        explicit Running(const Model::Impl& m) : w(m) { w.steps_running.fetch_add(1); }
+        ~Running() {
+            w.last_step_end_ns.store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                         std::chrono::steady_clock::now().time_since_epoch())
+                                         .count(),
+                                     std::memory_order_release);
+            w.steps_running.fetch_sub(1);
+        }
+    } running(mw);
+    const WeightSet& w = mw.weights();
     ThreadPool& pool = *c.pool;
     c.steps.fetch_add(1, std::memory_order_relaxed);
     // this step's adapters (set_lora may change them meanwhile; the copy reuses its storage)
@@ -452,7 +472,7 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
     rope_p.freq_base = h.rope_freq_base;
     rope_p.freq_scale = h.rope_freq_scale;
     rope_p.neox = h.rope_neox;
-    rope_p.freq_factors = w.rope_freqs;
+    rope_p.freq_factors = mw.rope_freqs;
     // Queries scaled before attention (Gemma's query_pre_attn_scalar, as llama.cpp does it)
     // or the scores scaled inside it.
     const AttentionShape shape{(int)h.n_head, (int)h.n_head_kv, (int)h.head_dim,
@@ -595,7 +615,7 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
     const int64_t n_out = (int64_t)out_rows.size();
     if (n_out <= 0) return true;
     for_each_row(pool, n_out, [&](int64_t r) {
-        rms_norm(c.x + out_rows[(size_t)r] * n_embd, w.output_norm, c.xn + r * n_embd, n_embd,
+        rms_norm(c.x + out_rows[(size_t)r] * n_embd, mw.output_norm, c.xn + r * n_embd, n_embd,
                  h.rms_eps);
     });
     trace("result_norm", -1, c.xn, n_out, n_embd);

@@ -35,7 +35,8 @@ bool parse_site(const std::string& name, int64_t n_layer, int64_t* layer, LoraSi
 }
 
 const TensorView& base_matrix(const Model& m, int64_t layer, LoraSite s) {
-    const Model::Impl& w = m.impl();
+    // (shapes and types only: the same in both sets of a repacking left for later)
+    const WeightSet& w = m.impl().bound;
     if (s == LoraSite::Output) return w.output;
     const LayerWeights& l = w.layers[(size_t)layer];
     switch (s) {

@@ -18,6 +18,7 @@
 
 #include "compute/matmul.h"
 #include "kernels/kernels.h"
+#include "kernels/x16.h"
 #include "model/digest.h"
 #include "model/model_impl.h"
 #include "model/repack_cache.h"
@@ -86,36 +87,97 @@ class Binder {
     Model::Impl& impl_;
 };
 
+// The weight matrices of a set, in one fixed order (the output projection only when it is
+// not the embedding).
+std::vector<TensorView*> matrices(WeightSet& s, bool tied) {
+    std::vector<TensorView*> views = {&s.tok_embd};
+    if (!tied) views.push_back(&s.output);
+    for (LayerWeights& l : s.layers)
+        for (TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+            views.push_back(t);
+    return views;
+}
+
+// Fresh anonymous memory for n bytes of repacked weights, or null.
+std::unique_ptr<Model::Impl::Buffer> anonymous_buffer(size_t n) {
+    // In 2 MiB pages where the kernel gives them (see give_huge_pages): fewer TLB misses.
+    const size_t huge = (size_t)2 << 20;
+    const size_t mapped = (n + huge - 1) / huge * huge;
+    void* mem = mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) return nullptr;
+    return std::make_unique<Model::Impl::Buffer>((uint8_t*)mem, mapped, (uint8_t*)mem, n, false);
+}
+
+// 2 MiB pages asked for once the copies are written: asked before, every fault of the fill
+// may wait for the kernel to compact memory into a free huge page (with THP's defrag
+// "madvise", the default: 1.5-2.5 s of a 2.3 s start-up on the 1.5B here); after,
+// khugepaged merges the pages in the background. Decode measured the same.
+void give_huge_pages(const Model::Impl::Buffer& b) {
+    madvise(b.map, b.mapped, MADV_HUGEPAGE);
+}
+
+// Point views[i] at its copy in w.repacked (the set's output too when tied) and give the
+// file's pages the copies replace back to the page cache (unlocked first when lock_memory
+// locked them), so the weights stay one copy. A step still reading a released page of the
+// file reads it again from the page cache: the mapping is the file's, unchanged.
+void install(Model::Impl& w, WeightSet& set, bool tied, const std::vector<TensorView*>& views,
+             const std::vector<TensorView>& src, const std::vector<RepackEntry>& entries) {
+    for (size_t i = 0; i < views.size(); ++i) {
+        TensorView v = src[i];
+        v.data = w.repacked->data + entries[i].offset;
+        v.x16 = true;
+        *views[i] = v;
+    }
+    if (tied) set.output = set.tok_embd;
+}
+
+void release_file_pages(Model::Impl& w, const std::vector<TensorView>& src,
+                        const std::vector<RepackEntry>& entries) {
+    const long page = sysconf(_SC_PAGESIZE);
+    for (size_t i = 0; i < src.size(); ++i) {
+        const uint8_t* from = (const uint8_t*)src[i].data;
+        const size_t bytes = entries[i].bytes;
+        {
+            std::lock_guard<std::mutex> lock(w.released_mu);
+            w.released.emplace_back(from, bytes);
+        }
+        // The whole pages inside the tensor (a page shared with a neighbour stays).
+        const uintptr_t a =
+            ((uintptr_t)from + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
+        const uintptr_t b = ((uintptr_t)from + bytes) / (uintptr_t)page * (uintptr_t)page;
+        if (b <= a) continue;
+        if (w.locked) munlock((void*)a, b - a);
+        madvise((void*)a, b - a, MADV_DONTNEED);
+    }
+}
+
 // Repack every matrix whose type has a SIMD GEMV over row-interleaved weights
 // (kernels/x16.h) into that layout, in memory of its own, and release the file's pages
 // the repacked copies replace, so the weights stay one copy. With a cache directory the
 // memory is a file there (model/repack_cache.h): mapped as it is when an earlier start
-// wrote it, else written now for the next one.
+// wrote it, else written now for the next one. With opts.repack_later and no cache file
+// to map, only planned: Model::finish_repack does it.
 void repack_for_decode(Model::Impl& w, bool tied, const LoadOptions& opts, const GgufFile& f,
                        const std::string& fingerprint) {
-    std::vector<TensorView*> views = {&w.tok_embd};
-    if (!tied) views.push_back(&w.output);
-    for (LayerWeights& l : w.layers)
-        for (TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-            views.push_back(t);
+    const std::vector<TensorView*> views = matrices(w.bound, tied);
     // One mapping for all of them, 64-byte aligned each.
+    std::vector<size_t> picked;   // indices into views
     std::vector<TensorView*> chosen;
     std::vector<TensorView> src;  // as in the file
     std::vector<RepackEntry> entries;
     size_t total = 0;
-    for (TensorView* v : views)
+    for (size_t i = 0; i < views.size(); ++i) {
+        TensorView* v = views[i];
         if (*v && x16_pays(*v)) {
+            picked.push_back(i);
             chosen.push_back(v);
             src.push_back(*v);
             const size_t bytes = (size_t)v->n_rows() * v->row_bytes();
             entries.push_back({v->type, v->ne[0], v->ne[1], total, bytes});
             total += (bytes + 63) / 64 * 64;
         }
+    }
     if (chosen.empty()) return;
-    ThreadPool pool((int)std::max(1u, std::min(8u, std::thread::hardware_concurrency())));
-    auto fill = [&](uint8_t* data) {
-        for (size_t i = 0; i < src.size(); ++i) repack_x16(&pool, src[i], data + entries[i].offset);
-    };
     if (!opts.repack_cache_dir.empty() && total >= opts.repack_cache_min_bytes) {
         RepackKey key;
         key.fingerprint = fingerprint;
@@ -140,56 +202,57 @@ void repack_for_decode(Model::Impl& w, bool tied, const LoadOptions& opts, const
                                                                have->bytes, true);
             w.repack_note = "repacked weights mapped from " + path;
             w.repack_cache = Model::RepackCache::Mapped;
-        } else {
-            w.pending_cache = std::make_unique<Model::Impl::PendingCache>();
-            w.pending_cache->path = path;
-            w.pending_cache->why_new = have.error() == "no such file" ? "" : have.error();
-            w.pending_cache->key = key;
-            w.pending_cache->entries = entries;
-            w.repack_cache = w.pending_cache->why_new.empty() ? Model::RepackCache::Absent
-                                                              : Model::RepackCache::Refused;
-            w.repack_note = w.pending_cache->why_new.empty()
-                                ? "no repack cache yet at " + path
-                                : "repack cache " + path + " unusable (" + w.pending_cache->why_new +
-                                      ")";
+            install(w, w.bound, tied, chosen, src, entries);
+            release_file_pages(w, src, entries);
+            return;
         }
+        w.pending_cache = std::make_unique<Model::Impl::PendingCache>();
+        w.pending_cache->path = path;
+        w.pending_cache->why_new = have.error() == "no such file" ? "" : have.error();
+        w.pending_cache->key = key;
+        w.pending_cache->entries = entries;
+        w.repack_cache = w.pending_cache->why_new.empty() ? Model::RepackCache::Absent
+                                                          : Model::RepackCache::Refused;
+        w.repack_note = w.pending_cache->why_new.empty()
+                            ? "no repack cache yet at " + path
+                            : "repack cache " + path + " unusable (" + w.pending_cache->why_new + ")";
     }
-    if (!w.repacked) {
-        // In 2 MiB pages where the kernel gives them (see the end): fewer TLB misses.
-        const size_t huge = (size_t)2 << 20;
-        const size_t mapped = (total + huge - 1) / huge * huge;
-        void* mem =
-            mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        if (mem == MAP_FAILED) return;  // no memory for a copy: keep the file's layout
-        fill((uint8_t*)mem);
-        // 2 MiB pages asked for once the copies are written: asked before, every fault of
-        // the fill may wait for the kernel to compact memory into a free huge page (with
-        // THP's defrag "madvise", the default: 1.5-2.5 s of a 2.3 s start-up on the 1.5B
-        // here); after, khugepaged merges the pages in the background. Decode measured
-        // the same.
-        madvise(mem, mapped, MADV_HUGEPAGE);
-        w.repacked = std::make_unique<Model::Impl::Buffer>((uint8_t*)mem, mapped, (uint8_t*)mem,
-                                                           total, false);
+    if (opts.repack_later) {
+        // The views as they will be, in a set of their own (a context sizes its scratch for
+        // both); their data comes with the repacking.
+        w.later = std::make_unique<WeightSet>(w.bound);
+        auto p = std::make_unique<Model::Impl::PendingRepack>();
+        const std::vector<TensorView*> to = matrices(*w.later, tied);
+        for (size_t i = 0; i < picked.size(); ++i) {
+            TensorView* v = to[picked[i]];
+            v->data = nullptr;
+            v->x16 = true;
+            p->views.push_back(v);
+        }
+        if (tied) w.later->output = w.later->tok_embd;
+        p->src = std::move(src);
+        p->entries = std::move(entries);
+        p->total = total;
+        p->tied = tied;
+        w.pending_repack = std::move(p);
+        w.repack_left = true;
+        w.repack_note += std::string(w.repack_note.empty() ? "" : "; ") +
+                         "repacking for decode left for after start-up";
+        return;
     }
-    const long page = sysconf(_SC_PAGESIZE);
-    for (size_t i = 0; i < chosen.size(); ++i) {
-        TensorView v = src[i];
-        v.data = w.repacked->data + entries[i].offset;
-        v.x16 = true;
-        *chosen[i] = v;
-        const uint8_t* from = (const uint8_t*)src[i].data;
-        const size_t bytes = entries[i].bytes;
-        w.released.emplace_back(from, bytes);
-        // The whole pages inside the tensor go back to the page cache.
-        const uintptr_t a =
-            ((uintptr_t)from + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
-        const uintptr_t b = ((uintptr_t)from + bytes) / (uintptr_t)page * (uintptr_t)page;
-        if (b > a) madvise((void*)a, b - a, MADV_DONTNEED);
-    }
-    if (tied) w.output = w.tok_embd;
+    auto buffer = anonymous_buffer(total);
+    if (!buffer) return;  // no memory for a copy: keep the file's layout
+    ThreadPool pool((int)std::max(1u, std::min(8u, std::thread::hardware_concurrency())));
+    for (size_t i = 0; i < src.size(); ++i)
+        repack_x16(&pool, src[i], buffer->data + entries[i].offset);
+    give_huge_pages(*buffer);
+    w.repacked = std::move(buffer);
+    install(w, w.bound, tied, chosen, src, entries);
+    release_file_pages(w, src, entries);
 }
 
 bool is_released(const Model::Impl& w, const uint8_t* p) {
+    std::lock_guard<std::mutex> lock(w.released_mu);
     for (const auto& [start, bytes] : w.released)
         if (p >= start && p < start + bytes) return true;
     return false;
@@ -262,14 +325,14 @@ Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const GgufFile> file,
     Impl& w = *m->impl_;
     try {
         Binder b(*m->file_, w);
-        w.tok_embd = b.matrix("token_embd.weight", h.n_embd, h.n_vocab);
+        w.bound.tok_embd = b.matrix("token_embd.weight", h.n_embd, h.n_vocab);
         w.output_norm = b.vector("output_norm.weight", h.n_embd);
-        w.output = h.tied_output ? w.tok_embd : b.matrix("output.weight", h.n_embd, h.n_vocab);
+        w.bound.output = h.tied_output ? w.bound.tok_embd : b.matrix("output.weight", h.n_embd, h.n_vocab);
         w.rope_freqs = b.vector("rope_freqs.weight", h.n_rot / 2, false);
-        w.layers.resize((size_t)h.n_layer);
+        w.bound.layers.resize((size_t)h.n_layer);
         for (int64_t i = 0; i < h.n_layer; ++i) {
             const std::string p = "blk." + std::to_string(i) + ".";
-            LayerWeights& l = w.layers[(size_t)i];
+            LayerWeights& l = w.bound.layers[(size_t)i];
             l.attn_norm = b.vector(p + "attn_norm.weight", h.n_embd);
             l.wq = b.matrix(p + "attn_q.weight", h.n_embd, h.n_embd_q());
             l.wk = b.matrix(p + "attn_k.weight", h.n_embd, h.n_embd_kv());
@@ -338,6 +401,7 @@ void Model::warm_up() const {
 Result<std::monostate> Model::lock_memory() const {
     // The file's tensors still in use and the repacked copies: one copy of the weights.
     auto lock = [](const void* p, size_t n) -> Result<std::monostate> {
+        populate((const uint8_t*)p, n);
         if (n > 0 && mlock(p, n) != 0)
             return Result<std::monostate>::fail(std::string("mlock of ") + std::to_string(n >> 20) +
                                                 " MiB failed: " + std::strerror(errno) +
@@ -349,7 +413,11 @@ Result<std::monostate> Model::lock_memory() const {
         auto r = lock(t.data, t.n_bytes);
         if (!r) return r;
     }
-    if (impl_->repacked) return lock(impl_->repacked->data, impl_->repacked->bytes);
+    if (impl_->repacked) {
+        auto r = lock(impl_->repacked->data, impl_->repacked->bytes);
+        if (!r) return r;
+    }
+    impl_->locked = true;
     return std::monostate{};
 }
 
@@ -392,21 +460,116 @@ std::string Model::save_repack_cache() const {
     return save_cache(*impl_);
 }
 
-void Model::save_repack_cache_in_background(std::function<void(const std::string&)> done) const {
+namespace {
+int64_t steady_ns() {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+
+// Whether a forward step runs on the model or ended less than 30 ms ago (the next one of a
+// request is then near: a decode loop's steps come back to back).
+bool model_busy(const Model::Impl& w) {
+    return w.steps_running.load(std::memory_order_acquire) > 0 ||
+           steady_ns() - w.last_step_end_ns.load(std::memory_order_acquire) < 30'000'000;
+}
+
+// The repacking load left for later, done: slices of about 1 MiB on a pool of its own,
+// waiting while the model serves (or pause() says so) and giving up when stop is set;
+// then the copies locked (when the file's were), the views switched for the steps that
+// start afterwards, and the file's pages given back. What happened, for the log ("" :
+// nothing to do, or stopped).
+std::string repack_now(Model::Impl& w, const std::function<bool()>& pause,
+                       const std::atomic<bool>& stop) {
+    if (!w.pending_repack) return "";
+    const Model::Impl::PendingRepack& p = *w.pending_repack;
+    const auto t0 = std::chrono::steady_clock::now();
+    auto buffer = anonymous_buffer(p.total);
+    if (!buffer) {
+        w.pending_repack.reset();
+        w.repack_left = false;
+        return "no memory to repack the weights for decode: they stay in the file's layout";
+    }
+    ThreadPool pool((int)std::max(1u, std::min(8u, std::thread::hardware_concurrency())));
+    double waited_ms = 0;
+    for (size_t i = 0; i < p.src.size(); ++i) {
+        const TensorView& t = p.src[i];
+        const size_t row_bytes = t.row_bytes();
+        const int64_t rows = t.n_rows();
+        const int64_t step = std::max<int64_t>(kX16Rows, ((1 << 20) / (int64_t)row_bytes) /
+                                                             kX16Rows * kX16Rows);
+        for (int64_t r0 = 0; r0 < rows; r0 += step) {
+            if (model_busy(w) || (pause && pause())) {
+                const auto w0 = std::chrono::steady_clock::now();
+                while (!stop && (model_busy(w) || (pause && pause())))
+                    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+                waited_ms += std::chrono::duration<double, std::milli>(
+                                 std::chrono::steady_clock::now() - w0)
+                                 .count();
+            }
+            if (stop) return "";
+            TensorView slice = t;
+            slice.ne[1] = std::min(step, rows - r0);
+            slice.ne[2] = slice.ne[3] = 1;
+            slice.data = (const uint8_t*)t.data + (size_t)r0 * row_bytes;
+            repack_x16(&pool, slice, buffer->data + p.entries[i].offset + (size_t)r0 * row_bytes);
+        }
+    }
+    give_huge_pages(*buffer);
+    std::string lock_note;
+    if (w.locked && mlock(buffer->data, buffer->bytes) != 0)
+        lock_note = std::string("; mlock of the repacked copies failed: ") + std::strerror(errno);
+    w.repacked = std::move(buffer);
+    install(w, *w.later, p.tied, p.views, p.src, p.entries);
+    w.live.store(w.later.get(), std::memory_order_release);
+    release_file_pages(w, p.src, p.entries);
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    w.repack_ms = ms - waited_ms;
+    char b[160];
+    std::snprintf(b, sizeof b,
+                  "repacked %.0f MiB of weights for decode after start-up in %.0f ms (%.0f ms "
+                  "of it waiting for requests); steps use them from now on",
+                  (double)w.repacked_bytes() / 1048576.0, ms, waited_ms);
+    w.pending_repack.reset();
+    w.repack_left = false;
+    return b + lock_note;
+}
+}  // namespace
+
+bool Model::repack_pending() const {
+    return impl_->repack_left.load();
+}
+
+std::string Model::finish_repack(const std::function<bool()>& pause) const {
+    std::lock_guard<std::mutex> lock(impl_->saver.mu);
+    return repack_now(*impl_, pause, impl_->saver.stop);
+}
+
+void Model::finish_in_background(std::function<void(const std::string&)> note,
+                                 std::function<bool()> pause) const {
     Impl* w = impl_.get();
+    if (w->saver.thread.joinable()) return;  // (started before: it holds the mutex meanwhile)
     {
         std::lock_guard<std::mutex> lock(w->saver.mu);
-        if (!w->pending_cache || w->saver.thread.joinable()) return;
+        if (!w->pending_cache && !w->pending_repack) return;
     }
     try {
-        w->saver.thread = std::thread([w, done = std::move(done)] {
-            // The lowest CPU priority: serving goes first.
+        w->saver.thread = std::thread([w, note = std::move(note), pause = std::move(pause)] {
+            std::string n;
+            {
+                std::lock_guard<std::mutex> lock(w->saver.mu);
+                n = repack_now(*w, pause, w->saver.stop);
+            }
+            if (!w->saver.stop && note && !n.empty()) note(n);
+            // The lowest CPU priority for the cache file: serving goes first.
             (void)::setpriority(PRIO_PROCESS, (id_t)::gettid(), 19);
-            const std::string note = save_cache(*w);
-            if (!w->saver.stop && done && !note.empty()) done(note);
+            n = save_cache(*w);
+            if (!w->saver.stop && note && !n.empty()) note(n);
         });
     } catch (const std::system_error&) {
-        // no thread to be had: the next start repacks again
+        // no thread to be had: the weights stay in the file's layout, and the next start
+        // repacks again
     }
 }
 

@@ -45,12 +45,22 @@ struct LayerWeights {
     const float* post_ffn_norm = nullptr;   // [n_embd] (gemma3)
 };
 
+// The matrices a forward step reads: the file's (or a mapped repack cache's), or once a
+// repacking left for later is done (LoadOptions::repack_later), the repacked copies. A step
+// takes one set at its start (Model::Impl::weights) and keeps it to its end.
+struct WeightSet {
+    TensorView tok_embd;  // [n_embd, n_vocab]
+    TensorView output;    // [n_embd, n_vocab] (tok_embd when tied)
+    std::vector<LayerWeights> layers;
+};
+
 struct Model::Impl {
-    TensorView tok_embd;                 // [n_embd, n_vocab]
-    TensorView output;                   // [n_embd, n_vocab] (tok_embd when tied)
+    WeightSet bound;                     // as load bound them (and repacked them, unless later)
+    std::unique_ptr<WeightSet> later;    // the views once the later repack is done
+    std::atomic<const WeightSet*> live{&bound};
+    const WeightSet& weights() const { return *live.load(std::memory_order_acquire); }
     const float* output_norm = nullptr;  // [n_embd]
     const float* rope_freqs = nullptr;   // [n_rot / 2] or null
-    std::vector<LayerWeights> layers;
     std::vector<std::unique_ptr<float[]>> owned;  // vectors converted to f32 at load
     double repack_ms = 0;  // load's time repacking
     std::string repack_note;  // what became of the repack cache ("" : none)
@@ -71,12 +81,31 @@ struct Model::Impl {
         Buffer& operator=(const Buffer&) = delete;
     };
     std::unique_ptr<Buffer> repacked;
+    // (guarded by released_mu: the later repack adds to it while the server serves)
     std::vector<std::pair<const uint8_t*, size_t>> released;
+    mutable std::mutex released_mu;
     size_t repacked_bytes() const {
+        std::lock_guard<std::mutex> lock(released_mu);
         size_t n = 0;
         for (const auto& r : released) n += r.second;
         return n;
     }
+    // A repacking left for later: the views of `later` to fill, from the file's tensors,
+    // where each goes in the buffer, and its size.
+    struct PendingRepack {
+        std::vector<TensorView*> views;  // into *later
+        std::vector<TensorView> src;
+        std::vector<RepackEntry> entries;
+        size_t total = 0;
+        bool tied = false;  // the output projection is the embedding
+    };
+    std::unique_ptr<PendingRepack> pending_repack;  // (under saver.mu)
+    std::atomic<bool> repack_left{false};           // pending_repack is set
+    bool locked = false;  // lock_memory succeeded: the later copies are locked too
+    // Forward steps running on any context of the model, and when the last one ended
+    // (steady-clock ns): the later repack waits while the model serves.
+    mutable std::atomic<int> steps_running{0};
+    mutable std::atomic<int64_t> last_step_end_ns{0};
     // A repack cache file to write (load found none usable): where, and what it holds.
     struct PendingCache {
         std::string path;
@@ -85,8 +114,8 @@ struct Model::Impl {
         std::vector<RepackEntry> entries;
     };
     std::unique_ptr<PendingCache> pending_cache;
-    // The thread writing it in the background (last: stopped and joined before the
-    // buffer it reads goes).
+    // The thread repacking later and writing the cache in the background (last: stopped and
+    // joined before the buffers it reads and writes go).
     struct Saver {
         std::mutex mu;  // one writer at a time
         std::atomic<bool> stop{false};

@@ -420,10 +420,19 @@ struct Server::Impl {
     // --mlock (a failure is a warning and makes the server degraded) and the warm-up read
     // of every weight page.
     void pin_and_warm(const Model& m, const char* what);
-    // A repack cache file the model's load did not find: written on a thread of its own at
-    // the lowest priority once serving (a GB goes at the disk's speed), logged when done.
+    // Once serving, on a thread of its own: the repacking for decode that the model's load
+    // left for later (LoadOptions::repack_later: healthy without waiting for it), done
+    // while no request is in flight; then a repack cache file the load did not find, at the
+    // lowest priority (a GB goes at the disk's speed). Each logged when done.
     void keep_repacked(const Model& m) {
-        m.save_repack_cache_in_background([this](const std::string& note) { log("%s", note.c_str()); });
+        m.finish_in_background([this](const std::string& note) { log("%s", note.c_str()); },
+                               [busy = requests_busy] { return busy->load() > 0; });
+    }
+    // The load options of every model the server loads: repacking left for later.
+    LoadOptions load_options() const {
+        LoadOptions o = cfg.load;
+        o.repack_later = true;
+        return o;
     }
     // The slots (sessions), their pool and the step batcher over l's context.
     void build_slots(Loaded* l);
@@ -439,6 +448,8 @@ struct Server::Impl {
     std::mutex gate_mu;
     std::condition_variable gate_cv;
     int in_flight = 0;
+    // The same count for the models' background threads (shared: they may outlive this).
+    std::shared_ptr<std::atomic<int>> requests_busy = std::make_shared<std::atomic<int>>(0);
     bool swapping = false;
     std::mutex swap_mu;  // one swap at a time
     std::string serving_path;  // the model served (the fallback's when it took over)
@@ -545,7 +556,7 @@ std::string Server::Impl::load_main(const std::string& path, Loaded* l, size_t i
             tok_error = r.error();
         tok_ms = ms_between(t0, Clock::now());
     });
-    auto loaded = Model::load(shared, cfg.load);
+    auto loaded = Model::load(shared, load_options());
     tok_done.get();
     if (!loaded) return loaded.error();
     startup_phase("model", &tp);
@@ -946,7 +957,7 @@ std::string Server::Impl::load_speculation() {
     if (sc.draft) {
         log("loading the draft model %s", sc.draft_model.c_str());
         auto tp = Clock::now();
-        auto m = Model::load(sc.draft_model, cfg.load);
+        auto m = Model::load(sc.draft_model, load_options());
         if (!m) return "cannot load the draft model: " + m.error();
         startup_phase("draft model", &tp);
         if (starting && (*m)->repack_ms() > 0) startup.emplace_back("(of which repacking)", (*m)->repack_ms());
@@ -1274,6 +1285,7 @@ void Server::Impl::handle(const http::Request& req_in, http::Response& res) {
             gate_cv.wait(lock, [&] { return !swapping; });
             if (sleeping && !no_model && authorized(req)) continue;  // it fell asleep meanwhile
             ++in_flight;
+            requests_busy->fetch_add(1);
             break;
         }
         // (released however route() ends, an exception included)
@@ -1283,6 +1295,7 @@ void Server::Impl::handle(const http::Request& req_in, http::Response& res) {
                 {
                     std::lock_guard<std::mutex> lock(d->gate_mu);
                     --d->in_flight;
+                    d->requests_busy->fetch_sub(1);
                 }
                 d->gate_cv.notify_all();
             }

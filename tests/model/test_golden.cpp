@@ -363,6 +363,80 @@ TEST(Model, RepackedWeightsGiveTheFileLayoutsLogits) {
     }
 }
 
+// LoadOptions::repack_later (the server, to be healthy without waiting for the repack):
+// the model serves in the file's layout first, a context made then keeps working after the
+// switch, each step reads one layout whole, and the switch gives the eagerly repacked
+// model's bits: one token at a time (the GEMV, where the layouts differ) before it as the
+// file layout's, after it as the repacked weights'. finish_repack waits while pause() says
+// so, and a model freed while it repacks in the background stops it.
+TEST(Model, RepackLeftForLaterSwitchesToTheRepackedBits) {
+    const Cases c = load_cases();
+    if (c.cases.empty()) GTEST_SKIP() << "no golden cases at " << kGolden;
+    const std::string path = (kGolden / "tiny-qwen2-q4_0.gguf").string();
+    auto eager = Model::load(path);
+    ASSERT_TRUE(eager.ok());
+    if ((*eager)->repacked_bytes() == 0)
+        GTEST_SKIP() << "nothing repacked (no SIMD GEMV in kernel set " << active_kernel_set() << ")";
+    ::setenv("EDGELLM_REPACK", "0", 1);
+    auto plain = Model::load(path);
+    ::unsetenv("EDGELLM_REPACK");
+    LoadOptions o;
+    o.repack_later = true;
+    auto later = Model::load(path, o);
+    ASSERT_TRUE(plain.ok() && later.ok());
+    EXPECT_TRUE((*later)->repack_pending());
+    EXPECT_FALSE((*eager)->repack_pending());
+    EXPECT_EQ((*later)->repacked_bytes(), 0u);
+    EXPECT_NE((*later)->repack_note().find("left for after start-up"), std::string::npos)
+        << (*later)->repack_note();
+
+    ContextParams p;
+    p.n_ctx = 64;
+    p.n_threads = 2;
+    auto one_at_a_time = [&](Context& ctx) {
+        ctx.truncate(0, 0);
+        std::vector<float> all;
+        for (const int32_t t : c.tokens) {
+            auto l = ctx.eval(std::span<const int32_t>(&t, 1), false);
+            EXPECT_TRUE(l.ok());
+            if (l.ok()) all.insert(all.end(), l->begin(), l->end());
+        }
+        return all;
+    };
+    auto cp = Context::create(**plain, p);
+    auto ce = Context::create(**eager, p);
+    auto cl = Context::create(**later, p);  // made before the switch, used after it too
+    ASSERT_TRUE(cp.ok() && ce.ok() && cl.ok());
+    const std::vector<float> file_bits = one_at_a_time(**cp);
+    const std::vector<float> repacked_bits = one_at_a_time(**ce);
+    ASSERT_NE(file_bits, repacked_bits) << "the layouts' GEMVs add alike: this test shows nothing";
+    EXPECT_EQ(one_at_a_time(**cl), file_bits) << "before the repack: the file's layout";
+
+    int asked = 0;
+    const std::string note = (*later)->finish_repack([&] { return ++asked <= 3; });
+    EXPECT_GT(asked, 3) << "pause() was not asked, or not until it let go";
+    EXPECT_NE(note.find("after start-up"), std::string::npos) << note;
+    EXPECT_FALSE((*later)->repack_pending());
+    EXPECT_EQ((*later)->repacked_bytes(), (*eager)->repacked_bytes());
+    EXPECT_EQ((*later)->finish_repack(), "") << "repacked twice";
+    EXPECT_EQ(one_at_a_time(**cl), repacked_bits) << "after the repack: the repacked weights' bits";
+    auto bill = Context::memory_bill(**later, p);
+    ASSERT_TRUE(bill.ok());
+    EXPECT_EQ(bill->weights_repacked, (*eager)->repacked_bytes());
+
+    // Freed while the background thread waits for a pause that never ends: no hang, and
+    // the model that was never switched still answers in the file's layout until then.
+    {
+        auto bg = Model::load(path, o);
+        ASSERT_TRUE(bg.ok());
+        auto cb = Context::create(**bg, p);
+        ASSERT_TRUE(cb.ok());
+        (*bg)->finish_in_background([](const std::string&) {}, [] { return true; });
+        EXPECT_EQ(one_at_a_time(**cb), file_bits);
+        EXPECT_TRUE((*bg)->repack_pending());
+    }
+}
+
 TEST(Model, RefusesUnsupportedOrBrokenModels) {
     const fs::path dir = fs::temp_directory_path();
     const fs::path text = dir / "edgellm_not_a_model.gguf";
@@ -600,7 +674,7 @@ TEST(Model, RepackCacheSurvivesARestartAndRefusesDamage) {
     {
         auto bg = Model::load(model.string(), o);
         ASSERT_TRUE(bg.ok());
-        (*bg)->save_repack_cache_in_background([](const std::string&) {});
+        (*bg)->finish_in_background([](const std::string&) {});
     }
     if (fs::exists(dir)) {
         for (const auto& e : fs::directory_iterator(dir))

@@ -1386,6 +1386,9 @@ class RepackCache(unittest.TestCase):
     def test_written_once_then_mapped_and_damage_reported(self):
         srv = self.start()
         srv.wait_log(r"no repack cache yet at")
+        # (the weights are repacked after start-up: answers from then on are the repacked
+        # weights', which the mapped ones must give)
+        srv.wait_log(r"repacked \d+ MiB of weights for decode after start-up", timeout=120)
         first = self.answer(srv)
         m = srv.wait_log(r"repacked weights \(\d+ MiB\) kept in (\S+\.x16)", timeout=120)
         self.assertEqual([os.path.basename(m.group(1))], self.files())
@@ -1415,6 +1418,42 @@ class RepackCache(unittest.TestCase):
         srv = self.start()
         srv.wait_log(r"repacked weights mapped from " + re.escape(path))
         self.assertFalse([f for f in os.listdir(self.dir) if ".tmp." in f], os.listdir(self.dir))
+
+
+class RepackAfterStartup(unittest.TestCase):
+    """A first start (no repack cache file) with --mlock: healthy without waiting for the
+    repack for decode, serving from the file's layout meanwhile; the repacked copies then
+    take the file's pages' place in RAM (locked, the file's unlocked: one copy), and the
+    answers after are those of before."""
+
+    def test_healthy_before_the_repack_then_one_locked_copy(self):
+        model = need_model(QWEN_SMALL)
+        srv = Server(["-m", model, "--port", "0", "-c", "512", "-t", "2", "--mlock",
+                      "--no-repack-cache"])
+        self.addCleanup(srv.stop)
+        srv.wait_ready()
+        with open("/proc/%d/status" % srv.proc.pid) as f:
+            locked_at_ok = int(re.search(r"VmLck:\s+(\d+) kB", f.read()).group(1))
+        log = srv.log_text()
+        self.assertIn("repacking for decode left for after start-up", log)
+        self.assertNotIn("(of which repacking)", log, "the start-up waited for the repack")
+        self.assertGreater(locked_at_ok, 300 * 1024, "the file's weights are not locked: " + log)
+        # the first token comes from the prompt's logits, the same bits in both layouts
+        body = {"prompt": "def fibonacci(n):", "n_predict": 1, "temperature": 0}
+        r = request(srv.port, "POST", "/completion", body)
+        self.assertEqual(r.status, 200, r)
+        before = r.json()["content"]
+        m = srv.wait_log(r"repacked (\d+) MiB of weights for decode after start-up in \d+ ms",
+                         timeout=120)
+        self.assertGreater(int(m.group(1)), 200)
+        with open("/proc/%d/status" % srv.proc.pid) as f:
+            locked_after = int(re.search(r"VmLck:\s+(\d+) kB", f.read()).group(1))
+        self.assertGreater(locked_after, 0.85 * locked_at_ok, "the repacked copies are not locked")
+        self.assertLess(locked_after, 1.15 * locked_at_ok,
+                        "both the file's pages and the copies stay locked")
+        r = request(srv.port, "POST", "/completion", body)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json()["content"], before)
 
 
 class ContextShift(unittest.TestCase):
