@@ -131,9 +131,17 @@ void install(Model::Impl& w, WeightSet& set, bool tied, const std::vector<Tensor
     if (tied) set.output = set.tok_embd;
 }
 
+// The whole pages inside [from, from + bytes) as [*a, *b) (a page shared with a neighbour
+// stays out); false when there are none.
+bool whole_pages(const void* from, size_t bytes, uintptr_t* a, uintptr_t* b) {
+    const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    *a = ((uintptr_t)from + page - 1) / page * page;
+    *b = ((uintptr_t)from + bytes) / page * page;
+    return *b > *a;
+}
+
 void release_file_pages(Model::Impl& w, const std::vector<TensorView>& src,
                         const std::vector<RepackEntry>& entries) {
-    const long page = sysconf(_SC_PAGESIZE);
     for (size_t i = 0; i < src.size(); ++i) {
         const uint8_t* from = (const uint8_t*)src[i].data;
         const size_t bytes = entries[i].bytes;
@@ -141,11 +149,8 @@ void release_file_pages(Model::Impl& w, const std::vector<TensorView>& src,
             std::lock_guard<std::mutex> lock(w.released_mu);
             w.released.emplace_back(from, bytes);
         }
-        // The whole pages inside the tensor (a page shared with a neighbour stays).
-        const uintptr_t a =
-            ((uintptr_t)from + (uintptr_t)page - 1) / (uintptr_t)page * (uintptr_t)page;
-        const uintptr_t b = ((uintptr_t)from + bytes) / (uintptr_t)page * (uintptr_t)page;
-        if (b <= a) continue;
+        uintptr_t a, b;
+        if (!whole_pages(from, bytes, &a, &b)) continue;
         if (w.locked) munlock((void*)a, b - a);
         madvise((void*)a, b - a, MADV_DONTNEED);
     }
@@ -492,6 +497,7 @@ std::string repack_now(Model::Impl& w, const std::function<bool()>& pause,
     }
     ThreadPool pool((int)std::max(1u, std::min(8u, std::thread::hardware_concurrency())));
     double waited_ms = 0;
+    std::string lock_note;
     for (size_t i = 0; i < p.src.size(); ++i) {
         const TensorView& t = p.src[i];
         const size_t row_bytes = t.row_bytes();
@@ -514,11 +520,19 @@ std::string repack_now(Model::Impl& w, const std::function<bool()>& pause,
             slice.data = (const uint8_t*)t.data + (size_t)r0 * row_bytes;
             repack_x16(&pool, slice, buffer->data + p.entries[i].offset + (size_t)r0 * row_bytes);
         }
+        // Under --mlock, one copy locked at every moment: the matrix's copy locked and its
+        // file pages unlocked (still read until the switch, but reclaimable: a memory
+        // cgroup sized for one copy, seed 000's MemoryMax, never holds two locked).
+        if (w.locked) {
+            if (mlock(buffer->data + p.entries[i].offset, p.entries[i].bytes) != 0 && lock_note.empty())
+                lock_note = std::string("; mlock of the repacked copies failed: ") +
+                            std::strerror(errno);
+            uintptr_t a, b;
+            if (lock_note.empty() && whole_pages(t.data, p.entries[i].bytes, &a, &b))
+                munlock((void*)a, b - a);
+        }
     }
     give_huge_pages(*buffer);
-    std::string lock_note;
-    if (w.locked && mlock(buffer->data, buffer->bytes) != 0)
-        lock_note = std::string("; mlock of the repacked copies failed: ") + std::strerror(errno);
     w.repacked = std::move(buffer);
     install(w, *w.later, p.tied, p.views, p.src, p.entries);
     w.live.store(w.later.get(), std::memory_order_release);

@@ -1455,6 +1455,48 @@ class RepackAfterStartup(unittest.TestCase):
         self.assertEqual(r.status, 200, r)
         self.assertEqual(r.json()["content"], before)
 
+    def test_a_memory_cgroup_for_one_locked_copy_is_enough(self):
+        # seed 000 runs under MemoryMax=2G for about 1.5 GB of weights: the repack after
+        # start-up must never hold the file's pages and the copies locked at once
+        model = need_model(QWEN_SMALL)
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+        base = None
+        for line in lines:
+            if ":memory:" in line:
+                base = ("/sys/fs/cgroup/memory" + line.split(":memory:", 1)[1], "memory.limit_in_bytes")
+            elif line.startswith("0::") and base is None:
+                base = ("/sys/fs/cgroup" + line[3:], "memory.max")
+        if base is None:
+            self.skipTest("no cgroup entry in /proc/self/cgroup")
+        cg = os.path.join(base[0], "edgellm-repack-%d" % os.getpid())
+        weights = os.path.getsize(model)
+        try:
+            os.mkdir(cg)
+            self.addCleanup(lambda: os.path.isdir(cg) and os.rmdir(cg))
+            if not os.path.exists(os.path.join(cg, base[1])):
+                self.skipTest("no memory controller in a child cgroup of %s" % base[0])
+            with open(os.path.join(cg, base[1]), "w") as f:
+                f.write(str(int(weights * 1.6)))
+        except OSError as e:
+            self.skipTest("cannot make a memory cgroup here: %s" % e)
+        # the model file out of the page cache, so that the server's own reads charge its
+        # pages to its cgroup
+        fd = os.open(model, os.O_RDONLY)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.close(fd)
+        enter = ("sh", "-c", 'echo $$ > "%s/cgroup.procs" && exec "$0" "$@"' % cg)
+        srv = Server(["-m", model, "--port", "0", "-c", "512", "-t", "2", "--mlock",
+                      "--no-repack-cache"], prefix=enter)
+        self.addCleanup(srv.stop)  # (stopped before the cgroup is removed)
+        srv.wait_ready()
+        srv.wait_log(r"repacked \d+ MiB of weights for decode after start-up", timeout=120)
+        self.assertNotIn("mlock of the repacked copies failed", srv.log_text())
+        r = request(srv.port, "POST", "/completion",
+                    {"prompt": "def fibonacci(n):", "n_predict": 4, "temperature": 0})
+        self.assertEqual(r.status, 200, r)
+        self.assertIsNone(srv.proc.poll(), "the server died:\n" + srv.log_text())
+
 
 class ContextShift(unittest.TestCase):
     """--context-shift: a reply goes on past a full context, keeping the first --keep tokens
@@ -2084,6 +2126,8 @@ class AcceptCommand(unittest.TestCase):
                      prefix=enter)
         self.addCleanup(srv.stop)  # (stopped before the cgroup is removed)
         srv.wait_ready()
+        # (the copies are made after start-up, before which the weights are the file's pages)
+        srv.wait_log(r"repacked \d+ MiB of weights for decode after start-up", timeout=120)
         r = self.accept(["--url", "http://127.0.0.1:%d" % srv.port, "--json", "-", "--turns", "3",
                          "--max-tokens", "8", "--target-memory", "100000"])
         j = json.loads(r.stdout[r.stdout.index("{"):])
