@@ -165,15 +165,23 @@ EDGELLM_CPU_CLONES void attend(const AttentionShape& s, const TypeKernels& kk,
             hi = std::max(hi, hi_t[tt]);
         }
     }
-    // All keys of the union span at once (16 per AVX-512 step) against the queries,
-    // widened into the accumulator space (unused until the V sum).
-    float* qf = w.acc;
-    const TypeKernels& qk = type_kernels(query_type(kv.type_k));
-    for (int j = 0; j < nq; ++j)
-        qk.to_float(w.q_conv + w.q_row * (size_t)j, qf + (size_t)j * hd, hd);
-    if (lo < hi)
-        kk.dot_rows(hd, hi - lo, kv.k + (size_t)lo * kv.k_row_bytes + k_off, kv.k_row_bytes, qf, nq,
-                    w.scores + lo, (size_t)n_ctx);
+    // All keys of the union span at once (16 per AVX-512 step) against the queries: q8_0
+    // keys in integers against the q8_0 queries, as llama.cpp does (dot_rows_q8), other
+    // types in f32 against the queries widened into the accumulator space (unused until
+    // the V sum).
+    const uint8_t* k_lo = kv.k + (size_t)lo * kv.k_row_bytes + k_off;
+    if (kk.dot_rows_q8 && query_type(kv.type_k) == TensorType::Q8_0) {
+        if (lo < hi)
+            kk.dot_rows_q8(hd, hi - lo, k_lo, kv.k_row_bytes, w.q_conv, w.q_row, nq, w.scores + lo,
+                           (size_t)n_ctx);
+    } else {
+        float* qf = w.acc;
+        const TypeKernels& qk = type_kernels(query_type(kv.type_k));
+        for (int j = 0; j < nq; ++j)
+            qk.to_float(w.q_conv + w.q_row * (size_t)j, qf + (size_t)j * hd, hd);
+        if (lo < hi)
+            kk.dot_rows(hd, hi - lo, k_lo, kv.k_row_bytes, qf, nq, w.scores + lo, (size_t)n_ctx);
+    }
     for (int j = 0; j < nq; ++j) {
         const int tt = j / it.n;
         const int32_t pos = tok_pos[tt];

@@ -8,7 +8,9 @@
 // flash-attention path there, an online softmax; the two agree to float rounding) the
 // query is quantized to the keys' dot-product type (q8_0 or q8_1) as llama.cpp does, and
 // the probabilities stay f32. The scores and the V sum are the kernel set's dot_rows and
-// vec_mad_n (keys in SIMD lanes), each giving its scalar twin's bits.
+// vec_mad_n (keys in SIMD lanes), each giving its scalar twin's bits; q8_0 keys take
+// dot_rows_q8 instead: integer block sums against the q8_0 query, as llama.cpp's q8_0 x
+// q8_0 dot product.
 #pragma once
 
 #include <cstdint>

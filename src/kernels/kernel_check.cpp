@@ -326,10 +326,11 @@ std::string check_type_kernels(TensorType t, const TypeKernels& cand, const Type
     // register tile of queries), each against the reference bit for bit.
     const bool mad = cand.vec_mad_n && cand.vec_mad_n != ref.vec_mad_n && ref.vec_mad_n;
     const bool dots = cand.dot_rows && cand.dot_rows != ref.dot_rows && ref.dot_rows;
+    const bool dots8 = cand.dot_rows_q8 && cand.dot_rows_q8 != ref.dot_rows_q8 && ref.dot_rows_q8;
     const int64_t bs = tensor_type_info(t).block_size;
     for (const int64_t hd :
          {std::min<int64_t>(n, 128), (int64_t)96, (int64_t)80, (int64_t)48, (int64_t)20}) {
-        if (!(mad || dots) || hd > n || hd % bs != 0) continue;
+        if (!(mad || dots || dots8) || hd > n || hd % bs != 0) continue;
         for (const int ng : {1, 7, 12}) {  // 12: past one tile of 8 (unit tests: 56)
             // 16 + 16 + 5 rows: full SIMD blocks of keys and a tail; rows a little apart
             const int rows = 37;
@@ -357,6 +358,32 @@ std::string check_type_kernels(TensorType t, const TypeKernels& cand, const Type
                                   "%s vec_mad_n[%s] differs from the reference (head size %lld, "
                                   "%d heads)",
                                   tensor_type_name(t), cand.vec_mad_n_isa, (long long)hd, ng);
+                    return buf;
+                }
+            }
+            if (dots8) {
+                // queries quantized as attention does; the first key and query all +-127
+                // (the largest block sums), the second key all -127
+                const TensorType qt = TensorType::Q8_0;
+                const size_t qrow = row_size(qt, hd) + 6;
+                std::vector<uint8_t> qq(qrow * (size_t)ng);
+                for (int g = 0; g < ng; ++g)
+                    reference_kernels(qt).from_float(q.data() + hd * g, qq.data() + qrow * (size_t)g, hd);
+                std::vector<uint8_t> keys = xs;
+                for (int64_t b = 0; b < hd / 32; ++b) {
+                    std::memset(keys.data() + 34 * (size_t)b + 2, 127, 32);
+                    std::memset(keys.data() + row + 34 * (size_t)b + 2, 0x81, 32);
+                    std::memset(qq.data() + 34 * (size_t)b + 2, (b % 2) ? 0x81 : 127, 32);
+                }
+                want.assign(ps * (size_t)ng, 3.0f);
+                got = want;
+                ref.dot_rows_q8(hd, rows, keys.data(), row, qq.data(), qrow, ng, want.data(), ps);
+                cand.dot_rows_q8(hd, rows, keys.data(), row, qq.data(), qrow, ng, got.data(), ps);
+                if (std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) != 0) {
+                    std::snprintf(buf, sizeof buf,
+                                  "%s dot_rows_q8[%s] differs from the reference (head size %lld, "
+                                  "%d queries)",
+                                  tensor_type_name(t), cand.dot_rows_q8_isa, (long long)hd, ng);
                     return buf;
                 }
             }

@@ -46,6 +46,14 @@ using VecMadNFn = void (*)(int64_t hd, int64_t n_rows, const void* x, size_t bx,
 using DotRowsFn = void (*)(int64_t hd, int64_t n_rows, const void* x, size_t bx, const float* q,
                            int ng, float* s, size_t s_stride);
 
+// The same scores in integers, for q8_0 keys against queries quantized to q8_0 (as
+// llama.cpp's q8_0 x q8_0 dot product): q_g is q8_0 at q + q_stride * g. Per (g, c) and
+// block b in order, the exact integer sum of the block's 32 code products, then one fused
+// multiply-add: acc = fma((float)isum_b, d_q_b * d_x_b, acc) from 0 (d_q_b * d_x_b one f32
+// product). The query's codes in -127..127, as from_float writes them. Optional.
+using DotRowsQ8Fn = void (*)(int64_t hd, int64_t n_rows, const void* x, size_t bx, const void* q,
+                             size_t q_stride, int ng, float* s, size_t s_stride);
+
 struct TypeKernels {
     ToFloatFn to_float = nullptr;
     FromFloatFn from_float = nullptr;
@@ -54,6 +62,7 @@ struct TypeKernels {
     VecDotNFn vec_dot_n = nullptr;
     VecMadNFn vec_mad_n = nullptr;
     DotRowsFn dot_rows = nullptr;
+    DotRowsQ8Fn dot_rows_q8 = nullptr;  // q8_0 keys only
     TensorType vec_dot_type = TensorType::F32;
     // Decoding to int8 groups for the panel GEMM (kernels/panel.h); reference only.
     UnpackI8Fn unpack_i8 = nullptr;
@@ -84,6 +93,7 @@ struct TypeKernels {
     const char* vec_dot_n_isa = "ref";
     const char* vec_mad_n_isa = "ref";
     const char* dot_rows_isa = "ref";
+    const char* dot_rows_q8_isa = "ref";
     const char* gemv_x16_isa = "ref";
 };
 

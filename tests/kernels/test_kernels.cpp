@@ -412,6 +412,49 @@ TEST_P(KernelSetTest, DotRowsOfManyQueriesEqualsReferenceBitForBit) {
     }
 }
 
+// q8_0 keys take integer scores against the q8_0 query (dot_rows_q8): every set gives the
+// reference's bits for a block of prompt tokens' queries, codes at the ends of their
+// range included; and the scores are the query's dot with the keys as llama.cpp's q8_0 x
+// q8_0 vec_dot computes it (the same integer sums and scales), within f32 rounding.
+TEST_P(KernelSetTest, IntegerScoresOfQ8KeysEqualReferenceBitForBit) {
+    const TypeKernels& k = type_kernels(TensorType::Q8_0);
+    const TypeKernels& r = reference_kernels(TensorType::Q8_0);
+    ASSERT_NE(k.dot_rows_q8, nullptr);
+    for (const int64_t hd : {64, 128, 256}) {
+        const int ng = 56, rows = 45;
+        const size_t row = row_size(TensorType::Q8_0, hd) + 4, qrow = row_size(TensorType::Q8_0, hd);
+        std::vector<uint8_t> xs(row * rows), qs(qrow * ng);
+        std::mt19937 rng(7 + (uint32_t)hd);
+        std::normal_distribution<float> normal(0.0f, 1.0f);
+        std::vector<float> f((size_t)hd);
+        for (int c = 0; c < rows; ++c) {
+            for (float& v : f) v = normal(rng);
+            r.from_float(f.data(), xs.data() + row * (size_t)c, hd);
+        }
+        for (int g = 0; g < ng; ++g) {
+            for (float& v : f) v = normal(rng);
+            r.from_float(f.data(), qs.data() + qrow * (size_t)g, hd);
+        }
+        std::memset(xs.data() + 2, 127, 32);         // key 0, block 0: all +127
+        std::memset(xs.data() + row + 2, 0x81, 32);  // key 1: all -127
+        std::memset(qs.data() + 2, 0x81, 32);        // query 0: all -127
+        std::memset(xs.data() + 2 * row + 2, 0x80, 8);  // key 2: some -128 (any key code)
+        const size_t ss = rows + 5;
+        std::vector<float> want(ss * ng, 2.0f), got = want;
+        r.dot_rows_q8(hd, rows, xs.data(), row, qs.data(), qrow, ng, want.data(), ss);
+        k.dot_rows_q8(hd, rows, xs.data(), row, qs.data(), qrow, ng, got.data(), ss);
+        EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+            << GetParam() << " hd " << hd;
+        for (int g = 0; g < ng; g += 11)
+            for (int c = 0; c < rows; c += 7) {
+                float dot = 0.0f;
+                r.vec_dot(hd, &dot, xs.data() + row * (size_t)c, qs.data() + qrow * (size_t)g);
+                EXPECT_NEAR(got[ss * (size_t)g + (size_t)c], dot, 1e-5f * (1.0f + std::fabs(dot)))
+                    << "key " << c << " query " << g;
+            }
+    }
+}
+
 TEST_P(KernelSetTest, PanelKernelEqualsReferenceBitForBit) {
     const PanelKernel& k = panel_kernel();
     if (GetParam() == "ref" || GetParam() == "neon") {
@@ -525,6 +568,16 @@ TEST(AttentionKernels, CheckCatchesWrongTailsAndLargeGroups) {
         reference_kernels(TensorType::F16).vec_mad_n(hd, n_rows, x, bx, p, ps, ng, acc);
     };
     EXPECT_EQ(check_type_kernels(TensorType::F16, k, r, 512, 5), "");
+    // integer scores of q8_0 keys: wrong only for a 128-element head
+    TypeKernels k8 = reference_kernels(TensorType::Q8_0);
+    const TypeKernels& r8 = reference_kernels(TensorType::Q8_0);
+    k8.dot_rows_q8 = [](int64_t hd, int64_t n_rows, const void* x, size_t bx, const void* q,
+                        size_t qs, int ng, float* s, size_t ss) {
+        reference_kernels(TensorType::Q8_0).dot_rows_q8(hd, n_rows, x, bx, q, qs, ng, s, ss);
+        if (hd == 128) s[3] += 1.0f;
+    };
+    EXPECT_NE(check_type_kernels(TensorType::Q8_0, k8, r8, 512, 5).find("dot_rows_q8"),
+              std::string::npos);
 }
 
 // ---------------------------------------------------------------------------------------

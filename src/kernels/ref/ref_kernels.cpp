@@ -539,6 +539,26 @@ void dot_rows_blocks(int64_t hd, int64_t n_rows, const void* x, size_t bx, const
     }
 }
 
+// q8_0 keys against q8_0 queries: per block the exact integer sum, then one FMA.
+void dot_rows_q8_q8_0(int64_t hd, int64_t n_rows, const void* x, size_t bx, const void* q,
+                      size_t q_stride, int ng, float* s, size_t s_stride) {
+    const int64_t nb = hd / 32;
+    for (int g = 0; g < ng; ++g) {
+        const block_q8_0* qb = (const block_q8_0*)((const uint8_t*)q + q_stride * (size_t)g);
+        for (int64_t c = 0; c < n_rows; ++c) {
+            const block_q8_0* xb = (const block_q8_0*)((const uint8_t*)x + bx * (size_t)c);
+            float acc = 0.0f;
+            for (int64_t b = 0; b < nb; ++b) {
+                int32_t isum = 0;
+                for (int i = 0; i < 32; ++i) isum += (int32_t)qb[b].qs[i] * (int32_t)xb[b].qs[i];
+                const float d = fp16_to_f32(qb[b].d) * fp16_to_f32(xb[b].d);
+                acc = std::fma((float)isum, d, acc);
+            }
+            s[s_stride * (size_t)g + (size_t)c] = acc;
+        }
+    }
+}
+
 void set(TypeKernels* table, TensorType t, ToFloatFn to, FromFloatFn from, VecDotFn dot,
          TensorType dot_type) {
     TypeKernels& k = table[(uint32_t)t];
@@ -575,6 +595,7 @@ void fill_reference(TypeKernels* table) {
     table[(uint32_t)T::F16].dot_rows = dot_rows_f32q<fp16_t, widen_f16>;
     table[(uint32_t)T::Q8_0].vec_mad_n = vec_mad_n_blocks<to_float_q8_0>;
     table[(uint32_t)T::Q8_0].dot_rows = dot_rows_blocks<to_float_q8_0>;
+    table[(uint32_t)T::Q8_0].dot_rows_q8 = dot_rows_q8_q8_0;
     // The other KV cache types (attention's scores and weighted sums).
     table[(uint32_t)T::F32].vec_mad_n = vec_mad_n_rows<float, widen_f32>;
     table[(uint32_t)T::F32].dot_rows = dot_rows_f32q<float, widen_f32>;

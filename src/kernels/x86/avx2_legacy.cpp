@@ -677,6 +677,87 @@ void dot_rows_avx2(int64_t hd, int64_t n_rows, const void* vx, size_t bx, const 
     }
 }
 
+// q8_0 keys against q8_0 queries in integers (dot_rows_q8), eight keys in the eight lanes:
+// each block of the eight keys transposed (word m of every key in one register), once for
+// all the queries; per query and block, |k| times four query codes broadcast with the
+// keys' signs (the sign trick: exact for query codes in -127..127), pairs in int16, quads in int32
+// (vpmaddubsw, vpmaddwd), the exact sum of the block; then one FMA by d_q x d_k, block
+// after block as the reference.
+constexpr int64_t kMaxQ8Hd = 256;
+constexpr int kQ8Queries = 64;  // queries whose scales are read at once
+
+template <int kN>
+void q8_block8(int64_t nb, const __m256i* kt, const __m256* kd, const uint8_t* q, size_t q_stride,
+               const float* dq, float* s, size_t s_stride) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[kN];
+    for (int g = 0; g < kN; ++g) acc[g] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+        __m256i isum[kN];
+        const uint8_t* qs[kN];
+        for (int g = 0; g < kN; ++g) {
+            isum[g] = _mm256_setzero_si256();
+            qs[g] = q + q_stride * (size_t)g + sizeof(block_q8_0) * (size_t)b + offsetof(block_q8_0, qs);
+        }
+        for (int m = 0; m < 8; ++m) {
+            const __m256i k = kt[8 * b + m];
+            const __m256i k_abs = _mm256_abs_epi8(k);  // (-128 -> 128 unsigned)
+            for (int g = 0; g < kN; ++g) {
+                int32_t four;
+                std::memcpy(&four, qs[g] + 4 * m, 4);
+                const __m256i pairs =
+                    _mm256_maddubs_epi16(k_abs, _mm256_sign_epi8(_mm256_set1_epi32(four), k));
+                isum[g] = _mm256_add_epi32(isum[g], _mm256_madd_epi16(pairs, ones));
+            }
+        }
+        for (int g = 0; g < kN; ++g)
+            acc[g] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[g]),
+                                     _mm256_mul_ps(_mm256_set1_ps(dq[nb * g + b]), kd[b]), acc[g]);
+    }
+    for (int g = 0; g < kN; ++g) _mm256_storeu_ps(s + s_stride * (size_t)g, acc[g]);
+}
+
+void dot_rows_q8_avx2(int64_t hd, int64_t n_rows, const void* vx, size_t bx, const void* vq,
+                      size_t q_stride, int ng, float* s, size_t s_stride) {
+    const DotRowsQ8Fn ref = reference_kernels(TensorType::Q8_0).dot_rows_q8;
+    if (hd % 32 != 0 || hd > kMaxQ8Hd) return ref(hd, n_rows, vx, bx, vq, q_stride, ng, s, s_stride);
+    const int64_t nb = hd / 32;
+    const uint8_t* x = (const uint8_t*)vx;
+    const uint8_t* q = (const uint8_t*)vq;
+    alignas(32) __m256i kt[kMaxQ8Hd / 4];
+    alignas(32) __m256 kd[kMaxQ8Hd / 32];
+    float dq[kQ8Queries * (kMaxQ8Hd / 32)];
+    const int64_t full = n_rows / 8 * 8;
+    for (int g0 = 0; g0 < ng; g0 += kQ8Queries) {
+        const int n = std::min(kQ8Queries, ng - g0);
+        const uint8_t* qg = q + q_stride * (size_t)g0;
+        for (int g = 0; g < n; ++g)
+            for (int64_t b = 0; b < nb; ++b)
+                dq[nb * g + b] = fp16_to_f32(((const block_q8_0*)(qg + q_stride * (size_t)g) + b)->d);
+        for (int64_t c = 0; c < full; c += 8) {
+            const uint8_t* xc = x + bx * (size_t)c;
+            for (int64_t b = 0; b < nb; ++b) {
+                __m256 r[8];
+                uint16_t d[8];
+                for (int k = 0; k < 8; ++k) {
+                    const block_q8_0* blk = (const block_q8_0*)(xc + bx * (size_t)k) + b;
+                    r[k] = _mm256_castsi256_ps(_mm256_loadu_si256((const __m256i*)blk->qs));
+                    std::memcpy(&d[k], &blk->d, 2);
+                }
+                transpose8(r);  // (the words' bits, moved as floats)
+                for (int m = 0; m < 8; ++m) kt[8 * b + m] = _mm256_castps_si256(r[m]);
+                kd[b] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i*)d));
+            }
+            over_tiles<4>(n, [&]<int kN>(int64_t g) {  // queries four at a time, then the rest
+                q8_block8<kN>(nb, kt, kd, qg + q_stride * (size_t)g, q_stride, dq + nb * g,
+                              s + s_stride * (size_t)(g0 + g) + (size_t)c, s_stride);
+            });
+        }
+    }
+    if (full < n_rows)  // the last keys as the reference (the same bits)
+        ref(hd, n_rows - full, x + bx * (size_t)full, bx, vq, q_stride, ng, s + full, s_stride);
+}
+
 }  // namespace
 
 void fill_avx2_legacy(TypeKernels* table) {
@@ -702,6 +783,7 @@ void fill_avx2_legacy(TypeKernels* table) {
     at(T::F16).dot_rows = dot_rows_avx2<RowF16>;
     at(T::Q8_0).vec_mad_n = vec_mad_n_avx2<RowQ8_0>;
     at(T::Q8_0).dot_rows = dot_rows_avx2<RowQ8_0>;
+    at(T::Q8_0).dot_rows_q8 = dot_rows_q8_avx2;
     at(T::F32).vec_mad_n = vec_mad_n_avx2<RowF32>;
     at(T::F32).dot_rows = dot_rows_avx2<RowF32>;
     at(T::BF16).vec_mad_n = vec_mad_n_avx2<RowBF16>;

@@ -838,6 +838,97 @@ void dot_rows_avx512(int64_t hd, int64_t n_rows, const void* vx, size_t bx, cons
     }
 }
 
+// q8_0 keys against q8_0 queries in integers (dot_rows_q8), 16 keys in the 16 lanes: each
+// key's codes gathered four bytes at a time and made unsigned (+128) for vpdpbusd, its
+// scales widened, once for all the queries; a query's block sum starts at -128 x the sum of
+// its codes (so the lanes end at the exact sum of the code products), takes 8 vpdpbusd
+// with four of its codes broadcast, then one FMA by d_q x d_k, block after block as the
+// reference. Head sizes up to this (4 KiB of keys on the stack); larger ones keep the
+// reference:
+constexpr int64_t kMaxQ8Hd = 256;
+constexpr int kQ8Queries = 64;  // queries whose sums and scales are set up at once
+
+// The scores of kN queries against 16 gathered keys: kt[8 * b + m] holds bytes 4m..4m+3 of
+// block b of every key (+128), kd[b] the keys' scales; per query and block, corr the start
+// (-128 x the codes' sum) and dq the query's scale.
+template <int kN>
+void q8_tile(int64_t nb, const __m512i* kt, const __m512* kd, const uint8_t* q, size_t q_stride,
+             const int32_t* corr, const float* dq, float* s, size_t s_stride) {
+    __m512 acc[kN];
+    for (int g = 0; g < kN; ++g) acc[g] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+        __m512i isum[kN];
+        const uint8_t* qs[kN];
+        for (int g = 0; g < kN; ++g) {
+            isum[g] = _mm512_set1_epi32(corr[nb * g + b]);
+            qs[g] = q + q_stride * (size_t)g + sizeof(block_q8_0) * (size_t)b + offsetof(block_q8_0, qs);
+        }
+#pragma GCC unroll 8
+        for (int m = 0; m < 8; ++m) {
+            const __m512i k = kt[8 * b + m];
+            for (int g = 0; g < kN; ++g) {
+                int32_t four;
+                std::memcpy(&four, qs[g] + 4 * m, 4);
+                isum[g] = _mm512_dpbusd_epi32(isum[g], k, _mm512_set1_epi32(four));
+            }
+        }
+        for (int g = 0; g < kN; ++g)
+            acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[g]),
+                                     _mm512_mul_ps(_mm512_set1_ps(dq[nb * g + b]), kd[b]), acc[g]);
+    }
+    for (int g = 0; g < kN; ++g) _mm512_storeu_ps(s + s_stride * (size_t)g, acc[g]);
+}
+
+void dot_rows_q8_avx512(int64_t hd, int64_t n_rows, const void* vx, size_t bx, const void* vq,
+                        size_t q_stride, int ng, float* s, size_t s_stride) {
+    const DotRowsQ8Fn ref = reference_kernels(TensorType::Q8_0).dot_rows_q8;
+    if (hd % 32 != 0 || hd > kMaxQ8Hd || bx > (size_t)(INT32_MAX / 16))
+        return ref(hd, n_rows, vx, bx, vq, q_stride, ng, s, s_stride);
+    const int64_t nb = hd / 32;
+    const uint8_t* x = (const uint8_t*)vx;
+    const uint8_t* q = (const uint8_t*)vq;
+    const __m512i index = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32((int32_t)bx));
+    const __m512i bias = _mm512_set1_epi8((char)0x80);
+    alignas(64) __m512i kt[kMaxQ8Hd / 4];
+    alignas(64) __m512 kd[kMaxQ8Hd / 32];
+    int32_t corr[kQ8Queries * (kMaxQ8Hd / 32)];
+    float dq[kQ8Queries * (kMaxQ8Hd / 32)];
+    const int64_t full = n_rows / 16 * 16;
+    for (int g0 = 0; g0 < ng; g0 += kQ8Queries) {
+        const int n = std::min(kQ8Queries, ng - g0);
+        const uint8_t* qg = q + q_stride * (size_t)g0;
+        for (int g = 0; g < n; ++g)
+            for (int64_t b = 0; b < nb; ++b) {
+                const block_q8_0* qb = (const block_q8_0*)(qg + q_stride * (size_t)g) + b;
+                int32_t sum = 0;
+                for (int i = 0; i < 32; ++i) sum += qb->qs[i];
+                corr[nb * g + b] = -128 * sum;
+                dq[nb * g + b] = _cvtsh_ss(qb->d);
+            }
+        for (int64_t c = 0; c < full; c += 16) {
+            const uint8_t* xc = x + bx * (size_t)c;
+            for (int64_t b = 0; b < nb; ++b) {
+                const uint8_t* blk = xc + sizeof(block_q8_0) * (size_t)b;
+                // (32 bits from the scale's address: the scale and the first two codes)
+                const __m512i d = _mm512_i32gather_epi32(index, blk, 1);
+                kd[b] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(d));
+                for (int m = 0; m < 8; ++m)
+                    kt[8 * b + m] = _mm512_xor_si512(
+                        _mm512_i32gather_epi32(index, blk + offsetof(block_q8_0, qs) + 4 * m, 1),
+                        bias);
+            }
+            over_tiles<8>(n, [&]<int kN>(int64_t g) {  // queries eight at a time, then the rest
+                q8_tile<kN>(nb, kt, kd, qg + q_stride * (size_t)g, q_stride, corr + nb * g,
+                            dq + nb * g, s + s_stride * (size_t)(g0 + g) + (size_t)c, s_stride);
+            });
+        }
+    }
+    if (full < n_rows)  // the last keys as the reference (the same bits)
+        ref(hd, n_rows - full, x + bx * (size_t)full, bx, vq, q_stride, ng, s + full, s_stride);
+}
+
 }  // namespace
 
 void fill_avx512(TypeKernels* table) {
@@ -847,6 +938,7 @@ void fill_avx512(TypeKernels* table) {
     table[(uint32_t)T::F16].dot_rows = dot_rows_avx512<WidenF16>;
     table[(uint32_t)T::Q8_0].vec_mad_n = vec_mad_n_avx512<WidenQ8_0>;
     table[(uint32_t)T::Q8_0].dot_rows = dot_rows_avx512<WidenQ8_0>;
+    table[(uint32_t)T::Q8_0].dot_rows_q8 = dot_rows_q8_avx512;
     table[(uint32_t)T::F32].vec_mad_n = vec_mad_n_avx512<WidenF32>;
     table[(uint32_t)T::F32].dot_rows = dot_rows_avx512<WidenF32>;
     table[(uint32_t)T::BF16].vec_mad_n = vec_mad_n_avx512<WidenBF16>;
