@@ -49,6 +49,7 @@ std::string replaced(const TypeKernels& k, const TypeKernels& r, const std::stri
     add("vec_dot_4", k.vec_dot_4 != r.vec_dot_4, k.vec_dot_4_isa);
     add("vec_mad_n", k.vec_mad_n != r.vec_mad_n, k.vec_mad_n_isa);
     add("dot_rows", k.dot_rows != r.dot_rows, k.dot_rows_isa);
+    add("dot_rows_q8", k.dot_rows_q8 != r.dot_rows_q8, k.dot_rows_q8_isa);
     add("to_float", k.to_float != r.to_float, k.to_float_isa);
     add("from_float", k.from_float != r.from_float, k.from_float_isa);
     add("gemv_x16", k.gemv_x16 != r.gemv_x16, k.gemv_x16_isa);

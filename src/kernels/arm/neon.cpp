@@ -36,6 +36,15 @@ struct DotWiden {
         return vpadalq_s16(acc, vmull_high_s8(a, b));
     }
 };
+// sdot's grouping without sdot: lane j += the products of bytes 4j..4j+3 (pairs in int16:
+// exact while one side's codes are in -127..127, as a quantized query's are).
+struct DotLanes {
+    static int32x4_t dot(int32x4_t acc, int8x16_t a, int8x16_t b) {
+        const int16x8_t pairs = vpaddq_s16(vmull_s8(vget_low_s8(a), vget_low_s8(b)),
+                                           vmull_high_s8(a, b));
+        return vpadalq_s16(acc, pairs);
+    }
+};
 
 // ---------------------------------------------------------------------------------------
 // Float rows
@@ -516,6 +525,7 @@ void fill_neon(TypeKernels* table) {
     at(T::F16).dot_rows = dot_rows_neon<RowF16>;
     at(T::Q8_0).vec_mad_n = vec_mad_n_neon<RowQ8_0>;
     at(T::Q8_0).dot_rows = dot_rows_neon<RowQ8_0>;
+    at(T::Q8_0).dot_rows_q8 = dot_rows_q8_keys4<DotLanes>;
     at(T::F32).vec_mad_n = vec_mad_n_neon<RowF32>;
     at(T::F32).dot_rows = dot_rows_neon<RowF32>;
     at(T::BF16).vec_mad_n = vec_mad_n_neon<RowBF16>;

@@ -30,6 +30,7 @@
 
 #include "kernels/arm/neon_common.h"
 #include "kernels/block_formats.h"
+#include "kernels/count_dispatch.h"
 #include "kernels/kernels.h"
 
 namespace edgellm::neon {
@@ -409,6 +410,99 @@ void vec_dot_q6_K_q8_K(int64_t n, float* s, const void* vx, const void* vy) {
         sum += y[i].d * h2f(x[i].d) * (float)vaddvq_s32(sumi);
     }
     *s = sum;
+}
+
+// ---------------------------------------------------------------------------------------
+// q8_0 keys against q8_0 queries in integers (dot_rows_q8), four keys in the four lanes:
+// each block of the four keys transposed (word m of every key in one register), once for
+// all the queries; per query and block, four of its codes broadcast and Lanes::dot (lane j
+// += the four products of bytes 4j..4j+3: sdot's grouping) give the exact sum of the
+// block's code products per key, then one FMA by d_q x d_k, block after block as the
+// reference. Head sizes up to kMaxQ8Hd; larger ones keep the reference.
+constexpr int64_t kMaxQ8Hd = 256;
+constexpr int kQ8Queries = 64;  // queries whose scales are read at once
+
+template <class Lanes, int kN>
+inline void q8_keys4(int64_t nb, const int8x16_t* kt, const float32x4_t* kd, const uint8_t* q,
+                     size_t q_stride, const float* dq, float* s, size_t s_stride) {
+    float32x4_t acc[kN];
+    for (int g = 0; g < kN; ++g) acc[g] = vdupq_n_f32(0.0f);
+    for (int64_t b = 0; b < nb; ++b) {
+        int32x4_t isum[kN];
+        const uint8_t* qs[kN];
+        for (int g = 0; g < kN; ++g) {
+            isum[g] = vdupq_n_s32(0);
+            qs[g] = q + q_stride * (size_t)g + sizeof(block_q8_0) * (size_t)b + offsetof(block_q8_0, qs);
+        }
+        for (int m = 0; m < 8; ++m) {
+            const int8x16_t k = kt[8 * b + m];
+            for (int g = 0; g < kN; ++g) {
+                int32_t four;
+                std::memcpy(&four, qs[g] + 4 * m, 4);
+                isum[g] = Lanes::dot(isum[g], k, vreinterpretq_s8_s32(vdupq_n_s32(four)));
+            }
+        }
+        for (int g = 0; g < kN; ++g)
+            acc[g] = vfmaq_f32(acc[g], vcvtq_f32_s32(isum[g]), vmulq_n_f32(kd[b], dq[nb * g + b]));
+    }
+    for (int g = 0; g < kN; ++g) vst1q_f32(s + s_stride * (size_t)g, acc[g]);
+}
+
+// Words 0..3 of four rows (r[j]: row j) -> r[m]: word m of every row, row j in lane j.
+inline void transpose_words4(int32x4_t r[4]) {
+    const int32x4_t t0 = vtrn1q_s32(r[0], r[1]), t1 = vtrn2q_s32(r[0], r[1]);
+    const int32x4_t t2 = vtrn1q_s32(r[2], r[3]), t3 = vtrn2q_s32(r[2], r[3]);
+    r[0] = vreinterpretq_s32_s64(vtrn1q_s64(vreinterpretq_s64_s32(t0), vreinterpretq_s64_s32(t2)));
+    r[1] = vreinterpretq_s32_s64(vtrn1q_s64(vreinterpretq_s64_s32(t1), vreinterpretq_s64_s32(t3)));
+    r[2] = vreinterpretq_s32_s64(vtrn2q_s64(vreinterpretq_s64_s32(t0), vreinterpretq_s64_s32(t2)));
+    r[3] = vreinterpretq_s32_s64(vtrn2q_s64(vreinterpretq_s64_s32(t1), vreinterpretq_s64_s32(t3)));
+}
+
+template <class Lanes>
+void dot_rows_q8_keys4(int64_t hd, int64_t n_rows, const void* vx, size_t bx, const void* vq,
+                       size_t q_stride, int ng, float* s, size_t s_stride) {
+    const DotRowsQ8Fn ref = reference_kernels(TensorType::Q8_0).dot_rows_q8;
+    if (hd % 32 != 0 || hd > kMaxQ8Hd) return ref(hd, n_rows, vx, bx, vq, q_stride, ng, s, s_stride);
+    const int64_t nb = hd / 32;
+    const uint8_t* x = (const uint8_t*)vx;
+    const uint8_t* q = (const uint8_t*)vq;
+    int8x16_t kt[kMaxQ8Hd / 4];
+    float32x4_t kd[kMaxQ8Hd / 32];
+    float dq[kQ8Queries * (kMaxQ8Hd / 32)];
+    const int64_t full = n_rows / 4 * 4;
+    for (int g0 = 0; g0 < ng; g0 += kQ8Queries) {
+        const int n = ng - g0 < kQ8Queries ? ng - g0 : kQ8Queries;
+        const uint8_t* qg = q + q_stride * (size_t)g0;
+        for (int g = 0; g < n; ++g)
+            for (int64_t b = 0; b < nb; ++b)
+                dq[nb * g + b] = h2f(((const block_q8_0*)(qg + q_stride * (size_t)g) + b)->d);
+        for (int64_t c = 0; c < full; c += 4) {
+            const uint8_t* xc = x + bx * (size_t)c;
+            for (int64_t b = 0; b < nb; ++b) {
+                int32x4_t lo[4], hi[4];
+                uint16_t d[4];
+                for (int j = 0; j < 4; ++j) {
+                    const block_q8_0* blk = (const block_q8_0*)(xc + bx * (size_t)j) + b;
+                    lo[j] = vreinterpretq_s32_s8(load_s8(blk->qs));
+                    hi[j] = vreinterpretq_s32_s8(load_s8(blk->qs + 16));
+                    std::memcpy(&d[j], &blk->d, 2);
+                }
+                transpose_words4(lo);
+                transpose_words4(hi);
+                for (int m = 0; m < 4; ++m) {
+                    kt[8 * b + m] = vreinterpretq_s8_s32(lo[m]);
+                    kt[8 * b + 4 + m] = vreinterpretq_s8_s32(hi[m]);
+                }
+                kd[b] = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(d)));
+            }
+            over_tiles<8>(n, [&]<int kN>(int64_t g) {  // queries eight at a time, then the rest
+                q8_keys4<Lanes, kN>(nb, kt, kd, qg + q_stride * (size_t)g, q_stride, dq + nb * g,
+                                    s + s_stride * (size_t)(g0 + g) + (size_t)c, s_stride);
+            });
+        }
+    }
+    if (full < n_rows)  // the last keys as the reference (the same bits)
+        ref(hd, n_rows - full, x + bx * (size_t)full, bx, vq, q_stride, ng, s + full, s_stride);
 }
 
 // Every integer dot product above, instantiated with one policy.
