@@ -412,6 +412,38 @@ TEST_P(KernelSetTest, DotRowsOfManyQueriesEqualsReferenceBitForBit) {
     }
 }
 
+// The weighted sum of V rows for a block of prompt tokens' heads (AVX-512 widens the rows
+// once into L1 for all of them, 16 KiB of rows at a time): the reference's bits, over
+// several such blocks of rows.
+TEST_P(KernelSetTest, VecMadNOfManyHeadsEqualsReferenceBitForBit) {
+    for (TensorType t : {TensorType::F16, TensorType::Q8_0}) {
+        const TypeKernels& k = type_kernels(t);
+        const TypeKernels& r = reference_kernels(t);
+        if (!k.vec_mad_n) continue;
+        for (const int64_t hd : {64, 128}) {
+            const int ng = 56, rows = 150;
+            const size_t row = row_size(t, hd) + 2;
+            std::vector<uint8_t> xs(row * rows);
+            for (int c = 0; c < rows; ++c) {
+                const auto xc = random_tensor_data(t, hd, 700 + (uint64_t)c);
+                std::memcpy(xs.data() + row * (size_t)c, xc.data(), xc.size());
+            }
+            std::mt19937 rng(9);
+            std::uniform_real_distribution<float> u(0.0f, 1.0f);
+            const size_t ps = rows + 7;
+            std::vector<float> p(ps * ng);
+            for (float& v : p) v = u(rng);
+            std::vector<float> want((size_t)(ng * hd));
+            for (float& v : want) v = u(rng) - 0.5f;
+            std::vector<float> got = want;
+            r.vec_mad_n(hd, rows, xs.data(), row, p.data(), ps, ng, want.data());
+            k.vec_mad_n(hd, rows, xs.data(), row, p.data(), ps, ng, got.data());
+            EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
+                << GetParam() << " " << tensor_type_name(t) << " hd " << hd;
+        }
+    }
+}
+
 // q8_0 keys take integer scores against the q8_0 query (dot_rows_q8): every set gives the
 // reference's bits for a block of prompt tokens' queries, codes at the ends of their
 // range included; and the scores are the query's dot with the keys as llama.cpp's q8_0 x

@@ -747,12 +747,34 @@ void mad_slice(int64_t n_rows, const uint8_t* x, size_t bx, int64_t i0, const fl
         for (int k = 0; k < 4; ++k) _mm512_storeu_ps(acc + acc_stride * g + 16 * k, a[g][k]);
 }
 
+// More than one group of four heads (a block of prompt tokens): the rows are widened once
+// into L1 (16 KiB at a time) for all the groups, instead of once per group. Each (head,
+// element) still adds the rows in order, one FMA each: the same bits.
+constexpr int64_t kWidenedFloats = 4096;
+
 template <typename Widen>
 void vec_mad_n_avx512(int64_t hd, int64_t n_rows, const void* vx, size_t bx, const float* p,
                       size_t p_stride, int ng, float* acc) {
     if (!Widen::fits(hd))
         return reference_kernels(Widen::kType).vec_mad_n(hd, n_rows, vx, bx, p, p_stride, ng, acc);
     const uint8_t* x = (const uint8_t*)vx;
+    if (ng > 4 && hd % 64 == 0 && hd * 16 <= kWidenedFloats) {
+        alignas(64) float vw[kWidenedFloats];
+        const int64_t block = kWidenedFloats / hd;
+        for (int64_t c0 = 0; c0 < n_rows; c0 += block) {
+            const int64_t nr = std::min(block, n_rows - c0);
+            for (int64_t r = 0; r < nr; ++r)
+                for (int64_t i0 = 0; i0 < hd; i0 += 16)
+                    _mm512_store_ps(vw + hd * r + i0, Widen::at(x + bx * (size_t)(c0 + r), i0));
+            for (int64_t i = 0; i < hd; i += 64)
+                over_tiles<4>(ng, [&]<int kN>(int64_t g) {
+                    mad_slice<WidenF32, kN>(nr, (const uint8_t*)vw, sizeof(float) * (size_t)hd, i,
+                                            p + p_stride * g + (size_t)c0, p_stride,
+                                            acc + hd * g + i, (size_t)hd);
+                });
+        }
+        return;
+    }
     int64_t i = 0;
     for (; i + 64 <= hd; i += 64) {
         over_tiles<4>(ng, [&]<int kN>(int64_t g) {  // heads four at a time, then the rest
