@@ -271,6 +271,34 @@ class Server:
         _live_servers.discard(self)
 
 
+def memory_cgroup(test, name, limit_bytes):
+    """A memory cgroup of its own under ours with this limit, removed at the test's end (v1
+    here; v2 needs the memory controller delegated to a child, which a shell's cgroup
+    usually cannot do), and the command prefix that runs a program in it (a shell that
+    moves itself, then execs). Skips the test where none can be made."""
+    with open("/proc/self/cgroup") as f:
+        lines = f.read().splitlines()
+    base = None
+    for line in lines:
+        if ":memory:" in line:
+            base = ("/sys/fs/cgroup/memory" + line.split(":memory:", 1)[1], "memory.limit_in_bytes")
+        elif line.startswith("0::") and base is None:
+            base = ("/sys/fs/cgroup" + line[3:], "memory.max")
+    if base is None:
+        test.skipTest("no cgroup entry in /proc/self/cgroup")
+    cg = os.path.join(base[0], "%s-%d" % (name, os.getpid()))
+    try:
+        os.mkdir(cg)
+        test.addCleanup(lambda: os.path.isdir(cg) and os.rmdir(cg))
+        if not os.path.exists(os.path.join(cg, base[1])):
+            test.skipTest("no memory controller in a child cgroup of %s" % base[0])
+        with open(os.path.join(cg, base[1]), "w") as f:
+            f.write(str(limit_bytes))
+    except OSError as e:
+        test.skipTest("cannot make a memory cgroup here: %s" % e)
+    return cg, ("sh", "-c", 'echo $$ > "%s/cgroup.procs" && exec "$0" "$@"' % cg)
+
+
 def start_server(test_class, args, port=None, ready=True, prefix=()):
     """Starts a server for a test class and registers its stop (runs even if setUpClass fails)."""
     s = Server(args, port=port, prefix=prefix)
@@ -1485,33 +1513,12 @@ class RepackAfterStartup(unittest.TestCase):
         # seed 000 runs under MemoryMax=2G for about 1.5 GB of weights: the repack after
         # start-up must never hold the file's pages and the copies locked at once
         model = need_model(QWEN_SMALL)
-        with open("/proc/self/cgroup") as f:
-            lines = f.read().splitlines()
-        base = None
-        for line in lines:
-            if ":memory:" in line:
-                base = ("/sys/fs/cgroup/memory" + line.split(":memory:", 1)[1], "memory.limit_in_bytes")
-            elif line.startswith("0::") and base is None:
-                base = ("/sys/fs/cgroup" + line[3:], "memory.max")
-        if base is None:
-            self.skipTest("no cgroup entry in /proc/self/cgroup")
-        cg = os.path.join(base[0], "edgellm-repack-%d" % os.getpid())
-        weights = os.path.getsize(model)
-        try:
-            os.mkdir(cg)
-            self.addCleanup(lambda: os.path.isdir(cg) and os.rmdir(cg))
-            if not os.path.exists(os.path.join(cg, base[1])):
-                self.skipTest("no memory controller in a child cgroup of %s" % base[0])
-            with open(os.path.join(cg, base[1]), "w") as f:
-                f.write(str(int(weights * 1.6)))
-        except OSError as e:
-            self.skipTest("cannot make a memory cgroup here: %s" % e)
+        _, enter = memory_cgroup(self, "edgellm-repack", int(os.path.getsize(model) * 1.6))
         # the model file out of the page cache, so that the server's own reads charge its
         # pages to its cgroup
         fd = os.open(model, os.O_RDONLY)
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         os.close(fd)
-        enter = ("sh", "-c", 'echo $$ > "%s/cgroup.procs" && exec "$0" "$@"' % cg)
         srv = Server(["-m", model, "--port", "0", "-c", "512", "-t", "2", "--mlock",
                       "--no-repack-cache"], prefix=enter)
         self.addCleanup(srv.stop)  # (stopped before the cgroup is removed)
@@ -2121,30 +2128,8 @@ class AcceptCommand(unittest.TestCase):
         self.assertIn("pid %d" % srv.proc.pid, rows["resident_mib"]["detail"])
 
     def test_cgroup_row_of_a_server_in_a_cgroup_of_its_own(self):
-        # a memory cgroup of the server's own under ours (v1 here; v2 needs the memory
-        # controller delegated to a child, which a shell's cgroup usually cannot do)
-        with open("/proc/self/cgroup") as f:
-            lines = f.read().splitlines()
-        base = None
-        for line in lines:
-            if ":memory:" in line:
-                base = ("/sys/fs/cgroup/memory" + line.split(":memory:", 1)[1], "memory.limit_in_bytes")
-            elif line.startswith("0::") and base is None:
-                base = ("/sys/fs/cgroup" + line[3:], "memory.max")
-        if base is None:
-            self.skipTest("no cgroup entry in /proc/self/cgroup")
-        cg = os.path.join(base[0], "edgellm-accept-%d" % os.getpid())
-        try:
-            os.mkdir(cg)
-            self.addCleanup(lambda: os.path.isdir(cg) and os.rmdir(cg))
-            if not os.path.exists(os.path.join(cg, base[1])):
-                self.skipTest("no memory controller in a child cgroup of %s" % base[0])
-            with open(os.path.join(cg, base[1]), "w") as f:
-                f.write(str(3 << 30))
-        except OSError as e:
-            self.skipTest("cannot make a memory cgroup here: %s" % e)
-        # the server enters it before it starts (a shell that moves itself, then execs)
-        enter = ("sh", "-c", 'echo $$ > "%s/cgroup.procs" && exec "$0" "$@"' % cg)
+        # a memory cgroup of the server's own (3 GiB), the server started in it
+        cg, enter = memory_cgroup(self, "edgellm-accept", 3 << 30)
         # (--no-repack-cache: the repacked weights in memory of the server's own, charged to
         # its cgroup; mapped from a repack cache file they are page cache, charged to the
         # cgroup that first read the file, as a model file's pages are)
