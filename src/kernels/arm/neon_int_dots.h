@@ -31,6 +31,7 @@
 #include "kernels/arm/neon_common.h"
 #include "kernels/block_formats.h"
 #include "kernels/count_dispatch.h"
+#include "kernels/q8_queries.h"
 #include "kernels/kernels.h"
 
 namespace edgellm::neon {
@@ -418,9 +419,8 @@ void vec_dot_q6_K_q8_K(int64_t n, float* s, const void* vx, const void* vy) {
 // all the queries; per query and block, four of its codes broadcast and Lanes::dot (lane j
 // += the four products of bytes 4j..4j+3: sdot's grouping) give the exact sum of the
 // block's code products per key, then one FMA by d_q x d_k, block after block as the
-// reference. Head sizes up to kMaxQ8Hd; larger ones keep the reference.
-constexpr int64_t kMaxQ8Hd = 256;
-constexpr int kQ8Queries = 64;  // queries whose scales are read at once
+// reference. Head sizes up to kMaxQ8Hd (kernels/q8_queries.h); larger ones keep the
+// reference.
 
 template <class Lanes, int kN>
 inline void q8_keys4(int64_t nb, const int8x16_t* kt, const float32x4_t* kd, const uint8_t* q,
@@ -473,9 +473,7 @@ void dot_rows_q8_keys4(int64_t hd, int64_t n_rows, const void* vx, size_t bx, co
     for (int g0 = 0; g0 < ng; g0 += kQ8Queries) {
         const int n = ng - g0 < kQ8Queries ? ng - g0 : kQ8Queries;
         const uint8_t* qg = q + q_stride * (size_t)g0;
-        for (int g = 0; g < n; ++g)
-            for (int64_t b = 0; b < nb; ++b)
-                dq[nb * g + b] = h2f(((const block_q8_0*)(qg + q_stride * (size_t)g) + b)->d);
+        read_q8_queries(qg, q_stride, n, nb, dq, nullptr);
         for (int64_t c = 0; c < full; c += 4) {
             const uint8_t* xc = x + bx * (size_t)c;
             for (int64_t b = 0; b < nb; ++b) {

@@ -10,6 +10,7 @@
 
 #include "kernels/block_formats.h"
 #include "kernels/count_dispatch.h"
+#include "kernels/q8_queries.h"
 #include "kernels/x86/avx2_common.h"
 #include "kernels/x86/x86_kernels.h"
 
@@ -683,8 +684,6 @@ void dot_rows_avx2(int64_t hd, int64_t n_rows, const void* vx, size_t bx, const 
 // keys' signs (the sign trick: exact for query codes in -127..127), pairs in int16, quads in int32
 // (vpmaddubsw, vpmaddwd), the exact sum of the block; then one FMA by d_q x d_k, block
 // after block as the reference.
-constexpr int64_t kMaxQ8Hd = 256;
-constexpr int kQ8Queries = 64;  // queries whose scales are read at once
 
 template <int kN>
 void q8_block8(int64_t nb, const __m256i* kt, const __m256* kd, const uint8_t* q, size_t q_stride,
@@ -731,9 +730,7 @@ void dot_rows_q8_avx2(int64_t hd, int64_t n_rows, const void* vx, size_t bx, con
     for (int g0 = 0; g0 < ng; g0 += kQ8Queries) {
         const int n = std::min(kQ8Queries, ng - g0);
         const uint8_t* qg = q + q_stride * (size_t)g0;
-        for (int g = 0; g < n; ++g)
-            for (int64_t b = 0; b < nb; ++b)
-                dq[nb * g + b] = fp16_to_f32(((const block_q8_0*)(qg + q_stride * (size_t)g) + b)->d);
+        read_q8_queries(qg, q_stride, n, nb, dq, nullptr);
         for (int64_t c = 0; c < full; c += 8) {
             const uint8_t* xc = x + bx * (size_t)c;
             for (int64_t b = 0; b < nb; ++b) {

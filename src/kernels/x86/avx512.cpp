@@ -33,6 +33,7 @@
 
 #include "kernels/block_formats.h"
 #include "kernels/count_dispatch.h"
+#include "kernels/q8_queries.h"
 #include "kernels/x86/avx512_transpose.h"
 #include "kernels/x86/x86_kernels.h"
 
@@ -869,24 +870,22 @@ void dot_rows_avx512(int64_t hd, int64_t n_rows, const void* vx, size_t bx, cons
 // scales widened, once for all the queries; a query's block sum starts at -128 x the sum of
 // its codes (so the lanes end at the exact sum of the code products), takes 8 vpdpbusd
 // with four of its codes broadcast, then one FMA by d_q x d_k, block after block as the
-// reference. Head sizes up to this (4 KiB of keys on the stack); larger ones keep the
-// reference:
-constexpr int64_t kMaxQ8Hd = 256;
-constexpr int kQ8Queries = 64;  // queries whose sums and scales are set up at once
+// reference. Head sizes up to kMaxQ8Hd (kernels/q8_queries.h); larger ones keep the
+// reference.
 
 // The scores of kN queries against 16 gathered keys: kt[8 * b + m] holds bytes 4m..4m+3 of
-// block b of every key (+128), kd[b] the keys' scales; per query and block, corr the start
-// (-128 x the codes' sum) and dq the query's scale.
+// block b of every key (+128), kd[b] the keys' scales; per query and block, sum the sum of
+// its codes (the start is -128 x that) and dq its scale.
 template <int kN>
 void q8_tile(int64_t nb, const __m512i* kt, const __m512* kd, const uint8_t* q, size_t q_stride,
-             const int32_t* corr, const float* dq, float* s, size_t s_stride) {
+             const int32_t* sum, const float* dq, float* s, size_t s_stride) {
     __m512 acc[kN];
     for (int g = 0; g < kN; ++g) acc[g] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
         __m512i isum[kN];
         const uint8_t* qs[kN];
         for (int g = 0; g < kN; ++g) {
-            isum[g] = _mm512_set1_epi32(corr[nb * g + b]);
+            isum[g] = _mm512_set1_epi32(-128 * sum[nb * g + b]);
             qs[g] = q + q_stride * (size_t)g + sizeof(block_q8_0) * (size_t)b + offsetof(block_q8_0, qs);
         }
 #pragma GCC unroll 8
@@ -919,20 +918,13 @@ void dot_rows_q8_avx512(int64_t hd, int64_t n_rows, const void* vx, size_t bx, c
     const __m512i bias = _mm512_set1_epi8((char)0x80);
     alignas(64) __m512i kt[kMaxQ8Hd / 4];
     alignas(64) __m512 kd[kMaxQ8Hd / 32];
-    int32_t corr[kQ8Queries * (kMaxQ8Hd / 32)];
+    int32_t sum[kQ8Queries * (kMaxQ8Hd / 32)];
     float dq[kQ8Queries * (kMaxQ8Hd / 32)];
     const int64_t full = n_rows / 16 * 16;
     for (int g0 = 0; g0 < ng; g0 += kQ8Queries) {
         const int n = std::min(kQ8Queries, ng - g0);
         const uint8_t* qg = q + q_stride * (size_t)g0;
-        for (int g = 0; g < n; ++g)
-            for (int64_t b = 0; b < nb; ++b) {
-                const block_q8_0* qb = (const block_q8_0*)(qg + q_stride * (size_t)g) + b;
-                int32_t sum = 0;
-                for (int i = 0; i < 32; ++i) sum += qb->qs[i];
-                corr[nb * g + b] = -128 * sum;
-                dq[nb * g + b] = _cvtsh_ss(qb->d);
-            }
+        read_q8_queries(qg, q_stride, n, nb, dq, sum);
         for (int64_t c = 0; c < full; c += 16) {
             const uint8_t* xc = x + bx * (size_t)c;
             for (int64_t b = 0; b < nb; ++b) {
@@ -946,7 +938,7 @@ void dot_rows_q8_avx512(int64_t hd, int64_t n_rows, const void* vx, size_t bx, c
                         bias);
             }
             over_tiles<8>(n, [&]<int kN>(int64_t g) {  // queries eight at a time, then the rest
-                q8_tile<kN>(nb, kt, kd, qg + q_stride * (size_t)g, q_stride, corr + nb * g,
+                q8_tile<kN>(nb, kt, kd, qg + q_stride * (size_t)g, q_stride, sum + nb * g,
                             dq + nb * g, s + s_stride * (size_t)(g0 + g) + (size_t)c, s_stride);
             });
         }
