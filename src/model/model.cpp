@@ -539,7 +539,6 @@ std::string repack_now(Model::Impl& w, const std::function<bool()>& pause,
     release_file_pages(w, p.src, p.entries);
     const double ms =
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    w.repack_ms = ms - waited_ms;
     char b[160];
     std::snprintf(b, sizeof b,
                   "repacked %.0f MiB of weights for decode after start-up in %.0f ms (%.0f ms "
