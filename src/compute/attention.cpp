@@ -86,13 +86,14 @@ struct Scratch {
     uint8_t* q_conv;  // group x q_row bytes
     size_t q_row;
     float* acc;     // group x head_dim
+    float* inv;     // group: each row's 1 / (sum of its weights), integer V sums only
     float* scores;  // group x n_ctx
 };
 
 size_t scratch_size(const AttentionShape& s, TensorType kv_type, int64_t n_ctx) {
     const size_t group = (size_t)(s.n_head / s.n_head_kv) * kTokenBlock;
     return align64(row_size(query_type(kv_type), s.head_dim)) * group +
-           align64(sizeof(float) * s.head_dim) * group +
+           align64(sizeof(float) * s.head_dim) * group + align64(sizeof(float) * group) +
            align64(sizeof(float) * (size_t)n_ctx) * group;
 }
 
@@ -104,6 +105,8 @@ Scratch carve(uint8_t* p, const AttentionShape& s, TensorType kv_type) {
     p += w.q_row * group;
     w.acc = (float*)p;
     p += align64(sizeof(float) * s.head_dim) * group;
+    w.inv = (float*)p;
+    p += align64(sizeof(float) * group);
     w.scores = (float*)p;
     return w;
 }
@@ -165,6 +168,13 @@ EDGELLM_CPU_CLONES void attend(const AttentionShape& s, const TypeKernels& kk,
             hi = std::max(hi, hi_t[tt]);
         }
     }
+    // q8_0 values weighted in integers (mad_rows_q8). Its chunks of rows start at cells
+    // that are multiples of the chunk: a token's sum then has the same bits whichever
+    // tokens share its block (the rows before its span weigh 0 and leave its chunks'
+    // scales alone), as speculative decoding's checks of a draft against single steps
+    // need.
+    const bool int_v = vk.mad_rows_q8 && kv.type_v == TensorType::Q8_0 && hd % 32 == 0;
+    const int64_t v_lo = int_v ? lo / kMadChunkRows * kMadChunkRows : lo;
     // All keys of the union span at once (16 per AVX-512 step) against the queries: q8_0
     // keys in integers against the q8_0 queries, as llama.cpp does (dot_rows_q8), other
     // types in f32 against the queries widened into the accumulator space (unused until
@@ -227,27 +237,41 @@ EDGELLM_CPU_CLONES void attend(const AttentionShape& s, const TypeKernels& kk,
         double sum = 0.0;
         for (int l = 0; l < 16; ++l) sum += (double)part[l];
         // Probabilities (f16 cache: rounded to f16, as llama.cpp's f16 matrix product
-        // rounds them).
+        // rounds them). The integer V sum takes the weights before the division and
+        // divides its result.
         const float inv = sum > 0.0 ? (float)(1.0 / sum) : 0.0f;
-        if (kv.type_k == TensorType::F16 && kv.type_v == TensorType::F16)
+        if (int_v)
+            w.inv[j] = inv;
+        else if (kv.type_k == TensorType::F16 && kv.type_v == TensorType::F16)
             for (c = a; c < e; ++c) sc[c] = round_to_f16_unit(sc[c] * inv);
         else
             for (c = a; c < e; ++c) sc[c] *= inv;
         // cells of the union this token does not see weigh 0 (adding 0 * v changes nothing)
         if (a >= e) {
-            if (lo < hi) std::fill(sc + lo, sc + hi, 0.0f);
+            if (v_lo < hi) std::fill(sc + v_lo, sc + hi, 0.0f);
         } else {
-            if (lo < a) std::fill(sc + lo, sc + a, 0.0f);
+            if (v_lo < a) std::fill(sc + v_lo, sc + a, 0.0f);
             if (e < hi) std::fill(sc + e, sc + hi, 0.0f);
         }
         std::memset(w.acc + (size_t)j * hd, 0, sizeof(float) * hd);
     }
-    if (lo < hi)
-        vk.vec_mad_n(hd, hi - lo, kv.v + (size_t)lo * kv.v_row_bytes + v_off, kv.v_row_bytes,
-                     w.scores + lo, (size_t)n_ctx, nq, w.acc);
-    for (int j = 0; j < nq; ++j)
-        std::memcpy(out + (size_t)(j / it.n) * (size_t)s.n_head * hd + (size_t)(j % it.n) * hd,
-                    w.acc + (size_t)j * hd, sizeof(float) * hd);
+    if (v_lo < hi) {
+        const uint8_t* v_rows = kv.v + (size_t)v_lo * kv.v_row_bytes + v_off;
+        if (int_v)
+            vk.mad_rows_q8(hd, hi - v_lo, v_rows, kv.v_row_bytes, w.scores + v_lo, (size_t)n_ctx,
+                           nq, w.acc);
+        else
+            vk.vec_mad_n(hd, hi - v_lo, v_rows, kv.v_row_bytes, w.scores + v_lo, (size_t)n_ctx,
+                         nq, w.acc);
+    }
+    for (int j = 0; j < nq; ++j) {
+        float* o = out + (size_t)(j / it.n) * (size_t)s.n_head * hd + (size_t)(j % it.n) * hd;
+        const float* a = w.acc + (size_t)j * hd;
+        if (int_v)
+            for (int i = 0; i < hd; ++i) o[i] = a[i] * w.inv[j];
+        else
+            std::memcpy(o, a, sizeof(float) * hd);
+    }
 }
 
 }  // namespace

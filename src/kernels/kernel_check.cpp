@@ -327,10 +327,11 @@ std::string check_type_kernels(TensorType t, const TypeKernels& cand, const Type
     const bool mad = cand.vec_mad_n && cand.vec_mad_n != ref.vec_mad_n && ref.vec_mad_n;
     const bool dots = cand.dot_rows && cand.dot_rows != ref.dot_rows && ref.dot_rows;
     const bool dots8 = cand.dot_rows_q8 && cand.dot_rows_q8 != ref.dot_rows_q8 && ref.dot_rows_q8;
+    const bool mad8 = cand.mad_rows_q8 && cand.mad_rows_q8 != ref.mad_rows_q8 && ref.mad_rows_q8;
     const int64_t bs = tensor_type_info(t).block_size;
     for (const int64_t hd :
          {std::min<int64_t>(n, 128), (int64_t)96, (int64_t)80, (int64_t)48, (int64_t)20}) {
-        if (!(mad || dots || dots8) || hd > n || hd % bs != 0) continue;
+        if (!(mad || dots || dots8 || mad8) || hd > n || hd % bs != 0) continue;
         for (const int ng : {1, 7, 12}) {  // 12: past one tile of 8 (unit tests: 56)
             // 16 + 16 + 5 rows: full SIMD blocks of keys and a tail; rows a little apart
             const int rows = 37;
@@ -358,6 +359,34 @@ std::string check_type_kernels(TensorType t, const TypeKernels& cand, const Type
                                   "%s vec_mad_n[%s] differs from the reference (head size %lld, "
                                   "%d heads)",
                                   tensor_type_name(t), cand.vec_mad_n_isa, (long long)hd, ng);
+                    return buf;
+                }
+            }
+            if (mad8) {
+                // weights as attention passes them (in [0, 1], some exactly 0 or 1, one
+                // NaN); the first row's codes all 127, the second's all -128 (the largest
+                // products), and a chunk of 32 rows before the 5 left
+                std::vector<float> e = p;
+                for (int g = 0; g < ng; ++g) {
+                    e[ps * (size_t)g] = 1.0f;
+                    e[ps * (size_t)g + 2 + (size_t)(g % 5)] = 0.0f;
+                }
+                if (ng > 1) e[ps + 7] = std::nanf("");
+                std::vector<uint8_t> vals = xs;
+                for (int64_t b = 0; b < hd / 32; ++b) {
+                    std::memset(vals.data() + 34 * (size_t)b + 2, 127, 32);
+                    std::memset(vals.data() + row + 34 * (size_t)b + 2, 0x80, 32);
+                }
+                want.assign((size_t)(ng * hd), 0.0f);
+                for (float& v : want) v = u(rng) - 0.5f;
+                got = want;
+                ref.mad_rows_q8(hd, rows, vals.data(), row, e.data(), ps, ng, want.data());
+                cand.mad_rows_q8(hd, rows, vals.data(), row, e.data(), ps, ng, got.data());
+                if (std::memcmp(want.data(), got.data(), want.size() * sizeof(float)) != 0) {
+                    std::snprintf(buf, sizeof buf,
+                                  "%s mad_rows_q8[%s] differs from the reference (head size %lld, "
+                                  "%d queries)",
+                                  tensor_type_name(t), cand.mad_rows_q8_isa, (long long)hd, ng);
                     return buf;
                 }
             }

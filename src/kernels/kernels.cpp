@@ -92,6 +92,7 @@ void stamp(Table& t, const Table& before, const char* isa) {
         if (t[i].vec_mad_n != before[i].vec_mad_n) t[i].vec_mad_n_isa = isa;
         if (t[i].dot_rows != before[i].dot_rows) t[i].dot_rows_isa = isa;
         if (t[i].dot_rows_q8 != before[i].dot_rows_q8) t[i].dot_rows_q8_isa = isa;
+        if (t[i].mad_rows_q8 != before[i].mad_rows_q8) t[i].mad_rows_q8_isa = isa;
         if (t[i].gemv_x16 != before[i].gemv_x16) t[i].gemv_x16_isa = isa;
     }
 }
@@ -222,6 +223,7 @@ std::string kernel_report() {
         add("vec_mad_n", (const void*)k.vec_mad_n, k.vec_mad_n_isa);
         add("dot_rows", (const void*)k.dot_rows, k.dot_rows_isa);
         add("dot_rows_q8", (const void*)k.dot_rows_q8, k.dot_rows_q8_isa);
+        add("mad_rows_q8", (const void*)k.mad_rows_q8, k.mad_rows_q8_isa);
         add("gemv_x16", (const void*)k.gemv_x16, k.gemv_x16_isa);
         add("to_float", (const void*)k.to_float, k.to_float_isa);
         add("from_float", (const void*)k.from_float, k.from_float_isa);

@@ -54,6 +54,22 @@ using DotRowsFn = void (*)(int64_t hd, int64_t n_rows, const void* x, size_t bx,
 using DotRowsQ8Fn = void (*)(int64_t hd, int64_t n_rows, const void* x, size_t bx, const void* q,
                              size_t q_stride, int ng, float* s, size_t s_stride);
 
+// Attention's weighted sum of q8_0 V rows in integers (q8_0 caches): e[g * e_stride + c] is
+// query g's weight of row c, e^(score - max) in [0, 1] before the division by the sum, and
+// row c (hd elements, q8_0) starts at x + bx * c. Rows go in chunks of kMadChunkRows from
+// the first (the last may be shorter). Per chunk, query g and block b (elements 32 b ..
+// 32 b + 31): w_c = e_gc * d_cb (one f32 product); D = the largest w_c of the chunk (0 to
+// start, a NaN w_c never larger); when D is positive and finite, P_c = w_c * (127 / D)
+// rounded to nearest even, clamped to 0..127 (a NaN: 0), the exact integer sums
+// S_i = sum over the chunk of P_c * q_ci, and then per element of the block
+// acc[g * hd + i] = fma((float)S_i, D / 127, acc[g * hd + i]) (127 / D and D / 127 one f32
+// division each). Chunk after chunk in order, so every implementation gives the
+// reference's bits. The weights get 7 bits per 32 rows, the precision of llama.cpp's q8_0
+// activations, and the products go at the int8 dot-product rate. Optional.
+inline constexpr int64_t kMadChunkRows = 32;
+using MadRowsQ8Fn = void (*)(int64_t hd, int64_t n_rows, const void* x, size_t bx, const float* e,
+                             size_t e_stride, int ng, float* acc);
+
 struct TypeKernels {
     ToFloatFn to_float = nullptr;
     FromFloatFn from_float = nullptr;
@@ -63,6 +79,7 @@ struct TypeKernels {
     VecMadNFn vec_mad_n = nullptr;
     DotRowsFn dot_rows = nullptr;
     DotRowsQ8Fn dot_rows_q8 = nullptr;  // q8_0 keys only
+    MadRowsQ8Fn mad_rows_q8 = nullptr;  // q8_0 values only
     TensorType vec_dot_type = TensorType::F32;
     // Decoding to int8 groups for the panel GEMM (kernels/panel.h); reference only.
     UnpackI8Fn unpack_i8 = nullptr;
@@ -94,6 +111,7 @@ struct TypeKernels {
     const char* vec_mad_n_isa = "ref";
     const char* dot_rows_isa = "ref";
     const char* dot_rows_q8_isa = "ref";
+    const char* mad_rows_q8_isa = "ref";
     const char* gemv_x16_isa = "ref";
 };
 

@@ -526,6 +526,7 @@ void fill_neon(TypeKernels* table) {
     at(T::Q8_0).vec_mad_n = vec_mad_n_neon<RowQ8_0>;
     at(T::Q8_0).dot_rows = dot_rows_neon<RowQ8_0>;
     at(T::Q8_0).dot_rows_q8 = dot_rows_q8_keys4<DotLanes>;
+    at(T::Q8_0).mad_rows_q8 = mad_rows_q8_rows4<DotLanes>;
     at(T::F32).vec_mad_n = vec_mad_n_neon<RowF32>;
     at(T::F32).dot_rows = dot_rows_neon<RowF32>;
     at(T::BF16).vec_mad_n = vec_mad_n_neon<RowBF16>;

@@ -115,6 +115,7 @@ void panel_gemm_dotprod(const uint8_t* panel, int64_t n_groups, int G, bool has_
 void fill_neon_dotprod(TypeKernels* table) {
     neon::fill_int_dots(table, neon::DotSdot{});
     table[(uint32_t)TensorType::Q8_0].dot_rows_q8 = neon::dot_rows_q8_keys4<neon::DotSdot>;
+    table[(uint32_t)TensorType::Q8_0].mad_rows_q8 = neon::mad_rows_q8_rows4<neon::DotSdot>;
     fill_x16_dotprod(table);
 }
 

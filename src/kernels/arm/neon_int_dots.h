@@ -503,6 +503,91 @@ void dot_rows_q8_keys4(int64_t hd, int64_t n_rows, const void* vx, size_t bx, co
         ref(hd, n_rows - full, x + bx * (size_t)full, bx, vq, q_stride, ng, s + full, s_stride);
 }
 
+// ---------------------------------------------------------------------------------------
+// q8_0 values weighted in integers (mad_rows_q8), per chunk of 32 rows: the codes of rows
+// 4k .. 4k + 3 interleaved once for all the queries (lane i of a register holds their four
+// codes of element i: sdot's grouping); per query and block, the weights' 7-bit codes P
+// as the reference computes them (P <= 127: a signed byte), four of them broadcast and
+// Lanes::dot against each group of rows, then one FMA per element by the chunk's scale.
+// Head sizes up to kMaxQ8Hd; larger ones keep the reference.
+
+struct MadChunkNeon {
+    int8x16_t codes[kMadChunkRows / 4][kMaxQ8Hd / 4];  // group k, elements 4j .. 4j + 3
+    float d[kMaxQ8Hd / 32][kMadChunkRows];             // the rows' scales, 0 past the chunk
+};
+
+template <class Lanes>
+void mad_rows_q8_rows4(int64_t hd, int64_t n_rows, const void* vx, size_t bx, const float* e,
+                       size_t e_stride, int ng, float* acc) {
+    if (hd % 32 != 0 || hd > kMaxQ8Hd)
+        return reference_kernels(TensorType::Q8_0).mad_rows_q8(hd, n_rows, vx, bx, e, e_stride, ng, acc);
+    const int64_t nb = hd / 32;
+    const uint8_t* x = (const uint8_t*)vx;
+    static const uint8_t zero_row[sizeof(block_q8_0) * (kMaxQ8Hd / 32)] = {};
+    MadChunkNeon ch;
+    for (int64_t c0 = 0; c0 < n_rows; c0 += kMadChunkRows) {
+        const int64_t nr = n_rows - c0 < kMadChunkRows ? n_rows - c0 : kMadChunkRows;
+        const uint8_t* xc = x + bx * (size_t)c0;
+        for (int64_t b = 0; b < nb; ++b)
+            for (int64_t r = 0; r < kMadChunkRows; ++r)
+                ch.d[b][r] = r < nr ? h2f(((const block_q8_0*)(xc + bx * (size_t)r) + b)->d) : 0.0f;
+        for (int64_t k = 0; k < kMadChunkRows / 4; ++k) {
+            const uint8_t* rows[4];
+            for (int j = 0; j < 4; ++j) rows[j] = 4 * k + j < nr ? xc + bx * (size_t)(4 * k + j) : zero_row;
+            for (int64_t b = 0; b < nb; ++b)
+                for (int half = 0; half < 2; ++half) {
+                    const size_t at = sizeof(block_q8_0) * (size_t)b + offsetof(block_q8_0, qs) + 16 * (size_t)half;
+                    const int8x16_t r0 = load_s8(rows[0] + at), r1 = load_s8(rows[1] + at);
+                    const int8x16_t r2 = load_s8(rows[2] + at), r3 = load_s8(rows[3] + at);
+                    const int16x8_t p01a = vreinterpretq_s16_s8(vzip1q_s8(r0, r1));
+                    const int16x8_t p01b = vreinterpretq_s16_s8(vzip2q_s8(r0, r1));
+                    const int16x8_t p23a = vreinterpretq_s16_s8(vzip1q_s8(r2, r3));
+                    const int16x8_t p23b = vreinterpretq_s16_s8(vzip2q_s8(r2, r3));
+                    int8x16_t* out = ch.codes[k] + 8 * b + 4 * half;
+                    out[0] = vreinterpretq_s8_s16(vzip1q_s16(p01a, p23a));
+                    out[1] = vreinterpretq_s8_s16(vzip2q_s16(p01a, p23a));
+                    out[2] = vreinterpretq_s8_s16(vzip1q_s16(p01b, p23b));
+                    out[3] = vreinterpretq_s8_s16(vzip2q_s16(p01b, p23b));
+                }
+        }
+        const int64_t groups = (nr + 3) / 4;
+        for (int g = 0; g < ng; ++g) {
+            float eg[kMadChunkRows] = {};
+            std::memcpy(eg, e + e_stride * (size_t)g + (size_t)c0, sizeof(float) * (size_t)nr);
+            for (int64_t b = 0; b < nb; ++b) {
+                float32x4_t w[8];
+                float32x4_t m = vdupq_n_f32(0.0f);
+                for (int j = 0; j < 8; ++j) {
+                    w[j] = vmulq_f32(vld1q_f32(eg + 4 * j), vld1q_f32(ch.d[b] + 4 * j));
+                    m = vmaxnmq_f32(m, w[j]);  // (maxNum: a NaN w never wins)
+                }
+                const float dmax = vmaxnmvq_f32(m);
+                if (!(dmax > 0.0f && dmax <= 3.4028235e38f)) continue;  // the chunk weighs nothing
+                const float up = 127.0f / dmax;
+                int8_t pc[kMadChunkRows];
+                for (int j = 0; j < 8; j += 2) {
+                    const int32x4_t lo = vminq_s32(vmaxq_s32(vcvtnq_s32_f32(vmulq_n_f32(w[j], up)), vdupq_n_s32(0)), vdupq_n_s32(127));
+                    const int32x4_t hi = vminq_s32(vmaxq_s32(vcvtnq_s32_f32(vmulq_n_f32(w[j + 1], up)), vdupq_n_s32(0)), vdupq_n_s32(127));
+                    vst1_s8(pc + 4 * j, vmovn_s16(vcombine_s16(vmovn_s32(lo), vmovn_s32(hi))));
+                }
+                int32x4_t sum[8];
+                for (int j = 0; j < 8; ++j) sum[j] = vdupq_n_s32(0);
+                for (int64_t k = 0; k < groups; ++k) {
+                    int32_t four;
+                    std::memcpy(&four, pc + 4 * k, 4);
+                    const int8x16_t pk = vreinterpretq_s8_s32(vdupq_n_s32(four));
+                    const int8x16_t* codes = ch.codes[k] + 8 * b;
+                    for (int j = 0; j < 8; ++j) sum[j] = Lanes::dot(sum[j], codes[j], pk);
+                }
+                const float down = dmax / 127.0f;
+                float* a = acc + hd * g + 32 * b;
+                for (int j = 0; j < 8; ++j)
+                    vst1q_f32(a + 4 * j, vfmaq_n_f32(vld1q_f32(a + 4 * j), vcvtq_f32_s32(sum[j]), down));
+            }
+        }
+    }
+}
+
 // Every integer dot product above, instantiated with one policy.
 template <class Dot>
 void fill_int_dots(TypeKernels* table, const Dot&) {

@@ -1,5 +1,6 @@
 #include "kernels/ref/ref_kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -559,6 +560,39 @@ void dot_rows_q8_q8_0(int64_t hd, int64_t n_rows, const void* x, size_t bx, cons
     }
 }
 
+// q8_0 values weighted in integers: per chunk of rows and block, the weights rounded to
+// 7 bits against the chunk's largest, the exact integer sums, one FMA by its scale.
+void mad_rows_q8_q8_0(int64_t hd, int64_t n_rows, const void* x, size_t bx, const float* e,
+                      size_t e_stride, int ng, float* acc) {
+    const int64_t nb = hd / 32;
+    for (int g = 0; g < ng; ++g) {
+        const float* eg = e + e_stride * (size_t)g;
+        for (int64_t c0 = 0; c0 < n_rows; c0 += kMadChunkRows) {
+            const int64_t nr = std::min(kMadChunkRows, n_rows - c0);
+            for (int64_t b = 0; b < nb; ++b) {
+                float w[kMadChunkRows];
+                float dmax = 0.0f;
+                for (int64_t r = 0; r < nr; ++r) {
+                    const block_q8_0* xb = (const block_q8_0*)((const uint8_t*)x + bx * (size_t)(c0 + r)) + b;
+                    w[r] = eg[c0 + r] * fp16_to_f32(xb->d);
+                    if (w[r] > dmax) dmax = w[r];
+                }
+                if (!(dmax > 0.0f) || std::isinf(dmax)) continue;
+                const float up = 127.0f / dmax, down = dmax / 127.0f;
+                int32_t sum[32] = {};
+                for (int64_t r = 0; r < nr; ++r) {
+                    const float v = w[r] * up;
+                    const int32_t pc = v >= 0.0f ? (int32_t)std::min(std::nearbyint(v), 127.0f) : 0;
+                    const block_q8_0* xb = (const block_q8_0*)((const uint8_t*)x + bx * (size_t)(c0 + r)) + b;
+                    for (int i = 0; i < 32; ++i) sum[i] += pc * (int32_t)xb->qs[i];
+                }
+                float* a = acc + (size_t)g * (size_t)hd + 32 * (size_t)b;
+                for (int i = 0; i < 32; ++i) a[i] = std::fma((float)sum[i], down, a[i]);
+            }
+        }
+    }
+}
+
 void set(TypeKernels* table, TensorType t, ToFloatFn to, FromFloatFn from, VecDotFn dot,
          TensorType dot_type) {
     TypeKernels& k = table[(uint32_t)t];
@@ -596,6 +630,7 @@ void fill_reference(TypeKernels* table) {
     table[(uint32_t)T::Q8_0].vec_mad_n = vec_mad_n_blocks<to_float_q8_0>;
     table[(uint32_t)T::Q8_0].dot_rows = dot_rows_blocks<to_float_q8_0>;
     table[(uint32_t)T::Q8_0].dot_rows_q8 = dot_rows_q8_q8_0;
+    table[(uint32_t)T::Q8_0].mad_rows_q8 = mad_rows_q8_q8_0;
     // The other KV cache types (attention's scores and weighted sums).
     table[(uint32_t)T::F32].vec_mad_n = vec_mad_n_rows<float, widen_f32>;
     table[(uint32_t)T::F32].dot_rows = dot_rows_f32q<float, widen_f32>;

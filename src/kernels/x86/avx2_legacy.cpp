@@ -6,11 +6,13 @@
 // of -128); only the order of the float scale sums differs from the reference.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/block_formats.h"
 #include "kernels/count_dispatch.h"
 #include "kernels/q8_queries.h"
+#include "kernels/x86/mad_chunk.h"
 #include "kernels/x86/avx2_common.h"
 #include "kernels/x86/x86_kernels.h"
 
@@ -755,6 +757,68 @@ void dot_rows_q8_avx2(int64_t hd, int64_t n_rows, const void* vx, size_t bx, con
         ref(hd, n_rows - full, x + bx * (size_t)full, bx, vq, q_stride, ng, s + full, s_stride);
 }
 
+// q8_0 values weighted in integers (mad_rows_q8), per chunk of 32 rows: the codes
+// interleaved once for all the queries (kernels/x86/mad_chunk.h); per query and block the
+// weights' 7-bit codes P as the reference computes them, then four P bytes broadcast
+// against each group of four rows' codes (vpmaddubsw: P unsigned, at most 127, so a pair
+// never saturates; vpmaddwd sums the pairs), and one FMA per element by the chunk's scale.
+void mad_rows_q8_avx2(int64_t hd, int64_t n_rows, const void* vx, size_t bx, const float* e,
+                      size_t e_stride, int ng, float* acc) {
+    if (hd % 32 != 0 || hd > kMaxQ8Hd)
+        return reference_kernels(TensorType::Q8_0).mad_rows_q8(hd, n_rows, vx, bx, e, e_stride, ng, acc);
+    const int64_t nb = hd / 32;
+    const uint8_t* x = (const uint8_t*)vx;
+    const __m256i ones = _mm256_set1_epi16(1), lo = _mm256_setzero_si256(), hi = _mm256_set1_epi32(127);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    MadChunk ch;
+    for (int64_t c0 = 0; c0 < n_rows; c0 += kMadChunkRows) {
+        const int64_t nr = std::min(kMadChunkRows, n_rows - c0);
+        const uint8_t* xc = x + bx * (size_t)c0;
+        mad_chunk_codes(xc, bx, nr, nb, ch);
+        for (int64_t b = 0; b < nb; ++b)
+            for (int64_t r = 0; r < kMadChunkRows; ++r)
+                ch.d[b][r] = r < nr ? h2f(((const block_q8_0*)(xc + bx * (size_t)r) + b)->d) : 0.0f;
+        for (int g = 0; g < ng; ++g) {
+            alignas(32) float eg[kMadChunkRows] = {};
+            std::memcpy(eg, e + e_stride * (size_t)g + (size_t)c0, sizeof(float) * (size_t)nr);
+            for (int64_t b = 0; b < nb; ++b) {
+                __m256 w[4];
+                __m256 m = _mm256_setzero_ps();
+                for (int j = 0; j < 4; ++j) {
+                    w[j] = _mm256_mul_ps(_mm256_load_ps(eg + 8 * j), _mm256_load_ps(ch.d[b] + 8 * j));
+                    m = _mm256_max_ps(w[j], m);  // (a NaN w gives the second operand)
+                }
+                const float dmax = hmax_ps(m);
+                if (!(dmax > 0.0f && dmax <= 3.4028235e38f)) continue;  // the chunk weighs nothing
+                const __m256 up = _mm256_set1_ps(127.0f / dmax);
+                __m256i p[4];
+                for (int j = 0; j < 4; ++j)
+                    p[j] = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(w[j], up)), lo), hi);
+                alignas(32) uint8_t pc[kMadChunkRows];
+                _mm256_store_si256((__m256i*)pc,
+                                   _mm256_permutevar8x32_epi32(
+                                       _mm256_packus_epi16(_mm256_packs_epi32(p[0], p[1]),
+                                                           _mm256_packs_epi32(p[2], p[3])),
+                                       order));
+                __m256i sum[4] = {lo, lo, lo, lo};
+                for (int k = 0; k < kMadChunkRows / 4; ++k) {
+                    int32_t four;
+                    std::memcpy(&four, pc + 4 * k, 4);
+                    const __m256i pk = _mm256_set1_epi32(four);
+                    const uint8_t* codes = ch.codes[k][b][0];
+                    for (int j = 0; j < 4; ++j)
+                        sum[j] = _mm256_add_epi32(
+                            sum[j], _mm256_madd_epi16(_mm256_maddubs_epi16(pk, _mm256_load_si256((const __m256i*)(codes + 32 * j))), ones));
+                }
+                const __m256 down = _mm256_set1_ps(dmax / 127.0f);
+                float* a = acc + hd * g + 32 * b;
+                for (int j = 0; j < 4; ++j)
+                    _mm256_storeu_ps(a + 8 * j, _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[j]), down, _mm256_loadu_ps(a + 8 * j)));
+            }
+        }
+    }
+}
+
 }  // namespace
 
 void fill_avx2_legacy(TypeKernels* table) {
@@ -781,6 +845,7 @@ void fill_avx2_legacy(TypeKernels* table) {
     at(T::Q8_0).vec_mad_n = vec_mad_n_avx2<RowQ8_0>;
     at(T::Q8_0).dot_rows = dot_rows_avx2<RowQ8_0>;
     at(T::Q8_0).dot_rows_q8 = dot_rows_q8_avx2;
+    at(T::Q8_0).mad_rows_q8 = mad_rows_q8_avx2;
     at(T::F32).vec_mad_n = vec_mad_n_avx2<RowF32>;
     at(T::F32).dot_rows = dot_rows_avx2<RowF32>;
     at(T::BF16).vec_mad_n = vec_mad_n_avx2<RowBF16>;

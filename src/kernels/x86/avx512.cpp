@@ -26,6 +26,7 @@
 // silence it for the header's code only.
 #include "kernels/x86/immintrin_quiet.h"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -34,6 +35,7 @@
 #include "kernels/block_formats.h"
 #include "kernels/count_dispatch.h"
 #include "kernels/q8_queries.h"
+#include "kernels/x86/mad_chunk.h"
 #include "kernels/x86/avx512_transpose.h"
 #include "kernels/x86/x86_kernels.h"
 
@@ -947,6 +949,145 @@ void dot_rows_q8_avx512(int64_t hd, int64_t n_rows, const void* vx, size_t bx, c
         ref(hd, n_rows - full, x + bx * (size_t)full, bx, vq, q_stride, ng, s + full, s_stride);
 }
 
+// ---------------------------------------------------------------------------------------
+// q8_0 values weighted in integers (mad_rows_q8), per chunk of 32 rows: the codes of rows
+// 4k .. 4k + 3 interleaved (lane i holds their four codes of element i: vpdpbusd's four
+// bytes), once for all the queries; per query and block, the weights' 7-bit codes P (the
+// reference's arithmetic on 16 rows per step), then vpdpbusd with four of them broadcast
+// (P unsigned, the codes signed: exact), and one FMA per element by the chunk's scale.
+
+// Rows 0 .. nr - 1 (nr <= 32) into the chunk (kernels/x86/mad_chunk.h); the scales by
+// gathers.
+inline void mad_chunk(const uint8_t* x, size_t bx, int64_t nr, int64_t nb, MadChunk& ch) {
+    const __m512i index = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
+                                                               11, 12, 13, 14, 15),
+                                             _mm512_set1_epi32((int)bx));
+    for (int64_t b = 0; b < nb; ++b)
+        for (int half = 0; half < 2; ++half) {
+            const int64_t r0 = 16 * half;
+            const __mmask16 live = r0 >= nr ? 0 : nr - r0 >= 16 ? 0xFFFF : (__mmask16)((1u << (nr - r0)) - 1);
+            // (32 bits from the scale's address: the scale and the first two codes)
+            const __m512i raw = _mm512_mask_i32gather_epi32(
+                _mm512_setzero_si512(), live, index,
+                x + bx * (size_t)r0 + sizeof(block_q8_0) * (size_t)b, 1);
+            _mm512_store_ps(ch.d[b] + r0, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(raw)));
+        }
+    mad_chunk_codes(x, bx, nr, nb, ch);
+}
+
+// The largest lane of each of x[0..7] (no NaN among them), all at once: out[4 c] is x[c]'s
+// and out[4 c + 2] x[4 + c]'s, for c < 4. Three rounds halve the lanes each input keeps
+// while packing two inputs per register, then a swap within pairs finishes them.
+inline void max_lanes8(const __m512 x[8], float out[16]) {
+    __m512 c[4];
+    for (int i = 0; i < 4; ++i)  // chunks 0, 1: x[2i]'s 8-lane partial; 2, 3: x[2i + 1]'s
+        c[i] = _mm512_max_ps(_mm512_shuffle_f32x4(x[2 * i], x[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(x[2 * i], x[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    __m512 h[2];
+    for (int i = 0; i < 2; ++i)  // chunk j: the 4-lane partial of x[4i + j]
+        h[i] = _mm512_max_ps(_mm512_shuffle_f32x4(c[2 * i], c[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(c[2 * i], c[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    // per chunk j: lanes 0, 1 pairs of x[j], lanes 2, 3 of x[4 + j]
+    const __m512 m = _mm512_max_ps(_mm512_shuffle_ps(h[0], h[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm512_shuffle_ps(h[0], h[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    _mm512_storeu_ps(out, _mm512_max_ps(m, _mm512_permute_ps(m, _MM_SHUFFLE(2, 3, 0, 1))));
+}
+
+// kN queries over one chunk: acc[g * hd + 32 b + i] as the reference (rows past nr have
+// codes and weights 0). kN * kNB <= 8.
+template <int kNB, int kN>
+inline void mad_chunk_queries(const MadChunk& ch, int64_t nr, const float* e, size_t e_stride,
+                              int64_t hd, float* acc) {
+    static_assert(kN * kNB <= 8);
+    alignas(64) float w[kN * kNB][kMadChunkRows];
+    alignas(64) uint8_t pc[kN * kNB][kMadChunkRows];
+    const __mmask16 m0 = nr >= 16 ? 0xFFFF : (__mmask16)((1u << nr) - 1);
+    const __mmask16 m1 = nr <= 16 ? 0 : nr >= 32 ? 0xFFFF : (__mmask16)((1u << (nr - 16)) - 1);
+    const __m512 zero = _mm512_setzero_ps();
+    // the weights w = e * d and each (query, block)'s largest (a NaN w counts as 0: max_ps
+    // gives its second operand when the first is a NaN)
+    __m512 mx[8];
+    for (int i = kN * kNB; i < 8; ++i) mx[i] = zero;
+    for (int g = 0; g < kN; ++g) {
+        const float* eg = e + e_stride * (size_t)g;
+        const __m512 e0 = _mm512_maskz_loadu_ps(m0, eg), e1 = _mm512_maskz_loadu_ps(m1, eg + 16);
+        for (int b = 0; b < kNB; ++b) {
+            const __m512 w0 = _mm512_mul_ps(e0, _mm512_load_ps(ch.d[b]));
+            const __m512 w1 = _mm512_mul_ps(e1, _mm512_load_ps(ch.d[b] + 16));
+            _mm512_store_ps(w[kNB * g + b], w0);
+            _mm512_store_ps(w[kNB * g + b] + 16, w1);
+            mx[kNB * g + b] = _mm512_max_ps(w1, _mm512_max_ps(w0, zero));
+        }
+    }
+    alignas(64) float lanes[16];
+    max_lanes8(mx, lanes);
+    alignas(64) float dmax[16], up[16], down[16];
+    for (int c = 0; c < 4; ++c) {
+        dmax[c] = lanes[4 * c];
+        dmax[4 + c] = lanes[4 * c + 2];
+    }
+    {
+        const __m256 dm = _mm256_load_ps(dmax);
+        _mm256_store_ps(up, _mm256_div_ps(_mm256_set1_ps(127.0f), dm));
+        _mm256_store_ps(down, _mm256_div_ps(dm, _mm256_set1_ps(127.0f)));
+    }
+    const __m512i lo = _mm512_setzero_si512(), hi = _mm512_set1_epi32(127);
+    for (int i = 0; i < kN * kNB; ++i) {
+        const __m512 u = _mm512_set1_ps(up[i]);
+        const __m512i p0 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(w[i]), u));
+        const __m512i p1 = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_load_ps(w[i] + 16), u));
+        _mm_store_si128((__m128i*)pc[i], _mm512_cvtepi32_epi8(_mm512_min_epi32(_mm512_max_epi32(p0, lo), hi)));
+        _mm_store_si128((__m128i*)(pc[i] + 16),
+                        _mm512_cvtepi32_epi8(_mm512_min_epi32(_mm512_max_epi32(p1, lo), hi)));
+    }
+    __m512i s[kN][kNB][2];
+    for (int g = 0; g < kN; ++g)
+        for (int b = 0; b < kNB; ++b) s[g][b][0] = s[g][b][1] = _mm512_setzero_si512();
+#pragma GCC unroll 1
+    for (int k = 0; k < kMadChunkRows / 4; ++k)
+        for (int b = 0; b < kNB; ++b) {
+            const __m512i v0 = _mm512_load_si512((const void*)ch.codes[k][b][0]);
+            const __m512i v1 = _mm512_load_si512((const void*)ch.codes[k][b][1]);
+            for (int g = 0; g < kN; ++g) {
+                int32_t four;
+                std::memcpy(&four, pc[kNB * g + b] + 4 * k, 4);
+                const __m512i p = _mm512_set1_epi32(four);
+                s[g][b][0] = _mm512_dpbusd_epi32(s[g][b][0], p, v0);
+                s[g][b][1] = _mm512_dpbusd_epi32(s[g][b][1], p, v1);
+            }
+        }
+    for (int g = 0; g < kN; ++g)
+        for (int b = 0; b < kNB; ++b) {
+            const float dm = dmax[kNB * g + b];
+            if (!(dm > 0.0f && dm <= 3.4028235e38f)) continue;  // the chunk weighs nothing
+            const __m512 dn = _mm512_set1_ps(down[kNB * g + b]);
+            float* a = acc + hd * g + 32 * b;
+            _mm512_storeu_ps(a, _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[g][b][0]), dn, _mm512_loadu_ps(a)));
+            _mm512_storeu_ps(a + 16, _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[g][b][1]), dn, _mm512_loadu_ps(a + 16)));
+        }
+}
+
+void mad_rows_q8_avx512(int64_t hd, int64_t n_rows, const void* vx, size_t bx, const float* e,
+                        size_t e_stride, int ng, float* acc) {
+    if (hd % 32 != 0 || hd > kMaxQ8Hd)
+        return reference_kernels(TensorType::Q8_0).mad_rows_q8(hd, n_rows, vx, bx, e, e_stride, ng, acc);
+    const int64_t nb = hd / 32;
+    const uint8_t* x = (const uint8_t*)vx;
+    MadChunk ch;
+    for (int64_t c0 = 0; c0 < n_rows; c0 += kMadChunkRows) {
+        const int64_t nr = std::min(kMadChunkRows, n_rows - c0);
+        mad_chunk(x + bx * (size_t)c0, bx, nr, nb, ch);
+        with_count<kMadMaxBlocks>((int)nb, [&]<int kNB>() {
+            // queries in register tiles of at most 16 accumulators
+            constexpr int kTile = kNB >= 8 ? 1 : 8 / kNB;
+            over_tiles<kTile>(ng, [&]<int kN>(int64_t g) {
+                const float* eg = e + e_stride * (size_t)g + (size_t)c0;
+                mad_chunk_queries<kNB, kN>(ch, nr, eg, e_stride, hd, acc + hd * g);
+            });
+        });
+    }
+}
+
 }  // namespace
 
 void fill_avx512(TypeKernels* table) {
@@ -957,6 +1098,7 @@ void fill_avx512(TypeKernels* table) {
     table[(uint32_t)T::Q8_0].vec_mad_n = vec_mad_n_avx512<WidenQ8_0>;
     table[(uint32_t)T::Q8_0].dot_rows = dot_rows_avx512<WidenQ8_0>;
     table[(uint32_t)T::Q8_0].dot_rows_q8 = dot_rows_q8_avx512;
+    table[(uint32_t)T::Q8_0].mad_rows_q8 = mad_rows_q8_avx512;
     table[(uint32_t)T::F32].vec_mad_n = vec_mad_n_avx512<WidenF32>;
     table[(uint32_t)T::F32].dot_rows = dot_rows_avx512<WidenF32>;
     table[(uint32_t)T::BF16].vec_mad_n = vec_mad_n_avx512<WidenBF16>;
