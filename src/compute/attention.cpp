@@ -1,6 +1,7 @@
 #include "compute/attention.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -87,14 +88,23 @@ struct Scratch {
     size_t q_row;
     float* acc;     // group x head_dim
     float* inv;     // group: each row's 1 / (sum of its weights), integer V sums only
-    float* scores;  // group x n_ctx
+    float* scores;  // group rows, score_stride(n_ctx) apart
 };
+
+// Floats from one query row's scores to the next: whole cache lines, an odd number of them.
+// (A power-of-two stride, 4096 cells = 16 KiB, put every row's cell c in one L1 set: the
+// kernels writing or reading 16 cells of each of 56 rows thrashed it.)
+size_t score_stride(int64_t n_ctx) {
+    size_t lines = ((size_t)n_ctx + 15) / 16;
+    if (lines % 2 == 0) ++lines;
+    return lines * 16;
+}
 
 size_t scratch_size(const AttentionShape& s, TensorType kv_type, int64_t n_ctx) {
     const size_t group = (size_t)(s.n_head / s.n_head_kv) * kTokenBlock;
     return align64(row_size(query_type(kv_type), s.head_dim)) * group +
            align64(sizeof(float) * s.head_dim) * group + align64(sizeof(float) * group) +
-           align64(sizeof(float) * (size_t)n_ctx) * group;
+           sizeof(float) * score_stride(n_ctx) * group;
 }
 
 Scratch carve(uint8_t* p, const AttentionShape& s, TensorType kv_type) {
@@ -290,11 +300,8 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, const 
                    "KV type lacks attention kernels");
     EDGELLM_ASSERT(scratch_per_thread >= attention_scratch_per_thread(s, kv.type_k, n_cells),
                    "attention scratch too small for the cells");
-    // The largest n_ctx the scratch holds scores for (the scores stride).
     const size_t group = (size_t)(s.n_head / s.n_head_kv);
-    int64_t n_ctx = n_cells;
-    while (attention_scratch_per_thread(s, kv.type_k, n_ctx + 64) <= scratch_per_thread)
-        n_ctx += 64;
+    const int64_t n_ctx = (int64_t)score_stride(n_cells);  // the scores' row stride
     const int hd = s.head_dim;
 
     // Work items: (tokens, KV head). Decoding one token with few KV heads: the query heads
@@ -319,12 +326,15 @@ void attention(ThreadPool& pool, const AttentionShape& s, const float* q, const 
         in_order = cell_pos[c] == cell_pos[0] + c && cell_pos[0] >= 0;
     if (n_cells > 0 && cell_pos[0] < 0) in_order = false;
 
-    pool.run([&](int ith, int nth_run) {
+    // Items claimed one at a time from a shared counter, not dealt out in advance: under
+    // the causal mask a late token sees many more cells than an early one (contiguous
+    // ranges left one thread waiting for the other, 17 % of a 4096-token prompt's time),
+    // and a core slowed by the other's memory traffic takes fewer.
+    std::atomic<int64_t> next_item{0};
+    pool.run([&](int ith, int) {
         const Scratch w = carve(scratch + (size_t)ith * scratch_per_thread, s, kv.type_k);
-        // Items dealt out in turn, not in contiguous ranges: under the causal mask a late
-        // token sees many more cells than an early one, and contiguous ranges left one
-        // thread waiting for the other (17 % of a 4096-token prompt's time).
-        for (int64_t item = ith; item < n_items; item += nth_run) {
+        for (int64_t item = next_item.fetch_add(1, std::memory_order_relaxed); item < n_items;
+             item = next_item.fetch_add(1, std::memory_order_relaxed)) {
             Item it;
             it.t = item / (s.n_head_kv * split) * tb;
             it.nt = (int)std::min<int64_t>(tb, n_tokens - it.t);
