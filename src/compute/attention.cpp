@@ -66,6 +66,28 @@ typedef float F16x __attribute__((vector_size(64)));
         std::memcpy((p), &w_, sizeof w_); \
     } while (0)
 
+// exp_nonpositive on 16 lanes, step for step.
+typedef int32_t I16x __attribute__((vector_size(64)));
+#define EDGELLM_EXP16_NONPOSITIVE(xin)                                             \
+    ({                                                                             \
+        const F16x lo_ = EDGELLM_SPLAT16(-87.0f);                                  \
+        const F16x x_ = (xin) > lo_ ? (xin) : lo_;                                 \
+        const F16x sh_ = EDGELLM_SPLAT16(12582912.0f);                             \
+        const F16x n_ = (x_ * 1.44269504f + sh_) - sh_;                            \
+        const F16x r_ = (x_ - n_ * 0.693145752f) - n_ * 1.42860677e-6f;            \
+        F16x p_ = EDGELLM_SPLAT16(1.0f / 720.0f);                                  \
+        p_ = p_ * r_ + 1.0f / 120.0f;                                              \
+        p_ = p_ * r_ + 1.0f / 24.0f;                                               \
+        p_ = p_ * r_ + 1.0f / 6.0f;                                                \
+        p_ = p_ * r_ + 0.5f;                                                       \
+        p_ = p_ * r_ + 1.0f;                                                       \
+        p_ = p_ * r_ + 1.0f;                                                       \
+        const I16x bits_ = (__builtin_convertvector(n_, I16x) + 127) << 23;        \
+        F16x two_n_;                                                               \
+        std::memcpy(&two_n_, &bits_, sizeof two_n_);                               \
+        p_ * two_n_;                                                               \
+    })
+
 // The heads one work item handles: query heads [h0, h0 + n) of tokens [t, t + nt), all
 // reading the same KV head. Each cached K and V row is then read and converted once for
 // all of them: nt = 1 when decoding, a block of up to kTokenBlock prompt tokens in prefill
@@ -207,42 +229,45 @@ EDGELLM_CPU_CLONES void attend(const AttentionShape& s, const TypeKernels& kk,
         const int32_t pos = tok_pos[tt];
         const int64_t a = lo_t[tt], e = hi_t[tt];
         float* sc = w.scores + (size_t)j * n_ctx;
-        // scaled scores (masked cells -inf) and their maximum, in 16 independent lanes (a
-        // vector of them: the compiler left the array of 16 scalar)
+        // The maximum of the scaled scores (masked cells -inf). A whole span is read, not
+        // rewritten: scaling by s.scale > 0 keeps the order, so the maximum of the scaled
+        // scores is the scaled maximum, and the exp pass scales each score as it reads it.
+        // (Vectors of 16 independent lanes: the compiler left an array of 16 scalar.)
+        float mul = s.scale;
         F16x mx = EDGELLM_SPLAT16(kNegInf);
         int64_t c = a;
-        if (whole[tt]) {
-            const F16x scale = EDGELLM_SPLAT16(s.scale);
-            for (; c + 16 <= e; c += 16) {
-                const F16x v = EDGELLM_LOAD16(sc + c) * scale;
-                EDGELLM_STORE16(sc + c, v);
-                mx = v > mx ? v : mx;
-            }
-            for (int64_t r = c; r < e; ++r) sc[r] *= s.scale;
-        } else {
+        if (!whole[tt]) {
             for (int64_t r = a; r < e; ++r) {
                 const bool visible = cell_pos[r] >= oldest[tt] && cell_pos[r] <= pos;
                 sc[r] = visible ? sc[r] * s.scale : kNegInf;
             }
-            for (; c + 16 <= e; c += 16) {
-                const F16x v = EDGELLM_LOAD16(sc + c);
-                mx = v > mx ? v : mx;
-            }
+            mul = 1.0f;  // scaled above (x 1 is exact)
+        }
+        for (; c + 16 <= e; c += 16) {
+            const F16x v = EDGELLM_LOAD16(sc + c);
+            mx = v > mx ? v : mx;
         }
         float m = kNegInf;
         for (; c < e; ++c) m = std::max(m, sc[c]);
         for (int l = 0; l < 16; ++l) m = std::max(m, mx[l]);
-        // exp (a vectorized map), then the sum in 16 independent lanes, added in double
-        for (c = a; c < e; ++c) {
-            const float v = sc[c];
-            const float x = exp_nonpositive(v - m);
-            sc[c] = v != kNegInf ? x : 0.0f;
-        }
+        m *= mul;
+        // exp and the sum in one pass, the sum in 16 independent lanes added in double
         F16x part = EDGELLM_SPLAT16(0.0f);
-        c = a;
-        for (; c + 16 <= e; c += 16) part += EDGELLM_LOAD16(sc + c);
+        const F16x vm = EDGELLM_SPLAT16(m), vmul = EDGELLM_SPLAT16(mul);
+        for (c = a; c + 16 <= e; c += 16) {
+            const F16x v = EDGELLM_LOAD16(sc + c) * vmul;
+            const F16x x = EDGELLM_EXP16_NONPOSITIVE(v - vm);
+            const F16x y = v != EDGELLM_SPLAT16(kNegInf) ? x : EDGELLM_SPLAT16(0.0f);
+            EDGELLM_STORE16(sc + c, y);
+            part += y;
+        }
         float tail = part[0];
-        for (; c < e; ++c) tail += sc[c];
+        for (; c < e; ++c) {
+            const float v = sc[c] * mul;
+            const float x = v != kNegInf ? exp_nonpositive(v - m) : 0.0f;
+            sc[c] = x;
+            tail += x;
+        }
         part[0] = tail;
         double sum = 0.0;
         for (int l = 0; l < 16; ++l) sum += (double)part[l];
