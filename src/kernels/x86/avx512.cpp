@@ -1040,31 +1040,32 @@ inline void mad_chunk_queries(const MadChunk& ch, int64_t nr, const float* e, si
         _mm_store_si128((__m128i*)(pc[i] + 16),
                         _mm512_cvtepi32_epi8(_mm512_min_epi32(_mm512_max_epi32(p1, lo), hi)));
     }
-    __m512i s[kN][kNB][2];
-    for (int g = 0; g < kN; ++g)
-        for (int b = 0; b < kNB; ++b) s[g][b][0] = s[g][b][1] = _mm512_setzero_si512();
-#pragma GCC unroll 1
-    for (int k = 0; k < kMadChunkRows / 4; ++k)
-        for (int b = 0; b < kNB; ++b) {
-            const __m512i v0 = _mm512_load_si512((const void*)ch.codes[k][b][0]);
-            const __m512i v1 = _mm512_load_si512((const void*)ch.codes[k][b][1]);
-            for (int g = 0; g < kN; ++g) {
-                int32_t four;
-                std::memcpy(&four, pc[kNB * g + b] + 4 * k, 4);
-                const __m512i p = _mm512_set1_epi32(four);
-                s[g][b][0] = _mm512_dpbusd_epi32(s[g][b][0], p, v0);
-                s[g][b][1] = _mm512_dpbusd_epi32(s[g][b][1], p, v1);
-            }
+    // One (query, block) at a time, its 32 rows in four independent sums (even and odd
+    // groups of rows, each half of the block's elements): GCC kept an array of 16
+    // accumulators across the row loop with a register copy per product, and spilled.
+    for (int i = 0; i < kN * kNB; ++i) {
+        const int g = i / kNB, b = i % kNB;
+        const float dm = dmax[i];
+        if (!(dm > 0.0f && dm <= 3.4028235e38f)) continue;  // the chunk weighs nothing
+        __m512i s0a = _mm512_setzero_si512(), s1a = s0a, s0b = s0a, s1b = s0a;
+#pragma GCC unroll 4
+        for (int k = 0; k < kMadChunkRows / 4; k += 2) {
+            int32_t f0, f1;
+            std::memcpy(&f0, pc[i] + 4 * k, 4);
+            std::memcpy(&f1, pc[i] + 4 * k + 4, 4);
+            const __m512i p0 = _mm512_set1_epi32(f0), p1 = _mm512_set1_epi32(f1);
+            s0a = _mm512_dpbusd_epi32(s0a, p0, _mm512_load_si512((const void*)ch.codes[k][b][0]));
+            s1a = _mm512_dpbusd_epi32(s1a, p0, _mm512_load_si512((const void*)ch.codes[k][b][1]));
+            s0b = _mm512_dpbusd_epi32(s0b, p1, _mm512_load_si512((const void*)ch.codes[k + 1][b][0]));
+            s1b = _mm512_dpbusd_epi32(s1b, p1, _mm512_load_si512((const void*)ch.codes[k + 1][b][1]));
         }
-    for (int g = 0; g < kN; ++g)
-        for (int b = 0; b < kNB; ++b) {
-            const float dm = dmax[kNB * g + b];
-            if (!(dm > 0.0f && dm <= 3.4028235e38f)) continue;  // the chunk weighs nothing
-            const __m512 dn = _mm512_set1_ps(down[kNB * g + b]);
-            float* a = acc + hd * g + 32 * b;
-            _mm512_storeu_ps(a, _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[g][b][0]), dn, _mm512_loadu_ps(a)));
-            _mm512_storeu_ps(a + 16, _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[g][b][1]), dn, _mm512_loadu_ps(a + 16)));
-        }
+        const __m512 dn = _mm512_set1_ps(down[i]);
+        float* a = acc + hd * g + 32 * b;
+        _mm512_storeu_ps(a, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s0a, s0b)), dn,
+                                            _mm512_loadu_ps(a)));
+        _mm512_storeu_ps(a + 16, _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(s1a, s1b)),
+                                                 dn, _mm512_loadu_ps(a + 16)));
+    }
 }
 
 void mad_rows_q8_avx512(int64_t hd, int64_t n_rows, const void* vx, size_t bx, const float* e,
