@@ -875,33 +875,50 @@ void dot_rows_avx512(int64_t hd, int64_t n_rows, const void* vx, size_t bx, cons
 // reference. Head sizes up to kMaxQ8Hd (kernels/q8_queries.h); larger ones keep the
 // reference.
 
-// The scores of kN queries against 16 gathered keys: kt[8 * b + m] holds bytes 4m..4m+3 of
-// block b of every key (+128), kd[b] the keys' scales; per query and block, sum the sum of
-// its codes (the start is -128 x that) and dq its scale.
+// A tile of kN queries packed once per call, each value at a constant offset from one
+// pointer (eight query pointers and runtime strides ran GCC out of registers: it reloaded
+// them from the stack for every broadcast): codes[(8 * b + m) * kN + g] holds bytes
+// 4m..4m+3 of query g's block b, start[b * kN + g] -128 x the sum of those 32 codes, and
+// dq[b * kN + g] the block's scale.
+struct Q8Tile {
+    int32_t codes[8 * (kMaxQ8Hd / 32) * 8];
+    int32_t start[(kMaxQ8Hd / 32) * 8];
+    float dq[(kMaxQ8Hd / 32) * 8];
+};
+
 template <int kN>
-void q8_tile(int64_t nb, const __m512i* kt, const __m512* kd, const uint8_t* q, size_t q_stride,
-             const int32_t* sum, const float* dq, float* s, size_t s_stride) {
+void pack_q8_tile(int64_t nb, const uint8_t* q, size_t q_stride, const int32_t* sum,
+                  const float* dq, Q8Tile& t) {
+    for (int g = 0; g < kN; ++g)
+        for (int64_t b = 0; b < nb; ++b) {
+            const uint8_t* qs =
+                q + q_stride * (size_t)g + sizeof(block_q8_0) * (size_t)b + offsetof(block_q8_0, qs);
+            for (int m = 0; m < 8; ++m) std::memcpy(&t.codes[(8 * b + m) * kN + g], qs + 4 * m, 4);
+            t.start[b * kN + g] = -128 * sum[nb * g + b];
+            t.dq[b * kN + g] = dq[nb * g + b];
+        }
+}
+
+// The scores of a tile's kN queries against 16 gathered keys: kt[8 * b + m] holds bytes
+// 4m..4m+3 of block b of every key (+128), kd[b] the keys' scales.
+template <int kN>
+void q8_tile(int64_t nb, const __m512i* kt, const __m512* kd, const Q8Tile& t, float* s,
+             size_t s_stride) {
     __m512 acc[kN];
     for (int g = 0; g < kN; ++g) acc[g] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
+        const int32_t* codes = t.codes + 8 * kN * b;
         __m512i isum[kN];
-        const uint8_t* qs[kN];
-        for (int g = 0; g < kN; ++g) {
-            isum[g] = _mm512_set1_epi32(-128 * sum[nb * g + b]);
-            qs[g] = q + q_stride * (size_t)g + sizeof(block_q8_0) * (size_t)b + offsetof(block_q8_0, qs);
-        }
+        for (int g = 0; g < kN; ++g) isum[g] = _mm512_set1_epi32(t.start[b * kN + g]);
 #pragma GCC unroll 8
         for (int m = 0; m < 8; ++m) {
             const __m512i k = kt[8 * b + m];
-            for (int g = 0; g < kN; ++g) {
-                int32_t four;
-                std::memcpy(&four, qs[g] + 4 * m, 4);
-                isum[g] = _mm512_dpbusd_epi32(isum[g], k, _mm512_set1_epi32(four));
-            }
+            for (int g = 0; g < kN; ++g)
+                isum[g] = _mm512_dpbusd_epi32(isum[g], k, _mm512_set1_epi32(codes[m * kN + g]));
         }
         for (int g = 0; g < kN; ++g)
             acc[g] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[g]),
-                                     _mm512_mul_ps(_mm512_set1_ps(dq[nb * g + b]), kd[b]), acc[g]);
+                                     _mm512_mul_ps(_mm512_set1_ps(t.dq[b * kN + g]), kd[b]), acc[g]);
     }
     for (int g = 0; g < kN; ++g) _mm512_storeu_ps(s + s_stride * (size_t)g, acc[g]);
 }
@@ -922,11 +939,16 @@ void dot_rows_q8_avx512(int64_t hd, int64_t n_rows, const void* vx, size_t bx, c
     alignas(64) __m512 kd[kMaxQ8Hd / 32];
     int32_t sum[kQ8Queries * (kMaxQ8Hd / 32)];
     float dq[kQ8Queries * (kMaxQ8Hd / 32)];
+    alignas(64) Q8Tile tiles[kQ8Queries / 8];
     const int64_t full = n_rows / 16 * 16;
     for (int g0 = 0; g0 < ng; g0 += kQ8Queries) {
         const int n = std::min(kQ8Queries, ng - g0);
         const uint8_t* qg = q + q_stride * (size_t)g0;
         read_q8_queries(qg, q_stride, n, nb, dq, sum);
+        over_tiles<8>(n, [&]<int kN>(int64_t g) {  // queries eight at a time, then the rest
+            pack_q8_tile<kN>(nb, qg + q_stride * (size_t)g, q_stride, sum + nb * g, dq + nb * g,
+                             tiles[g / 8]);
+        });
         for (int64_t c = 0; c < full; c += 16) {
             const uint8_t* xc = x + bx * (size_t)c;
             for (int64_t b = 0; b < nb; ++b) {
@@ -939,9 +961,9 @@ void dot_rows_q8_avx512(int64_t hd, int64_t n_rows, const void* vx, size_t bx, c
                         _mm512_i32gather_epi32(index, blk + offsetof(block_q8_0, qs) + 4 * m, 1),
                         bias);
             }
-            over_tiles<8>(n, [&]<int kN>(int64_t g) {  // queries eight at a time, then the rest
-                q8_tile<kN>(nb, kt, kd, qg + q_stride * (size_t)g, q_stride, sum + nb * g,
-                            dq + nb * g, s + s_stride * (size_t)(g0 + g) + (size_t)c, s_stride);
+            over_tiles<8>(n, [&]<int kN>(int64_t g) {
+                q8_tile<kN>(nb, kt, kd, tiles[g / 8], s + s_stride * (size_t)(g0 + g) + (size_t)c,
+                            s_stride);
             });
         }
     }
