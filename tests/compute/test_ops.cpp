@@ -1323,6 +1323,72 @@ TEST(Attention, ThreadCountsPaddedRowsUnorderedAndEmptyCells) {
         }
 }
 
+// Spans longer than a block of keys (q8_0 keys and values go 128 cells at a time, each
+// row's softmax kept online): against the documented-rounding reference across three
+// blocks, for tokens at and around the blocks' edges, in order, shuffled and with holes.
+TEST(Attention, LongSpansAcrossKeyBlocks) {
+    const std::vector<int32_t> q_pos = {299, 127, 128, 0, 200, 255, 256, 150, 31, 298, 64};
+    KernelSetGuard guard;
+    for (const std::string& set : guard.sets()) {
+        ASSERT_TRUE(select_kernel_set(set)) << set;
+        uint64_t seed = 56000;
+        for (int hd : {32, 64})
+            for (float q_std : {1.5f, 3.0f}) {
+                check_attention({TensorType::Q8_0, hd, 2, 0, false, false, 0, true}, q_pos, 300,
+                                q_std, seed += 10);
+                check_attention({TensorType::Q8_0, hd, 2, 0, true, true, 0, true}, q_pos, 300,
+                                q_std, seed += 10);
+            }
+    }
+}
+
+// A token gets the same bits alone as among a block of prompt tokens: speculative
+// decoding checks a draft's batch against single steps.
+TEST(Attention, ATokenAloneGetsItsBatchsBits) {
+    KernelSetGuard guard;
+    for (const std::string& set : guard.sets()) {
+        ASSERT_TRUE(select_kernel_set(set)) << set;
+        for (TensorType kvt : {TensorType::F16, TensorType::Q8_0})
+        for (int32_t window : {0, 100}) {  // a window starts tokens' spans at different cells
+            const int n_head = 14, n_head_kv = 2, hd = 64, row = n_head_kv * hd;
+            const int64_t n_cells = 300;
+            const TypeKernels& ref = reference_kernels(kvt);
+            const size_t rb = row_size(kvt, row);
+            std::vector<uint8_t> kc(rb * n_cells), vc(rb * n_cells);
+            const std::vector<float> kf = random_floats((size_t)(row * n_cells), 81, 2.0f);
+            const std::vector<float> vf = random_floats((size_t)(row * n_cells), 82);
+            for (int64_t c = 0; c < n_cells; ++c) {
+                ref.from_float(&kf[(size_t)(c * row)], &kc[c * rb], row);
+                ref.from_float(&vf[(size_t)(c * row)], &vc[c * rb], row);
+            }
+            std::vector<int32_t> cell_pos((size_t)n_cells);
+            for (int64_t c = 0; c < n_cells; ++c) cell_pos[(size_t)c] = (int32_t)c;
+            std::vector<int32_t> q_pos;
+            for (int32_t p = 120; p < 136; ++p) q_pos.push_back(p);
+            for (int32_t p = 288; p < 300; ++p) q_pos.push_back(p);
+            const int64_t n_tokens = (int64_t)q_pos.size();
+            const std::vector<float> q = random_floats((size_t)(n_tokens * n_head * hd), 83, 3.0f);
+            AttentionShape s{n_head, n_head_kv, hd, 1.0f / std::sqrt((float)hd), window};
+            ThreadPool pool(2);
+            const size_t per_thread = attention_scratch_per_thread(s, kvt, n_cells);
+            std::vector<uint8_t> scratch(per_thread * pool.size());
+            const KvLayerView kv = KvLayerView::same(kvt, kc.data(), vc.data(), rb);
+            std::vector<float> batch((size_t)(n_tokens * n_head * hd)), one((size_t)(n_head * hd));
+            attention(pool, s, q.data(), q_pos.data(), n_tokens, kv, cell_pos.data(), n_cells,
+                      batch.data(), scratch.data(), per_thread);
+            for (int64_t t = 0; t < n_tokens; ++t) {
+                attention(pool, s, q.data() + t * n_head * hd, &q_pos[(size_t)t], 1, kv,
+                          cell_pos.data(), n_cells, one.data(), scratch.data(), per_thread);
+                EXPECT_EQ(std::memcmp(one.data(), batch.data() + t * n_head * hd,
+                                      sizeof(float) * one.size()),
+                          0)
+                    << set << " " << tensor_type_name(kvt) << " window " << window << " position "
+                    << q_pos[(size_t)t];
+            }
+        }
+    }
+}
+
 // Keys and values of different types (llama.cpp's -ctk / -ctv): each read with its own kernels.
 TEST(Attention, KeysAndValuesOfDifferentTypes) {
     const std::vector<int32_t> q_pos = {5, 30, 0, 11, 2};
