@@ -100,18 +100,20 @@ void softcap(float* x, int64_t n, float cap) {
     for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] / cap);
 }
 
-// The butterflies of each stage in 16-float vectors (GCC's vector extension; compiled for
-// AVX-512 and AVX2 as well): within a vector for the strides 1..8 (each lane with its
+// The butterflies of each stage in 8-float vectors (GCC's vector extension; compiled for
+// AVX-512 and AVX2 as well): within a vector for the strides 1..4 (each lane with its
 // partner lane i ^ h: a + b below, a - b above, the very operations of the scalar loop),
-// between vectors from 16 on. Every element gets the scalar loop's bits; its short inner
+// between vectors from 8 on. Every element gets the scalar loop's bits; its short inner
 // loops for the small strides had stayed scalar (3 % of a prompt with a quantized cache).
+// (Vectors of 16 went lane by lane through the stack in the AVX2 clone: 5 % of a 4096-token
+// prompt there.)
 EDGELLM_CPU_CLONES void hadamard(float* x, int64_t len, int n) {
     const float norm = 1.0f / std::sqrt((float)n);
-    typedef float V16 __attribute__((vector_size(64)));
-    typedef int32_t I16 __attribute__((vector_size(64)));
+    typedef float V8 __attribute__((vector_size(32)));
+    typedef int32_t I8 __attribute__((vector_size(32)));
     for (int64_t at = 0; at + n <= len; at += n) {
         float* v = x + at;
-        if (n < 16 || n % 16 != 0) {
+        if (n < 8 || n % 8 != 0) {
             for (int h = 1; h < n; h *= 2)
                 for (int i = 0; i < n; i += 2 * h)
                     for (int j = i; j < i + h; ++j) {
@@ -122,24 +124,24 @@ EDGELLM_CPU_CLONES void hadamard(float* x, int64_t len, int n) {
             for (int i = 0; i < n; ++i) v[i] *= norm;
             continue;
         }
-        const I16 lane = {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15};
-        for (int i = 0; i < n; i += 16) {
-            V16 w;
+        const I8 lane = {0, 1, 2, 3, 4, 5, 6, 7};
+        for (int i = 0; i < n; i += 8) {
+            V8 w;
             std::memcpy(&w, v + i, sizeof w);
-            for (int h = 1; h < 16; h *= 2) {
-                const V16 partner = __builtin_shuffle(w, lane ^ h);
-                const I16 upper = (lane & h) != 0;  // lane holds b: becomes a - b
+            for (int h = 1; h < 8; h *= 2) {
+                const V8 partner = __builtin_shuffle(w, lane ^ h);
+                const I8 upper = (lane & h) != 0;  // lane holds b: becomes a - b
                 w = upper ? partner - w : w + partner;
             }
             std::memcpy(v + i, &w, sizeof w);
         }
-        for (int h = 16; h < n; h *= 2)
+        for (int h = 8; h < n; h *= 2)
             for (int i = 0; i < n; i += 2 * h)
-                for (int j = i; j < i + h; j += 16) {
-                    V16 a, b;
+                for (int j = i; j < i + h; j += 8) {
+                    V8 a, b;
                     std::memcpy(&a, v + j, sizeof a);
                     std::memcpy(&b, v + j + h, sizeof b);
-                    const V16 sum = a + b, diff = a - b;
+                    const V8 sum = a + b, diff = a - b;
                     std::memcpy(v + j, &sum, sizeof sum);
                     std::memcpy(v + j + h, &diff, sizeof diff);
                 }
