@@ -48,47 +48,50 @@ inline float exp_nonpositive(float x) {
     return p * std::bit_cast<float>(((int32_t)n + 127) << 23);
 }
 
-// 8 floats as one value (GCC's vector extension: two SSE registers, one AVX2 register, or
-// the lower half of an AVX-512 one, as the clone is compiled). Loops take 16 cells per step
-// in two of them, lanes 0-7 and 8-15. (Not one 16-float value: in the AVX2 clone GCC took
-// its selects and lane reads lane by lane through the stack, 6x slower.) Macros, not
-// functions: a vector passed by value changes the ABI between the clones, which GCC warns
-// of.
+// The softmax's loops take 16 cells per step in vectors of GCC's vector extension: one of
+// 16 floats where the AVX-512 clone runs (compute/cpu_clones.h), two of 8 elsewhere (one
+// AVX2 register each; in the AVX2 clone GCC took 16-float selects and lane reads one lane
+// at a time through the stack, 6x slower). Both give the same bits: every lane's
+// operations are the scalar ones, and sums keep 16 partial sums (cell c in sum (c - a) %
+// 16) added in the same order. Macros, not functions: a vector passed by value changes the
+// ABI between the clones, which GCC warns of.
 typedef float F8x __attribute__((vector_size(32)));
 typedef int32_t I8x __attribute__((vector_size(32)));
-#define EDGELLM_SPLAT8(x) (F8x{} + (float)(x))
-#define EDGELLM_LOAD8(p)                 \
-    ({                                   \
-        F8x v_;                          \
-        std::memcpy(&v_, (p), sizeof v_); \
-        v_;                              \
-    })
-#define EDGELLM_STORE8(p, v)              \
-    do {                                  \
-        const F8x w_ = (v);               \
-        std::memcpy((p), &w_, sizeof w_); \
-    } while (0)
+typedef float F16x __attribute__((vector_size(64)));
+typedef int32_t I16x __attribute__((vector_size(64)));
 
-// exp_nonpositive on 8 lanes, step for step.
-#define EDGELLM_EXP8_NONPOSITIVE(xin)                                              \
+// exp_nonpositive on the lanes of a V (F8x or F16x; I the int32 vector of its size), step
+// for step.
+#define EDGELLM_EXP_NONPOSITIVE(V, I, xin)                                         \
     ({                                                                             \
-        const F8x lo_ = EDGELLM_SPLAT8(-87.0f);                                    \
-        const F8x x_ = (xin) > lo_ ? (xin) : lo_;                                  \
-        const F8x sh_ = EDGELLM_SPLAT8(12582912.0f);                               \
-        const F8x n_ = (x_ * 1.44269504f + sh_) - sh_;                             \
-        const F8x r_ = (x_ - n_ * 0.693145752f) - n_ * 1.42860677e-6f;             \
-        F8x p_ = EDGELLM_SPLAT8(1.0f / 720.0f);                                    \
+        const V lo_ = V{} - 87.0f;                                                 \
+        const V x_ = (xin) > lo_ ? (xin) : lo_;                                    \
+        const V sh_ = V{} + 12582912.0f;                                           \
+        const V n_ = (x_ * 1.44269504f + sh_) - sh_;                               \
+        const V r_ = (x_ - n_ * 0.693145752f) - n_ * 1.42860677e-6f;               \
+        V p_ = V{} + 1.0f / 720.0f;                                                \
         p_ = p_ * r_ + 1.0f / 120.0f;                                              \
         p_ = p_ * r_ + 1.0f / 24.0f;                                               \
         p_ = p_ * r_ + 1.0f / 6.0f;                                                \
         p_ = p_ * r_ + 0.5f;                                                       \
         p_ = p_ * r_ + 1.0f;                                                       \
         p_ = p_ * r_ + 1.0f;                                                       \
-        const I8x bits_ = (__builtin_convertvector(n_, I8x) + 127) << 23;          \
-        F8x two_n_;                                                                \
+        const I bits_ = (__builtin_convertvector(n_, I) + 127) << 23;              \
+        V two_n_;                                                                  \
         std::memcpy(&two_n_, &bits_, sizeof two_n_);                               \
         p_ * two_n_;                                                               \
     })
+
+// Whether this CPU runs the AVX-512 clone (the resolver's test): the softmax then takes
+// vectors of 16 floats.
+inline bool softmax_wide() {
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__SANITIZE_THREAD__)
+    static const bool wide = __builtin_cpu_supports("x86-64-v4");
+    return wide;
+#else
+    return false;
+#endif
+}
 
 // The heads one work item handles: query heads [h0, h0 + n) of tokens [t, t + nt), all
 // reading the same KV head. Each cached K and V row is then read and converted once for
@@ -164,11 +167,13 @@ Scratch carve(uint8_t* p, const AttentionShape& s, TensorType kv_type) {
 // cells set to -inf and the others scaled. Returns the largest scaled score, and in *mul
 // the factor the scores still need: s.scale for a span read, not rewritten (a positive
 // factor keeps the order, so the maximum of the scaled scores is the scaled maximum), 1
-// once scaled here. (Two vectors of 8 independent lanes: the compiler left an array of 16
+// once scaled here. (Vectors of independent lanes: the compiler left an array of 16
 // scalar.)
-[[gnu::always_inline]] inline float row_max(float* sc, int64_t a, int64_t e, float scale,
-                                            bool whole, const int32_t* cell_pos,
-                                            int32_t oldest, int32_t pos, float* mul) {
+template <typename V>
+[[gnu::always_inline]] inline float row_max_v(float* sc, int64_t a, int64_t e, float scale,
+                                              bool whole, const int32_t* cell_pos,
+                                              int32_t oldest, int32_t pos, float* mul) {
+    constexpr int kLanes = sizeof(V) / sizeof(float), kVecs = 16 / kLanes;
     *mul = scale;
     if (!whole) {
         for (int64_t r = a; r < e; ++r) {
@@ -177,49 +182,68 @@ Scratch carve(uint8_t* p, const AttentionShape& s, TensorType kv_type) {
         }
         *mul = 1.0f;  // x 1 is exact
     }
-    F8x mx0 = EDGELLM_SPLAT8(kNegInf), mx1 = mx0;
+    V mx[kVecs];
+    for (int k = 0; k < kVecs; ++k) mx[k] = V{} + kNegInf;
     int64_t c = a;
-    for (; c + 16 <= e; c += 16) {
-        const F8x v0 = EDGELLM_LOAD8(sc + c), v1 = EDGELLM_LOAD8(sc + c + 8);
-        mx0 = v0 > mx0 ? v0 : mx0;
-        mx1 = v1 > mx1 ? v1 : mx1;
-    }
-    mx0 = mx1 > mx0 ? mx1 : mx0;
+    for (; c + 16 <= e; c += 16)
+        for (int k = 0; k < kVecs; ++k) {
+            V v;
+            std::memcpy(&v, sc + c + kLanes * k, sizeof v);
+            mx[k] = v > mx[k] ? v : mx[k];
+        }
+    for (int k = 1; k < kVecs; ++k) mx[0] = mx[k] > mx[0] ? mx[k] : mx[0];
     float m = kNegInf;
     for (; c < e; ++c) m = std::max(m, sc[c]);
-    for (int l = 0; l < 8; ++l) m = std::max(m, mx0[l]);
+    for (int l = 0; l < kLanes; ++l) m = std::max(m, mx[0][l]);
     return m * *mul;
 }
 
 // e^(score x mul - m) over [a, e) in place (-inf cells 0) and their sum: exp and the sum in
-// one pass, the sum in 16 independent lanes (cell c in lane c % 16 from a) added in double.
-[[gnu::always_inline]] inline double exp_sum(float* sc, int64_t a, int64_t e, float m,
-                                             float mul) {
-    F8x part0 = EDGELLM_SPLAT8(0.0f), part1 = part0;
-    const F8x vm = EDGELLM_SPLAT8(m), vmul = EDGELLM_SPLAT8(mul), ninf = EDGELLM_SPLAT8(kNegInf);
-    const F8x zero = EDGELLM_SPLAT8(0.0f);
+// one pass, the sum in 16 independent lanes (cell c in lane (c - a) % 16) added in double.
+template <typename V, typename I>
+[[gnu::always_inline]] inline double exp_sum_v(float* sc, int64_t a, int64_t e, float m,
+                                               float mul) {
+    constexpr int kLanes = sizeof(V) / sizeof(float), kVecs = 16 / kLanes;
+    V part[kVecs];
+    for (int k = 0; k < kVecs; ++k) part[k] = V{};
+    const V vm = V{} + m, vmul = V{} + mul, ninf = V{} + kNegInf, zero = V{};
     int64_t c = a;
-    for (; c + 16 <= e; c += 16) {
-        const F8x v0 = EDGELLM_LOAD8(sc + c) * vmul, v1 = EDGELLM_LOAD8(sc + c + 8) * vmul;
-        const F8x x0 = EDGELLM_EXP8_NONPOSITIVE(v0 - vm), x1 = EDGELLM_EXP8_NONPOSITIVE(v1 - vm);
-        const F8x y0 = v0 != ninf ? x0 : zero, y1 = v1 != ninf ? x1 : zero;
-        EDGELLM_STORE8(sc + c, y0);
-        EDGELLM_STORE8(sc + c + 8, y1);
-        part0 += y0;
-        part1 += y1;
-    }
-    float tail = part0[0];
+    for (; c + 16 <= e; c += 16)
+        for (int k = 0; k < kVecs; ++k) {
+            V v;
+            std::memcpy(&v, sc + c + kLanes * k, sizeof v);
+            v *= vmul;
+            const V x = EDGELLM_EXP_NONPOSITIVE(V, I, v - vm);
+            const V y = v != ninf ? x : zero;
+            std::memcpy(sc + c + kLanes * k, &y, sizeof y);
+            part[k] += y;
+        }
+    float tail = part[0][0];
     for (; c < e; ++c) {
         const float v = sc[c] * mul;
         const float x = v != kNegInf ? exp_nonpositive(v - m) : 0.0f;
         sc[c] = x;
         tail += x;
     }
-    part0[0] = tail;
+    part[0][0] = tail;
     double sum = 0.0;
-    for (int l = 0; l < 8; ++l) sum += (double)part0[l];
-    for (int l = 0; l < 8; ++l) sum += (double)part1[l];
+    for (int k = 0; k < kVecs; ++k)
+        for (int l = 0; l < kLanes; ++l) sum += (double)part[k][l];
     return sum;
+}
+
+[[gnu::always_inline]] inline float row_max(float* sc, int64_t a, int64_t e, float scale,
+                                            bool whole, const int32_t* cell_pos,
+                                            int32_t oldest, int32_t pos, float* mul) {
+    return softmax_wide()
+               ? row_max_v<F16x>(sc, a, e, scale, whole, cell_pos, oldest, pos, mul)
+               : row_max_v<F8x>(sc, a, e, scale, whole, cell_pos, oldest, pos, mul);
+}
+
+[[gnu::always_inline]] inline double exp_sum(float* sc, int64_t a, int64_t e, float m,
+                                             float mul) {
+    return softmax_wide() ? exp_sum_v<F16x, I16x>(sc, a, e, m, mul)
+                          : exp_sum_v<F8x, I8x>(sc, a, e, m, mul);
 }
 
 // q8_0 keys and values, block after block of kKeyBlock cells (blocks start at multiples of
