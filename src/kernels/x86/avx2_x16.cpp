@@ -387,9 +387,7 @@ struct X16Q6_K {
         for (int p = 0; p < 4; ++p) load_words(g + 32 + 64 * p, sc[p]);
         for (int hh = 0; hh < 2; ++hh)
             for (int qd = 0; qd < 2; ++qd) {
-                __m256i s[NC][4][2];
-                for (int c = 0; c < NC; ++c)
-                    for (int m = 0; m < 4; ++m) zero2(s[c][m]);
+                __m256i s[NC][4][2][2];  // column, sub-block, rows 0-7 / 8-15, steps 0-1 / 2-3
                 for (int kk = 0; kk < 4; ++kk) {
                     const int k = 4 * qd + kk;
                     const uint8_t* base = g + 288 + 192 * (size_t)(8 * hh + k);
@@ -410,19 +408,33 @@ struct X16Q6_K {
                             _mm256_and_si256(_mm256_srli_epi16(B.v[h], 4), m4),
                             _mm256_and_si256(_mm256_srli_epi16(H.v[h], 2), m2));
                     }
+                    // pairs of steps added in int16 (at most 2 x 2 x 63 x 127 = 32004)
                     for (int c = 0; c < NC; ++c)
-                        for (int m = 0; m < 4; ++m)
-                            dot4(s[c][m], w[m], bcast4(ab[c][4 * hh + m].qs + 4 * k));
+                        for (int m = 0; m < 4; ++m) {
+                            const __m256i a = bcast4(ab[c][4 * hh + m].qs + 4 * k);
+                            for (int h = 0; h < 2; ++h) {
+                                const __m256i p = _mm256_maddubs_epi16(w[m].v[h], a);
+                                __m256i& t = s[c][m][h][kk / 2];
+                                t = kk % 2 == 0 ? p : _mm256_add_epi16(t, p);
+                            }
+                        }
                 }
+                // per sub-block: scale x (the two pair sums + the bias's correction), the
+                // pair sums scaled by one vpmaddwd each (the scale in both halves of each
+                // lane: exact)
                 for (int m = 0; m < 4; ++m) {
                     const int sb = 8 * hh + 2 * m + qd;
                     for (int h = 0; h < 2; ++h) {
                         const __m256i scale = lane_sbyte(sc[sb / 4][h], sb % 4);
+                        const __m256i scale_w = _mm256_or_si256(
+                            _mm256_and_si256(scale, _mm256_set1_epi32(0xFFFF)),
+                            _mm256_slli_epi32(scale, 16));
                         for (int c = 0; c < NC; ++c) {
                             const __m256i corr = _mm256_set1_epi32(ab[c][4 * hh + m].nsum16[qd] >> 2);
-                            out[c].isum[h] = _mm256_add_epi32(
-                                out[c].isum[h],
-                                _mm256_mullo_epi32(scale, _mm256_add_epi32(s[c][m][h], corr)));
+                            __m256i t = _mm256_mullo_epi32(scale, corr);
+                            t = _mm256_add_epi32(t, _mm256_madd_epi16(s[c][m][h][0], scale_w));
+                            t = _mm256_add_epi32(t, _mm256_madd_epi16(s[c][m][h][1], scale_w));
+                            out[c].isum[h] = _mm256_add_epi32(out[c].isum[h], t);
                         }
                     }
                 }
