@@ -51,6 +51,24 @@ inline void dot4(__m256i* s, const Chunk& w, __m256i a) {
         s[h] = _mm256_add_epi32(s[h], _mm256_madd_epi16(_mm256_maddubs_epi16(w.v[h], a), ones));
 }
 
+// The vpmaddubsw pairs of one step of small codes (below 2^5) added in int16: p[h] (= them
+// when first) + lo . a[0..3] + hi . a[16..19]. Zen 2 and 3 issue vpmaddubsw and vpmaddwd on
+// one port: steps added in int16 need one vpmaddwd per chain, not one per product.
+inline void pairs16(__m256i* p, const Chunk& lo, const Chunk& hi, const int8_t* a, bool first) {
+    const __m256i al = bcast4(a), ah = bcast4(a + 16);
+    for (int h = 0; h < 2; ++h) {
+        const __m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(lo.v[h], al),
+                                           _mm256_maddubs_epi16(hi.v[h], ah));
+        p[h] = first ? t : _mm256_add_epi16(p[h], t);
+    }
+}
+
+// s[h] += the int16 pairs of p[h] summed per int32 lane.
+inline void widen_add(__m256i* s, const __m256i* p) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    for (int h = 0; h < 2; ++h) s[h] = _mm256_add_epi32(s[h], _mm256_madd_epi16(p[h], ones));
+}
+
 inline void zero2(__m256i* s) {
     s[0] = s[1] = _mm256_setzero_si256();
 }
@@ -101,14 +119,13 @@ struct X16Q4_0 {
     static constexpr int kShift = 4;
     template <int NC>
     static void dot(const uint8_t* g, const int8_t* const* a, __m256i (*s)[2]) {
+        __m256i p[NC][2] = {};  // all 8 steps' pairs in int16: at most 8 x 2 x 15 x 127 = 30480
         for (int k = 0; k < 4; ++k) {
             const Chunk c = load_chunk(g + 32 + 64 * k);
             const Chunk lo = low_nibbles(c), hi = high_nibbles(c);
-            for (int j = 0; j < NC; ++j) {
-                dot4(s[j], lo, bcast4(a[j] + 4 * k));
-                dot4(s[j], hi, bcast4(a[j] + 16 + 4 * k));
-            }
+            for (int j = 0; j < NC; ++j) pairs16(p[j], lo, hi, a[j] + 4 * k, k == 0);
         }
+        for (int j = 0; j < NC; ++j) widen_add(s[j], p[j]);
     }
 };
 
@@ -117,6 +134,7 @@ struct X16Q5_0 {
     static constexpr int kShift = 3;
     template <int NC>
     static void dot(const uint8_t* g, const int8_t* const* a, __m256i (*s)[2]) {
+        __m256i p[NC][2] = {};  // 4 steps' pairs in int16: at most 4 x 2 x 31 x 127 = 31496
         for (int k = 0; k < 4; ++k) {
             const Chunk c = load_chunk(g + 96 + 64 * k);
             Chunk lo = low_nibbles(c), hi = high_nibbles(c);
@@ -124,10 +142,9 @@ struct X16Q5_0 {
                 lo.v[h] = _mm256_or_si256(lo.v[h], mask_to_16(g + 32 + 16 * k, h));
                 hi.v[h] = _mm256_or_si256(hi.v[h], mask_to_16(g + 40 + 16 * k, h));
             }
-            for (int j = 0; j < NC; ++j) {
-                dot4(s[j], lo, bcast4(a[j] + 4 * k));
-                dot4(s[j], hi, bcast4(a[j] + 16 + 4 * k));
-            }
+            for (int j = 0; j < NC; ++j) pairs16(p[j], lo, hi, a[j] + 4 * k, k % 2 == 0);
+            if (k % 2 == 1)
+                for (int j = 0; j < NC; ++j) widen_add(s[j], p[j]);
         }
     }
 };
