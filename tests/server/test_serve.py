@@ -243,7 +243,12 @@ class Server:
         with self.cond:
             while True:
                 text = "\n".join(t for _, t in self.lines)
-                left_for_later = text.count("repacking for decode left for after start-up")
+                # (a model refused after loading, e.g. over --memory-limit, is never
+                # repacked: its load's lines end with "cannot use the model")
+                left_for_later = sum(
+                    1 for load in text.split("edgellm serve: loading ")
+                    if "repacking for decode left for after start-up" in load
+                    and "error: cannot use the model" not in load)
                 done = len(re.findall(r"repacked \d+ MiB of weights for decode after start-up|"
                                       r"no memory to repack the weights", text))
                 if done >= left_for_later:
