@@ -128,7 +128,8 @@ GemvX16Fn gemv_x16_ref(TensorType t);
 // they take before the panel GEMM does (TypeKernels::gemv_x16_cols).
 struct X16Gemvs {
     GemvX16Fn q4_0, q5_0, q8_0, q2_K, q4_K, q6_K;
-    int64_t max_cols;
+    int64_t max_cols;              // batches up to this many tokens take the GEMV
+    int64_t max_cols_kquants = 0;  // the same for q2_K, q4_K, q6_K when not 0
 };
 struct TypeKernels;
 void set_x16_gemvs(TypeKernels* table, const X16Gemvs& g);

@@ -345,7 +345,9 @@ void set_x16_gemvs(TypeKernels* table, const X16Gemvs& g) {
                                            {T::Q2_K, g.q2_K}, {T::Q4_K, g.q4_K}, {T::Q6_K, g.q6_K}};
     for (const auto& [t, fn] : fns) {
         table[(uint32_t)t].gemv_x16 = fn;
-        table[(uint32_t)t].gemv_x16_cols = g.max_cols;
+        const bool kquant = t == T::Q2_K || t == T::Q4_K || t == T::Q6_K;
+        table[(uint32_t)t].gemv_x16_cols =
+            kquant && g.max_cols_kquants > 0 ? g.max_cols_kquants : g.max_cols;
     }
 }
 

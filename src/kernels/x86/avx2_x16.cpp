@@ -465,8 +465,11 @@ void fill_x16_avx2(TypeKernels* table) {
     // Measured (Qwen2.5 0.5B and 1.5B shapes, 2026-12-05): since the small-code panels the
     // panel GEMM is faster from 48-token batches on (pp64 1.1-1.2x, pp128 1.2-1.4x, pp256
     // 1.25-1.4x the GEMV), the GEMV at 32 (1.02-1.24x the panels); see compute/matmul.h.
+    // The k-quants' GEMV with its int16 chains (2026-12-06, Zen 2, 1.5B shape) is faster up
+    // to 64 tokens (pp48 70 against 62, pp64 73-74 against 68-70), even at 128, slower at
+    // 256 (74 against 79).
     set_x16_gemvs(table, {gemv<Legacy<X16Q4_0>>, gemv<Legacy<X16Q5_0>>, gemv<Legacy<X16Q8_0>>,
-                          gemv<X16Q2_K>, gemv<X16Q4_K>, gemv<X16Q6_K>, 32});
+                          gemv<X16Q2_K>, gemv<X16Q4_K>, gemv<X16Q6_K>, 32, 64});
 }
 
 }  // namespace edgellm
