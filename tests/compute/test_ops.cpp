@@ -997,27 +997,6 @@ TEST(Ops, HadamardIsSylvestersOrthonormalMatrix) {
     }
 }
 
-// The vector butterflies give every element the scalar loop's bits (a + b below, a - b
-// above, stage after stage), in whichever clone the CPU runs.
-TEST(Ops, HadamardBitsAreTheScalarButterflies) {
-    for (int n : {4, 8, 16, 32, 64, 128, 256}) {
-        std::vector<float> x = random_floats((size_t)(3 * n), 91 + n), want = x;
-        for (int at = 0; at < 3 * n; at += n) {
-            float* v = want.data() + at;
-            for (int h = 1; h < n; h *= 2)
-                for (int i = 0; i < n; i += 2 * h)
-                    for (int j = i; j < i + h; ++j) {
-                        const float a = v[j], b = v[j + h];
-                        v[j] = a + b;
-                        v[j + h] = a - b;
-                    }
-            for (int i = 0; i < n; ++i) v[i] *= 1.0f / std::sqrt((float)n);
-        }
-        hadamard(x.data(), (int64_t)x.size(), n);
-        EXPECT_EQ(0, std::memcmp(x.data(), want.data(), sizeof(float) * x.size())) << n;
-    }
-}
-
 // ======================================== attention =====================================
 
 namespace {
