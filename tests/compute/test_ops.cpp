@@ -1548,7 +1548,7 @@ TEST(Attention, CellsInOrderGiveTheScansBits) {
 }
 
 // The vectorized transform gives the plain butterfly loop's bits (the KV cache's rotated
-// values must not depend on the CPU), for every size from 16 up and the scalar sizes below.
+// values must not depend on the CPU), for every size from 8 up and the scalar sizes below.
 TEST(Ops, HadamardIsTheButterflyLoopBitForBit) {
     for (int n : {2, 4, 8, 16, 32, 64, 128, 256}) {
         const int64_t len = 3 * (int64_t)n;
