@@ -552,8 +552,15 @@ void mad_rows_q8_rows4(int64_t hd, int64_t n_rows, const void* vx, size_t bx, co
         }
         const int64_t groups = (nr + 3) / 4;
         for (int g = 0; g < ng; ++g) {
-            float eg[kMadChunkRows] = {};
-            std::memcpy(eg, e + e_stride * (size_t)g + (size_t)c0, sizeof(float) * (size_t)nr);
+            // the query's weights of the chunk: read in place, or padded with zeros for a
+            // short last chunk (as the AVX2 kernel: no copy per chunk and query)
+            const float* eg = e + e_stride * (size_t)g + (size_t)c0;
+            float padded[kMadChunkRows];
+            if (nr < kMadChunkRows) {
+                std::memset(padded, 0, sizeof padded);
+                std::memcpy(padded, eg, sizeof(float) * (size_t)nr);
+                eg = padded;
+            }
             for (int64_t b = 0; b < nb; ++b) {
                 float32x4_t w[8];
                 float32x4_t m = vdupq_n_f32(0.0f);
