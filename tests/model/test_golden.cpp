@@ -304,8 +304,13 @@ TEST(Model, RepackedWeightsGiveTheFileLayoutsLogits) {
         (*packed)->warm_up();
         // A batch longer than the GEMV takes goes through the panel GEMM, which reads the
         // repacked rows back into the file's layout: the same panels, the same bits.
+        // (longer than every type's GEMV bound: the k-quants' may be the larger)
+        int64_t gemv_max = 0;
+        for (TensorType t : {TensorType::Q4_0, TensorType::Q5_0, TensorType::Q8_0,
+                             TensorType::Q2_K, TensorType::Q4_K, TensorType::Q6_K})
+            gemv_max = std::max(gemv_max, x16_gemv_max_tokens(t));
         std::vector<int32_t> longer;
-        while ((int64_t)longer.size() <= x16_gemv_max_tokens(TensorType::Q8_0))
+        while ((int64_t)longer.size() <= gemv_max)
             longer.insert(longer.end(), c.tokens.begin(), c.tokens.end());
         ContextParams p;
         p.n_ctx = (int64_t)longer.size();
