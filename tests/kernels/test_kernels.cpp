@@ -795,6 +795,56 @@ TEST(X16, PanelSliceIsPackPanelOfTheHalf) {
     }
 }
 
+// Every code at its largest and every activation at +127: the AVX2 GEMVs add several
+// steps' vpmaddubsw pairs in int16 before widening them (q4_0 / q4_K: 8 steps, q5_0: 4,
+// q6_K: 2), which is exact only while those sums stay below 2^15. With one step too many
+// in a chain the sums wrap and the result is off by thousands; the scalar definition
+// never wraps. (Scales set to 1/64, the rest of each block all ones.)
+TEST(X16, GemvsAtTheLargestCodesAreTheDefinitions) {
+    for (TensorType t : x16_types()) {
+        const TypeKernels& k = type_kernels(t);
+        if (!k.gemv_x16) continue;
+        const int64_t n = 1024;
+        const size_t row = row_size(t, n);
+        std::vector<uint8_t> rows(row * kX16Rows, 0xFF);
+        const fp16_t d = f32_to_fp16(1.0f / 64.0f);
+        const int64_t nb = n / tensor_type_info(t).block_size;
+        for (int r = 0; r < kX16Rows; ++r)
+            for (int64_t b = 0; b < nb; ++b) {
+                uint8_t* blk = rows.data() + row * (size_t)r + tensor_type_info(t).type_size * (size_t)b;
+                switch (t) {
+                    case TensorType::Q4_0: ((block_q4_0*)blk)->d = d; break;
+                    case TensorType::Q5_0: ((block_q5_0*)blk)->d = d; break;
+                    case TensorType::Q8_0: ((block_q8_0*)blk)->d = d; break;
+                    case TensorType::Q2_K: ((block_q2_K*)blk)->d = ((block_q2_K*)blk)->dmin = d; break;
+                    case TensorType::Q4_K: ((block_q4_K*)blk)->d = ((block_q4_K*)blk)->dmin = d; break;
+                    case TensorType::Q6_K: ((block_q6_K*)blk)->d = d; break;
+                    default: FAIL() << "no block layout for " << tensor_type_name(t);
+                }
+            }
+        std::vector<uint8_t> group(row * kX16Rows);
+        x16_pack(t, rows.data(), row, n, group.data());
+        // every activation code +127, the block's sums as to_panel_act writes them
+        const size_t stride = (size_t)(n / 32);
+        PanelActBlock top{};
+        std::memset(top.qs, 127, sizeof top.qs);
+        top.d = 1.0f / 127.0f;
+        top.nsum32 = -128 * 127 * 32;
+        top.nsum16[0] = top.nsum16[1] = -128 * 127 * 16;
+        top.dsum32 = top.d * 127.0f * 32.0f;
+        top.dsum16[0] = top.dsum16[1] = top.d * 127.0f * 16.0f;
+        const std::vector<PanelActBlock> act(stride * 4, top);
+        for (int64_t cols : {1, 4}) {
+            float got[4 * kX16Rows], want[4 * kX16Rows];
+            k.gemv_x16(n, group.data(), act.data(), stride, cols, got, kX16Rows);
+            gemv_x16_ref(t)(n, group.data(), act.data(), stride, cols, want, kX16Rows);
+            for (int i = 0; i < cols * kX16Rows; ++i)
+                EXPECT_NEAR(got[i], want[i], 1e-5 * std::fabs(want[i]) + 1e-6)
+                    << tensor_type_name(t) << " (" << k.gemv_x16_isa << ") columns " << cols << " at " << i;
+        }
+    }
+}
+
 // The scalar definition computes each row's dot product with the activations: it agrees
 // with the reference dot product of the unpacked row (within the integer kernels' budget).
 TEST(X16, ReferenceGemvIsTheRowDotProduct) {
