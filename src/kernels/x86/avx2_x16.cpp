@@ -51,16 +51,27 @@ inline void dot4(__m256i* s, const Chunk& w, __m256i a) {
         s[h] = _mm256_add_epi32(s[h], _mm256_madd_epi16(_mm256_maddubs_epi16(w.v[h], a), ones));
 }
 
-// The vpmaddubsw pairs of one step of small codes (below 2^5) added in int16: p[h] (= them
-// when first) + lo . a[0..3] + hi . a[16..19]. Zen 2 and 3 issue vpmaddubsw and vpmaddwd on
-// one port: steps added in int16 need one vpmaddwd per chain, not one per product.
-inline void pairs16(__m256i* p, const Chunk& lo, const Chunk& hi, const int8_t* a, bool first) {
-    const __m256i al = bcast4(a), ah = bcast4(a + 16);
+// Int16 chains: Zen 2 and 3 issue vpmaddubsw and vpmaddwd on one port, so steps of small
+// codes add their vpmaddubsw pairs in int16 (while the sums stay below 2^15: each caller
+// states its bound) and widen once per chain, not once per product.
+// p[h] = (first ? 0 : p[h]) + the pairs of w's rows . the four activation bytes a.
+inline void chain16(__m256i* p, const Chunk& w, __m256i a, bool first) {
     for (int h = 0; h < 2; ++h) {
-        const __m256i t = _mm256_add_epi16(_mm256_maddubs_epi16(lo.v[h], al),
-                                           _mm256_maddubs_epi16(hi.v[h], ah));
-        p[h] = first ? t : _mm256_add_epi16(p[h], t);
+        const __m256i m = _mm256_maddubs_epi16(w.v[h], a);
+        p[h] = first ? m : _mm256_add_epi16(p[h], m);
     }
+}
+
+// One step of a block of 32: lo . a[0..3] and hi . a[16..19] into the chain p.
+inline void pairs16(__m256i* p, const Chunk& lo, const Chunk& hi, const int8_t* a, bool first) {
+    chain16(p, lo, bcast4(a), first);
+    chain16(p, hi, bcast4(a + 16), false);
+}
+
+// A small int32 per lane (a sub-block's scale, -32768..32767) in both int16 halves: a
+// vpmaddwd of a chain by it is the scale times the chain's pair sums, exact.
+inline __m256i in_both_halves(__m256i x) {
+    return _mm256_or_si256(_mm256_and_si256(x, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(x, 16));
 }
 
 // s[h] += the int16 pairs of p[h] summed per int32 lane.
@@ -313,21 +324,14 @@ struct X16Q4_K {
                 const Chunk v = load_chunk(g + 256 + 64 * (8 * j + k));
                 const Chunk lo = low_nibbles(v), hi = high_nibbles(v);
                 for (int c = 0; c < NC; ++c) {
-                    const __m256i a0 = bcast4(ab[c][2 * j].qs + 4 * k);
-                    const __m256i a1 = bcast4(ab[c][2 * j + 1].qs + 4 * k);
-                    for (int h = 0; h < 2; ++h) {
-                        const __m256i p0 = _mm256_maddubs_epi16(lo.v[h], a0);
-                        const __m256i p1 = _mm256_maddubs_epi16(hi.v[h], a1);
-                        s0[c][h] = k == 0 ? p0 : _mm256_add_epi16(s0[c][h], p0);
-                        s1[c][h] = k == 0 ? p1 : _mm256_add_epi16(s1[c][h], p1);
-                    }
+                    chain16(s0[c], lo, bcast4(ab[c][2 * j].qs + 4 * k), k == 0);
+                    chain16(s1[c], hi, bcast4(ab[c][2 * j + 1].qs + 4 * k), k == 0);
                 }
             }
             const int set = j / 2, b0 = (2 * j) % 4, b1 = (2 * j + 1) % 4;
             for (int h = 0; h < 2; ++h) {
                 const __m256i sc0 = lane_byte(sc[set][h], b0), sc1 = lane_byte(sc[set][h], b1);
-                const __m256i sc0w = _mm256_or_si256(sc0, _mm256_slli_epi32(sc0, 16));
-                const __m256i sc1w = _mm256_or_si256(sc1, _mm256_slli_epi32(sc1, 16));
+                const __m256i sc0w = in_both_halves(sc0), sc1w = in_both_halves(sc1);
                 const __m256i mn0 = lane_byte(mn[set][h], b0), mn1 = lane_byte(mn[set][h], b1);
                 for (int c = 0; c < NC; ++c) {
                     Sums& o = out[c];
@@ -404,7 +408,7 @@ struct X16Q6_K {
         for (int p = 0; p < 4; ++p) load_words(g + 32 + 64 * p, sc[p]);
         for (int hh = 0; hh < 2; ++hh)
             for (int qd = 0; qd < 2; ++qd) {
-                __m256i s[NC][4][2][2];  // column, sub-block, rows 0-7 / 8-15, steps 0-1 / 2-3
+                __m256i s[NC][4][2][2];  // column, sub-block, steps 0-1 / 2-3, rows 0-7 / 8-15
                 for (int kk = 0; kk < 4; ++kk) {
                     const int k = 4 * qd + kk;
                     const uint8_t* base = g + 288 + 192 * (size_t)(8 * hh + k);
@@ -427,14 +431,9 @@ struct X16Q6_K {
                     }
                     // pairs of steps added in int16 (at most 2 x 2 x 63 x 127 = 32004)
                     for (int c = 0; c < NC; ++c)
-                        for (int m = 0; m < 4; ++m) {
-                            const __m256i a = bcast4(ab[c][4 * hh + m].qs + 4 * k);
-                            for (int h = 0; h < 2; ++h) {
-                                const __m256i p = _mm256_maddubs_epi16(w[m].v[h], a);
-                                __m256i& t = s[c][m][h][kk / 2];
-                                t = kk % 2 == 0 ? p : _mm256_add_epi16(t, p);
-                            }
-                        }
+                        for (int m = 0; m < 4; ++m)
+                            chain16(s[c][m][kk / 2], w[m], bcast4(ab[c][4 * hh + m].qs + 4 * k),
+                                    kk % 2 == 0);
                 }
                 // per sub-block: scale x (the two pair sums + the bias's correction), the
                 // pair sums scaled by one vpmaddwd each (the scale in both halves of each
@@ -443,14 +442,12 @@ struct X16Q6_K {
                     const int sb = 8 * hh + 2 * m + qd;
                     for (int h = 0; h < 2; ++h) {
                         const __m256i scale = lane_sbyte(sc[sb / 4][h], sb % 4);
-                        const __m256i scale_w = _mm256_or_si256(
-                            _mm256_and_si256(scale, _mm256_set1_epi32(0xFFFF)),
-                            _mm256_slli_epi32(scale, 16));
+                        const __m256i scale_w = in_both_halves(scale);
                         for (int c = 0; c < NC; ++c) {
                             const __m256i corr = _mm256_set1_epi32(ab[c][4 * hh + m].nsum16[qd] >> 2);
                             __m256i t = _mm256_mullo_epi32(scale, corr);
-                            t = _mm256_add_epi32(t, _mm256_madd_epi16(s[c][m][h][0], scale_w));
-                            t = _mm256_add_epi32(t, _mm256_madd_epi16(s[c][m][h][1], scale_w));
+                            t = _mm256_add_epi32(t, _mm256_madd_epi16(s[c][m][0][h], scale_w));
+                            t = _mm256_add_epi32(t, _mm256_madd_epi16(s[c][m][1][h], scale_w));
                             out[c].isum[h] = _mm256_add_epi32(out[c].isum[h], t);
                         }
                     }
