@@ -500,8 +500,9 @@ TEST_P(KernelSetTest, IntegerValueSumsOfQ8EqualReferenceBitForBit) {
                             : GetParam() == "i8mm"           ? "dotprod"
                                                              : GetParam();
     EXPECT_EQ(std::string(k.mad_rows_q8_isa), own);
-    for (const int64_t hd : {64, 96, 128, 256}) {
-        const int ng = 56, rows = 75;
+    // 56 queries, and 13: tiles of queries that do not divide them, and an odd one out
+    for (const int64_t hd : {64, 96, 128, 256}) for (const int ng : {56, 13}) {
+        const int rows = 75;
         const size_t row = row_size(TensorType::Q8_0, hd) + 6, es = rows + 3;
         std::vector<uint8_t> xs(row * rows);
         std::mt19937 rng(11 + (uint32_t)hd);
@@ -533,7 +534,7 @@ TEST_P(KernelSetTest, IntegerValueSumsOfQ8EqualReferenceBitForBit) {
         r.mad_rows_q8(hd, rows, xs.data(), row, e.data(), es, ng, want.data());
         k.mad_rows_q8(hd, rows, xs.data(), row, e.data(), es, ng, got.data());
         EXPECT_EQ(std::memcmp(want.data(), got.data(), want.size() * sizeof(float)), 0)
-            << GetParam() << " hd " << hd;
+            << GetParam() << " hd " << hd << " queries " << ng;
         // query 0 weighs one row by 1: that row (its codes times 127, times d / 127)
         for (int64_t i = 0; i < hd; ++i)
             ASSERT_NEAR(got[(size_t)i], exact[(size_t)i], 1e-6f * std::fabs(exact[(size_t)i])) << i;

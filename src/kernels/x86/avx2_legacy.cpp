@@ -758,19 +758,81 @@ void dot_rows_q8_avx2(int64_t hd, int64_t n_rows, const void* vx, size_t bx, con
 }
 
 // q8_0 values weighted in integers (mad_rows_q8), per chunk of 32 rows: the codes
-// interleaved once for all the queries (kernels/x86/mad_chunk.h); per query and block the
-// weights' 7-bit codes P as the reference computes them, then four P bytes broadcast
-// against each group of four rows' codes (vpmaddubsw: P unsigned, at most 127, so a pair
-// never saturates; vpmaddwd sums the pairs), and one FMA per element by the chunk's scale.
+// interleaved once for all the queries (kernels/x86/mad_chunk.h); then, a tile of queries
+// at a time, first every (query, block)'s 7-bit weight codes P as the reference computes
+// them, and only then the products, two queries at a time against each load of four rows'
+// codes (vpmaddubsw: four P bytes broadcast, unsigned and at most 127, so a pair never
+// saturates; vpmaddwd sums the pairs), and one FMA per element by the chunk's scale.
+// (Computing P right before its products put a chain of ~80 cycles - max, division,
+// packing, a store and its reloads - in front of every 64 multiply-port instructions, and
+// the kernel ran at half the port's rate.)
+constexpr int kMadTile = 8;  // queries whose P codes are made before their products
+
+struct MadCodes {
+    alignas(32) uint8_t p[kMadTile][kMadMaxBlocks][kMadChunkRows];
+    float down[kMadTile][kMadMaxBlocks];  // D / 127, or 0: the (query, block) weighs nothing
+};
+
+// P codes of the chunk for queries 0 .. n - 1 (weights at e + e_stride * g, past the chunk's
+// nr rows read as 0)
+inline void mad_weight_codes(const float* e, size_t e_stride, int n, int64_t nr, int64_t nb,
+                             const MadChunk& ch, MadCodes& mc) {
+    const __m256i lo = _mm256_setzero_si256(), hi = _mm256_set1_epi32(127);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int g = 0; g < n; ++g) {
+        // the query's weights of the chunk: read in place, or padded with zeros for a short
+        // last chunk
+        const float* eg = e + e_stride * (size_t)g;
+        alignas(32) float padded[kMadChunkRows];
+        if (nr < kMadChunkRows) {
+            std::memset(padded, 0, sizeof padded);
+            std::memcpy(padded, eg, sizeof(float) * (size_t)nr);
+            eg = padded;
+        }
+        __m256 ev[4];
+        for (int j = 0; j < 4; ++j) ev[j] = _mm256_loadu_ps(eg + 8 * j);
+        for (int64_t b = 0; b < nb; ++b) {
+            __m256 w[4];
+            __m256 m = _mm256_setzero_ps();
+            for (int j = 0; j < 4; ++j) {
+                w[j] = _mm256_mul_ps(ev[j], _mm256_load_ps(ch.d[b] + 8 * j));
+                m = _mm256_max_ps(w[j], m);  // (a NaN w gives the second operand)
+            }
+            const float dmax = hmax_ps(m);
+            if (!(dmax > 0.0f && dmax <= 3.4028235e38f)) {  // the chunk weighs nothing
+                mc.down[g][b] = 0.0f;
+                continue;
+            }
+            mc.down[g][b] = dmax / 127.0f;
+            const __m256 up = _mm256_set1_ps(127.0f / dmax);
+            __m256i p[4];
+            for (int j = 0; j < 4; ++j)
+                p[j] = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(w[j], up)), lo), hi);
+            _mm256_store_si256((__m256i*)mc.p[g][b],
+                               _mm256_permutevar8x32_epi32(
+                                   _mm256_packus_epi16(_mm256_packs_epi32(p[0], p[1]),
+                                                       _mm256_packs_epi32(p[2], p[3])),
+                                   order));
+        }
+    }
+}
+
+// acc (32 floats) += (float)S * down, S the block's integer sums in four vectors
+inline void mad_add(float* a, const __m256i* sum, float down) {
+    const __m256 dv = _mm256_set1_ps(down);
+    for (int j = 0; j < 4; ++j)
+        _mm256_storeu_ps(a + 8 * j, _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[j]), dv, _mm256_loadu_ps(a + 8 * j)));
+}
+
 void mad_rows_q8_avx2(int64_t hd, int64_t n_rows, const void* vx, size_t bx, const float* e,
                       size_t e_stride, int ng, float* acc) {
     if (hd % 32 != 0 || hd > kMaxQ8Hd)
         return reference_kernels(TensorType::Q8_0).mad_rows_q8(hd, n_rows, vx, bx, e, e_stride, ng, acc);
     const int64_t nb = hd / 32;
     const uint8_t* x = (const uint8_t*)vx;
-    const __m256i ones = _mm256_set1_epi16(1), lo = _mm256_setzero_si256(), hi = _mm256_set1_epi32(127);
-    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    const __m256i ones = _mm256_set1_epi16(1), zero = _mm256_setzero_si256();
     MadChunk ch;
+    MadCodes mc;
     for (int64_t c0 = 0; c0 < n_rows; c0 += kMadChunkRows) {
         const int64_t nr = std::min(kMadChunkRows, n_rows - c0);
         const uint8_t* xc = x + bx * (size_t)c0;
@@ -778,49 +840,49 @@ void mad_rows_q8_avx2(int64_t hd, int64_t n_rows, const void* vx, size_t bx, con
         for (int64_t b = 0; b < nb; ++b)
             for (int64_t r = 0; r < kMadChunkRows; ++r)
                 ch.d[b][r] = r < nr ? h2f(((const block_q8_0*)(xc + bx * (size_t)r) + b)->d) : 0.0f;
-        for (int g = 0; g < ng; ++g) {
-            // the query's weights of the chunk: read in place, or padded with zeros for a
-            // short last chunk (a copy per chunk and query was 7 % of this kernel's time)
-            const float* eg = e + e_stride * (size_t)g + (size_t)c0;
-            alignas(32) float padded[kMadChunkRows];
-            if (nr < kMadChunkRows) {
-                std::memset(padded, 0, sizeof padded);
-                std::memcpy(padded, eg, sizeof(float) * (size_t)nr);
-                eg = padded;
-            }
+        for (int t0 = 0; t0 < ng; t0 += kMadTile) {
+            const int n = std::min(kMadTile, ng - t0);
+            mad_weight_codes(e + e_stride * (size_t)t0 + (size_t)c0, e_stride, n, nr, nb, ch, mc);
             for (int64_t b = 0; b < nb; ++b) {
-                __m256 w[4];
-                __m256 m = _mm256_setzero_ps();
-                for (int j = 0; j < 4; ++j) {
-                    w[j] = _mm256_mul_ps(_mm256_loadu_ps(eg + 8 * j), _mm256_load_ps(ch.d[b] + 8 * j));
-                    m = _mm256_max_ps(w[j], m);  // (a NaN w gives the second operand)
+                // the live queries of this block, then two at a time
+                int live[kMadTile], nl = 0;
+                for (int g = 0; g < n; ++g)
+                    if (mc.down[g][b] != 0.0f) live[nl++] = g;
+                int i = 0;
+                for (; i + 2 <= nl; i += 2) {
+                    const int g0 = live[i], g1 = live[i + 1];
+                    __m256i s0[4] = {zero, zero, zero, zero}, s1[4] = {zero, zero, zero, zero};
+                    // (unrolled whole, GCC kept every code vector live and spilled them)
+#pragma GCC unroll 2
+                    for (int k = 0; k < kMadChunkRows / 4; ++k) {
+                        int32_t f0, f1;
+                        std::memcpy(&f0, mc.p[g0][b] + 4 * k, 4);
+                        std::memcpy(&f1, mc.p[g1][b] + 4 * k, 4);
+                        const __m256i p0 = _mm256_set1_epi32(f0), p1 = _mm256_set1_epi32(f1);
+                        const uint8_t* codes = ch.codes[k][b][0];
+                        for (int j = 0; j < 4; ++j) {
+                            const __m256i c = _mm256_load_si256((const __m256i*)(codes + 32 * j));
+                            s0[j] = _mm256_add_epi32(s0[j], _mm256_madd_epi16(_mm256_maddubs_epi16(p0, c), ones));
+                            s1[j] = _mm256_add_epi32(s1[j], _mm256_madd_epi16(_mm256_maddubs_epi16(p1, c), ones));
+                        }
+                    }
+                    mad_add(acc + hd * (t0 + g0) + 32 * b, s0, mc.down[g0][b]);
+                    mad_add(acc + hd * (t0 + g1) + 32 * b, s1, mc.down[g1][b]);
                 }
-                const float dmax = hmax_ps(m);
-                if (!(dmax > 0.0f && dmax <= 3.4028235e38f)) continue;  // the chunk weighs nothing
-                const __m256 up = _mm256_set1_ps(127.0f / dmax);
-                __m256i p[4];
-                for (int j = 0; j < 4; ++j)
-                    p[j] = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(w[j], up)), lo), hi);
-                alignas(32) uint8_t pc[kMadChunkRows];
-                _mm256_store_si256((__m256i*)pc,
-                                   _mm256_permutevar8x32_epi32(
-                                       _mm256_packus_epi16(_mm256_packs_epi32(p[0], p[1]),
-                                                           _mm256_packs_epi32(p[2], p[3])),
-                                       order));
-                __m256i sum[4] = {lo, lo, lo, lo};
-                for (int k = 0; k < kMadChunkRows / 4; ++k) {
-                    int32_t four;
-                    std::memcpy(&four, pc + 4 * k, 4);
-                    const __m256i pk = _mm256_set1_epi32(four);
-                    const uint8_t* codes = ch.codes[k][b][0];
-                    for (int j = 0; j < 4; ++j)
-                        sum[j] = _mm256_add_epi32(
-                            sum[j], _mm256_madd_epi16(_mm256_maddubs_epi16(pk, _mm256_load_si256((const __m256i*)(codes + 32 * j))), ones));
+                if (i < nl) {
+                    const int g = live[i];
+                    __m256i s0[4] = {zero, zero, zero, zero};
+                    for (int k = 0; k < kMadChunkRows / 4; ++k) {
+                        int32_t f0;
+                        std::memcpy(&f0, mc.p[g][b] + 4 * k, 4);
+                        const __m256i p0 = _mm256_set1_epi32(f0);
+                        const uint8_t* codes = ch.codes[k][b][0];
+                        for (int j = 0; j < 4; ++j)
+                            s0[j] = _mm256_add_epi32(
+                                s0[j], _mm256_madd_epi16(_mm256_maddubs_epi16(p0, _mm256_load_si256((const __m256i*)(codes + 32 * j))), ones));
+                    }
+                    mad_add(acc + hd * (t0 + g) + 32 * b, s0, mc.down[g][b]);
                 }
-                const __m256 down = _mm256_set1_ps(dmax / 127.0f);
-                float* a = acc + hd * g + 32 * b;
-                for (int j = 0; j < 4; ++j)
-                    _mm256_storeu_ps(a + 8 * j, _mm256_fmadd_ps(_mm256_cvtepi32_ps(sum[j]), down, _mm256_loadu_ps(a + 8 * j)));
             }
         }
     }
