@@ -770,44 +770,71 @@ constexpr int kMadTile = 8;  // queries whose P codes are made before their prod
 
 struct MadCodes {
     alignas(32) uint8_t p[kMadTile][kMadMaxBlocks][kMadChunkRows];
-    float down[kMadTile][kMadMaxBlocks];  // D / 127, or 0: the (query, block) weighs nothing
+    float down[kMadTile][kMadMaxBlocks];    // D / 127
+    bool live[kMadTile][kMadMaxBlocks];     // D positive and finite: the block weighs something
 };
 
+// Lane g: the largest lane of m[g] (three levels of unpack or shuffle and max)
+inline __m256 hmax_8x8(const __m256* m) {
+    __m256 t[4];
+    for (int i = 0; i < 4; ++i)  // per 128-bit half: [a0|a2, b0|b2, a1|a3, b1|b3]
+        t[i] = _mm256_max_ps(_mm256_unpacklo_ps(m[2 * i], m[2 * i + 1]),
+                             _mm256_unpackhi_ps(m[2 * i], m[2 * i + 1]));
+    __m256 u[2];
+    for (int i = 0; i < 2; ++i)  // per half: the half's largest of m[4i .. 4i + 3]
+        u[i] = _mm256_max_ps(_mm256_shuffle_ps(t[2 * i], t[2 * i + 1], 0x44),
+                             _mm256_shuffle_ps(t[2 * i], t[2 * i + 1], 0xEE));
+    return _mm256_max_ps(_mm256_permute2f128_ps(u[0], u[1], 0x20),
+                         _mm256_permute2f128_ps(u[0], u[1], 0x31));
+}
+
 // P codes of the chunk for queries 0 .. n - 1 (weights at e + e_stride * g, past the chunk's
-// nr rows read as 0)
+// nr rows read as 0). Per block: the eight queries' largest weights D in one vector (a
+// NaN weight never the largest: max_ps keeps its second operand, which starts at 0), 127 /
+// D and D / 127 in one division each, then each live query's codes: its weights times
+// 127 / D rounded to nearest even; packs and packus saturate to 0..127 (a weight is at most
+// D, so no code rounds above 127, and a NaN converts to INT_MIN, which saturates to 0).
 inline void mad_weight_codes(const float* e, size_t e_stride, int n, int64_t nr, int64_t nb,
                              const MadChunk& ch, MadCodes& mc) {
-    const __m256i lo = _mm256_setzero_si256(), hi = _mm256_set1_epi32(127);
+    const __m256 zero = _mm256_setzero_ps(), fmax = _mm256_set1_ps(3.4028235e38f),
+                 k127 = _mm256_set1_ps(127.0f);
     const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    // the queries' weights of the chunk: read in place, or padded with zeros for a short
+    // last chunk (a copy per chunk and query was 7 % of this kernel's time)
+    alignas(32) float padded[kMadTile][kMadChunkRows];
+    const float* eg[kMadTile];
     for (int g = 0; g < n; ++g) {
-        // the query's weights of the chunk: read in place, or padded with zeros for a short
-        // last chunk
-        const float* eg = e + e_stride * (size_t)g;
-        alignas(32) float padded[kMadChunkRows];
+        eg[g] = e + e_stride * (size_t)g;
         if (nr < kMadChunkRows) {
-            std::memset(padded, 0, sizeof padded);
-            std::memcpy(padded, eg, sizeof(float) * (size_t)nr);
-            eg = padded;
+            std::memset(padded[g], 0, sizeof padded[g]);
+            std::memcpy(padded[g], eg[g], sizeof(float) * (size_t)nr);
+            eg[g] = padded[g];
         }
-        __m256 ev[4];
-        for (int j = 0; j < 4; ++j) ev[j] = _mm256_loadu_ps(eg + 8 * j);
-        for (int64_t b = 0; b < nb; ++b) {
-            __m256 w[4];
-            __m256 m = _mm256_setzero_ps();
-            for (int j = 0; j < 4; ++j) {
-                w[j] = _mm256_mul_ps(ev[j], _mm256_load_ps(ch.d[b] + 8 * j));
-                m = _mm256_max_ps(w[j], m);  // (a NaN w gives the second operand)
-            }
-            const float dmax = hmax_ps(m);
-            if (!(dmax > 0.0f && dmax <= 3.4028235e38f)) {  // the chunk weighs nothing
-                mc.down[g][b] = 0.0f;
-                continue;
-            }
-            mc.down[g][b] = dmax / 127.0f;
-            const __m256 up = _mm256_set1_ps(127.0f / dmax);
+    }
+    for (int64_t b = 0; b < nb; ++b) {
+        const float* d = ch.d[b];
+        __m256 m[kMadTile];
+        for (int g = 0; g < kMadTile; ++g) {
+            m[g] = zero;
+            if (g < n)
+                for (int j = 0; j < 4; ++j)
+                    m[g] = _mm256_max_ps(_mm256_mul_ps(_mm256_loadu_ps(eg[g] + 8 * j), _mm256_load_ps(d + 8 * j)), m[g]);
+        }
+        const __m256 dm = hmax_8x8(m);
+        const int live = _mm256_movemask_ps(
+            _mm256_and_ps(_mm256_cmp_ps(dm, zero, _CMP_GT_OQ), _mm256_cmp_ps(dm, fmax, _CMP_LE_OQ)));
+        alignas(32) float up[kMadTile], down[kMadTile];
+        _mm256_store_ps(up, _mm256_div_ps(k127, dm));
+        _mm256_store_ps(down, _mm256_div_ps(dm, k127));
+        for (int g = 0; g < n; ++g) {
+            mc.down[g][b] = down[g];
+            mc.live[g][b] = (live >> g) & 1;
+            if (!mc.live[g][b]) continue;
+            const __m256 ug = _mm256_broadcast_ss(up + g);
             __m256i p[4];
             for (int j = 0; j < 4; ++j)
-                p[j] = _mm256_min_epi32(_mm256_max_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(w[j], up)), lo), hi);
+                p[j] = _mm256_cvtps_epi32(_mm256_mul_ps(
+                    _mm256_mul_ps(_mm256_loadu_ps(eg[g] + 8 * j), _mm256_load_ps(d + 8 * j)), ug));
             _mm256_store_si256((__m256i*)mc.p[g][b],
                                _mm256_permutevar8x32_epi32(
                                    _mm256_packus_epi16(_mm256_packs_epi32(p[0], p[1]),
@@ -847,7 +874,7 @@ void mad_rows_q8_avx2(int64_t hd, int64_t n_rows, const void* vx, size_t bx, con
                 // the live queries of this block, then two at a time
                 int live[kMadTile], nl = 0;
                 for (int g = 0; g < n; ++g)
-                    if (mc.down[g][b] != 0.0f) live[nl++] = g;
+                    if (mc.live[g][b]) live[nl++] = g;
                 int i = 0;
                 for (; i + 2 <= nl; i += 2) {
                     const int g0 = live[i], g1 = live[i + 1];
