@@ -76,8 +76,10 @@ def load(name):
     p = os.path.join(out, name)
     if not os.path.exists(p) or os.path.getsize(p) == 0:
         return {}
+    # (ik_llama.cpp's llama-bench prints a warning of its allocator into the JSON)
+    text = "".join(l for l in open(p) if not l.startswith("WARNING"))
     try:
-        data = json.load(open(p))
+        data = json.loads(text)
     except ValueError:
         return {}
     res = {}
