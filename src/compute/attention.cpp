@@ -232,6 +232,27 @@ template <typename V, typename I>
     return sum;
 }
 
+// sc[c] = round_to_f16_unit(sc[c] * inv) over [a, e), 16 cells per step in vectors (the
+// same bits; GCC left the scalar loop unvectorized, with a branch per cell: 9 % of a
+// 4096-token prompt with an f16 cache).
+template <typename V, typename I>
+[[gnu::always_inline]] inline void scale_round_f16_v(float* sc, int64_t a, int64_t e,
+                                                     float inv) {
+    constexpr int kLanes = sizeof(V) / sizeof(float), kVecs = 16 / kLanes;
+    int64_t c = a;
+    for (; c + 16 <= e; c += 16)
+        for (int k = 0; k < kVecs; ++k)
+            scale_round_to_f16_unit<V, I>(sc + c + kLanes * k, inv, sc + c + kLanes * k);
+    for (; c < e; ++c) sc[c] = round_to_f16_unit(sc[c] * inv);
+}
+
+[[gnu::always_inline]] inline void scale_round_f16(float* sc, int64_t a, int64_t e, float inv) {
+    if (softmax_wide())
+        scale_round_f16_v<F16x, I16x>(sc, a, e, inv);
+    else
+        scale_round_f16_v<F8x, I8x>(sc, a, e, inv);
+}
+
 [[gnu::always_inline]] inline float row_max(float* sc, int64_t a, int64_t e, float scale,
                                             bool whole, const int32_t* cell_pos,
                                             int32_t oldest, int32_t pos, float* mul) {
@@ -406,7 +427,7 @@ EDGELLM_CPU_CLONES void attend(const AttentionShape& s, const TypeKernels& kk,
         if (int_v)
             w.inv[j] = inv;
         else if (kv.type_k == TensorType::F16 && kv.type_v == TensorType::F16)
-            for (int64_t c = a; c < e; ++c) sc[c] = round_to_f16_unit(sc[c] * inv);
+            scale_round_f16(sc, a, e, inv);
         else
             for (int64_t c = a; c < e; ++c) sc[c] *= inv;
         // cells of the union this token does not see weigh 0 (adding 0 * v changes nothing)

@@ -73,6 +73,26 @@ static inline float round_to_f16_unit(float x) {
     return x < 0x1p-14f ? sub : normal;
 }
 
+// round_to_f16_unit(x[l] * inv) on the lanes of one vector of GCC's vector extension (V:
+// floats, I: int32 lanes of the same size), read from x and written to y: the scalar
+// function's operations lane by lane, so the same bits. (Through memory rather than by
+// value: a vector argument changes the ABI between target clones.)
+template <typename V, typename I>
+[[gnu::always_inline]] static inline void scale_round_to_f16_unit(const float* x, float inv,
+                                                                  float* y) {
+    V v;
+    std::memcpy(&v, x, sizeof v);
+    v *= inv;
+    I b;
+    std::memcpy(&b, &v, sizeof b);
+    b = (b + 0xFFF + ((b >> 13) & 1)) & ~0x1FFF;  // 0 <= v <= 1: the top bit is clear
+    V normal;
+    std::memcpy(&normal, &b, sizeof normal);
+    const V sub = (v + 0.5f) - 0.5f;
+    const V r = v < 0x1p-14f ? sub : normal;
+    std::memcpy(y, &r, sizeof r);
+}
+
 static inline float bf16_to_f32(bf16_t h) {
     return f32_from_bits((uint32_t)h << 16);
 }
