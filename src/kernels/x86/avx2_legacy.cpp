@@ -8,11 +8,11 @@
 
 #include <algorithm>
 #include <cstring>
-#include <type_traits>
 
 #include "kernels/block_formats.h"
 #include "kernels/count_dispatch.h"
 #include "kernels/q8_queries.h"
+#include "kernels/widen_chunks.h"
 #include "kernels/x86/mad_chunk.h"
 #include "kernels/x86/avx2_common.h"
 #include "kernels/x86/x86_kernels.h"
@@ -603,19 +603,19 @@ void vec_mad_n_avx2(int64_t hd, int64_t n_rows, const void* vx, size_t bx, const
     const uint8_t* x = (const uint8_t*)vx;
     // More than one pair of heads (prefill's blocks of tokens): the rows widened once into
     // L1, 16 KiB at a time, for all the pairs (widening per pair put four conversions
-    // beside every eight FMAs); the sums still go row after row.
+    // beside every eight FMAs); the sums still go row after row. (f32 rows are floats.)
     constexpr int64_t kBufFloats = 4096;
-    if (ng > 2 && hd <= kBufFloats && !std::is_same_v<Row, RowF32>) {
+    if (Row::kType != TensorType::F32 && ng > 2 && hd <= kBufFloats) {
         alignas(32) float buf[kBufFloats];
-        const int64_t chunk = kBufFloats / hd;
-        for (int64_t c0 = 0; c0 < n_rows; c0 += chunk) {
-            const int64_t n = std::min(chunk, n_rows - c0);
-            for (int64_t r = 0; r < n; ++r)
-                for (int64_t i0 = 0; i0 < hd; i0 += 8)
-                    _mm256_store_ps(buf + hd * r + i0, Row::at(x + bx * (size_t)(c0 + r), i0));
-            vec_mad_n_avx2<RowF32>(hd, n, buf, sizeof(float) * (size_t)hd, p + c0, p_stride, ng,
-                                   acc);
-        }
+        over_widened_chunks(
+            hd, n_rows, x, bx, buf, kBufFloats,
+            [&](const uint8_t* row, float* dst) {
+                for (int64_t i0 = 0; i0 < hd; i0 += 8) _mm256_store_ps(dst + i0, Row::at(row, i0));
+            },
+            [&](int64_t c0, int64_t n) {
+                vec_mad_n_avx2<RowF32>(hd, n, buf, sizeof(float) * (size_t)hd, p + c0, p_stride,
+                                       ng, acc);
+            });
         return;
     }
     int64_t i = 0;

@@ -35,6 +35,7 @@
 #include "kernels/block_formats.h"
 #include "kernels/count_dispatch.h"
 #include "kernels/q8_queries.h"
+#include "kernels/widen_chunks.h"
 #include "kernels/x86/mad_chunk.h"
 #include "kernels/x86/avx512_transpose.h"
 #include "kernels/x86/x86_kernels.h"
@@ -767,19 +768,20 @@ void vec_mad_n_avx512(int64_t hd, int64_t n_rows, const void* vx, size_t bx, con
     const uint8_t* x = (const uint8_t*)vx;
     if (kWidenOnce<Widen> && ng > 4 && hd % 64 == 0 && hd * 16 <= kWidenedFloats) {
         alignas(64) float vw[kWidenedFloats];
-        const int64_t block = kWidenedFloats / hd;
-        for (int64_t c0 = 0; c0 < n_rows; c0 += block) {
-            const int64_t nr = std::min(block, n_rows - c0);
-            for (int64_t r = 0; r < nr; ++r)
+        over_widened_chunks(
+            hd, n_rows, x, bx, vw, kWidenedFloats,
+            [&](const uint8_t* row, float* dst) {
                 for (int64_t i0 = 0; i0 < hd; i0 += 16)
-                    _mm512_store_ps(vw + hd * r + i0, Widen::at(x + bx * (size_t)(c0 + r), i0));
-            for (int64_t i = 0; i < hd; i += 64)
-                over_tiles<4>(ng, [&]<int kN>(int64_t g) {
-                    mad_slice<WidenF32, kN>(nr, (const uint8_t*)vw, sizeof(float) * (size_t)hd, i,
-                                            p + p_stride * g + (size_t)c0, p_stride,
-                                            acc + hd * g + i, (size_t)hd);
-                });
-        }
+                    _mm512_store_ps(dst + i0, Widen::at(row, i0));
+            },
+            [&](int64_t c0, int64_t nr) {
+                for (int64_t i = 0; i < hd; i += 64)
+                    over_tiles<4>(ng, [&]<int kN>(int64_t g) {
+                        mad_slice<WidenF32, kN>(nr, (const uint8_t*)vw, sizeof(float) * (size_t)hd,
+                                                i, p + p_stride * g + (size_t)c0, p_stride,
+                                                acc + hd * g + i, (size_t)hd);
+                    });
+            });
         return;
     }
     int64_t i = 0;
