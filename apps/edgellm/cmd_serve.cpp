@@ -24,7 +24,7 @@
 #include "args.h"
 #include "commands.h"
 #include "edgellm/chat.h"
-#include "server/router.h"
+#include "server/router/router.h"
 #include "server/server.h"
 
 namespace edgellm::cli {

@@ -22,8 +22,9 @@
 #include "edgellm/prompt_cache.h"
 #include "edgellm/session.h"
 #include "edgellm/speculative.h"
-#include "server/api.h"
-#include "server/http.h"
+#include "server/api/api.h"
+#include "server/http/access.h"
+#include "server/http/transport.h"
 
 namespace edgellm::server {
 

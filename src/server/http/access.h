@@ -1,0 +1,36 @@
+// Who may call: cross-origin requests from browsers (CORS) and the API key, as
+// llama-server answers them. Pure functions of the request's headers (unit-tested).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace edgellm::server {
+
+// Cross-origin requests from browsers, as llama-server answers them (--cors-origins,
+// --cors-methods, --cors-headers, --cors-credentials).
+struct CorsPolicy {
+    // "*": any origin (echoed back when credentials are allowed, as a browser requires);
+    // "localhost": only http(s)://localhost, 127.0.0.1 or [::1] with any port, echoed;
+    // else a comma-separated list of origins, the request's echoed when it is listed.
+    std::string origins = "*";
+    std::string methods = "GET, POST, DELETE, OPTIONS";
+    std::string headers = "*";
+    bool credentials = true;
+};
+// The CORS headers for a request with this Origin header (nullptr: none sent); a
+// preflight (OPTIONS) also gets the allowed credentials, methods and headers.
+std::vector<std::pair<std::string, std::string>> cors_headers(const CorsPolicy& p,
+                                                             const std::string* origin,
+                                                             bool preflight);
+bool origin_is_localhost(std::string_view origin);
+
+// --api-key: true when `keys` is empty or the request's "Authorization: Bearer KEY" (else
+// its x-api-key header) is one of them, compared in full (the time taken does not tell how
+// much of a key matched).
+bool api_key_matches(const std::vector<std::string>& keys, const std::string* authorization,
+                     const std::string* x_api_key);
+
+}  // namespace edgellm::server
