@@ -118,4 +118,18 @@ class ResponsesStream {
     std::string sse_pending_;  // on_sse: bytes of an event not yet ended
 };
 
+// (shared by the request and the answer translators)
+// A field that is present and not null, else nullptr.
+inline const json* given(const json& obj, const char* name) {
+    if (!obj.is_object()) return nullptr;
+    auto it = obj.find(name);
+    if (it == obj.end() || it->is_null()) return nullptr;
+    return &*it;
+}
+
+inline bool is_string_field(const json& obj, const char* name) {
+    const json* v = given(obj, name);
+    return v && v->is_string();
+}
+
 }  // namespace edgellm::server
