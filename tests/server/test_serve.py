@@ -6,7 +6,7 @@
 The tests are in tests/server/serve/: one test_<feature>.py per feature and harness.py,
 what they share (the server process, HTTP, SSE, the models, ARGS). This runner loads every
 serve/test_*.py and runs all their classes as one run, in the order of the classes' names
-as when they were one file; `-k test_router` runs one file (-k matches module.Class.test).
+as when they were one file; -k matches Class.test_name as then too (not the file's name).
 
 Most protocol tests run against Gemma 3 270M (fast); the seed tests run the seeds' own
 llama-server command lines and requests (shared/seeds/000-002) against the default
@@ -20,6 +20,7 @@ Exit code: 0 all passed (some may have skipped), 1 a failure, 77 when every test
 """
 
 import argparse
+import fnmatch
 import glob
 import importlib
 import os
@@ -52,6 +53,22 @@ def feature_tests():
     return tests
 
 
+class OneFileLoader(unittest.TestLoader):
+    """unittest's loader but for -k: it matches the pattern against __main__.Class.test_name,
+    as when the tests were all in this file, never against the feature file's name."""
+
+    def getTestCaseNames(self, testCaseClass):
+        patterns, self.testNamePatterns = self.testNamePatterns, None
+        try:
+            names = super().getTestCaseNames(testCaseClass)
+        finally:
+            self.testNamePatterns = patterns
+        if not patterns:
+            return names
+        return [n for n in names if any(fnmatch.fnmatchcase(f"__main__.{testCaseClass.__qualname__}.{n}", p)
+                                        for p in patterns)]
+
+
 # ---- main --------------------------------------------------------------------------------
 
 
@@ -67,7 +84,8 @@ def main():
         return 1
     print(f"test_serve: {ARGS.bin} with {sys.executable}", flush=True)
     t0 = time.monotonic()
-    prog = unittest.main(module=feature_tests(), argv=[sys.argv[0], *rest], exit=False, verbosity=2)
+    prog = unittest.main(module=feature_tests(), argv=[sys.argv[0], *rest], exit=False, verbosity=2,
+                         testLoader=OneFileLoader())
     r = prog.result
     # A class skipped in setUpClass counts once in r.skipped and not in r.testsRun.
     skipped_cases = sum(1 for t, _ in r.skipped if isinstance(t, unittest.TestCase))
