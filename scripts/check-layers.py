@@ -67,7 +67,7 @@ PUBLIC = {
     "json_schema": "text", "sampler": "text", "session": "runtime",
     "prompt_cache": "runtime", "speculative": "runtime", "quantize": "modelfile",
     "synth": "modelfile", "client": "client", "server": "server", "kernels": "kernels",
-    "cpu": "compute",
+    "cpu": "compute", "http": "http", "agent": "agent",
 }
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)

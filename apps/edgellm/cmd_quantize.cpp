@@ -6,7 +6,6 @@
 #include "args.h"
 #include "commands.h"
 #include "edgellm/quantize.h"
-#include "kernels/quantize.h"
 
 namespace edgellm::cli {
 

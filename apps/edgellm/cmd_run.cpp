@@ -10,7 +10,7 @@
 
 #include "args.h"
 #include "commands.h"
-#include "compute/cpu_topology.h"
+#include "edgellm/cpu.h"
 #include "edgellm/chat.h"
 #include "edgellm/json_schema.h"
 #include "edgellm/session.h"

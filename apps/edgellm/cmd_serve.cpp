@@ -21,11 +21,12 @@
 #include <sstream>
 #include <thread>
 
+#include <nlohmann/json.hpp>
+
 #include "args.h"
 #include "commands.h"
 #include "edgellm/chat.h"
-#include "server/router/router.h"
-#include "server/server.h"
+#include "edgellm/server.h"
 
 namespace edgellm::cli {
 
@@ -910,8 +911,8 @@ int cmd_serve(const std::vector<std::string>& given) {
         if (budget == 0) cfg.enable_thinking = false;
     }
     if (auto effort = p.get("--reasoning-effort"); effort && *effort != "default") {
-        server::json kw = cfg.chat_template_kwargs.empty() ? server::json::object()
-                                                   : server::json::parse(cfg.chat_template_kwargs, nullptr, false);
+        nlohmann::ordered_json kw = cfg.chat_template_kwargs.empty() ? nlohmann::ordered_json::object()
+                                                   : nlohmann::ordered_json::parse(cfg.chat_template_kwargs, nullptr, false);
         if (!kw.is_object()) return fail("serve", "--chat-template-kwargs must be a JSON object", 2);
         if (!kw.contains("reasoning_effort")) kw["reasoning_effort"] = *effort;
         cfg.chat_template_kwargs = kw.dump();

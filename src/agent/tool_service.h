@@ -10,20 +10,13 @@
 #include <set>
 #include <string>
 
+#include "edgellm/agent.h"
 #include "edgellm/error.h"
 #include "agent/builtin_tools.h"
 #include "server/http/transport.h"
 #include "agent/mcp.h"
 
 namespace edgellm::agent {
-
-struct ToolConfig {
-    std::string tools;            // --tools all|NAMES
-    std::string runtime;          // --tools-runtime
-    std::string mcp_config_path;  // --mcp-servers-config
-    std::string mcp_json;         // --mcp-servers-json
-    std::string cors_origins;     // (logged: who may call them from a browser)
-};
 
 class ToolService {
   public:

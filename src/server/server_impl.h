@@ -34,7 +34,7 @@
 #include "server/engine/stream_sessions.h"
 #include "server/http/front.h"
 #include "server/http/respond.h"
-#include "server/server.h"
+#include "edgellm/server.h"
 
 namespace edgellm::server {
 

@@ -7,19 +7,10 @@
 #include <utility>
 #include <vector>
 
+#include "edgellm/http.h"
+
 namespace edgellm::server {
 
-// Cross-origin requests from browsers, as llama-server answers them (--cors-origins,
-// --cors-methods, --cors-headers, --cors-credentials).
-struct CorsPolicy {
-    // "*": any origin (echoed back when credentials are allowed, as a browser requires);
-    // "localhost": only http(s)://localhost, 127.0.0.1 or [::1] with any port, echoed;
-    // else a comma-separated list of origins, the request's echoed when it is listed.
-    std::string origins = "*";
-    std::string methods = "GET, POST, DELETE, OPTIONS";
-    std::string headers = "*";
-    bool credentials = true;
-};
 // The CORS headers for a request with this Origin header (nullptr: none sent); a
 // preflight (OPTIONS) also gets the allowed credentials, methods and headers.
 std::vector<std::pair<std::string, std::string>> cors_headers(const CorsPolicy& p,

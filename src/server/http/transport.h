@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "edgellm/error.h"
+#include "edgellm/http.h"
 
 namespace edgellm::http {
 
@@ -111,22 +112,6 @@ class Response {
     HeaderList always_;
 };
 
-struct Options {
-    std::string host = "127.0.0.1";      // IPv4 dotted, "0.0.0.0", "localhost", IPv6 ("::", "::1"),
-                                         // or several, comma-separated ("127.0.0.1,::1")
-    int port = 8080;                     // 0: pick a free port (listen() reports it)
-    size_t max_body_bytes = 8 << 20;     // larger declared or chunked body: 413
-    size_t max_header_bytes = 64 << 10;  // request line + headers (and chunk trailers): 431
-    int max_header_count = 256;          // more header lines: 431
-    int max_connections = 64;            // the next concurrent connection gets 503 and closes
-    int idle_timeout_ms = 30000;         // keep-alive connection with no new request byte: closed
-    int read_timeout_ms = 30000;   // a started request must arrive completely: else 408, closed
-    int write_timeout_ms = 30000;  // a write blocked this long (client not reading): closed
-    // Body of the errors the transport answers by itself (400, 408, 413, 431, 500, 501, 503,
-    // 505): (status, message) -> (content_type, body). Empty: default_error_body.
-    std::function<std::pair<std::string, std::string>(int status, const std::string& message)>
-        error_body;
-};
 
 // OpenAI's error shape, as llama-server sends it:
 // {"error":{"code":413,"message":"...","type":"invalid_request_error"}}

@@ -1,4 +1,4 @@
-#include "server/router/router.h"
+#include "edgellm/server.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -26,7 +26,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "agent/tool_service.h"
 #include "edgellm/client.h"
+#include "server/api/api.h"
+#include "server/http/access.h"
+#include "server/http/transport.h"
 #include "server/http/front.h"
 #include "server/http/respond.h"
 #include "server/api/webui.h"

@@ -6,7 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "server/router/router.h"
+#include "edgellm/server.h"
 #include "test_paths.h"
 
 using namespace edgellm::server;
