@@ -2,9 +2,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -30,6 +27,8 @@
 #include "server/http/front.h"
 #include "server/http/respond.h"
 #include "server/api/webui.h"
+#include "sys/strings.h"
+#include "sys/subprocess.h"
 
 namespace edgellm::server {
 
@@ -39,24 +38,11 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-std::string trim(std::string s) {
-    while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.pop_back();
-    size_t b = 0;
-    while (b < s.size() && (s[b] == ' ' || s[b] == '\t')) ++b;
-    return s.substr(b);
-}
-
-bool ends_with(const std::string& s, const std::string& tail) {
-    return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
-std::string lower(std::string s) {
-    for (char& c : s) c = (char)std::tolower((unsigned char)c);
-    return s;
-}
+using sys::lower;
+using sys::trim;
 
 // "name.gguf" and "name" are the same model.
-std::string bare_id(const std::string& id) { return ends_with(lower(id), ".gguf") ? id.substr(0, id.size() - 5) : id; }
+std::string bare_id(const std::string& id) { return lower(id).ends_with(".gguf") ? id.substr(0, id.size() - 5) : id; }
 
 bool is_gguf(const fs::path& p) { return lower(p.extension().string()) == ".gguf"; }
 bool is_projector(const fs::path& p) { return lower(p.filename().string()).rfind("mmproj", 0) == 0; }
@@ -145,7 +131,7 @@ fs::path hf_cache_dir() {
 // "name-Q4_K_M.gguf" -> "Q4_K_M" (upper case); "" when the name has none.
 std::string quant_tag(const std::string& file) {
     std::string stem = file;
-    if (!ends_with(lower(stem), ".gguf")) return "";
+    if (!lower(stem).ends_with(".gguf")) return "";
     stem.resize(stem.size() - 5);
     static const std::regex split(R"(^(.+)-(\d{5})-of-(\d{5})$)", std::regex::icase);
     static const std::regex tag(R"([-.]([A-Z0-9_]+)$)", std::regex::icase);
@@ -533,44 +519,23 @@ struct Router::Impl {
         }
     }
 
+    // The child: stdin /dev/null, stdout and stderr into one pipe (read by reader()), in our
+    // process group, SIGTERM when the router ends; a failed exec is in its log, status 127.
     static void do_spawn(SpawnJob* job) {
-        int fds[2];
-        if (::pipe2(fds, O_CLOEXEC) != 0) {
-            job->err = errno;
+        sys::SpawnSpec s;
+        s.argv = std::move(job->argv);
+        s.exe = s.argv[0];  // (no PATH lookup)
+        s.own_group = false;
+        s.nonblocking = false;
+        s.default_signals = {SIGPIPE};
+        s.death_signal = SIGTERM;
+        const sys::Spawned started = sys::spawn(s);
+        if (!started.ok()) {
+            job->err = started.error;
             return;
         }
-        std::vector<char*> argv;
-        for (std::string& a : job->argv) argv.push_back(a.data());
-        argv.push_back(nullptr);
-        const pid_t parent = ::getpid();
-        const pid_t pid = ::fork();
-        if (pid == 0) {
-            ::prctl(PR_SET_PDEATHSIG, SIGTERM);
-            if (::getppid() != parent) ::_exit(127);
-            sigset_t none;
-            sigemptyset(&none);
-            ::pthread_sigmask(SIG_SETMASK, &none, nullptr);
-            ::signal(SIGPIPE, SIG_DFL);
-            const int null_in = ::open("/dev/null", O_RDONLY);
-            if (null_in >= 0) ::dup2(null_in, 0);
-            ::dup2(fds[1], 1);
-            ::dup2(fds[1], 2);
-#ifdef SYS_close_range
-            if (::syscall(SYS_close_range, 3u, ~0u, 0u) != 0)
-#endif
-                for (int fd = 3; fd < 4096; ++fd) ::close(fd);
-            ::execv(argv[0], argv.data());
-            std::fprintf(stderr, "cannot run %s: %s\n", argv[0], std::strerror(errno));
-            ::_exit(127);
-        }
-        ::close(fds[1]);
-        if (pid < 0) {
-            job->err = errno;
-            ::close(fds[0]);
-            return;
-        }
-        job->pid = pid;
-        job->out_fd = fds[0];
+        job->pid = started.child.pid;
+        job->out_fd = started.child.out;
     }
 
     pid_t spawn(std::vector<std::string> argv, int* out_fd, std::string* why) {
@@ -614,12 +579,9 @@ struct Router::Impl {
             }
         }
         ::close(fd);
-        int st = 0;
-        while (::waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-        }
-        std::string how = WIFEXITED(st) ? "exited with status " + std::to_string(WEXITSTATUS(st))
-                          : WIFSIGNALED(st) ? std::string("was killed by signal ") + std::to_string(WTERMSIG(st))
-                                            : std::string("ended");
+        // (no such child: as status 0)
+        std::string how = sys::exit_text(std::max(sys::wait_status(pid), 0));
+        if (how.empty()) how = "ended";
         {
             std::lock_guard<std::mutex> lk(mu);
             Instance& in = inst[id];
