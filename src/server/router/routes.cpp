@@ -15,6 +15,24 @@ namespace edgellm::server {
 using router_detail::bare_id;
 using router_detail::truthy;
 
+namespace {
+
+// A model server's answer headers as the router passes them on: its content type into
+// *type, and neither its framing (ours frames the answer anew) nor its CORS headers (our
+// front answers CORS).
+http::HeaderList passed_on(const http::HeaderList& headers, std::string* type) {
+    http::HeaderList hs;
+    for (const auto& [k, v] : headers) {
+        if (k == "content-type") *type = v;
+        else if (k != "transfer-encoding" && k != "content-length" && k != "connection" &&
+                 k.rfind("access-control-", 0) != 0)
+            hs.emplace_back(k, v);
+    }
+    return hs;
+}
+
+}  // namespace
+
 const char* Router::Impl::state_name(State s) {
     switch (s) {
         case State::Unloaded: return "unloaded";
@@ -193,13 +211,7 @@ void Router::Impl::forward(const http::Request& req, const std::string& target, 
         if (!streaming) {
             streaming = true;
             std::string type = "text/event-stream";
-            http::HeaderList hs;
-            for (const auto& [k, v] : c.headers) {
-                if (k == "content-type") type = v;
-                else if (k != "transfer-encoding" && k != "content-length" && k != "connection" &&
-                         k.rfind("access-control-", 0) != 0)
-                    hs.emplace_back(k, v);
-            }
+            const http::HeaderList hs = passed_on(c.headers, &type);
             if (!res.begin_stream(c.status, type, hs)) return detached;
         }
         return res.write(bytes) || detached;
@@ -224,13 +236,7 @@ void Router::Impl::forward(const http::Request& req, const std::string& target, 
             send_error(res, {502, "proxy_error", "the model's server did not answer: " + r.error, {}});
     } else {
         std::string type = "application/json";
-        http::HeaderList hs;
-        for (const auto& [k, v] : r.headers) {
-            if (k == "content-type") type = v;
-            else if (k != "transfer-encoding" && k != "content-length" && k != "connection" &&
-                     k.rfind("access-control-", 0) != 0)
-                hs.emplace_back(k, v);
-        }
+        const http::HeaderList hs = passed_on(r.headers, &type);
         res.send(r.status, type, collected.empty() ? r.body : collected, hs);
     }
     *extra += " -> " + std::to_string(r.status);
