@@ -42,9 +42,9 @@ BELOW = {
     "runtime": {"model", "text"},
     "modelfile": {"runtime"},
     "client": set(),
-    "http": {"sys"},
+    "http": set(),
     "agent": {"http", "client", "sys"},
-    "server": {"agent", "runtime", "client"},
+    "server": {"agent", "runtime", "client", "sys"},
 }
 
 

@@ -4,14 +4,9 @@
 #include "agent/builtin_tools.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <regex.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/types.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -29,74 +24,32 @@
 #include <system_error>
 #include <thread>
 
-extern char** environ;
+#include "sys/strings.h"
+#include "sys/subprocess.h"
 
 namespace edgellm::agent {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+// The text helpers and the child processes: src/sys.
+using sys::Child;
+using sys::close_fd;
+using sys::errno_text;
+using sys::exited_without_reaping;
+using sys::is_valid_utf8;
+using sys::kill_group;
+using sys::reap;
+using sys::run_process;
+using sys::RunOptions;
+using sys::RunResult;
+using sys::to_valid_utf8;
+using sys::trim;
+using sys::utf8_complete_prefix;
+using sys::utf8_cut;
 
 namespace {
 
 // ---- text ------------------------------------------------------------------------------
-
-std::string errno_text(int e) {
-    return std::error_code(e, std::generic_category()).message();
-}
-
-// Length of the UTF-8 sequence a lead byte starts (0: not a lead byte).
-int utf8_seq_len(unsigned char c) {
-    if (c < 0x80) return 1;
-    if (c >= 0xC2 && c <= 0xDF) return 2;
-    if (c >= 0xE0 && c <= 0xEF) return 3;
-    if (c >= 0xF0 && c <= 0xF4) return 4;
-    return 0;
-}
-
-// Length of the valid sequence at s[i] (0: invalid there). RFC 3629: no overlong forms,
-// no surrogates, nothing above U+10FFFF.
-size_t utf8_valid_at(std::string_view s, size_t i) {
-    const auto b = [&](size_t k) { return (unsigned char)s[i + k]; };
-    const int n = utf8_seq_len(b(0));
-    if (n == 0 || i + n > s.size()) return 0;
-    for (int k = 1; k < n; ++k)
-        if ((b(k) & 0xC0) != 0x80) return 0;
-    if (n == 3 && b(0) == 0xE0 && b(1) < 0xA0) return 0;   // overlong
-    if (n == 3 && b(0) == 0xED && b(1) >= 0xA0) return 0;  // surrogate
-    if (n == 4 && b(0) == 0xF0 && b(1) < 0x90) return 0;   // overlong
-    if (n == 4 && b(0) == 0xF4 && b(1) >= 0x90) return 0;  // above U+10FFFF
-    return (size_t)n;
-}
-
-bool is_valid_utf8(std::string_view s) {
-    for (size_t i = 0; i < s.size();) {
-        if ((unsigned char)s[i] < 0x80) {
-            ++i;
-            continue;
-        }
-        const size_t n = utf8_valid_at(s, i);
-        if (n == 0) return false;
-        i += n;
-    }
-    return true;
-}
-
-// s with every byte that is not part of a valid sequence replaced by U+FFFD.
-std::string to_valid_utf8(std::string_view s) {
-    std::string out;
-    out.reserve(s.size());
-    for (size_t i = 0; i < s.size();) {
-        const size_t n = (unsigned char)s[i] < 0x80 ? 1 : utf8_valid_at(s, i);
-        if (n == 0) {
-            out += "\xEF\xBF\xBD";
-            ++i;
-        } else {
-            out.append(s.data() + i, n);
-            i += n;
-        }
-    }
-    return out;
-}
 
 // Every string in j made valid UTF-8 (nlohmann's dump() throws on invalid bytes; file
 // contents, command output and file names can hold any).
@@ -107,37 +60,6 @@ void make_valid_utf8(json* j) {
     } else if (j->is_structured()) {
         for (auto& v : *j) make_valid_utf8(&v);
     }
-}
-
-// The length of s without a trailing sequence that is still incomplete (its next bytes
-// may come in the next read).
-size_t utf8_complete_prefix(std::string_view s) {
-    const size_t n = s.size();
-    for (size_t back = 1; back <= 3 && back <= n; ++back) {
-        const unsigned char c = (unsigned char)s[n - back];
-        if ((c & 0xC0) == 0x80) continue;  // continuation byte: look further back
-        const int len = utf8_seq_len(c);
-        return len > (int)back ? n - back : n;
-    }
-    return n;
-}
-
-// The largest cut <= n that does not split a character.
-size_t utf8_cut(std::string_view s, size_t n) {
-    if (n >= s.size()) return s.size();
-    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80) --n;
-    return n;
-}
-
-std::string trim(std::string_view s) {
-    size_t a = 0, b = s.size();
-    while (a < b && std::isspace((unsigned char)s[a])) ++a;
-    while (b > a && std::isspace((unsigned char)s[b - 1])) --b;
-    return std::string(s.substr(a, b - a));
-}
-
-bool starts_with(std::string_view s, std::string_view p) {
-    return s.substr(0, p.size()) == p;
 }
 
 std::string base64_encode(std::string_view in) {
@@ -333,7 +255,7 @@ class PathGlob {
         if (!basename_only_) {
             if (p[0] == '/') {
                 p.erase(0, p.find_first_not_of('/'));  // anchored at the search directory
-            } else if (!starts_with(p, "**")) {
+            } else if (!p.starts_with("**")) {
                 p = "**/" + p;
             }
         }
@@ -433,261 +355,6 @@ class Params {
 
 int clamp_int(int64_t v, int lo, int hi) {
     return (int)std::clamp<int64_t>(v, lo, hi);
-}
-
-// ---- child processes -------------------------------------------------------------------
-//
-// posix_spawnp (glibc's is a vfork-like clone, so a server with gigabytes mapped starts
-// children cheaply) into a new process group, so a timeout or a cancel kills the command
-// and everything it started with one kill(-pgid). Signals the server ignores (SIGPIPE) are
-// back to their defaults in the child, its mask is empty, descriptors above 2 are closed.
-
-struct Child {
-    pid_t pid = -1;
-    int in = -1;   // our end of its stdin (a socket, so a write to a dead child is EPIPE, not
-                   // SIGPIPE), when asked for
-    int out = -1;  // its stdout, and its stderr when merged
-    int err = -1;  // its stderr when kept apart
-};
-
-void close_fd(int* fd) {
-    if (*fd >= 0) ::close(*fd);
-    *fd = -1;
-}
-
-struct SpawnSpec {
-    const std::vector<std::string>* argv = nullptr;
-    std::string cwd;          // empty: the server's
-    bool stdin_pipe = false;  // else /dev/null
-    bool merge_stderr = true;
-    int output_fd = -1;  // stdout and stderr to this descriptor instead of a pipe
-};
-
-// "" when started, else why not.
-std::string spawn_child(const SpawnSpec& s, Child* c) {
-    int out_p[2] = {-1, -1}, err_p[2] = {-1, -1}, in_s[2] = {-1, -1};
-    auto fail = [&](const std::string& why) {
-        for (int* fd : {&out_p[0], &out_p[1], &err_p[0], &err_p[1], &in_s[0], &in_s[1]})
-            close_fd(fd);
-        return why;
-    };
-    if (s.output_fd < 0 && ::pipe2(out_p, O_CLOEXEC) != 0) return fail(errno_text(errno));
-    if (s.output_fd < 0 && !s.merge_stderr && ::pipe2(err_p, O_CLOEXEC) != 0)
-        return fail(errno_text(errno));
-    if (s.stdin_pipe && ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, in_s) != 0)
-        return fail(errno_text(errno));
-
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    if (s.stdin_pipe)
-        posix_spawn_file_actions_adddup2(&fa, in_s[1], 0);
-    else
-        posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    const int out_target = s.output_fd >= 0 ? s.output_fd : out_p[1];
-    posix_spawn_file_actions_adddup2(&fa, out_target, 1);
-    posix_spawn_file_actions_adddup2(&fa, err_p[1] >= 0 ? err_p[1] : out_target, 2);
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
-    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-#endif
-    if (!s.cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, s.cwd.c_str());
-
-    posix_spawnattr_t at;
-    posix_spawnattr_init(&at);
-    sigset_t def, none;
-    sigemptyset(&def);
-    for (int sig : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGALRM, SIGUSR1, SIGUSR2,
-                    SIGTTIN, SIGTTOU, SIGTSTP, SIGXFSZ})
-        sigaddset(&def, sig);
-    sigemptyset(&none);
-    posix_spawnattr_setsigdefault(&at, &def);
-    posix_spawnattr_setsigmask(&at, &none);
-    posix_spawnattr_setpgroup(&at, 0);
-    posix_spawnattr_setflags(
-        &at, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETSIGMASK);
-
-    std::vector<char*> argv;
-    for (const auto& a : *s.argv) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    pid_t pid = -1;
-    const int rc = ::posix_spawnp(&pid, argv[0], &fa, &at, argv.data(), environ);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&at);
-    close_fd(&out_p[1]);
-    close_fd(&err_p[1]);
-    close_fd(&in_s[1]);
-    if (rc != 0) {
-        std::string why = "cannot run " + (*s.argv)[0] + ": " + errno_text(rc);
-        if (!s.cwd.empty() && rc == ENOENT) why += " (or no directory " + s.cwd + ")";
-        return fail(why);
-    }
-    c->pid = pid;
-    c->out = out_p[0];
-    c->err = err_p[0];
-    c->in = in_s[0];
-    for (int fd : {c->out, c->err, c->in})
-        if (fd >= 0) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
-    return "";
-}
-
-// Whether the child has exited, without reaping it: while it is a zombie its pid (its
-// process group's id) cannot be reused, so kill(-pid) never reaches a stranger.
-bool child_exited(pid_t pid) {
-    siginfo_t si;
-    std::memset(&si, 0, sizeof si);
-    if (::waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) != 0)
-        return errno == ECHILD;  // (SIGCHLD ignored: reaped by the kernel)
-    return si.si_pid == pid;
-}
-
-int reap(pid_t pid) {
-    int status = 0;
-    while (::waitpid(pid, &status, 0) < 0) {
-        if (errno != EINTR) return -1;
-    }
-    if (WIFEXITED(status)) return WEXITSTATUS(status);
-    if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);  // as a shell reports it
-    return -1;
-}
-
-void kill_group(pid_t pid) {
-    ::kill(-pid, SIGKILL);
-    ::kill(pid, SIGKILL);  // (in case it could not get its own group)
-}
-
-struct RunOptions {
-    std::string cwd;                     // empty: the server's
-    const std::string* input = nullptr;  // written to its stdin (else /dev/null)
-    bool merge_stderr = true;
-    size_t max_output = 0;  // bytes of stdout kept (and passed to on_chunk)
-    std::chrono::milliseconds timeout{0};
-    const std::atomic<bool>* cancel = nullptr;
-    // Each piece of output as read, within max_output; false stops the command.
-    std::function<bool(std::string_view)> on_chunk;
-};
-
-struct RunResult {
-    std::string start_error;  // set when it could not start
-    std::string output;       // stdout (+ stderr), at most max_output bytes
-    std::string errors;       // stderr when kept apart, at most 4 KiB
-    int exit_code = -1;       // 128 + signal when killed
-    bool truncated = false;   // output went past max_output (the rest was read and dropped)
-    bool timed_out = false;
-    bool cancelled = false;  // cancel was set, or on_chunk said stop
-    bool started() const { return start_error.empty(); }
-};
-
-// Runs argv to its end, its timeout or a cancel (then its process group is killed), and
-// reaps it. Output is drained past max_output so the child never blocks on a full pipe.
-// Background jobs that keep the output open keep it running until the timeout; a job
-// that detached from it (nohup ... >/dev/null &) outlives the call.
-RunResult run_process(const std::vector<std::string>& argv, const RunOptions& o) {
-    RunResult r;
-    Child c;
-    SpawnSpec s;
-    s.argv = &argv;
-    s.cwd = o.cwd;
-    s.stdin_pipe = o.input != nullptr;
-    s.merge_stderr = o.merge_stderr;
-    r.start_error = spawn_child(s, &c);
-    if (!r.start_error.empty()) return r;
-
-    constexpr size_t kMaxErrors = 4096;
-    std::vector<char> buf(64 * 1024);
-    size_t in_off = 0;
-    bool stop = false;
-    if (c.in >= 0 && o.input->empty()) close_fd(&c.in);
-
-    // One read from fd (a fast writer must not keep us from the clock).
-    auto pull = [&](int* fd, bool is_out) {
-        const ssize_t n = ::read(*fd, buf.data(), buf.size());
-        if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
-        if (n <= 0) {
-            close_fd(fd);
-            return;
-        }
-        const std::string_view got(buf.data(), (size_t)n);
-        if (!is_out) {
-            if (r.errors.size() < kMaxErrors)
-                r.errors.append(got.substr(0, kMaxErrors - r.errors.size()));
-            return;
-        }
-        const size_t room = o.max_output > r.output.size() ? o.max_output - r.output.size() : 0;
-        const std::string_view keep = got.substr(0, room);
-        if (keep.size() < got.size()) r.truncated = true;
-        if (keep.empty()) return;
-        r.output.append(keep);
-        if (!stop && o.on_chunk && !o.on_chunk(keep)) stop = true;
-    };
-
-    const auto deadline = Clock::now() + o.timeout;
-    bool exited = false;
-    for (;;) {
-        if (!exited) exited = child_exited(c.pid);
-        if (exited && c.out < 0 && c.err < 0) break;
-        if (stop || (o.cancel && o.cancel->load())) {
-            r.cancelled = true;
-            break;
-        }
-        const auto now = Clock::now();
-        if (now >= deadline) {
-            r.timed_out = true;
-            break;
-        }
-        pollfd fds[3];
-        int* owners[3];
-        nfds_t n = 0;
-        for (int* fd : {&c.out, &c.err}) {
-            if (*fd < 0) continue;
-            fds[n] = {*fd, POLLIN, 0};
-            owners[n++] = fd;
-        }
-        if (c.in >= 0) {
-            fds[n] = {c.in, POLLOUT, 0};
-            owners[n++] = &c.in;
-        }
-        const auto left =
-            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count();
-        // 50 ms: how soon an exit with the output still held open, or a cancel, is seen.
-        const int wait_ms = (int)std::clamp<int64_t>(left, 1, 50);
-        if (::poll(fds, n, wait_ms) < 0 && errno != EINTR) break;
-        for (nfds_t i = 0; i < n; ++i) {
-            if (fds[i].revents == 0) continue;
-            int* fd = owners[i];
-            if (fd == &c.in) {
-                const ssize_t w = ::send(c.in, o.input->data() + in_off, o.input->size() - in_off,
-                                         MSG_NOSIGNAL | MSG_DONTWAIT);
-                if (w > 0) in_off += (size_t)w;
-                if ((w < 0 && errno != EAGAIN && errno != EINTR) || in_off >= o.input->size())
-                    close_fd(&c.in);
-            } else {
-                pull(fd, fd == &c.out);
-            }
-        }
-    }
-    close_fd(&c.in);
-    if (!exited || r.timed_out || r.cancelled) {
-        kill_group(c.pid);
-        // What the group wrote before it died; a process that left the group (setsid)
-        // may still hold the pipe, so this waits at most half a second.
-        const auto drain_until = Clock::now() + std::chrono::milliseconds(500);
-        while ((c.out >= 0 || c.err >= 0) && Clock::now() < drain_until) {
-            pollfd fds[2];
-            int* owners[2];
-            nfds_t n = 0;
-            for (int* fd : {&c.out, &c.err}) {
-                if (*fd < 0) continue;
-                fds[n] = {*fd, POLLIN, 0};
-                owners[n++] = fd;
-            }
-            if (::poll(fds, n, 50) <= 0) continue;
-            for (nfds_t i = 0; i < n; ++i)
-                if (fds[i].revents) pull(owners[i], owners[i] == &c.out);
-        }
-    }
-    close_fd(&c.out);
-    close_fd(&c.err);
-    r.exit_code = reap(c.pid);
-    return r;
 }
 
 // ---- runtimes --------------------------------------------------------------------------
@@ -1212,7 +879,7 @@ class IsolateRuntime : public ToolRuntime {
             const size_t nl = rest.find('\n');
             std::string_view line = rest.substr(0, nl);
             rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
-            if (starts_with(line, "./")) line.remove_prefix(2);
+            if (line.starts_with("./")) line.remove_prefix(2);
             if (!line.empty()) out->entries.push_back({std::string(line), dirs});
         }
     }
@@ -1318,19 +985,19 @@ std::optional<ApiError> parse_runtime(const std::string& s, RuntimeSpec* out) {
     for (const char* engine : {"docker", "podman"}) {
         const std::string attach = std::string(engine) + "-container:";
         const std::string spawn = std::string(engine) + ":";
-        if (starts_with(s, attach)) {
+        if (s.starts_with(attach)) {
             *out = {RuntimeSpec::Attach, engine, s.substr(attach.size())};
             if (!valid_container_id(out->arg))
                 return bad_request("invalid container id: " + out->arg);
             return std::nullopt;
         }
-        if (starts_with(s, spawn)) {
+        if (s.starts_with(spawn)) {
             *out = {RuntimeSpec::Spawn, engine, s.substr(spawn.size())};
             if (!valid_image(out->arg)) return bad_request("invalid container image: " + out->arg);
             return std::nullopt;
         }
     }
-    if (starts_with(s, "ssh:")) {
+    if (s.starts_with("ssh:")) {
         *out = {RuntimeSpec::Ssh, "", s.substr(4)};
         if (!valid_ssh_target(out->arg)) return bad_request("invalid ssh target: " + out->arg);
         return std::nullopt;
@@ -1372,7 +1039,7 @@ class SpawnedContainer {
     // "<engine>-container:<id>" of a running container (started again if it died).
     Result<std::string> spec() {
         std::lock_guard<std::mutex> lock(mu_);
-        if (child_.pid < 0 || child_exited(child_.pid)) {
+        if (child_.pid < 0 || exited_without_reaping(child_.pid)) {
             stop();
             std::fprintf(stderr, "edgellm: the %s tools container exited; starting another\n",
                          engine_.c_str());
@@ -1392,15 +1059,16 @@ class SpawnedContainer {
         fs::remove(cidfile, ec);  // (the engine refuses an existing one)
         const int log = ::open(logfile.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (log < 0) return "--tools-runtime: cannot create " + logfile + ": " + errno_text(errno);
-        const std::vector<std::string> argv = {engine_,     "run",   "--rm", "-i",
-                                               "--cidfile", cidfile, image_, "sh"};
-        SpawnSpec s;
-        s.argv = &argv;
-        s.stdin_pipe = true;
-        s.output_fd = log;
-        const std::string why = spawn_child(s, &child_);
+        sys::SpawnSpec s;
+        s.argv = {engine_, "run", "--rm", "-i", "--cidfile", cidfile, image_, "sh"};
+        s.in = sys::SpawnSpec::Stdin::Socket;
+        s.out_fd = log;
+        const sys::Spawned started = sys::spawn(s);
         ::close(log);
-        if (!why.empty()) return "--tools-runtime " + engine_ + ":" + image_ + ": " + why;
+        if (!started.ok())
+            return "--tools-runtime " + engine_ + ":" + image_ + ": " +
+                   sys::spawn_error_text(s, started);
+        child_ = started.child;
 
         // Up to two minutes: the image may have to be pulled first.
         const auto deadline = Clock::now() + std::chrono::seconds(120);
@@ -1419,8 +1087,8 @@ class SpawnedContainer {
                 id_ = cid;
                 return "";
             }
-            if (child_exited(child_.pid) || Clock::now() >= deadline) {
-                const bool timed_out = !child_exited(child_.pid);
+            if (exited_without_reaping(child_.pid) || Clock::now() >= deadline) {
+                const bool timed_out = !exited_without_reaping(child_.pid);
                 stop();
                 std::ifstream f(logfile);
                 std::string log_text((std::istreambuf_iterator<char>(f)),
@@ -1440,9 +1108,9 @@ class SpawnedContainer {
         if (child_.pid < 0) return;
         close_fd(&child_.in);
         const auto deadline = Clock::now() + std::chrono::seconds(20);
-        while (!child_exited(child_.pid) && Clock::now() < deadline)
+        while (!exited_without_reaping(child_.pid) && Clock::now() < deadline)
             std::this_thread::sleep_for(std::chrono::milliseconds(50));
-        if (!child_exited(child_.pid)) {
+        if (!exited_without_reaping(child_.pid)) {
             kill_group(child_.pid);
             if (!id_.empty()) {
                 RunOptions o;
@@ -1770,7 +1438,7 @@ class LineMatcher {
         literal_ = literal;
         icase_ = icase;
         if (literal) {
-            needle_ = icase ? lower(pattern) : pattern;
+            needle_ = icase ? sys::lower(pattern) : pattern;
             return "";
         }
         const std::string ere = to_posix_ere(pattern);
@@ -1787,18 +1455,13 @@ class LineMatcher {
     bool match(std::string_view line) {
         if (literal_) {
             if (!icase_) return line.find(needle_) != std::string_view::npos;
-            return lower(line).find(needle_) != std::string::npos;
+            return sys::lower(line).find(needle_) != std::string::npos;
         }
         buf_.assign(line);
         return ::regexec(&re_, buf_.c_str(), 0, nullptr, 0) == 0;
     }
 
   private:
-    static std::string lower(std::string_view s) {
-        std::string o(s);
-        for (char& c : o) c = (char)std::tolower((unsigned char)c);
-        return o;
-    }
     regex_t re_{};
     bool compiled_ = false, literal_ = false, icase_ = false;
     std::string needle_, buf_;
@@ -2090,7 +1753,7 @@ std::string fuzzy_line(std::string_view line) {
         const PlainForm* hit = nullptr;
         if ((unsigned char)line[i] >= 0x80)
             for (const PlainForm& f : kPlainForms)
-                if (starts_with(line.substr(i), f.utf8)) hit = &f;
+                if (line.substr(i).starts_with(f.utf8)) hit = &f;
         if (hit) {
             out += hit->ascii;
             i += std::strlen(hit->utf8);

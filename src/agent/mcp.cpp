@@ -8,7 +8,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -29,14 +28,16 @@
 #include <thread>
 
 #include "edgellm/version.h"
-
-extern char** environ;
+#include "sys/strings.h"
+#include "sys/subprocess.h"
 
 namespace edgellm::agent {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using sys::close_fd;
+using sys::errno_text;
 using std::chrono::milliseconds;
 
 constexpr const char* kProtocolVersion = "2024-11-05";  // what llama-server asks for
@@ -51,10 +52,6 @@ constexpr size_t kStderrTailBytes = 512;   // kept for the error when a server d
 constexpr size_t kIdScanBytes = 4096;      // of an oversized line, searched for its "id"
 constexpr int kMalformedLogged = 5;        // per process; further ones are only counted
 constexpr int kMaxToolPages = 100;         // tools/list nextCursor pages followed
-
-std::string errno_text(int e) {
-    return std::error_code(e, std::generic_category()).message();
-}
 
 using Logger = std::function<void(const std::string&)>;
 
@@ -244,18 +241,6 @@ struct StopFlags {
     bool raised() const { return (cancel && cancel->load()) || (stopping && stopping->load()); }
 };
 
-// The environment for a child: ours with the config's variables set over it.
-std::vector<std::string> child_environment(const std::map<std::string, std::string>& overrides) {
-    std::vector<std::string> env;
-    for (char** e = environ; e && *e; ++e) {
-        std::string_view kv(*e);
-        std::string key(kv.substr(0, kv.find('=')));
-        if (!overrides.count(key)) env.emplace_back(kv);
-    }
-    for (const auto& [k, v] : overrides) env.push_back(k + "=" + v);
-    return env;
-}
-
 bool is_executable_file(const std::string& path) {
     struct stat st {};
     return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
@@ -293,35 +278,6 @@ std::string resolve_command(const McpServerConfig& cfg, std::string* err) {
     }
     *err = "command not found in PATH: '" + cmd + "'";
     return "";
-}
-
-// A pipe whose ends are both close-on-exec and above stdin/stdout/stderr (so that the dup2
-// onto 0, 1, 2 in the child never lands on one of its own pipes).
-bool make_pipe(int fds[2]) {
-    if (::pipe2(fds, O_CLOEXEC) != 0) return false;
-    for (int k = 0; k < 2; ++k) {
-        if (fds[k] <= 2) {
-            int moved = ::fcntl(fds[k], F_DUPFD_CLOEXEC, 3);
-            ::close(fds[k]);
-            fds[k] = moved;
-        }
-    }
-    if (fds[0] < 0 || fds[1] < 0) {
-        if (fds[0] >= 0) ::close(fds[0]);
-        if (fds[1] >= 0) ::close(fds[1]);
-        return false;
-    }
-    return true;
-}
-
-void close_fd(int& fd) {
-    if (fd >= 0) ::close(fd);  // (Linux: the fd is gone even when close reports EINTR)
-    fd = -1;
-}
-
-void set_nonblocking(int fd) {
-    int fl = ::fcntl(fd, F_GETFL);
-    if (fl >= 0) ::fcntl(fd, F_SETFL, fl | O_NONBLOCK);
 }
 
 std::string rpc_error_message(const json& error) {
@@ -506,83 +462,35 @@ std::shared_ptr<Session> Session::spawn(const McpServerConfig& cfg, SessionOptio
     std::string exe = resolve_command(cfg, err);
     if (exe.empty()) return nullptr;
 
-    std::vector<std::string> argv_s{cfg.command};
-    argv_s.insert(argv_s.end(), cfg.args.begin(), cfg.args.end());
-    std::vector<char*> argv;
-    for (auto& a : argv_s) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    std::vector<std::string> env_s = child_environment(cfg.env);
-    std::vector<char*> envp;
-    for (auto& e : env_s) envp.push_back(e.data());
-    envp.push_back(nullptr);
-
-    int in_p[2] = {-1, -1}, out_p[2] = {-1, -1}, err_p[2] = {-1, -1};
-    int devnull = -1;
-    auto close_all = [&] {
-        for (int* fd : {&in_p[0], &in_p[1], &out_p[0], &out_p[1], &err_p[0], &err_p[1], &devnull})
-            close_fd(*fd);
-    };
-    bool ok = make_pipe(in_p) && make_pipe(out_p);
-    if (ok && opt.capture_stderr) ok = make_pipe(err_p);
-    if (ok && !opt.capture_stderr) {
-        devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-        ok = devnull >= 0;
-    }
-    if (!ok) {
-        *err = "cannot create pipes: " + errno_text(errno);
-        close_all();
+    sys::SpawnSpec spec;
+    spec.argv = {cfg.command};
+    spec.argv.insert(spec.argv.end(), cfg.args.begin(), cfg.args.end());
+    spec.exe = exe;
+    spec.env = sys::environment_with(cfg.env);  // ours with the config's variables over it
+    spec.cwd = cfg.cwd;
+    spec.in = sys::SpawnSpec::Stdin::Pipe;
+    spec.err = opt.capture_stderr ? sys::SpawnSpec::Stderr::Pipe : sys::SpawnSpec::Stderr::Null;
+    // Its own process group (so stopping it reaches its children too, and a Ctrl-C on our
+    // terminal does not), and the signals we may ignore (SIGPIPE: the server does) back to
+    // their defaults.
+    spec.default_signals = {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT,
+                            SIGCHLD, SIGUSR1, SIGUSR2, SIGALRM};
+    const sys::Spawned started = sys::spawn(spec);
+    if (started.pipe_error) {
+        *err = "cannot create pipes: " + errno_text(started.error);
         return nullptr;
     }
-
-    // posix_spawn rather than fork: glibc runs it as vfork + exec, so starting a child does
-    // not copy the page tables of a process holding gigabytes of weights and KV cache (nor
-    // need overcommit for them), and the child runs no code of ours between fork and exec.
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawnattr_init(&attr);
-    posix_spawn_file_actions_adddup2(&fa, in_p[0], 0);
-    posix_spawn_file_actions_adddup2(&fa, out_p[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, opt.capture_stderr ? err_p[1] : devnull, 2);
-#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 34))
-    // Descriptors another part of the process opened without O_CLOEXEC do not leak either.
-    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
-#endif
-    if (!cfg.cwd.empty()) posix_spawn_file_actions_addchdir_np(&fa, cfg.cwd.c_str());
-    // Its own process group (so stopping it reaches its children too, and a Ctrl-C on our
-    // terminal does not), no blocked signals, and the signals we may ignore (SIGPIPE: the
-    // server does) back to their defaults.
-    sigset_t none, defaults;
-    sigemptyset(&none);
-    sigemptyset(&defaults);
-    for (int s : {SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD, SIGUSR1, SIGUSR2, SIGALRM})
-        sigaddset(&defaults, s);
-    posix_spawnattr_setpgroup(&attr, 0);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &defaults);
-    posix_spawnattr_setflags(
-        &attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    pid_t pid = -1;
-    int rc = posix_spawn(&pid, exe.c_str(), &fa, &attr, argv.data(), envp.data());
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-    if (rc != 0) {
+    if (!started.ok()) {
         *err = "cannot start '" + exe + "'" + (cfg.cwd.empty() ? "" : " in " + cfg.cwd) + ": " +
-               errno_text(rc);
-        close_all();
+               errno_text(started.error);
         return nullptr;
     }
 
     auto s = std::shared_ptr<Session>(new Session(std::move(opt)));
-    s->pid_ = pid;
-    s->in_fd_ = in_p[1];
-    s->out_fd_ = out_p[0];
-    s->err_fd_ = err_p[0];
-    in_p[1] = out_p[0] = err_p[0] = -1;
-    close_all();  // the child's ends: it has its own copies now
-    set_nonblocking(s->in_fd_);
-    set_nonblocking(s->out_fd_);
-    if (s->err_fd_ >= 0) set_nonblocking(s->err_fd_);
+    s->pid_ = started.child.pid;
+    s->in_fd_ = started.child.in;
+    s->out_fd_ = started.child.out;
+    s->err_fd_ = started.child.err;
     s->reader_ = std::thread([p = s.get()] { p->read_loop(); });
     return s;
 }
@@ -873,11 +781,7 @@ void Session::on_stderr_line(const std::string& line) {
 // The child has exited (it is a zombie, not reaped: its pid, and so its process group id,
 // stay reserved until reap_exited_child()).
 bool Session::child_exited() {
-    siginfo_t si;
-    std::memset(&si, 0, sizeof si);
-    int rc = ::waitid(P_PID, id_t(pid_), &si, WEXITED | WNOHANG | WNOWAIT);
-    if (rc == 0) return zombie_ = si.si_pid == pid_;
-    return errno == ECHILD;  // reaped by someone else (SIGCHLD ignored, a waitpid(-1))
+    return sys::exited_without_reaping(pid_, &zombie_);
 }
 
 void Session::reap_exited_child() {
@@ -886,20 +790,10 @@ void Session::reap_exited_child() {
         std::lock_guard<std::mutex> lock(mu_);
         // What it left in its group (helpers it started) goes with it; safe while the
         // leader's zombie keeps the group id from being reused (not when it is gone already).
-        if (zombie_) ::killpg(pid_, SIGKILL);
-        int status = 0;
-        pid_t r;
-        do {
-            r = ::waitpid(pid_, &status, 0);
-        } while (r < 0 && errno == EINTR);
+        if (zombie_) sys::kill_group(pid_, SIGKILL);
+        reason = sys::exit_text(sys::wait_status(pid_));
         reaped_ = true;
-        if (r == pid_ && WIFEXITED(status)) {
-            reason = "exited with status " + std::to_string(WEXITSTATUS(status));
-        } else if (r == pid_ && WIFSIGNALED(status)) {
-            reason = "was killed by signal " + std::to_string(WTERMSIG(status));
-        } else {
-            reason = "exited";
-        }
+        if (reason.empty()) reason = "exited";
         if (!stderr_tail_.empty()) {
             std::string tail = stderr_tail_;
             while (!tail.empty() && tail.back() == '\n') tail.pop_back();
@@ -932,14 +826,14 @@ void Session::stop() {
             // Writers see stopping_ within kPollMs; then EOF on the server's stdin, which is
             // how MCP asks a stdio server to exit.
             take_write_token(Clock::time_point::max());
-            close_fd(in_fd_);
+            close_fd(&in_fd_);
             give_write_token();
         }
         // Signals go to the group only while the leader is unreaped (under mu_, which the
         // reaping holds), so they cannot reach a process that reused its pid.
         auto signal_group = [this](int sig) {
             std::lock_guard<std::mutex> lock(mu_);
-            if (!reaped_) ::killpg(pid_, sig);
+            if (!reaped_) sys::kill_group(pid_, sig);
         };
         if (!wait_reaped(kCloseStdinWaitMs)) {
             signal_group(SIGTERM);
@@ -966,8 +860,8 @@ void Session::stop() {
             }
         }
         mark_dead("stopped");
-        close_fd(out_fd_);
-        close_fd(err_fd_);
+        close_fd(&out_fd_);
+        close_fd(&err_fd_);
     });
 }
 

@@ -36,10 +36,6 @@ constexpr FileTypeInfo kFileTypes[] = {
     {FileType::Q5_K_M, "Q5_K_M", TensorType::Q5_K}, {FileType::Q6_K, "Q6_K", TensorType::Q6_K},
 };
 
-bool ends_with(const std::string& s, std::string_view suffix) {
-    return s.size() >= suffix.size() &&
-           s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 bool contains(const std::string& s, std::string_view part) {
     return s.find(part) != std::string::npos;
 }
@@ -52,7 +48,7 @@ bool use_more_bits(int64_t i, int64_t n) {
 
 bool is_quantizable(const TensorSpec& t) {
     if (t.n_dims < 2) return false;
-    if (!ends_with(t.name, "weight")) return false;
+    if (!t.name.ends_with("weight")) return false;
     if (contains(t.name, "_norm.weight")) return false;
     if (contains(t.name, "ffn_gate_inp.weight")) return false;
     if (t.name == "position_embd.weight" || t.name == "token_types.weight") return false;

@@ -19,23 +19,16 @@
 #include <thread>
 
 #include "agent/builtin_tools.h"
+#include "child_processes.h"
 
 using namespace edgellm::agent;
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+using edgellm::test::process_dead;
+using edgellm::test::seconds_since;
+using edgellm::test::slurp;
 
 namespace {
-
-double seconds_since(Clock::time_point t) {
-    return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-std::string slurp(const fs::path& p) {
-    std::ifstream f(p, std::ios::binary);
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return ss.str();
-}
 
 void spit(const fs::path& p, const std::string& s) {
     fs::create_directories(p.parent_path());
@@ -45,19 +38,6 @@ void spit(const fs::path& p, const std::string& s) {
 
 bool contains(const std::string& hay, const std::string& needle) {
     return hay.find(needle) != std::string::npos;
-}
-
-// Dead: gone, or a zombie waiting for init to reap it.
-bool process_dead(pid_t pid) {
-    for (int i = 0; i < 40; ++i) {
-        if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
-        const std::string stat = slurp("/proc/" + std::to_string(pid) + "/stat");
-        const size_t close = stat.rfind(')');
-        if (close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z')
-            return true;
-        std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    return false;
 }
 
 class ToolsTest : public ::testing::Test {
