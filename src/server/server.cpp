@@ -3,6 +3,8 @@
 // dialects (api/). Start-up, run until stop(), stop.
 #include "server/server_impl.h"
 
+#include "sys/strings.h"
+
 #include <malloc.h>
 
 #include <cstdarg>
@@ -76,17 +78,16 @@ void Server::stop() {
 
 void Server::Impl::log(const char* fmt, ...) const {
     if (!cfg.log) return;
-    char buf[2048];
     va_list ap;
     va_start(ap, fmt);
-    std::vsnprintf(buf, sizeof buf, fmt, ap);
+    const std::string line = sys::vformat(fmt, ap);
     va_end(ap);
     std::time_t t = std::time(nullptr);
     std::tm local{};
     localtime_r(&t, &local);  // (std::localtime's buffer is shared by every thread)
     char ts[32];
     std::strftime(ts, sizeof ts, "%H:%M:%S", &local);
-    std::fprintf(stderr, "%s edgellm serve: %s\n", ts, buf);
+    std::fprintf(stderr, "%s edgellm serve: %s\n", ts, line.c_str());
 }
 
 int Server::run() {

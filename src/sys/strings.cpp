@@ -1,5 +1,7 @@
 #include "sys/strings.h"
 
+#include <cstdio>
+
 #include <cctype>
 #include <system_error>
 
@@ -16,6 +18,12 @@ std::string lower(std::string_view s) {
     std::string o(s);
     for (char& c : o) c = (char)std::tolower((unsigned char)c);
     return o;
+}
+
+std::string vformat(const char* fmt, va_list ap) {
+    char buf[2048];
+    std::vsnprintf(buf, sizeof buf, fmt, ap);
+    return buf;
 }
 
 std::string errno_text(int e) {

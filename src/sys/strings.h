@@ -5,6 +5,7 @@
 // (starts_with / ends_with: std::string_view's own, C++20.)
 #pragma once
 
+#include <cstdarg>
 #include <cstddef>
 #include <string>
 #include <string_view>
@@ -19,6 +20,9 @@ std::string lower(std::string_view s);
 
 // The message of an errno value ("No such file or directory").
 std::string errno_text(int e);
+
+// printf's formatting into a string (a log line: at most 2047 bytes, the rest cut).
+std::string vformat(const char* fmt, va_list ap);
 
 // ---- UTF-8 (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF) ----------
 

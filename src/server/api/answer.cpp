@@ -96,6 +96,21 @@ json tool_calls_json(const GenOutcome& o, bool with_index) {
 
 }  // namespace
 
+namespace {
+
+// A whole (not streamed) OpenAI answer of one choice: the envelope, usage and timings, and
+// what a context policy or the fallback reply did.
+json whole_answer(const GenOutcome& o, const char* object, const json& choice) {
+    json j = envelope(o, object, json::array({choice}));
+    j["usage"] = usage_json(o.result);
+    j["timings"] = timings_json(o.result);
+    if (!o.context.is_null()) j["context"] = o.context;
+    if (!o.fallback.is_null()) j["fallback"] = o.fallback;
+    return j;
+}
+
+}  // namespace
+
 json chat_response(const GenOutcome& o) {
     json message = {{"role", "assistant"}, {"content", o.content}};
     if (!o.reasoning.empty()) message["reasoning_content"] = o.reasoning;
@@ -109,12 +124,7 @@ json chat_response(const GenOutcome& o) {
     }
     json choice = {{"finish_reason", finish}, {"index", o.index}, {"message", message}};
     choice["logprobs"] = o.logprobs;
-    json j = envelope(o, "chat.completion", json::array({choice}));
-    j["usage"] = usage_json(o.result);
-    j["timings"] = timings_json(o.result);
-    if (!o.context.is_null()) j["context"] = o.context;
-    if (!o.fallback.is_null()) j["fallback"] = o.fallback;
-    return j;
+    return whole_answer(o, "chat.completion", choice);
 }
 
 json completions_response(const GenOutcome& o) {
@@ -122,12 +132,7 @@ json completions_response(const GenOutcome& o) {
                    {"index", o.index},
                    {"logprobs", o.logprobs},
                    {"finish_reason", finish_reason(o.result.stop)}};
-    json j = envelope(o, "text_completion", json::array({choice}));
-    j["usage"] = usage_json(o.result);
-    j["timings"] = timings_json(o.result);
-    if (!o.context.is_null()) j["context"] = o.context;
-    if (!o.fallback.is_null()) j["fallback"] = o.fallback;
-    return j;
+    return whole_answer(o, "text_completion", choice);
 }
 
 json sampling_json(const GenerateParams& g) {
@@ -178,6 +183,38 @@ json native_response(const GenOutcome& o, const GenRequest& req) {
 
 std::string sse(const json& j) {
     return "data: " + j.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+
+std::vector<std::string> SseReader::feed(std::string_view bytes) {
+    std::vector<std::string> out;
+    pending_.append(bytes);
+    size_t at = 0;
+    for (;;) {
+        const size_t end = pending_.find("\n\n", at);
+        if (end == std::string::npos) break;
+        const std::string ev = pending_.substr(at, end - at);
+        at = end + 2;
+        // An event's data lines, joined with newlines (the SSE rule).
+        std::string data;
+        bool has_data = false;
+        size_t line_at = 0;
+        while (line_at <= ev.size()) {
+            size_t nl = ev.find('\n', line_at);
+            if (nl == std::string::npos) nl = ev.size();
+            std::string_view line(ev.data() + line_at, nl - line_at);
+            if (line.substr(0, 5) == "data:") {
+                line.remove_prefix(5);
+                if (!line.empty() && line[0] == ' ') line.remove_prefix(1);
+                if (has_data) data.push_back('\n');
+                data.append(line);
+                has_data = true;
+            }
+            line_at = nl + 1;
+        }
+        if (has_data) out.push_back(std::move(data));
+    }
+    pending_.erase(0, at);
+    return out;
 }
 
 json chat_chunk_role(const GenOutcome& o) {
@@ -287,6 +324,14 @@ std::string piece_of(const Tokenizer& tok, int32_t id) {
     return p;
 }
 
+// A token's top alternatives, each as `shape` makes it of the alternative and its text.
+template <class Shape>
+json alternatives(const Tokenizer& tok, const TokenProbs& tp, Shape shape) {
+    json top = json::array();
+    for (const TokenLogprob& t : tp.top) top.push_back(shape(t, piece_of(tok, t.id)));
+    return top;
+}
+
 }  // namespace
 
 json logprobs_json(Api api, const std::vector<TokenProbs>& probs, size_t from, size_t to,
@@ -297,11 +342,9 @@ json logprobs_json(Api api, const std::vector<TokenProbs>& probs, size_t from, s
         for (size_t i = from; i < to; ++i) {
             const TokenProbs& tp = probs[i];
             const std::string piece = piece_of(tok, tp.id);
-            json top = json::array();
-            for (const TokenLogprob& t : tp.top) {
-                const std::string alt = piece_of(tok, t.id);
-                top.push_back({{"token", alt}, {"logprob", t.logprob}, {"bytes", bytes_of(alt)}});
-            }
+            const json top = alternatives(tok, tp, [](const TokenLogprob& t, const std::string& alt) {
+                return json{{"token", alt}, {"logprob", t.logprob}, {"bytes", bytes_of(alt)}};
+            });
             content.push_back({{"token", piece},
                                {"logprob", tp.logprob},
                                {"bytes", bytes_of(piece)},
@@ -337,11 +380,9 @@ json logprobs_json(Api api, const std::vector<TokenProbs>& probs, size_t from, s
     for (size_t i = from; i < to; ++i) {
         const TokenProbs& tp = probs[i];
         const std::string piece = piece_of(tok, tp.id);
-        json top = json::array();
-        for (const TokenLogprob& t : tp.top) {
-            const std::string alt = piece_of(tok, t.id);
-            top.push_back({{"id", t.id}, {"token", alt}, {"bytes", bytes_of(alt)}, {value, v(t.logprob)}});
-        }
+        const json top = alternatives(tok, tp, [&](const TokenLogprob& t, const std::string& alt) {
+            return json{{"id", t.id}, {"token", alt}, {"bytes", bytes_of(alt)}, {value, v(t.logprob)}};
+        });
         out.push_back({{"id", tp.id},
                        {"token", piece},
                        {"bytes", bytes_of(piece)},

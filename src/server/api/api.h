@@ -144,6 +144,31 @@ json native_response(const GenOutcome& o, const GenRequest& req);
 
 // Streaming: one SSE event ("data: {...}\n\n").
 std::string sse(const json& j);
+// SSE bytes back into events, as they arrive in any pieces: each complete event's data (its
+// data lines joined with newlines, as the SSE rule says); events without data are skipped.
+// The other dialects read the chat stream's events with it.
+class SseReader {
+  public:
+    std::vector<std::string> feed(std::string_view bytes);
+
+  private:
+    std::string pending_;  // an event not yet ended by a blank line
+};
+// The chat stream's SSE bytes replayed into another dialect's translator (its on_chunk and
+// on_done): what it sends for them.
+template <class Translator>
+std::string replay_chat_sse(SseReader& reader, std::string_view bytes, Translator& t) {
+    std::string out;
+    for (const std::string& data : reader.feed(bytes)) {
+        if (data == "[DONE]") {
+            out += t.on_done();
+            continue;
+        }
+        const json chunk = json::parse(data, nullptr, false);
+        if (!chunk.is_discarded()) out += t.on_chunk(chunk);
+    }
+    return out;
+}
 // The chunks of each API: the first (chat: the assistant role), each piece of text, the
 // last (finish_reason, timings), and the usage-only chunk (chat / completions with
 // stream_options.include_usage).

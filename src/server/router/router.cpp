@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "server/router/router_impl.h"
+#include "sys/strings.h"
 
 namespace edgellm::server {
 
@@ -39,12 +40,11 @@ Router::Impl::~Impl() {
 
 void Router::Impl::log(const char* fmt, ...) {
     if (!cfg.log) return;
-    char buf[2048];
     va_list ap;
     va_start(ap, fmt);
-    std::vsnprintf(buf, sizeof buf, fmt, ap);
+    const std::string line = sys::vformat(fmt, ap);
     va_end(ap);
-    std::fprintf(stderr, "edgellm router: %s\n", buf);
+    std::fprintf(stderr, "edgellm router: %s\n", line.c_str());
 }
 
 Router::Router(RouterConfig cfg) : d_(std::make_unique<Impl>(std::move(cfg))) {

@@ -678,41 +678,7 @@ std::string AnthropicStream::on_done() {
 }
 
 std::string AnthropicStream::on_sse(std::string_view bytes) {
-    std::string out;
-    sse_buffer_.append(bytes);
-    size_t at = 0;
-    for (;;) {
-        const size_t end = sse_buffer_.find("\n\n", at);
-        if (end == std::string::npos) break;
-        const std::string ev = sse_buffer_.substr(at, end - at);
-        at = end + 2;
-        // An event's data lines, joined with newlines (the SSE rule).
-        std::string data;
-        bool has_data = false;
-        size_t line_at = 0;
-        while (line_at <= ev.size()) {
-            size_t nl = ev.find('\n', line_at);
-            if (nl == std::string::npos) nl = ev.size();
-            std::string_view line(ev.data() + line_at, nl - line_at);
-            if (line.substr(0, 5) == "data:") {
-                line.remove_prefix(5);
-                if (!line.empty() && line[0] == ' ') line.remove_prefix(1);
-                if (has_data) data.push_back('\n');
-                data.append(line);
-                has_data = true;
-            }
-            line_at = nl + 1;
-        }
-        if (!has_data) continue;
-        if (data == "[DONE]") {
-            out += on_done();
-            continue;
-        }
-        const json chunk = json::parse(data, nullptr, false);
-        if (!chunk.is_discarded()) out += on_chunk(chunk);
-    }
-    sse_buffer_.erase(0, at);
-    return out;
+    return replay_chat_sse(sse_reader_, bytes, *this);
 }
 
 }  // namespace edgellm::server

@@ -120,7 +120,7 @@ class AnthropicStream {
     std::string finish_reason_;  // the final chunk's; empty until it came
     std::string stop_sequence_;
     json usage_;              // the usage chunk's usage; null until it came
-    std::string sse_buffer_;  // on_sse: an event not yet ended by a blank line
+    SseReader sse_reader_;  // on_sse
 };
 
 }  // namespace edgellm::server

@@ -58,6 +58,18 @@ void StreamWriter::fail(const ApiError& e) {
     write(json::parse(error_body(e)));
 }
 
+bool StreamWriter::write_piece(GenOutcome& o, std::string_view text,
+                               json (*make)(const GenOutcome&, const std::string&, const json&)) {
+    const std::string t(text);
+    const json lp = take_logprobs(t);
+    return write(make(o, t, lp));
+}
+
+void StreamWriter::end_with_usage(const GenOutcome& summary, bool chat) {
+    if (s_.request->include_usage) write(usage_chunk(summary, chat));
+    done();
+}
+
 json StreamWriter::take_logprobs(const std::string& text) {
     if (!probs_ || !s_.request || !s_.request->logprobs) return nullptr;
     size_t upto = probs_->size();
@@ -155,17 +167,12 @@ void ChatStream::end_choice(GenOutcome& o) {
     write(chat_chunk_final(o));
 }
 
-void ChatStream::end(const GenOutcome& summary, const GenOutcome&) {
-    if (s_.request->include_usage) write(usage_chunk(summary, true));
-    done();
-}
+void ChatStream::end(const GenOutcome& summary, const GenOutcome&) { end_with_usage(summary, true); }
 
 // ---- completions --------------------------------------------------------------------
 
 void CompletionsStream::piece(GenOutcome& o, std::string_view text) {
-    const std::string t(text);
-    const json lp = take_logprobs(t);
-    write(completions_chunk_text(o, t, lp));
+    write_piece(o, text, completions_chunk_text);
 }
 
 void CompletionsStream::end_choice(GenOutcome& o) {
@@ -173,17 +180,12 @@ void CompletionsStream::end_choice(GenOutcome& o) {
 }
 
 void CompletionsStream::end(const GenOutcome& summary, const GenOutcome&) {
-    if (s_.request->include_usage) write(usage_chunk(summary, false));
-    done();
+    end_with_usage(summary, false);
 }
 
 // ---- llama.cpp's /completion --------------------------------------------------------
 
-void NativeStream::piece(GenOutcome& o, std::string_view text) {
-    const std::string t(text);
-    const json lp = take_logprobs(t);
-    write(native_chunk_text(o, t, lp));
-}
+void NativeStream::piece(GenOutcome& o, std::string_view text) { write_piece(o, text, native_chunk_text); }
 
 void NativeStream::end(const GenOutcome&, const GenOutcome& first) {
     json last = native_response(first, *s_.request);

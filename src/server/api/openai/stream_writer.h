@@ -81,6 +81,12 @@ class StreamWriter {
     // The logprobs of the tokens sampled since the last call (end-of-generation tokens
     // held back), for the text about to be sent; null without logprobs.
     json take_logprobs(const std::string& text);
+    // A piece of text as the chunk `make` frames it, with the logprobs of its tokens.
+    bool write_piece(GenOutcome& o, std::string_view text,
+                     json (*make)(const GenOutcome&, const std::string&, const json&));
+    // The stream's end: the usage chunk when stream_options.include_usage asked for it, then
+    // [DONE].
+    void end_with_usage(const GenOutcome& summary, bool chat);
 
     Sink sink_;
     StreamSettings s_;

@@ -410,22 +410,7 @@ std::string ResponsesStream::on_done() {
 }
 
 std::string ResponsesStream::on_sse(std::string_view bytes) {
-    sse_pending_.append(bytes);
-    std::string out;
-    size_t at = 0;
-    for (size_t end; (end = sse_pending_.find("\n\n", at)) != std::string::npos; at = end + 2) {
-        std::string_view ev(sse_pending_.data() + at, end - at);
-        if (ev.substr(0, 6) != "data: ") continue;  // (the chat writers send nothing else)
-        ev.remove_prefix(6);
-        if (ev == "[DONE]") {
-            out += on_done();
-            continue;
-        }
-        const json chunk = json::parse(ev, nullptr, false);
-        if (!chunk.is_discarded()) out += on_chunk(chunk);
-    }
-    sse_pending_.erase(0, at);
-    return out;
+    return replay_chat_sse(sse_reader_, bytes, *this);
 }
 
 }  // namespace edgellm::server

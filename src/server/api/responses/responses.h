@@ -115,7 +115,7 @@ class ResponsesStream {
     json open_logprobs_ = json::array();
     std::string finish_reason_;
     json usage_ = nullptr, timings_ = nullptr, context_ = nullptr, fallback_ = nullptr;
-    std::string sse_pending_;  // on_sse: bytes of an event not yet ended
+    SseReader sse_reader_;  // on_sse
 };
 
 // (shared by the request and the answer translators)
