@@ -18,7 +18,10 @@
 
 namespace edgellm::server {
 
-// Which API a generation request came through; it decides the response's shape.
+// The shape of a generation's answer: the three generation dialects the engine answers in.
+// The other two dialects served, Anthropic's messages (api/anthropic/) and OpenAI's
+// Responses (api/responses/), are translated into a Chat request and their answers and
+// streams out of the Chat ones; embeddings and rerank are no generation (api/embeddings/).
 enum class Api {
     Chat,        // POST /v1/chat/completions (also /chat/completions)
     Completions, // POST /v1/completions
