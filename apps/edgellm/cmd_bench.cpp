@@ -392,7 +392,6 @@ int bench_speculative(const Settings& s, const std::string& model_path, int64_t 
 int cmd_bench(const std::vector<std::string>& args) {
     Settings s;
     if (auto done = parse_options("bench", args, &s)) return *done;
-    if (!s.positional.empty()) return fail("bench", "unexpected argument " + s.positional[0], 2);
     auto model_path = model_path_or_default(s);
     if (!model_path) return fail("bench", model_path.error(), 2);
     const BenchSettings& b = s.bench;

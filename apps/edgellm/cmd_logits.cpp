@@ -38,7 +38,6 @@ bool write_atomically(const std::string& path, const void* data, size_t bytes, s
 int cmd_logits(const std::vector<std::string>& args) {
     Settings s;
     if (auto done = parse_options("logits", args, &s)) return *done;
-    if (!s.positional.empty()) return fail("logits", "unexpected argument " + s.positional[0], 2);
     if (!s.model) return fail("logits", "missing -m MODEL", 2);
     if (!s.io.ids) return fail("logits", "missing --tokens \"ID ID ...\"", 2);
     if (!s.io.out) return fail("logits", "missing --out FILE", 2);

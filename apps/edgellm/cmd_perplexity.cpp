@@ -364,7 +364,6 @@ int cmd_perplexity(const std::vector<std::string>& args) {
     const char* cmd = "perplexity";
     Settings s;
     if (auto done = parse_options(cmd, args, &s)) return *done;
-    if (!s.positional.empty()) return fail(cmd, "unexpected argument " + s.positional[0], 2);
     const auto& kl_save = s.perplexity.kl_save;
     const auto& kl_base = s.perplexity.kl_base;
     const auto& text_file = s.perplexity.file;

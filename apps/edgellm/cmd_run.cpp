@@ -32,7 +32,6 @@ bool prepare_model(const Settings& s, const Model& m, std::string* err) {
 int cmd_run(const std::vector<std::string>& args) {
     Settings s;
     if (auto done = parse_options("run", args, &s)) return *done;
-    if (!s.positional.empty()) return fail("run", "unexpected argument " + s.positional[0], 2);
     auto model_path = model_path_or_default(s);
     if (!model_path) return fail("run", model_path.error(), 2);
     std::string prompt;

@@ -226,7 +226,6 @@ int cmd_serve(const std::vector<std::string>& given) {
     const std::vector<std::string> args = bare_fit_means_on(given);
     Settings s;
     if (auto done = parse_options("serve", args, &s)) return *done;
-    if (!s.positional.empty()) return fail("serve", "unexpected argument " + s.positional[0], 2);
     if (s.has("-hf") || s.has("-hfd")) return serve_from_hf_cache(s, args);
     server::ServerConfig& cfg = s.server;
     const bool router = !s.model;
@@ -250,10 +249,10 @@ int cmd_serve(const std::vector<std::string>& given) {
             cfg.http.port = (int)v;
         }
     }
-    if (const std::string& lf = s.serve.log_file; !lf.empty()) {
-        const int fd = ::open(lf.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (const auto& lf = s.serve.log_file) {
+        const int fd = ::open(lf->c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (fd < 0)
-            return fail("serve", "cannot open the log file " + lf + ": " + std::strerror(errno), 2);
+            return fail("serve", "cannot open the log file " + *lf + ": " + std::strerror(errno), 2);
         ::dup2(fd, STDERR_FILENO);  // every log line, the start-up's too
         ::close(fd);
         std::setvbuf(stderr, nullptr, _IOLBF, 0);

@@ -23,7 +23,6 @@ Result<std::unique_ptr<Tokenizer>> load_vocab(const std::string& path,
 int cmd_tokenize(const std::vector<std::string>& args) {
     Settings s;
     if (auto done = parse_options("tokenize", args, &s)) return *done;
-    if (!s.positional.empty()) return fail("tokenize", "unexpected argument " + s.positional[0], 2);
     const auto& model = s.model;
     if (!model) return fail("tokenize", "missing -m MODEL", 2);
     std::string text;

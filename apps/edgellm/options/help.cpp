@@ -91,6 +91,8 @@ std::string cell(const std::string& text) {
 }  // namespace
 
 const std::vector<CommandInfo>& commands() {
+    // (the order of `edgellm --help`; accept, detokenize, inspect, quantize and synth read
+    // their arguments themselves)
     static const std::vector<CommandInfo> all = {
         {"serve", kServeAll, "edgellm serve [-m MODEL] [--host HOST] [--port PORT] [options]",
          check_serve},
@@ -104,30 +106,29 @@ const std::vector<CommandInfo>& commands() {
          "on the default model, with the 0.5B as draft when it is fetched), or measures a\n"
          "running server (--url; start-up is then not measured). Exit status 0 only when\n"
          "every measured row passes.",
-         check_nothing},
+         check_nothing, true},
         {"run", kRun, "edgellm run -m MODEL -p PROMPT [options]", check_run},
         {"tokenize", kTokenize,
          "edgellm tokenize -m MODEL (-p TEXT | -f FILE) [--no-bos] [--parse-special]",
          check_nothing},
         {"detokenize", kDetokenize,
-         "edgellm detokenize -m MODEL --tokens \"ID ID ...\" [--special]", check_nothing},
+         "edgellm detokenize -m MODEL --tokens \"ID ID ...\" [--special]", check_nothing, true},
         {"inspect", kInspect,
-         "edgellm inspect MODEL [-c CTX] [--kv-type T] [-ctk T] [-ctv T] [options]", check_nothing},
+         "edgellm inspect MODEL [-c CTX] [--kv-type T] [-ctk T] [-ctv T] [options]", check_nothing,
+         true},
         {"quantize", kQuantize,
          "edgellm quantize IN.gguf OUT.gguf TYPE [THREADS] [options]\n\nTYPE: " + file_type_names(),
-         check_nothing},
+         check_nothing, true},
         {"synth", kSynth,
          "edgellm synth --arch llama|qwen2|qwen3|gemma3 --shape NAME -o OUT.gguf [--type T] "
-         "[--seed S]\n\n"
-         "shapes: " +
+         "[--seed S]\n\nshapes: " +
              shape_names(),
-         check_nothing},
+         check_nothing, true},
         {"bench", kBench, "edgellm bench -m MODEL [-p 512] [-n 128] [-t 1,2] [-r 3] [options]",
          check_bench},
         {"perplexity", kPerplexity,
-         "edgellm perplexity -m MODEL -f TEXT [-c 512] [--chunks N] [--kl-save FILE | --kl-base "
-         "FILE] "
-         "[options]",
+         "edgellm perplexity -m MODEL -f TEXT [-c 512] [--chunks N] "
+         "[--kl-save FILE | --kl-base FILE] [options]",
          check_perplexity},
         {"logits", kLogits, "edgellm logits -m MODEL --tokens \"ID ID ...\" --out FILE [options]",
          check_nothing},

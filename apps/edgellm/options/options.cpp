@@ -49,6 +49,8 @@ std::optional<int> parse_options(const std::string& command, const std::vector<s
         if (o.note) s->notes.push_back(std::string(o.message_name()) + ": " + o.note);
     }
     if (!c.check(*s, &err)) return fail(command, err, 2);
+    if (!c.takes_arguments && !s->positional.empty())
+        return fail(command, "unexpected argument " + s->positional[0], 2);
     return std::nullopt;
 }
 

@@ -148,6 +148,8 @@ struct CommandInfo {
     uint32_t scope;  // its Scope bits: the rows it takes
     std::string usage;
     bool (*check)(Settings& s, std::string* err);  // its cross-option checks (checks.cpp)
+    // Arguments that are not options: read by the command, else "unexpected argument".
+    bool takes_arguments = false;
 };
 const std::vector<CommandInfo>& commands();
 const CommandInfo& command_info(const std::string& name);
@@ -155,7 +157,8 @@ std::string command_help(const CommandInfo& c);  // `edgellm <command> --help`
 std::string options_markdown();                  // docs/options.md
 
 // Parse a command's arguments into *s: on a usage error print "edgellm CMD: reason" and give
-// 2; on --help print the help and give 0; nullopt when the command should go on.
+// 2 (an argument that is not an option, too, unless the command takes_arguments); on --help
+// print the help and give 0; nullopt when the command should go on.
 std::optional<int> parse_options(const std::string& command, const std::vector<std::string>& args,
                                  Settings* s);
 

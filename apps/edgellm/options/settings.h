@@ -24,7 +24,8 @@ namespace edgellm::cli {
 struct ServeSettings {
     int64_t n_ubatch = 512;                  // -ub: the batch is the smaller of -b and -ub
     std::string hf_repo, hf_file, hf_draft;  // -hf, -hff, -hfd: from llama.cpp's download cache
-    std::string pid_file, log_file;
+    std::string pid_file;
+    std::optional<std::string> log_file;
     bool list_devices = false;
     // speculative decoding as given (speculative_config() makes server.spec of it)
     std::optional<std::string> spec_types;  // --spec-type

@@ -63,43 +63,47 @@ Apply set_flag(void (*set)(Settings&)) {
     };
 }
 
-Apply integer(int64_t lo, int64_t hi, void (*set)(Settings&, int64_t)) {
+namespace {
+
+// A row's parser: `parse` reads the value into a T (false with the reason), `set` stores it.
+template <class T, class Parse>
+Apply parsed(Parse parse, void (*set)(Settings&, T)) {
     return [=](const Arg& a, Settings& s, std::string* err) {
-        int64_t v = 0;
-        if (!a.integer(lo, hi, &v, err)) return false;
+        T v{};
+        if (!parse(a, &v, err)) return false;
         set(s, v);
         return true;
     };
+}
+
+}  // namespace
+
+Apply integer(int64_t lo, int64_t hi, void (*set)(Settings&, int64_t)) {
+    return parsed(
+        [=](const Arg& a, int64_t* v, std::string* err) { return a.integer(lo, hi, v, err); }, set);
 }
 
 Apply number(double lo, double hi, void (*set)(Settings&, float)) {
-    return [=](const Arg& a, Settings& s, std::string* err) {
-        float v = 0;
-        if (!a.number(lo, hi, &v, err)) return false;
-        set(s, v);
-        return true;
-    };
+    return parsed(
+        [=](const Arg& a, float* v, std::string* err) { return a.number(lo, hi, v, err); }, set);
 }
 
 Apply finite(void (*set)(Settings&, float)) {
-    return [set](const Arg& a, Settings& s, std::string* err) {
-        float v = 0;
-        if (!a.finite(&v, err)) return false;
-        set(s, v);
-        return true;
-    };
+    return parsed([](const Arg& a, float* v, std::string* err) { return a.finite(v, err); }, set);
 }
 
 Apply kv_type(void (*set)(Settings&, TensorType)) {
-    return [set](const Arg& a, Settings& s, std::string* err) {
-        const auto t = parse_kv_type(a.value);
-        if (!t) {
-            *err = a.name + " takes " + kv_type_names() + ", got \"" + a.value + "\"";
-            return false;
-        }
-        set(s, *t);
-        return true;
-    };
+    return parsed(
+        [](const Arg& a, TensorType* t, std::string* err) {
+            const auto parsed_type = parse_kv_type(a.value);
+            if (!parsed_type) {
+                *err = a.name + " takes " + kv_type_names() + ", got \"" + a.value + "\"";
+                return false;
+            }
+            *t = *parsed_type;
+            return true;
+        },
+        set);
 }
 
 namespace {
