@@ -23,7 +23,7 @@
 #include "edgellm/session.h"
 #include "edgellm/speculative.h"
 #include "edgellm/tokenizer.h"
-#include "kernels/kernels.h"
+#include "edgellm/kernels.h"
 
 namespace edgellm::cli {
 

@@ -5,8 +5,7 @@
 
 #include "commands.h"
 #include "edgellm/model.h"
-#include "kernels/cpu_features.h"
-#include "kernels/kernels.h"
+#include "edgellm/kernels.h"
 
 namespace edgellm::cli {
 
@@ -88,10 +87,10 @@ int cmd_inspect(const std::vector<std::string>& args) {
     for (const auto& t : by_type) {
         const auto type = tensor_type_from_name(t.first);
         if (!type) continue;
-        const TypeKernels& k = type_kernels(*type);
-        if (k.vec_dot)
+        const VecDotInfo k = vec_dot_info(*type);
+        if (k.found)
             std::printf("  %-5s vec_dot %s x %s: %s\n", t.first.c_str(), t.first.c_str(),
-                        tensor_type_name(k.vec_dot_type), k.vec_dot_isa);
+                        tensor_type_name(k.activation_type), k.isa.c_str());
     }
 
     auto bill = Context::memory_bill(m, s.ctx);

@@ -19,8 +19,7 @@
 #include <thread>
 
 #include "commands.h"
-#include "server/router.h"
-#include "server/server.h"
+#include "edgellm/server.h"
 
 namespace edgellm::cli {
 

@@ -5,7 +5,7 @@
 
 #include "commands.h"
 #include "edgellm/version.h"
-#include "kernels/kernels.h"
+#include "edgellm/kernels.h"
 
 namespace edgellm::cli {
 

@@ -54,4 +54,8 @@ std::optional<TensorType> tensor_type_from_name(std::string_view name);  // case
 // Bytes of one row of n elements; n must be a multiple of the block size.
 size_t row_size(TensorType t, int64_t n);
 
+// Whether edgellm can quantize to `type` (quantize_row, `edgellm quantize`): F32, F16,
+// BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K.
+bool can_quantize(TensorType type);
+
 }  // namespace edgellm

@@ -7,12 +7,11 @@
 #include <string_view>
 #include <vector>
 
+#include "edgellm/cpu.h"
+
 namespace edgellm {
 
-// "0-3,6" -> {0,1,2,3,6}; nullopt on bad syntax.
-std::optional<std::vector<int>> parse_cpu_list(std::string_view s);
-// "0xF0" or "F0" (hex, bit i = CPU i) -> {4,5,6,7}; nullopt on bad syntax or an empty mask.
-std::optional<std::vector<int>> parse_cpu_mask(std::string_view s);
+// (parse_cpu_list, parse_cpu_mask: edgellm/cpu.h)
 
 // The big cores: CPUs whose capacity (sysfs cpu_capacity, else cpuinfo_max_freq) under
 // sysfs_root/devices/system/cpu is within 20 % of the fastest. Empty when every CPU

@@ -4,6 +4,8 @@
 
 #include <string>
 
+#include "edgellm/kernels.h"
+
 namespace edgellm {
 
 struct CpuFeatures {
@@ -21,6 +23,6 @@ struct CpuFeatures {
 };
 
 const CpuFeatures& cpu_features();
-std::string cpu_features_string();
+// (cpu_features_string: edgellm/kernels.h)
 
 }  // namespace edgellm

@@ -206,6 +206,16 @@ std::string active_kernel_set() {
     return ready_state().active_name;
 }
 
+VecDotInfo vec_dot_info(TensorType weights) {
+    const TypeKernels& k = type_kernels(weights);
+    VecDotInfo out;
+    if (!k.vec_dot) return out;
+    out.found = true;
+    out.activation_type = k.vec_dot_type;
+    out.isa = k.vec_dot_isa;
+    return out;
+}
+
 std::string kernel_report() {
     const State& s = ready_state();
     std::string out;

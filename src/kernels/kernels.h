@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "edgellm/kernels.h"
 #include "edgellm/tensor_type.h"
 #include "kernels/panel.h"
 #include "kernels/x16.h"
@@ -136,14 +137,7 @@ struct KernelSet {
     bool opt_in = false;
 };
 
-// The int8 multiply-add throughput the active kernel set's instruction reaches with
-// n_threads threads over `seconds` (each thread its own loop), in multiply-adds per second,
-// and that set's name; 0 when the active set has none (ref, neon).
-struct Int8Limit {
-    double macs_per_s = 0;
-    std::string set;
-};
-Int8Limit measure_int8_limit(int n_threads, double seconds = 0.3);
+// (Int8Limit, measure_int8_limit: edgellm/kernels.h)
 
 // A set's int8_peak, and the scalar definition of its *lanes_sum for the same arguments
 // (tests check one against the other); nullptr / 0 for a set without one.
@@ -156,19 +150,9 @@ const TypeKernels& type_kernels(TensorType t);
 // The scalar reference table (never changes).
 const TypeKernels& reference_kernels(TensorType t);
 
-// Names of the kernel sets this machine can run, best last (opt-in sets after the default
-// one); always starts with "ref".
-std::vector<std::string> available_kernel_sets();
+// (available_kernel_sets, select_kernel_set, active_kernel_set: edgellm/kernels.h)
 // The set used unless another is asked for: the best supported one that is not opt-in.
 std::string default_kernel_set();
-
-// Use only the reference and the named set (and the sets it builds on) from now on.
-// Returns false when the set is unknown or unsupported here. Not thread-safe with
-// concurrent kernel use: call before work starts (tests, CLI start-up).
-bool select_kernel_set(const std::string& name);
-
-// The name of the best kernel set in use ("avx2", "ref", ...).
-std::string active_kernel_set();
 
 // One line per type whose kernels differ from the reference, e.g. "q4_K vec_dot=avx2".
 std::string kernel_report();

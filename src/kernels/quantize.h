@@ -17,8 +17,6 @@ namespace edgellm {
 // when n is not a multiple of its block size.
 bool quantize_row(TensorType type, const float* src, void* dst, int64_t n);
 
-// Whether quantize_row supports `type`: F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0,
-// IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K.
-bool can_quantize(TensorType type);
+// (can_quantize: edgellm/tensor_type.h)
 
 }  // namespace edgellm

@@ -18,7 +18,7 @@
 //
 // Not supported (an error naming the line and the construct): template inheritance and
 // inclusion (extends, block, include, import), {% call %}, recursive loops, *args/**kwargs
-// in calls, the filters and methods not listed in jinja.cpp (wordcount, truncate,
+// in calls, the filters and methods not listed in jinja/builtins_*.cpp (wordcount, truncate,
 // groupby, ...). Case mapping (upper, lower, title) covers ASCII, Latin-1, Latin
 // Extended-A, Greek and Cyrillic; Python's integers are 64-bit here (overflow is an error).
 #pragma once

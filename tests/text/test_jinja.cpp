@@ -1,4 +1,4 @@
-// Chat templates (src/text/jinja.cpp) against the reference renderer: Python's jinja2 set
+// Chat templates (src/text/jinja/) against the reference renderer: Python's jinja2 set
 // up as Hugging Face transformers' apply_chat_template sets it up (trim_blocks and
 // lstrip_blocks on, its tojson and raise_exception; tests/data/templates/render.py).
 //

@@ -6,8 +6,10 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "commands.h"
-#include "options/options.h"
+#include <nlohmann/json.hpp>
+
+#include "../commands.h"
+#include "options.h"
 
 namespace edgellm::cli {
 
@@ -216,8 +218,9 @@ bool reasoning_settings(Settings& s, std::string* err) {
     const auto& effort = s.serve.reasoning_effort;
     if (!effort || *effort == "default") return true;
     const std::string& kwargs = s.server.chat_template_kwargs;
-    server::json kw =
-        kwargs.empty() ? server::json::object() : server::json::parse(kwargs, nullptr, false);
+    nlohmann::ordered_json kw = kwargs.empty()
+                                    ? nlohmann::ordered_json::object()
+                                    : nlohmann::ordered_json::parse(kwargs, nullptr, false);
     if (!kw.is_object()) {
         *err = "--chat-template-kwargs must be a JSON object";
         return false;

@@ -14,8 +14,8 @@
 #include "edgellm/grammar.h"
 #include "edgellm/model.h"
 #include "edgellm/quantize.h"
+#include "edgellm/server.h"
 #include "edgellm/session.h"
-#include "server/server.h"
 
 namespace edgellm::cli {
 

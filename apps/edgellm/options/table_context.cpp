@@ -2,8 +2,8 @@
 #include <sstream>
 #include <thread>
 
-#include "compute/cpu_topology.h"
-#include "options/options.h"
+#include "edgellm/cpu.h"
+#include "options.h"
 
 namespace edgellm::cli {
 

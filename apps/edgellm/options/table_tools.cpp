@@ -1,8 +1,7 @@
 // The option table, part 7: the measuring and model-making commands (bench, perplexity,
 // accept, quantize, synth).
 #include "edgellm/synth.h"
-#include "kernels/quantize.h"
-#include "options/options.h"
+#include "options.h"
 
 namespace edgellm::cli {
 

@@ -1,0 +1,2123 @@
+// llama-server's built-in agent tools: the tools themselves, the runtimes they act through
+// (the host, a container, an ssh host) and the child processes they start. See the header
+// for the tools' shapes and tool_limits for every bound.
+#include "agent/builtin_tools.h"
+
+#include <fcntl.h>
+#include <regex.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bitset>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <system_error>
+#include <thread>
+
+#include "sys/strings.h"
+#include "sys/subprocess.h"
+
+namespace edgellm::agent {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+// The text helpers and the child processes: src/sys.
+using sys::Child;
+using sys::close_fd;
+using sys::errno_text;
+using sys::exited_without_reaping;
+using sys::is_valid_utf8;
+using sys::kill_group;
+using sys::reap;
+using sys::run_process;
+using sys::RunOptions;
+using sys::RunResult;
+using sys::to_valid_utf8;
+using sys::trim;
+using sys::utf8_complete_prefix;
+using sys::utf8_cut;
+
+namespace {
+
+// ---- text ------------------------------------------------------------------------------
+
+// Every string in j made valid UTF-8 (nlohmann's dump() throws on invalid bytes; file
+// contents, command output and file names can hold any).
+void make_valid_utf8(json* j) {
+    if (j->is_string()) {
+        auto& s = j->get_ref<std::string&>();
+        if (!is_valid_utf8(s)) s = to_valid_utf8(s);
+    } else if (j->is_structured()) {
+        for (auto& v : *j) make_valid_utf8(&v);
+    }
+}
+
+std::string base64_encode(std::string_view in) {
+    static const char* abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    out.reserve((in.size() + 2) / 3 * 4);
+    size_t i = 0;
+    for (; i + 3 <= in.size(); i += 3) {
+        const uint32_t v = (uint32_t)(unsigned char)in[i] << 16 |
+                           (uint32_t)(unsigned char)in[i + 1] << 8 | (unsigned char)in[i + 2];
+        out += abc[v >> 18];
+        out += abc[(v >> 12) & 63];
+        out += abc[(v >> 6) & 63];
+        out += abc[v & 63];
+    }
+    if (i < in.size()) {
+        uint32_t v = (uint32_t)(unsigned char)in[i] << 16;
+        if (i + 1 < in.size()) v |= (uint32_t)(unsigned char)in[i + 1] << 8;
+        out += abc[v >> 18];
+        out += abc[(v >> 12) & 63];
+        out += i + 1 < in.size() ? abc[(v >> 6) & 63] : '=';
+        out += '=';
+    }
+    return out;
+}
+
+// A file is binary when its first bytes hold a NUL (git's and grep's test).
+bool looks_binary(std::string_view data) {
+    return std::memchr(data.data(), 0, std::min(data.size(), tool_limits::binary_sniff)) != nullptr;
+}
+
+json tool_error(std::string message) {
+    return json{{"error", std::move(message)}};
+}
+
+// ---- glob ------------------------------------------------------------------------------
+
+// One compiled alternative of a glob, matched by simulating all positions at once
+// (O(pattern x path), no backtracking blow-up on "*a*a*a*...").
+class GlobAlt {
+  public:
+    explicit GlobAlt(std::string_view p) {
+        for (size_t i = 0; i < p.size(); ++i) {
+            const char c = p[i];
+            if (c == '\\' && i + 1 < p.size()) {
+                push_char(p[++i]);
+            } else if (c == '*') {
+                if (i + 1 < p.size() && p[i + 1] == '*') {
+                    ++i;
+                    while (i + 1 < p.size() && p[i + 1] == '*') ++i;  // "***" is "**"
+                    if (i + 1 < p.size() && p[i + 1] == '/') {
+                        ++i;
+                        toks_.push_back({Op::Dirs, {}});
+                    } else {
+                        toks_.push_back({Op::Any, {}});
+                    }
+                } else {
+                    toks_.push_back({Op::Star, {}});
+                }
+            } else if (c == '?') {
+                Tok t{Op::Set, {}};
+                t.set.set();
+                t.set.reset('/');
+                toks_.push_back(t);
+            } else if (c == '[') {
+                size_t end = i + 1;
+                if (end < p.size() && (p[end] == '!' || p[end] == '^')) ++end;
+                if (end < p.size() && p[end] == ']') ++end;  // a leading ']' is a member
+                while (end < p.size() && p[end] != ']') ++end;
+                if (end >= p.size()) {  // no closing bracket: a literal '['
+                    push_char('[');
+                    continue;
+                }
+                size_t k = i + 1;
+                const bool negate = p[k] == '!' || p[k] == '^';
+                if (negate) ++k;
+                Tok t{Op::Set, {}};
+                for (; k < end; ++k) {
+                    const unsigned char lo = (unsigned char)p[k];
+                    if (k + 2 < end && p[k + 1] == '-') {
+                        const unsigned char hi = (unsigned char)p[k + 2];
+                        for (unsigned v = lo; v <= hi; ++v) t.set.set(v);
+                        k += 2;
+                    } else {
+                        t.set.set(lo);
+                    }
+                }
+                if (negate) t.set.flip();
+                t.set.reset('/');  // a class never matches a separator
+                toks_.push_back(t);
+                i = end;
+            } else {
+                push_char(c);
+            }
+        }
+    }
+
+    bool match(std::string_view s) const {
+        const size_t n = s.size();
+        std::vector<char> cur(n + 1, 0), next(n + 1, 0);
+        cur[0] = 1;
+        for (const Tok& t : toks_) {
+            std::fill(next.begin(), next.end(), 0);
+            switch (t.op) {
+                case Op::Set:
+                    for (size_t j = 0; j < n; ++j)
+                        if (cur[j] && t.set.test((unsigned char)s[j])) next[j + 1] = 1;
+                    break;
+                case Op::Star:  // any run without '/'
+                    for (size_t j = 0; j <= n; ++j)
+                        next[j] = cur[j] || (j > 0 && next[j - 1] && s[j - 1] != '/');
+                    break;
+                case Op::Any: {  // any run
+                    char seen = 0;
+                    for (size_t j = 0; j <= n; ++j) next[j] = seen = seen || cur[j];
+                    break;
+                }
+                case Op::Dirs: {  // "" or any run ending in '/'
+                    char seen = 0;
+                    for (size_t j = 0; j <= n; ++j) {
+                        next[j] = cur[j] || (j > 0 && s[j - 1] == '/' && seen);
+                        seen = seen || cur[j];
+                    }
+                    break;
+                }
+            }
+            std::swap(cur, next);
+        }
+        return cur[n] != 0;
+    }
+
+  private:
+    enum class Op : uint8_t { Set, Star, Any, Dirs };
+    struct Tok {
+        Op op;
+        std::bitset<256> set;
+    };
+    void push_char(char c) {
+        Tok t{Op::Set, {}};
+        t.set.set((unsigned char)c);
+        toks_.push_back(t);
+    }
+    std::vector<Tok> toks_;
+};
+
+// {a,b} alternatives expanded (nested ones too), at most 256 of them; a brace without a
+// top-level comma stays literal.
+void expand_braces(const std::string& p, std::vector<std::string>* out) {
+    if (out->size() >= 256) return;
+    size_t open = std::string::npos;
+    for (size_t i = 0; i < p.size(); ++i) {
+        if (p[i] == '\\') {
+            ++i;
+            continue;
+        }
+        if (p[i] != '{') continue;
+        int depth = 0;
+        std::vector<size_t> commas;
+        size_t close = std::string::npos;
+        for (size_t k = i; k < p.size(); ++k) {
+            if (p[k] == '\\') {
+                ++k;
+                continue;
+            }
+            if (p[k] == '{') ++depth;
+            if (p[k] == '}' && --depth == 0) {
+                close = k;
+                break;
+            }
+            if (p[k] == ',' && depth == 1) commas.push_back(k);
+        }
+        if (close == std::string::npos) break;
+        if (commas.empty()) continue;
+        open = i;
+        const std::string head = p.substr(0, open), tail = p.substr(close + 1);
+        size_t from = open + 1;
+        commas.push_back(close);
+        for (size_t c : commas) {
+            expand_braces(head + p.substr(from, c - from) + tail, out);
+            from = c + 1;
+        }
+        return;
+    }
+    out->push_back(p);
+}
+
+// include/exclude of the search tools, compiled once per call.
+class PathGlob {
+  public:
+    explicit PathGlob(std::string_view pattern) {
+        std::string p(pattern);
+        basename_only_ = p.find('/') == std::string::npos;
+        if (!basename_only_) {
+            if (p[0] == '/') {
+                p.erase(0, p.find_first_not_of('/'));  // anchored at the search directory
+            } else if (!p.starts_with("**")) {
+                p = "**/" + p;
+            }
+        }
+        std::vector<std::string> alts;
+        expand_braces(p, &alts);
+        for (const auto& a : alts) alts_.emplace_back(a);
+    }
+    bool match(std::string_view rel) const {
+        std::string_view s = rel;
+        if (basename_only_) {
+            const size_t slash = s.rfind('/');
+            if (slash != std::string_view::npos) s = s.substr(slash + 1);
+        }
+        for (const auto& a : alts_)
+            if (a.match(s)) return true;
+        return false;
+    }
+
+  private:
+    bool basename_only_ = true;
+    std::vector<GlobAlt> alts_;
+};
+
+// ---- parameters ------------------------------------------------------------------------
+
+// Reads a tool's params. Models sometimes send numbers and booleans as strings, which
+// are taken ("5", "true"); anything else of the wrong type is a 400 naming the parameter.
+class Params {
+  public:
+    explicit Params(const json& p) : p_(p) {}
+
+    bool has(const char* key) const {
+        auto it = p_.find(key);
+        return it != p_.end() && !it->is_null();
+    }
+
+    std::optional<ApiError> string(const char* key, std::string* out, bool required) const {
+        auto it = p_.find(key);
+        if (it == p_.end() || it->is_null()) {
+            if (!required) return std::nullopt;
+            return bad_request("missing parameter \"" + std::string(key) + "\" (a string)");
+        }
+        if (!it->is_string())
+            return bad_request("parameter \"" + std::string(key) + "\" must be a string");
+        *out = it->get<std::string>();
+        return std::nullopt;
+    }
+
+    std::optional<ApiError> integer(const char* key, int64_t* out) const {
+        auto it = p_.find(key);
+        if (it == p_.end() || it->is_null()) return std::nullopt;
+        if (it->is_number_integer()) {
+            *out = it->get<int64_t>();
+            return std::nullopt;
+        }
+        if (it->is_number_float()) {
+            const double d = it->get<double>();
+            if (d == (double)(int64_t)d) {
+                *out = (int64_t)d;
+                return std::nullopt;
+            }
+        }
+        if (it->is_string()) {
+            const std::string s = trim(it->get<std::string>());
+            char* end = nullptr;
+            errno = 0;
+            const long long v = std::strtoll(s.c_str(), &end, 10);
+            if (!s.empty() && end && *end == '\0' && errno == 0) {
+                *out = v;
+                return std::nullopt;
+            }
+        }
+        return bad_request("parameter \"" + std::string(key) + "\" must be an integer");
+    }
+
+    std::optional<ApiError> boolean(const char* key, bool* out) const {
+        auto it = p_.find(key);
+        if (it == p_.end() || it->is_null()) return std::nullopt;
+        if (it->is_boolean()) {
+            *out = it->get<bool>();
+            return std::nullopt;
+        }
+        if (it->is_string() && (*it == "true" || *it == "false")) {
+            *out = *it == "true";
+            return std::nullopt;
+        }
+        if (it->is_number_integer() && (*it == 0 || *it == 1)) {
+            *out = *it == 1;
+            return std::nullopt;
+        }
+        return bad_request("parameter \"" + std::string(key) + "\" must be true or false");
+    }
+
+  private:
+    const json& p_;
+};
+
+int clamp_int(int64_t v, int lo, int hi) {
+    return (int)std::clamp<int64_t>(v, lo, hi);
+}
+
+// ---- runtimes --------------------------------------------------------------------------
+
+const char* const kJunkDirs[] = {".git",   ".svn",  ".hg",    "node_modules", "__pycache__",
+                                 ".venv",  "venv",  "dist",   "build",        "target",
+                                 ".cache", ".idea", ".vscode"};
+
+bool is_junk_dir(std::string_view name) {
+    for (const char* j : kJunkDirs)
+        if (name == j) return true;
+    return false;
+}
+
+int path_depth(std::string_view rel) {
+    return 1 + (int)std::count(rel.begin(), rel.end(), '/');
+}
+
+enum class ListKind { Files, Dirs, All };
+
+struct FileStat {
+    bool exists = false, is_dir = false, is_file = false;
+    uint64_t size = 0;
+    std::string error;  // why the runtime could not tell (an isolate that is unreachable)
+};
+
+struct ReadResult {
+    std::string data;
+    bool truncated = false;  // the file has more than the bytes asked for
+    std::string error;       // set when it could not be read
+};
+
+struct ListEntry {
+    std::string rel;  // '/'-separated, relative to the listed directory
+    bool is_dir = false;
+};
+
+struct Listing {
+    std::vector<ListEntry> entries;  // sorted by path
+    std::string error;
+    bool truncated = false;  // the time budget, the entry cap or an unreadable directory
+};
+
+struct ExecRequest {
+    std::vector<std::string> argv;  // runs in the runtime's working directory
+    int timeout_s = 10;
+    size_t max_output = 0;
+    const std::atomic<bool>* cancel = nullptr;
+    std::function<bool(std::string_view)> on_chunk;
+};
+
+// Where a call acts. Paths given to stat/read/write/list are resolve()d ones.
+class ToolRuntime {
+  public:
+    virtual ~ToolRuntime() = default;
+    virtual bool is_host() const = 0;
+    // Absolute, or (an isolate without a cwd) "./"-relative: never a leading '-'.
+    virtual std::string resolve(const std::string& path) const = 0;
+    virtual FileStat stat(const std::string& path) const = 0;
+    virtual ReadResult read(const std::string& path, size_t max_bytes) const = 0;
+    // Atomically (temporary file, then rename); "" when done, else why not.
+    virtual std::string write(const std::string& path, const std::string& content) const = 0;
+    virtual Listing list(const std::string& dir, int max_depth, ListKind kind,
+                         const std::atomic<bool>* cancel) const = 0;
+    virtual RunResult exec(const ExecRequest& r) const = 0;
+    // argv of `sh -c command` here.
+    virtual std::vector<std::string> shell(const std::string& command) const = 0;
+    // The directory commands run in (get_info's "cwd").
+    virtual std::string working_dir() const = 0;
+    // "" when commands can run in the working directory, else why not.
+    virtual std::string check_working_dir() const { return ""; }
+};
+
+// ~ and ~/... as $HOME/... (read once: getenv races with setenv).
+const std::string& home_dir() {
+    static const std::string home = [] {
+        const char* h = std::getenv("HOME");
+        return std::string(h ? h : "");
+    }();
+    return home;
+}
+
+std::string expand_home(const std::string& p) {
+    if (p.empty() || p[0] != '~' || (p.size() > 1 && p[1] != '/')) return p;
+    return home_dir().empty() ? p : home_dir() + p.substr(1);
+}
+
+// Lexically normal (no "." or ".."), without a trailing '/' (except "/").
+std::string normal_path(const fs::path& p) {
+    fs::path n = p.lexically_normal();
+    std::string s = n.generic_string();
+    while (s.size() > 1 && s.back() == '/') s.pop_back();
+    return s.empty() ? "." : s;
+}
+
+class HostRuntime final : public ToolRuntime {
+  public:
+    // cwd: the x-tool-cwd header (relative: to the server's directory), or empty.
+    explicit HostRuntime(const std::string& cwd) {
+        if (!cwd.empty()) cwd_ = absolute(expand_home(cwd));
+    }
+
+    bool is_host() const override { return true; }
+
+    std::string resolve(const std::string& path) const override {
+        const fs::path p(expand_home(path));
+        if (p.is_absolute()) return normal_path(p);
+        return normal_path(fs::path(cwd_.empty() ? server_dir() : cwd_) / p);
+    }
+
+    FileStat stat(const std::string& path) const override {
+        FileStat st;
+        struct stat sb;
+        if (::stat(path.c_str(), &sb) != 0) {
+            if (errno != ENOENT && errno != ENOTDIR) st.error = errno_text(errno);
+            return st;
+        }
+        st.exists = true;
+        st.is_dir = S_ISDIR(sb.st_mode);
+        st.is_file = S_ISREG(sb.st_mode);
+        st.size = (uint64_t)sb.st_size;
+        return st;
+    }
+
+    ReadResult read(const std::string& path, size_t max_bytes) const override {
+        ReadResult r;
+        const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0) {
+            r.error = errno_text(errno);
+            return r;
+        }
+        std::vector<char> buf(64 * 1024);
+        for (;;) {
+            const ssize_t n = ::read(fd, buf.data(), buf.size());
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) {
+                r.error = errno_text(errno);
+                break;
+            }
+            if (n == 0) break;
+            const size_t room = max_bytes - r.data.size();
+            if ((size_t)n > room) {
+                r.data.append(buf.data(), room);
+                r.truncated = true;
+                break;
+            }
+            r.data.append(buf.data(), (size_t)n);
+        }
+        ::close(fd);
+        return r;
+    }
+
+    std::string write(const std::string& path, const std::string& content) const override {
+        std::error_code ec;
+        fs::path target(path);
+        // A symlink is written through (its target replaced), not itself replaced.
+        if (fs::is_symlink(target, ec)) {
+            const fs::path real = fs::weakly_canonical(target, ec);
+            if (!ec) target = real;
+        }
+        if (fs::is_directory(target, ec)) return "it is a directory";
+        const fs::path dir = target.parent_path();
+        if (!dir.empty()) {
+            fs::create_directories(dir, ec);
+            if (ec) return "cannot create " + dir.string() + ": " + ec.message();
+        }
+        struct stat old;
+        const bool had = ::stat(target.c_str(), &old) == 0;
+
+        static std::atomic<uint64_t> counter{0};
+        std::string name = target.filename().string().substr(0, 200);
+        fs::path tmp;
+        int fd = -1;
+        for (int attempt = 0; attempt < 16 && fd < 0; ++attempt) {
+            tmp = dir / ("." + name + ".edgellm-" + std::to_string(::getpid()) + "-" +
+                         std::to_string(counter.fetch_add(1)));
+            fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+            if (fd < 0 && errno != EEXIST) return errno_text(errno);
+        }
+        if (fd < 0) return "cannot create a temporary file in " + dir.string();
+        std::string why;
+        for (size_t off = 0; off < content.size() && why.empty();) {
+            const ssize_t n = ::write(fd, content.data() + off, content.size() - off);
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0)
+                why = errno_text(errno);
+            else
+                off += (size_t)n;
+        }
+        if (why.empty() && had) ::fchmod(fd, old.st_mode & 07777);  // keep its mode
+        if (why.empty() && ::fsync(fd) != 0) why = errno_text(errno);
+        if (::close(fd) != 0 && why.empty()) why = errno_text(errno);
+        if (why.empty() && ::rename(tmp.c_str(), target.c_str()) != 0) why = errno_text(errno);
+        if (!why.empty()) ::unlink(tmp.c_str());
+        return why;
+    }
+
+    Listing list(const std::string& dir, int max_depth, ListKind kind,
+                 const std::atomic<bool>* cancel) const override {
+        Listing out;
+        std::error_code ec;
+        if (!fs::is_directory(dir, ec)) {
+            out.error = "path does not exist or is not a directory";
+            return out;
+        }
+        const auto deadline = Clock::now() + std::chrono::seconds(tool_limits::list_seconds);
+        // In a git work tree, files are what git knows and does not ignore (.gitignore);
+        // an empty answer (the directory is itself ignored) falls back to the walk.
+        if (kind != ListKind::Files || !git_files(dir, max_depth, cancel, &out) ||
+            out.entries.empty()) {
+            out.entries.clear();
+            walk(dir, max_depth, kind, deadline, cancel, &out);
+        }
+        std::sort(out.entries.begin(), out.entries.end(),
+                  [](const ListEntry& a, const ListEntry& b) { return a.rel < b.rel; });
+        return out;
+    }
+
+    RunResult exec(const ExecRequest& e) const override {
+        RunOptions o;
+        o.cwd = cwd_;
+        o.max_output = e.max_output;
+        o.timeout = std::chrono::seconds(e.timeout_s);
+        o.cancel = e.cancel;
+        o.on_chunk = e.on_chunk;
+        return run_process(e.argv, o);
+    }
+
+    std::vector<std::string> shell(const std::string& command) const override {
+        return {"/bin/sh", "-c", command};
+    }
+
+    std::string working_dir() const override { return cwd_.empty() ? server_dir() : cwd_; }
+
+    std::string check_working_dir() const override {
+        std::error_code ec;
+        if (!cwd_.empty() && !fs::is_directory(cwd_, ec))
+            return "working directory does not exist: " + cwd_;
+        return "";
+    }
+
+  private:
+    static std::string server_dir() {
+        std::error_code ec;
+        const fs::path p = fs::current_path(ec);
+        return ec ? std::string("/") : p.string();
+    }
+    static std::string absolute(const std::string& p) {
+        const fs::path path(p);
+        return normal_path(path.is_absolute() ? path : fs::path(server_dir()) / path);
+    }
+
+    // `git ls-files` of dir; false when dir is not in a work tree (or git failed).
+    bool git_files(const std::string& dir, int max_depth, const std::atomic<bool>* cancel,
+                   Listing* out) const {
+        const std::vector<std::string> argv = {"git", "-C",       dir,        "ls-files",
+                                               "-z",  "--cached", "--others", "--exclude-standard"};
+        RunOptions o;
+        o.merge_stderr = false;
+        o.max_output = tool_limits::git_listing;
+        o.timeout = std::chrono::seconds(tool_limits::list_seconds);
+        o.cancel = cancel;
+        const RunResult r = run_process(argv, o);
+        if (!r.started() || r.exit_code != 0 || r.timed_out || r.cancelled || r.truncated)
+            return false;
+        std::string_view rest = r.output;
+        std::string last;
+        while (!rest.empty()) {
+            const size_t z = rest.find('\0');
+            const std::string rel(rest.substr(0, z));
+            rest = z == std::string_view::npos ? std::string_view() : rest.substr(z + 1);
+            if (rel.empty() || rel == last) continue;  // (a conflicted file: several stages)
+            last = rel;
+            if (max_depth > 0 && path_depth(rel) > max_depth) continue;
+            std::error_code ec;
+            // --cached lists deleted files, and submodules (directories)
+            if (!fs::is_regular_file(fs::path(dir) / rel, ec)) continue;
+            out->entries.push_back({rel, false});
+        }
+        return true;
+    }
+
+    // Depth-first walk. Symlinked directories are listed but not followed (a loop), junk
+    // directories listed but not entered (they can be enormous).
+    static void walk(const std::string& base, int max_depth, ListKind kind,
+                     Clock::time_point deadline, const std::atomic<bool>* cancel, Listing* out) {
+        struct Dir {
+            fs::path abs;
+            std::string rel;
+            int depth;
+        };
+        std::vector<Dir> stack{{fs::path(base), "", 0}};
+        size_t visited = 0;
+        while (!stack.empty()) {
+            Dir d = std::move(stack.back());
+            stack.pop_back();
+            std::error_code ec;
+            fs::directory_iterator it(d.abs, fs::directory_options::skip_permission_denied, ec);
+            if (ec) {
+                out->truncated = true;
+                continue;
+            }
+            for (const fs::directory_iterator end; it != end; it.increment(ec)) {
+                if (ec) {
+                    out->truncated = true;
+                    break;
+                }
+                if ((++visited & 255) == 0 &&
+                    (Clock::now() >= deadline || (cancel && cancel->load()))) {
+                    out->truncated = true;
+                    return;
+                }
+                const fs::directory_entry& e = *it;
+                const std::string name = e.path().filename().string();
+                const std::string rel = d.rel.empty() ? name : d.rel + "/" + name;
+                std::error_code tec;
+                if (e.is_directory(tec)) {
+                    if (kind != ListKind::Files) out->entries.push_back({rel, true});
+                    std::error_code lec;
+                    const bool link = e.is_symlink(lec) || lec;
+                    if (!link && !is_junk_dir(name) && (max_depth == 0 || d.depth + 1 < max_depth))
+                        stack.push_back({e.path(), rel, d.depth + 1});
+                } else if (!tec && e.is_regular_file(tec)) {
+                    if (kind != ListKind::Dirs) out->entries.push_back({rel, false});
+                }
+                if (out->entries.size() >= tool_limits::list_entries) {
+                    out->truncated = true;
+                    return;
+                }
+            }
+        }
+    }
+
+    std::string cwd_;  // absolute, or empty: the server's
+};
+
+// A POSIX system reached by running commands: a container, an ssh host. Every operation
+// is one command; paths travel as positional arguments ("$1") of fixed sh snippets, never
+// spliced into a command line.
+class IsolateRuntime : public ToolRuntime {
+  public:
+    // cwd: the x-tool-cwd header, a path over there ('~' is not expanded), or empty.
+    explicit IsolateRuntime(std::string cwd) : cwd_(std::move(cwd)) {
+        if (!cwd_.empty() && cwd_[0] != '/') cwd_ = "./" + cwd_;  // (never read as an option)
+    }
+
+    bool is_host() const override { return false; }
+
+    std::string resolve(const std::string& path) const override {
+        std::string p = path;
+        if (p.empty() || p[0] != '/') p = (cwd_.empty() ? std::string(".") : cwd_) + "/" + p;
+        p = normal_path(fs::path(p));
+        return p[0] == '/' ? p : "./" + p;  // (so no path reads as an option)
+    }
+
+    FileStat stat(const std::string& path) const override {
+        FileStat st;
+        const RunResult r = aux({"sh", "-c",
+                                 "if [ -d \"$1\" ]; then echo d; elif [ -f \"$1\" ]; then "
+                                 "echo f; wc -c < \"$1\"; elif [ -e \"$1\" ]; then echo o; "
+                                 "else echo n; fi",
+                                 "_", path},
+                                4096, true);
+        const std::string out = trim(r.output);
+        if (!r.started() || r.exit_code != 0 || out.empty() ||
+            std::string("dfon").find(out[0]) == std::string::npos) {
+            st.error = failure_text(r);
+            return st;
+        }
+        st.exists = out[0] != 'n';
+        st.is_dir = out[0] == 'd';
+        st.is_file = out[0] == 'f';
+        if (st.is_file) st.size = std::strtoull(out.c_str() + 1, nullptr, 10);
+        return st;
+    }
+
+    ReadResult read(const std::string& path, size_t max_bytes) const override {
+        ReadResult rr;
+        // stderr kept apart: it must not end up among the file's bytes
+        const RunResult r =
+            aux({"head", "-c", std::to_string(max_bytes + 1), path}, max_bytes + 1, false);
+        if (!r.started() || r.exit_code != 0 || r.timed_out) {
+            rr.error = failure_text(r);
+            return rr;
+        }
+        rr.data = r.output;
+        if (rr.data.size() > max_bytes) {
+            rr.data.resize(max_bytes);
+            rr.truncated = true;
+        }
+        return rr;
+    }
+
+    std::string write(const std::string& path, const std::string& content) const override {
+        // The content travels on stdin; a symlink is written through, as on the host.
+        static const char* script =
+            "p=$1; if [ -L \"$p\" ]; then p=$(readlink -f \"$p\") || exit 1; fi; "
+            "mkdir -p \"$(dirname \"$p\")\" || exit 1; t=\"$p.edgellm-tmp.$$\"; "
+            "if cat > \"$t\" && mv -f \"$t\" \"$p\"; then exit 0; fi; rm -f \"$t\"; exit 1";
+        const RunResult r = aux({"sh", "-c", script, "_", path}, 4096, false, &content);
+        if (r.started() && r.exit_code == 0 && !r.timed_out) return "";
+        return failure_text(r);
+    }
+
+    Listing list(const std::string& dir, int max_depth, ListKind kind,
+                 const std::atomic<bool>*) const override {
+        Listing out;
+        const FileStat st = stat(dir);
+        if (!st.error.empty()) {
+            out.error = st.error;
+            return out;
+        }
+        if (!st.is_dir) {
+            out.error = "path does not exist or is not a directory";
+            return out;
+        }
+        if (kind == ListKind::Files) {
+            const RunResult r =
+                aux({"sh", "-c",
+                     "cd \"$1\" && git ls-files -z --cached --others --exclude-standard", "_", dir},
+                    tool_limits::git_listing, false);
+            if (r.started() && r.exit_code == 0 && !r.timed_out && !r.truncated) {
+                std::string_view rest = r.output;
+                while (!rest.empty()) {
+                    const size_t z = rest.find('\0');
+                    const std::string rel(rest.substr(0, z));
+                    rest = z == std::string_view::npos ? std::string_view() : rest.substr(z + 1);
+                    if (rel.empty() || (max_depth > 0 && path_depth(rel) > max_depth)) continue;
+                    out.entries.push_back({rel, false});
+                }
+                if (!out.entries.empty()) {
+                    std::sort(out.entries.begin(), out.entries.end(),
+                              [](const ListEntry& a, const ListEntry& b) { return a.rel < b.rel; });
+                    out.entries.erase(std::unique(out.entries.begin(), out.entries.end(),
+                                                  [](const ListEntry& a, const ListEntry& b) {
+                                                      return a.rel == b.rel;
+                                                  }),
+                                      out.entries.end());
+                    return out;
+                }
+            }
+        }
+        if (kind != ListKind::Files) find(dir, max_depth, true, &out);
+        if (kind != ListKind::Dirs) find(dir, max_depth, false, &out);
+        std::sort(out.entries.begin(), out.entries.end(),
+                  [](const ListEntry& a, const ListEntry& b) { return a.rel < b.rel; });
+        if (out.entries.size() > tool_limits::list_entries) {
+            out.entries.resize(tool_limits::list_entries);
+            out.truncated = true;
+        }
+        return out;
+    }
+
+    // The command also runs under the isolate's own `timeout`: killing the local client
+    // (docker exec, ssh) does not stop what it started on the other side.
+    RunResult exec(const ExecRequest& e) const override {
+        std::vector<std::string> inner = {"timeout", std::to_string(e.timeout_s)};
+        inner.insert(inner.end(), e.argv.begin(), e.argv.end());
+        if (!cwd_.empty()) {
+            // 127: what a shell reports for a command it could not run
+            std::vector<std::string> cd = {"sh", "-c", "cd \"$1\" || exit 127; shift; exec \"$@\"",
+                                           "_", cwd_};
+            inner.insert(inner.begin(), cd.begin(), cd.end());
+        }
+        RunOptions o;
+        o.max_output = e.max_output;
+        o.timeout = std::chrono::seconds(e.timeout_s + 5);  // room for the inner timeout
+        o.cancel = e.cancel;
+        o.on_chunk = e.on_chunk;
+        RunResult r = run_process(wrap(inner, false), o);
+        if (r.exit_code == 124) r.timed_out = true;  // `timeout`'s own report
+        return r;
+    }
+
+    std::vector<std::string> shell(const std::string& command) const override {
+        return {"sh", "-c", command};
+    }
+
+    std::string working_dir() const override {
+        if (!cwd_.empty()) return cwd_;
+        const RunResult r = aux({"pwd"}, 4096, false);
+        return r.started() && r.exit_code == 0 ? trim(r.output) : "unknown";
+    }
+
+  protected:
+    // The local argv that runs `inner` (a POSIX argv) in the isolate.
+    virtual std::vector<std::string> wrap(const std::vector<std::string>& inner,
+                                          bool with_stdin) const = 0;
+
+  private:
+    RunResult aux(const std::vector<std::string>& inner, size_t max_output, bool merge_stderr,
+                  const std::string* input = nullptr) const {
+        RunOptions o;
+        o.max_output = max_output;
+        o.merge_stderr = merge_stderr;
+        o.input = input;
+        o.timeout = std::chrono::seconds(tool_limits::isolate_aux_seconds);
+        return run_process(wrap(inner, input != nullptr), o);
+    }
+
+    static std::string failure_text(const RunResult& r) {
+        if (!r.started()) return r.start_error;
+        if (r.timed_out) return "the runtime did not answer in time";
+        std::string why = trim(r.errors.empty() ? r.output : r.errors);
+        if (why.size() > 300) why = why.substr(0, utf8_cut(why, 300)) + "...";
+        return why.empty() ? "exit code " + std::to_string(r.exit_code) : why;
+    }
+
+    // One `find` pass (busybox's and GNU's alike); junk directories are printed but pruned.
+    void find(const std::string& dir, int max_depth, bool dirs, Listing* out) const {
+        std::string junk;
+        for (const char* j : kJunkDirs)
+            junk += std::string(junk.empty() ? "" : " -o ") + "-name " + j;
+        std::string cmd = "cd \"$1\" && find . -mindepth 1";
+        if (max_depth > 0) cmd += " -maxdepth " + std::to_string(max_depth);
+        cmd += " \\( -type d \\( " + junk + " \\) \\) -prune";
+        cmd += dirs ? " -print -o -type d -print" : " -o -type f -print";
+        const RunResult r = aux({"sh", "-c", cmd, "_", dir}, tool_limits::git_listing, false);
+        if (!r.started() || r.timed_out || r.truncated) out->truncated = true;
+        std::string_view rest = r.output;
+        while (!rest.empty()) {
+            const size_t nl = rest.find('\n');
+            std::string_view line = rest.substr(0, nl);
+            rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+            if (line.starts_with("./")) line.remove_prefix(2);
+            if (!line.empty()) out->entries.push_back({std::string(line), dirs});
+        }
+    }
+
+    std::string cwd_;
+};
+
+class ContainerRuntime final : public IsolateRuntime {
+  public:
+    ContainerRuntime(std::string engine, std::string id, std::string cwd)
+        : IsolateRuntime(std::move(cwd)), engine_(std::move(engine)), id_(std::move(id)) {}
+
+  protected:
+    std::vector<std::string> wrap(const std::vector<std::string>& inner,
+                                  bool with_stdin) const override {
+        std::vector<std::string> argv = {engine_, "exec"};
+        if (with_stdin) argv.push_back("-i");
+        argv.push_back(id_);  // (checked: cannot read as an option)
+        argv.insert(argv.end(), inner.begin(), inner.end());
+        return argv;
+    }
+
+  private:
+    std::string engine_, id_;
+};
+
+// Remoting, not isolation: the tools can do whatever the target's account can.
+class SshRuntime final : public IsolateRuntime {
+  public:
+    SshRuntime(std::string target, std::string cwd)
+        : IsolateRuntime(std::move(cwd)), target_(std::move(target)) {}
+
+  protected:
+    // No terminal to answer a prompt: keys only, a known host key, a bounded connect.
+    // The remote shell re-parses its command, so `inner` goes as one quoted word.
+    std::vector<std::string> wrap(const std::vector<std::string>& inner,
+                                  bool with_stdin) const override {
+        std::vector<std::string> argv = {"ssh", "-T"};
+        for (const char* opt :
+             {"BatchMode=yes", "PasswordAuthentication=no", "KbdInteractiveAuthentication=no",
+              "StrictHostKeyChecking=yes", "ConnectTimeout=10"}) {
+            argv.push_back("-o");
+            argv.push_back(opt);
+        }
+        if (!with_stdin) argv.push_back("-n");
+        argv.push_back("--");
+        argv.push_back(target_);
+        std::string cmd;
+        for (const auto& a : inner) {
+            if (!cmd.empty()) cmd += ' ';
+            cmd += '\'';
+            for (char c : a) {
+                if (c == '\'')
+                    cmd += "'\\''";  // close the quote, an escaped quote, reopen
+                else
+                    cmd += c;
+            }
+            cmd += '\'';
+        }
+        argv.push_back(cmd);
+        return argv;
+    }
+
+  private:
+    std::string target_;
+};
+
+// ---- runtime specs ---------------------------------------------------------------------
+
+struct RuntimeSpec {
+    enum Kind { Host, Ssh, Attach, Spawn } kind = Host;
+    std::string engine;  // docker | podman
+    std::string arg;     // ssh target, container id or image
+};
+
+bool id_char(unsigned char c) {
+    return std::isalnum(c) || c == '.' || c == '-' || c == '_';
+}
+
+// Container ids and names: [A-Za-z0-9][A-Za-z0-9_.-]* (a leading '-' would be an option
+// of `<engine> exec`, e.g. --privileged).
+bool valid_container_id(std::string_view id) {
+    return !id.empty() && std::isalnum((unsigned char)id[0]) &&
+           std::all_of(id.begin(), id.end(), [](unsigned char c) { return id_char(c); });
+}
+
+// [user@]host, no leading '-' (ssh would read -oProxyCommand=... as an option and run it).
+bool valid_ssh_target(std::string_view t) {
+    return !t.empty() && t[0] != '-' &&
+           std::all_of(t.begin(), t.end(), [](unsigned char c) { return id_char(c) || c == '@'; });
+}
+
+bool valid_image(std::string_view im) {
+    return !im.empty() && std::isalnum((unsigned char)im[0]) &&
+           std::all_of(im.begin(), im.end(), [](unsigned char c) {
+               return id_char(c) || c == '/' || c == ':' || c == '@';
+           });
+}
+
+std::optional<ApiError> parse_runtime(const std::string& s, RuntimeSpec* out) {
+    *out = {};
+    if (s.empty()) return std::nullopt;
+    for (const char* engine : {"docker", "podman"}) {
+        const std::string attach = std::string(engine) + "-container:";
+        const std::string spawn = std::string(engine) + ":";
+        if (s.starts_with(attach)) {
+            *out = {RuntimeSpec::Attach, engine, s.substr(attach.size())};
+            if (!valid_container_id(out->arg))
+                return bad_request("invalid container id: " + out->arg);
+            return std::nullopt;
+        }
+        if (s.starts_with(spawn)) {
+            *out = {RuntimeSpec::Spawn, engine, s.substr(spawn.size())};
+            if (!valid_image(out->arg)) return bad_request("invalid container image: " + out->arg);
+            return std::nullopt;
+        }
+    }
+    if (s.starts_with("ssh:")) {
+        *out = {RuntimeSpec::Ssh, "", s.substr(4)};
+        if (!valid_ssh_target(out->arg)) return bad_request("invalid ssh target: " + out->arg);
+        return std::nullopt;
+    }
+    // never the host instead: the caller asked for an isolate
+    return bad_request("unknown tool runtime: " + s);
+}
+
+}  // namespace
+
+// ---- --tools-runtime docker:IMAGE ------------------------------------------------------
+
+// `<engine> run --rm -i --cidfile F IMAGE sh`: the shell waits on a stdin we hold open,
+// so the container lives until we close it (the destructor) or it dies (then spec()
+// starts another). Its client's output goes to a log file, read when it fails to start.
+class SpawnedContainer {
+  public:
+    static Result<std::unique_ptr<SpawnedContainer>> start(const std::string& engine,
+                                                           const std::string& image) {
+        std::unique_ptr<SpawnedContainer> c(new SpawnedContainer(engine, image));
+        std::error_code ec;
+        std::string dir = (fs::temp_directory_path(ec) / "edgellm-tools-XXXXXX").string();
+        if (::mkdtemp(dir.data()) == nullptr)
+            return Result<std::unique_ptr<SpawnedContainer>>::fail(
+                "--tools-runtime: cannot create a temporary directory: " + errno_text(errno));
+        c->dir_ = dir;
+        const std::string why = c->launch();
+        if (!why.empty()) return Result<std::unique_ptr<SpawnedContainer>>::fail(why);
+        return Result<std::unique_ptr<SpawnedContainer>>(std::move(c));
+    }
+
+    ~SpawnedContainer() {
+        std::lock_guard<std::mutex> lock(mu_);
+        stop();
+        std::error_code ec;
+        if (!dir_.empty()) fs::remove_all(dir_, ec);
+    }
+
+    // "<engine>-container:<id>" of a running container (started again if it died).
+    Result<std::string> spec() {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (child_.pid < 0 || exited_without_reaping(child_.pid)) {
+            stop();
+            std::fprintf(stderr, "edgellm: the %s tools container exited; starting another\n",
+                         engine_.c_str());
+            const std::string why = launch();
+            if (!why.empty()) return Result<std::string>::fail(why);
+        }
+        return engine_ + "-container:" + id_;
+    }
+
+  private:
+    SpawnedContainer(std::string engine, std::string image)
+        : engine_(std::move(engine)), image_(std::move(image)) {}
+
+    std::string launch() {
+        const std::string cidfile = dir_ + "/cid", logfile = dir_ + "/run.log";
+        std::error_code ec;
+        fs::remove(cidfile, ec);  // (the engine refuses an existing one)
+        const int log = ::open(logfile.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        if (log < 0) return "--tools-runtime: cannot create " + logfile + ": " + errno_text(errno);
+        sys::SpawnSpec s;
+        s.argv = {engine_, "run", "--rm", "-i", "--cidfile", cidfile, image_, "sh"};
+        s.in = sys::SpawnSpec::Stdin::Socket;
+        s.out_fd = log;
+        const sys::Spawned started = sys::spawn(s);
+        ::close(log);
+        if (!started.ok())
+            return "--tools-runtime " + engine_ + ":" + image_ + ": " +
+                   sys::spawn_error_text(s, started);
+        child_ = started.child;
+
+        // Up to two minutes: the image may have to be pulled first.
+        const auto deadline = Clock::now() + std::chrono::seconds(120);
+        for (;;) {
+            std::string cid;
+            {
+                std::ifstream f(cidfile);
+                if (f) std::getline(f, cid);
+            }
+            cid = trim(cid);
+            if (!cid.empty()) {
+                if (!valid_container_id(cid)) {
+                    stop();
+                    return "--tools-runtime: " + engine_ + " wrote an odd container id: " + cid;
+                }
+                id_ = cid;
+                return "";
+            }
+            if (exited_without_reaping(child_.pid) || Clock::now() >= deadline) {
+                const bool timed_out = !exited_without_reaping(child_.pid);
+                stop();
+                std::ifstream f(logfile);
+                std::string log_text((std::istreambuf_iterator<char>(f)),
+                                     std::istreambuf_iterator<char>());
+                log_text = trim(log_text.substr(0, 1000));
+                return "--tools-runtime " + engine_ + ":" + image_ + ": the container " +
+                       (timed_out ? "did not start in 120 s" : "failed to start") +
+                       (log_text.empty() ? "" : ": " + log_text);
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        }
+    }
+
+    // Closing stdin ends the container's shell, and --rm removes it; a client that does
+    // not exit within 20 s is killed and the container removed by force.
+    void stop() {
+        if (child_.pid < 0) return;
+        close_fd(&child_.in);
+        const auto deadline = Clock::now() + std::chrono::seconds(20);
+        while (!exited_without_reaping(child_.pid) && Clock::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        if (!exited_without_reaping(child_.pid)) {
+            kill_group(child_.pid);
+            if (!id_.empty()) {
+                RunOptions o;
+                o.timeout = std::chrono::seconds(10);
+                run_process({engine_, "rm", "-f", id_}, o);
+            }
+        }
+        reap(child_.pid);
+        child_ = Child{};
+        id_.clear();
+    }
+
+    std::string engine_, image_, dir_, id_;
+    Child child_;
+    std::mutex mu_;
+};
+
+// ---- the tools -------------------------------------------------------------------------
+
+namespace {
+
+struct Env {
+    const BuiltinToolCall& call;
+    const json& params;  // an object
+    const ToolRuntime& rt;
+    const std::function<bool(const json&)>* stream;  // null: not streaming
+};
+
+using ToolFn = std::optional<ApiError> (*)(Env&, json* result);
+
+json function_def(const char* name, const char* description, json properties,
+                  std::vector<std::string> required) {
+    json params = {{"type", "object"}, {"properties", std::move(properties)}};
+    if (!required.empty()) params["required"] = required;
+    return {{"type", "function"},
+            {"function",
+             {{"name", name}, {"description", description}, {"parameters", std::move(params)}}}};
+}
+
+json prop(const char* type, std::string description) {
+    return {{"type", type}, {"description", std::move(description)}};
+}
+
+// The usual failures of a path that should be a regular file, or nullopt.
+std::optional<std::string> not_a_file(const FileStat& st, const std::string& path) {
+    if (!st.error.empty()) return "cannot stat file: " + path + " (" + st.error + ")";
+    if (!st.exists) return "cannot stat file: " + path + " (no such file)";
+    if (st.is_dir) return "not a file: " + path + " is a directory";
+    if (!st.is_file) return "not a regular file: " + path;
+    return std::nullopt;
+}
+
+// Lines of text as std::getline gives them (no empty last line after a final '\n'; a
+// CRLF line keeps its '\r').
+template <typename F>
+void for_each_line(std::string_view text, F&& f) {
+    size_t pos = 0, lineno = 0;
+    while (pos < text.size()) {
+        size_t nl = text.find('\n', pos);
+        if (nl == std::string_view::npos) nl = text.size();
+        if (!f(++lineno, text.substr(pos, nl - pos))) return;
+        pos = nl + 1;
+    }
+}
+
+// ---- read_file
+
+json read_file_def() {
+    return function_def(
+        "read_file",
+        "Return the text of a file, optionally only lines start_line..end_line (1-based, "
+        "inclusive). With append_loc each line starts with its number and an arrow "
+        "(\"12\u2192text\"). Files over 16 KiB need a line range.",
+        {{"path", prop("string", "File to read")},
+         {"start_line", prop("integer", "First line, 1-based (default 1)")},
+         {"end_line", prop("integer", "Last line, inclusive (default: the last)")},
+         {"append_loc", prop("boolean", "Number each line (default false)")}},
+        {"path"});
+}
+
+std::optional<ApiError> read_file_run(Env& env, json* out) {
+    const Params p(env.params);
+    std::string path;
+    int64_t start = 1, end = -1;
+    bool loc = false;
+    if (auto e = p.string("path", &path, true)) return e;
+    if (auto e = p.integer("start_line", &start)) return e;
+    if (auto e = p.integer("end_line", &end)) return e;
+    if (auto e = p.boolean("append_loc", &loc)) return e;
+    using namespace tool_limits;
+
+    const std::string abs = env.rt.resolve(path);
+    const FileStat st = env.rt.stat(abs);
+    if (auto why = not_a_file(st, path)) {
+        *out = tool_error(*why);
+        return std::nullopt;
+    }
+    if (env.call.resp_type == "base64") {  // the web UI's way to fetch any file
+        if (st.size > read_base64) {
+            *out = tool_error("file too large (" + std::to_string(st.size) + " bytes, max " +
+                              std::to_string(read_base64) + ")");
+            return std::nullopt;
+        }
+        const ReadResult r = env.rt.read(abs, read_base64);
+        if (!r.error.empty() || r.truncated) {
+            *out =
+                tool_error("failed to read file: " + path +
+                           (r.error.empty() ? " (it grew past the limit)" : " (" + r.error + ")"));
+            return std::nullopt;
+        }
+        *out = {{"base64", base64_encode(r.data)}, {"size_bytes", r.data.size()}};
+        return std::nullopt;
+    }
+    const bool ranged = p.has("end_line") || start > 1;
+    if (st.size > read_whole_file && !ranged) {
+        *out = tool_error("file too large (" + std::to_string(st.size) + " bytes, max " +
+                          std::to_string(read_whole_file) +
+                          "); give start_line and end_line to read part of it");
+        return std::nullopt;
+    }
+    const ReadResult r = env.rt.read(abs, read_scan);
+    if (!r.error.empty()) {
+        *out = tool_error("failed to read file: " + path + " (" + r.error + ")");
+        return std::nullopt;
+    }
+    if (looks_binary(r.data)) {
+        *out = tool_error("binary file: " + path + " (" + std::to_string(st.size) +
+                          " bytes) is not shown as text");
+        return std::nullopt;
+    }
+    if (start < 1) start = 1;
+    std::string text;
+    bool cut = false;
+    size_t last_line = 0;
+    for_each_line(r.data, [&](size_t n, std::string_view line) {
+        last_line = n;
+        if ((int64_t)n < start) return true;
+        if (end >= 0 && (int64_t)n > end) return false;
+        std::string piece = loc ? std::to_string(n) + "\u2192" : std::string();
+        piece.append(line);
+        piece += '\n';
+        if (text.size() + piece.size() > read_text) {
+            cut = true;
+            return false;
+        }
+        text += piece;
+        return true;
+    });
+    if (cut) text += "[output truncated]";
+    // (lines past the scanned bytes were asked for)
+    if (!cut && r.truncated && (end < 0 || (int64_t)last_line < end))
+        text += "[stopped reading after " + std::to_string(read_scan) + " bytes]";
+    *out = {{"plain_text_response", text}};
+    return std::nullopt;
+}
+
+// ---- file_glob_search
+
+json glob_def() {
+    return function_def(
+        "file_glob_search",
+        "List the files (or directories) below a directory whose names match a glob. A "
+        "pattern without '/' (\"*.cpp\") matches names at any depth; one with '/' "
+        "(\"src/**/*.h\") matches paths relative to the directory, anywhere below it "
+        "unless it starts with '/'. '*' stays within a name, '**' crosses directories, "
+        "{a,b} gives alternatives. Inside a git work tree, files git ignores are left out; "
+        "directories such as .git, node_modules and build are never searched (they are "
+        "listed when directories are asked for). Directories show with a trailing '/'.",
+        {{"path", prop("string", "Directory to search")},
+         {"include", prop("string", "Glob of the entries to return (default **)")},
+         {"exclude", prop("string", "Glob of the entries to leave out")},
+         {"type", prop("string", "\"file\" (default), \"dir\" or \"all\"")},
+         {"max_depth",
+          prop("integer", "How deep to go: 1 = the directory's own entries (default 0: no limit)")},
+         {"limit", prop("integer", "Most entries to return, at most " +
+                                       std::to_string(tool_limits::glob_results) + " (default " +
+                                       std::to_string(tool_limits::glob_results) + ")")}},
+        {"path"});
+}
+
+std::optional<ApiError> glob_run(Env& env, json* out) {
+    const Params p(env.params);
+    std::string path, include = "**", exclude, type = "file";
+    int64_t max_depth = 0, limit = tool_limits::glob_results;
+    if (auto e = p.string("path", &path, true)) return e;
+    if (auto e = p.string("include", &include, false)) return e;
+    if (auto e = p.string("exclude", &exclude, false)) return e;
+    if (auto e = p.string("type", &type, false)) return e;
+    if (auto e = p.integer("max_depth", &max_depth)) return e;
+    if (auto e = p.integer("limit", &limit)) return e;
+    if (include.empty()) include = "**";
+
+    ListKind kind;
+    if (type == "file")
+        kind = ListKind::Files;
+    else if (type == "dir")
+        kind = ListKind::Dirs;
+    else if (type == "all")
+        kind = ListKind::All;
+    else {
+        *out = tool_error("invalid type: " + type + " (expected \"file\", \"dir\" or \"all\")");
+        return std::nullopt;
+    }
+    if (limit < 1) {
+        *out = tool_error("invalid limit: " + std::to_string(limit) + " (expected 1 or more)");
+        return std::nullopt;
+    }
+    const size_t shown_max = (size_t)std::min<int64_t>(limit, tool_limits::glob_results);
+
+    const std::string base = env.rt.resolve(path);
+    const Listing listing =
+        env.rt.list(base, clamp_int(max_depth, 0, 1 << 20), kind, env.call.cancel);
+    if (!listing.error.empty()) {
+        *out = tool_error(listing.error + ": " + path);
+        return std::nullopt;
+    }
+    const PathGlob inc(include);
+    const std::optional<PathGlob> exc =
+        exclude.empty() ? std::nullopt : std::optional<PathGlob>(PathGlob(exclude));
+    size_t total = 0;
+    std::string text;
+    json entries = json::array();
+    for (const ListEntry& e : listing.entries) {
+        if (!inc.match(e.rel) || (exc && exc->match(e.rel))) continue;
+        if (++total > shown_max) continue;
+        text += e.rel + (e.is_dir ? "/\n" : "\n");
+        entries.push_back({{"path", e.rel}, {"type", e.is_dir ? "dir" : "file"}});
+    }
+    text += "\n---\nTotal matches: " + std::to_string(total) + "\n";
+    if (total > shown_max)
+        text += "[showing the first " + std::to_string(shown_max) + " of " + std::to_string(total) +
+                "; narrow the pattern to see the others]\n";
+    if (listing.truncated)
+        text +=
+            "[the listing is incomplete: it ran out of time or entries, or a directory "
+            "could not be read]\n";
+    // base: absolute, so a client (the web UI's picker) can join it with the entries
+    *out = {{"plain_text_response", text}, {"entries", entries}, {"base", base}};
+    return std::nullopt;
+}
+
+// ---- grep_search
+
+json grep_def() {
+    return function_def(
+        "grep_search",
+        "Find the lines matching a regular expression in a file, or in the files below a "
+        "directory (their paths shown relative to it). Extended regular expressions, plus "
+        "\\d, \\w, \\s, \\b and (?:...); literal=true searches for the text as is. "
+        "include/exclude are globs as in file_glob_search. Files git ignores, binary files "
+        "and directories such as .git, node_modules and build are skipped. At most 100 "
+        "matches.",
+        {{"path", prop("string", "File or directory to search")},
+         {"pattern", prop("string", "Regular expression (or text, with literal)")},
+         {"include", prop("string", "Glob of the files to search (default **)")},
+         {"exclude", prop("string", "Glob of the files to skip")},
+         {"return_line_numbers", prop("boolean", "Show line numbers (default false)")},
+         {"literal", prop("boolean", "Match pattern as plain text (default false)")},
+         {"ignore_case", prop("boolean", "Ignore case (default false)")},
+         {"context_lines",
+          prop("integer", "Lines to show before and after each match (default 0)")}},
+        {"path", "pattern"});
+}
+
+// An ECMAScript-flavoured pattern (what models write) as a POSIX extended one: \d \D
+// (also inside brackets), (?:...) groups, \t. glibc's ERE has \w \W \s \S \b \B itself.
+std::string to_posix_ere(std::string_view re) {
+    std::string out;
+    bool in_class = false;
+    for (size_t i = 0; i < re.size(); ++i) {
+        const char c = re[i];
+        const char next = i + 1 < re.size() ? re[i + 1] : '\0';
+        if (in_class) {
+            if (c == '\\' && next == 'd') {
+                out += "0-9";
+                ++i;
+            } else if (c == '\\' && next == 's') {
+                out += " \t\r\f\v";
+                ++i;
+            } else if (c == '\\' && next == 'w') {
+                out += "A-Za-z0-9_";
+                ++i;
+            } else {
+                if (c == ']') in_class = false;
+                out += c;
+            }
+            continue;
+        }
+        if (c == '[') {
+            in_class = true;
+            out += c;
+            if (next == '^') out += re[++i];
+            if (i + 1 < re.size() && re[i + 1] == ']') out += re[++i];  // a literal ']'
+        } else if (c == '\\' && next == 'd') {
+            out += "[0-9]";
+            ++i;
+        } else if (c == '\\' && next == 'D') {
+            out += "[^0-9]";
+            ++i;
+        } else if (c == '\\' && next == 't') {
+            out += '\t';
+            ++i;
+        } else if (c == '(' && next == '?' && i + 2 < re.size() && re[i + 2] == ':') {
+            out += '(';
+            i += 2;
+        } else if (c == '\\' && next != '\0') {
+            out += c;
+            out += re[++i];
+        } else {
+            out += c;
+        }
+    }
+    return out;
+}
+
+// regcomp/regexec: glibc's matcher does not recurse per character as libstdc++'s
+// std::regex does (which can overflow the stack on a long line).
+class LineMatcher {
+  public:
+    ~LineMatcher() {
+        if (compiled_) ::regfree(&re_);
+    }
+    // "" when compiled, else why not.
+    std::string compile(const std::string& pattern, bool literal, bool icase) {
+        literal_ = literal;
+        icase_ = icase;
+        if (literal) {
+            needle_ = icase ? sys::lower(pattern) : pattern;
+            return "";
+        }
+        const std::string ere = to_posix_ere(pattern);
+        const int rc =
+            ::regcomp(&re_, ere.c_str(), REG_EXTENDED | REG_NOSUB | (icase ? REG_ICASE : 0));
+        if (rc != 0) {
+            char buf[256];
+            ::regerror(rc, &re_, buf, sizeof buf);
+            return buf;
+        }
+        compiled_ = true;
+        return "";
+    }
+    bool match(std::string_view line) {
+        if (literal_) {
+            if (!icase_) return line.find(needle_) != std::string_view::npos;
+            return sys::lower(line).find(needle_) != std::string::npos;
+        }
+        buf_.assign(line);
+        return ::regexec(&re_, buf_.c_str(), 0, nullptr, 0) == 0;
+    }
+
+  private:
+    regex_t re_{};
+    bool compiled_ = false, literal_ = false, icase_ = false;
+    std::string needle_, buf_;
+};
+
+std::optional<ApiError> grep_run(Env& env, json* out) {
+    const Params p(env.params);
+    std::string path, pattern, include = "**", exclude;
+    bool numbers = false, literal = false, icase = false;
+    int64_t context = 0;
+    if (auto e = p.string("path", &path, true)) return e;
+    if (auto e = p.string("pattern", &pattern, true)) return e;
+    if (auto e = p.string("include", &include, false)) return e;
+    if (auto e = p.string("exclude", &exclude, false)) return e;
+    if (auto e = p.boolean("return_line_numbers", &numbers)) return e;
+    if (auto e = p.boolean("literal", &literal)) return e;
+    if (auto e = p.boolean("ignore_case", &icase)) return e;
+    if (auto e = p.integer("context_lines", &context)) return e;
+    if (include.empty()) include = "**";
+    using namespace tool_limits;
+    const int ctx = clamp_int(context, 0, grep_context);
+    const bool show_num = numbers || ctx > 0;
+
+    LineMatcher m;
+    if (const std::string why = m.compile(pattern, literal, icase); !why.empty()) {
+        *out = tool_error("invalid regex: " + why);
+        return std::nullopt;
+    }
+
+    // (file to read, path to show)
+    std::vector<std::pair<std::string, std::string>> files;
+    const std::string abs = env.rt.resolve(path);
+    const FileStat st = env.rt.stat(abs);
+    if (!st.error.empty()) {
+        *out = tool_error("cannot stat " + path + " (" + st.error + ")");
+        return std::nullopt;
+    }
+    bool listing_cut = false;
+    if (st.is_file) {
+        files.emplace_back(abs, path);
+    } else if (st.is_dir) {
+        const Listing l = env.rt.list(abs, 0, ListKind::Files, env.call.cancel);
+        if (!l.error.empty()) {
+            *out = tool_error(l.error + ": " + path);
+            return std::nullopt;
+        }
+        listing_cut = l.truncated;
+        const PathGlob inc(include);
+        const std::optional<PathGlob> exc =
+            exclude.empty() ? std::nullopt : std::optional<PathGlob>(PathGlob(exclude));
+        for (const ListEntry& e : l.entries) {
+            if (!inc.match(e.rel) || (exc && exc->match(e.rel))) continue;
+            files.emplace_back(abs + "/" + e.rel, e.rel);
+        }
+    } else {
+        *out = tool_error("path does not exist: " + path);
+        return std::nullopt;
+    }
+
+    std::string text;
+    int total = 0;
+    bool limit_hit = false, output_cut = false, stopped = false;
+    size_t skipped = 0;
+    const auto deadline = Clock::now() + std::chrono::seconds(grep_seconds);
+    auto emit = [&](const std::string& shown, size_t n, char sep, std::string_view line) {
+        std::string s = shown + sep;
+        if (show_num) s += std::to_string(n) + sep;
+        if (line.size() > grep_line) {
+            s.append(line.substr(0, utf8_cut(line, grep_line)));
+            s += " [line cut]";
+        } else {
+            s.append(line);
+        }
+        s += '\n';
+        if (text.size() + s.size() > grep_output) {
+            output_cut = true;
+            return;
+        }
+        text += s;
+    };
+    for (const auto& [file, shown] : files) {
+        if (limit_hit || output_cut) break;
+        if ((env.call.cancel && env.call.cancel->load()) || Clock::now() >= deadline) {
+            stopped = true;
+            break;
+        }
+        const ReadResult r = env.rt.read(file, grep_file);
+        if (!r.error.empty()) continue;  // (vanished or unreadable: as grep -s)
+        if (r.truncated || looks_binary(r.data)) {
+            ++skipped;
+            continue;
+        }
+        std::vector<std::string_view> lines;
+        for_each_line(r.data, [&](size_t, std::string_view l) {
+            if (!l.empty() && l.back() == '\r') l.remove_suffix(1);  // ("x$" matches "x\r\n")
+            lines.push_back(l);
+            return true;
+        });
+        for (size_t i = 0; i < lines.size() && !output_cut; ++i) {
+            if (!m.match(lines[i])) continue;
+            if (total == grep_matches) {
+                limit_hit = true;
+                break;
+            }
+            ++total;
+            const size_t a = i >= (size_t)ctx ? i - ctx : 0;
+            const size_t b = std::min(lines.size() - 1, i + ctx);
+            for (size_t j = a; j <= b; ++j) emit(shown, j + 1, j == i ? ':' : '-', lines[j]);
+            if (ctx > 0 && !output_cut) text += "--\n";
+        }
+    }
+    text += "\n---\nTotal matches: " + std::to_string(total) + "\n";
+    if (limit_hit)
+        text += "[stopped at " + std::to_string(grep_matches) +
+                " matches; narrow the path, pattern or include for the rest]\n";
+    if (output_cut) text += "[output truncated at " + std::to_string(grep_output) + " bytes]\n";
+    if (stopped) text += "[search stopped early: time budget or cancelled]\n";
+    if (listing_cut) text += "[some files may be missing: the listing was incomplete]\n";
+    if (skipped > 0)
+        text += "[" + std::to_string(skipped) + " binary or oversized file(s) skipped]\n";
+    *out = {{"plain_text_response", text}};
+    return std::nullopt;
+}
+
+// ---- exec_shell_command
+
+json exec_def() {
+    return function_def(
+        "exec_shell_command",
+        "Run a command with sh -c in the working directory and return what it printed "
+        "(stdout and stderr together), followed by its exit code. It is killed, with every "
+        "process it started, when the timeout passes.",
+        {{"command", prop("string", "The shell command")},
+         {"timeout",
+          prop("integer", "Seconds before it is killed (default " +
+                              std::to_string(tool_limits::exec_timeout_default) + ", at most " +
+                              std::to_string(tool_limits::exec_timeout_max) + ")")},
+         {"max_output_size", prop("integer", "Bytes of output kept (default and most " +
+                                                 std::to_string(tool_limits::exec_output) + ")")}},
+        {"command"});
+}
+
+std::string exec_tail(const RunResult& r) {
+    std::string t;
+    if (r.truncated) t += "\n[output truncated]";
+    t += "\n[exit code: " + std::to_string(r.exit_code) + "]";
+    if (r.timed_out) t += " [exit due to timed out]";
+    return t;
+}
+
+std::optional<ApiError> exec_run(Env& env, json* out) {
+    const Params p(env.params);
+    std::string command;
+    int64_t timeout = tool_limits::exec_timeout_default, max_output = tool_limits::exec_output;
+    if (auto e = p.string("command", &command, true)) return e;
+    if (auto e = p.integer("timeout", &timeout)) return e;
+    if (auto e = p.integer("max_output_size", &max_output)) return e;
+
+    ExecRequest req;
+    req.argv = env.rt.shell(command);
+    req.timeout_s = clamp_int(timeout, 1, tool_limits::exec_timeout_max);
+    req.max_output = (size_t)clamp_int(max_output, 1, (int)tool_limits::exec_output);
+    req.cancel = env.call.cancel;
+
+    auto finish_stream = [&](json done) {
+        make_valid_utf8(&done);
+        *out = done;
+        (*env.stream)(done);
+        return std::nullopt;
+    };
+    if (const std::string why = env.rt.check_working_dir(); !why.empty()) {
+        if (env.stream) return finish_stream({{"done", true}, {"error", why}});
+        *out = tool_error(why);
+        return std::nullopt;
+    }
+
+    if (!env.stream) {
+        const RunResult r = env.rt.exec(req);
+        if (!r.started()) {
+            *out = tool_error(r.start_error);
+        } else if (r.cancelled) {
+            *out = tool_error("cancelled");
+        } else {
+            *out = {{"plain_text_response", to_valid_utf8(r.output) + exec_tail(r)}};
+        }
+        return std::nullopt;
+    }
+
+    // Streamed: whole characters per event (a character cut by a read waits for the rest).
+    std::string carry;
+    bool client_gone = false;
+    req.on_chunk = [&](std::string_view bytes) {
+        carry.append(bytes);
+        const size_t k = utf8_complete_prefix(carry);
+        if (k == 0) return true;
+        const json ev = {{"chunk", to_valid_utf8(std::string_view(carry).substr(0, k))}};
+        carry.erase(0, k);
+        if (!(*env.stream)(ev)) client_gone = true;
+        return !client_gone;
+    };
+    const RunResult r = env.rt.exec(req);
+    if (client_gone) {
+        *out = {{"done", true}, {"error", "the client closed the stream"}};
+        return std::nullopt;
+    }
+    if (!r.started()) return finish_stream({{"done", true}, {"error", r.start_error}});
+    if (r.cancelled) return finish_stream({{"done", true}, {"error", "cancelled"}});
+    const json tail = {{"chunk", to_valid_utf8(carry) + exec_tail(r)}};
+    if (!(*env.stream)(tail)) {
+        *out = {{"done", true}, {"error", "the client closed the stream"}};
+        return std::nullopt;
+    }
+    return finish_stream({{"done", true}});
+}
+
+// ---- write_file
+
+json write_def() {
+    return function_def("write_file",
+                        "Create or replace a file with the given content (missing parent "
+                        "directories are created). The file is replaced in one step, never "
+                        "left half written. For changes to part of a file use edit_file.",
+                        {{"path", prop("string", "File to write")},
+                         {"content", prop("string", "The file's new content")}},
+                        {"path", "content"});
+}
+
+std::optional<ApiError> write_run(Env& env, json* out) {
+    const Params p(env.params);
+    std::string path, content;
+    if (auto e = p.string("path", &path, true)) return e;
+    if (auto e = p.string("content", &content, true)) return e;
+    const std::string why = env.rt.write(env.rt.resolve(path), content);
+    if (!why.empty()) {
+        *out = tool_error("failed to write file: " + path + " (" + why + ")");
+        return std::nullopt;
+    }
+    *out = {{"result", "file written successfully"}, {"path", path}, {"bytes", content.size()}};
+    return std::nullopt;
+}
+
+// ---- edit_file
+
+json edit_def() {
+    json item = {{"type", "object"},
+                 {"properties",
+                  {{"old_text", prop("string",
+                                     "Text to replace, exactly as in the file; it must "
+                                     "occur once and not overlap another edit's")},
+                   {"new_text", prop("string", "Its replacement")}}},
+                 {"required", json::array({"old_text", "new_text"})}};
+    json edits = {{"type", "array"},
+                  {"description", "The replacements, all found in the file as it is now"},
+                  {"items", item}};
+    return function_def(
+        "edit_file",
+        "Replace text in a file. Every old_text must occur exactly once in the current "
+        "file, and no two may overlap (join neighbouring changes into one edit). Either all "
+        "edits are made or none. Differences only in trailing blanks or typographic "
+        "quotes and dashes are tolerated. To rewrite a whole file use write_file.",
+        {{"path", prop("string", "File to edit")}, {"edits", edits}}, {"path", "edits"});
+}
+
+// Typographic characters a model tends to write as ASCII, and that ASCII.
+struct PlainForm {
+    const char* utf8;
+    char ascii;
+};
+const PlainForm kPlainForms[] = {
+    {"\u2018", '\''}, {"\u2019", '\''}, {"\u201A", '\''}, {"\u201B", '\''},  // single quotes
+    {"\u201C", '"'},  {"\u201D", '"'},  {"\u201E", '"'},  {"\u201F", '"'},   // double quotes
+    {"\u2010", '-'},  {"\u2011", '-'},  {"\u2012", '-'},  {"\u2013", '-'},   // dashes
+    {"\u2014", '-'},  {"\u2015", '-'},  {"\u2212", '-'},                     // (and minus)
+    {"\u00A0", ' '},  {"\u2002", ' '},  {"\u2003", ' '},  {"\u2004", ' '},   // spaces
+    {"\u2005", ' '},  {"\u2006", ' '},  {"\u2007", ' '},  {"\u2008", ' '},  {"\u2009", ' '},
+    {"\u200A", ' '},  {"\u202F", ' '},  {"\u205F", ' '},  {"\u3000", ' '},
+};
+
+// Per line: trailing blanks dropped, kPlainForms as ASCII. The number of lines stays the
+// same, so a match maps back to whole lines of the original.
+std::string fuzzy_line(std::string_view line) {
+    size_t end = line.size();
+    while (end > 0 && (line[end - 1] == ' ' || line[end - 1] == '\t' || line[end - 1] == '\r'))
+        --end;
+    line = line.substr(0, end);
+    std::string out;
+    out.reserve(end);
+    for (size_t i = 0; i < line.size();) {
+        const PlainForm* hit = nullptr;
+        if ((unsigned char)line[i] >= 0x80)
+            for (const PlainForm& f : kPlainForms)
+                if (line.substr(i).starts_with(f.utf8)) hit = &f;
+        if (hit) {
+            out += hit->ascii;
+            i += std::strlen(hit->utf8);
+        } else {
+            out += line[i++];
+        }
+    }
+    return out;
+}
+
+// Lines with their '\n' (the last may have none).
+std::vector<std::string_view> split_keep_newlines(std::string_view s) {
+    std::vector<std::string_view> lines;
+    for (size_t pos = 0; pos < s.size();) {
+        size_t nl = s.find('\n', pos);
+        nl = nl == std::string_view::npos ? s.size() : nl + 1;
+        lines.push_back(s.substr(pos, nl - pos));
+        pos = nl;
+    }
+    return lines;
+}
+
+std::string fuzzy_text(std::string_view s) {
+    std::string out;
+    for (std::string_view line : split_keep_newlines(s)) {
+        const bool nl = !line.empty() && line.back() == '\n';
+        out += fuzzy_line(nl ? line.substr(0, line.size() - 1) : line);
+        if (nl) out += '\n';
+    }
+    return out;
+}
+
+// Occurrences at every position (so "aa" occurs twice in "aaa": not unique).
+size_t count_occurrences(std::string_view hay, std::string_view needle) {
+    size_t n = 0;
+    for (size_t pos = hay.find(needle); pos != std::string_view::npos;
+         pos = hay.find(needle, pos + 1))
+        ++n;
+    return n;
+}
+
+struct Edit {
+    size_t index = 0;  // in the request
+    size_t pos = 0, len = 0;
+    std::string old_text, new_text;
+};
+
+std::optional<ApiError> edit_run(Env& env, json* out) {
+    const Params p(env.params);
+    std::string path;
+    if (auto e = p.string("path", &path, true)) return e;
+    const auto it = env.params.find("edits");
+    if (it == env.params.end() || it->is_null())
+        return bad_request("missing parameter \"edits\" (an array of {old_text, new_text})");
+    if (!it->is_array() || it->empty()) {
+        *out = tool_error("\"edits\" must be a non-empty array");
+        return std::nullopt;
+    }
+    std::vector<Edit> edits;
+    for (const json& e : *it) {
+        const std::string at = "edits[" + std::to_string(edits.size()) + "]";
+        if (!e.is_object() || !e.contains("old_text") || !e["old_text"].is_string() ||
+            !e.contains("new_text") || !e["new_text"].is_string())
+            return bad_request(at + " must be an object with string old_text and new_text");
+        Edit ed;
+        ed.index = edits.size();
+        ed.old_text = e["old_text"].get<std::string>();
+        ed.new_text = e["new_text"].get<std::string>();
+        if (ed.old_text.empty()) {
+            *out = tool_error(at + ".old_text must not be empty");
+            return std::nullopt;
+        }
+        edits.push_back(std::move(ed));
+    }
+
+    const std::string abs = env.rt.resolve(path);
+    const FileStat st = env.rt.stat(abs);
+    if (auto why = not_a_file(st, path)) {
+        *out = tool_error(*why);
+        return std::nullopt;
+    }
+    if (st.size > tool_limits::edit_file_size) {
+        *out = tool_error("file too large to edit: " + path + " (" + std::to_string(st.size) +
+                          " bytes)");
+        return std::nullopt;
+    }
+    const ReadResult r = env.rt.read(abs, tool_limits::edit_file_size);
+    if (!r.error.empty() || r.truncated) {
+        *out = tool_error("failed to read file: " + path +
+                          (r.error.empty() ? " (it grew past the limit)" : " (" + r.error + ")"));
+        return std::nullopt;
+    }
+    const std::string& original = r.data;
+
+    // Exact text when every old_text is there as is; otherwise all are matched in the
+    // fuzzy form of the file (trailing blanks, typographic characters).
+    bool fuzzy = false;
+    for (const Edit& e : edits)
+        if (original.find(e.old_text) == std::string::npos) fuzzy = true;
+    const std::string base = fuzzy ? fuzzy_text(original) : std::string();
+    const std::string_view hay = fuzzy ? std::string_view(base) : std::string_view(original);
+    for (Edit& e : edits) {
+        const std::string needle = fuzzy ? fuzzy_text(e.old_text) : e.old_text;
+        const size_t n = needle.empty() ? 0 : count_occurrences(hay, needle);
+        if (n == 0) {
+            *out = tool_error("could not find edits[" + std::to_string(e.index) + "].old_text in " +
+                              path + "; it must match the file's current text exactly");
+            return std::nullopt;
+        }
+        if (n > 1) {
+            *out = tool_error("edits[" + std::to_string(e.index) + "].old_text occurs " +
+                              std::to_string(n) + " times in " + path +
+                              "; it must be unique (add surrounding lines)");
+            return std::nullopt;
+        }
+        e.pos = hay.find(needle);
+        e.len = needle.size();
+    }
+    std::vector<Edit*> order;
+    for (Edit& e : edits) order.push_back(&e);
+    std::sort(order.begin(), order.end(),
+              [](const Edit* a, const Edit* b) { return a->pos < b->pos; });
+    for (size_t i = 1; i < order.size(); ++i) {
+        if (order[i - 1]->pos + order[i - 1]->len > order[i]->pos) {
+            *out = tool_error("edits[" + std::to_string(order[i - 1]->index) + "] and edits[" +
+                              std::to_string(order[i]->index) + "] overlap in " + path +
+                              "; merge them into one edit or edit separate parts");
+            return std::nullopt;
+        }
+    }
+
+    std::string result;
+    if (!fuzzy) {
+        size_t from = 0;
+        for (const Edit* e : order) {
+            result.append(original, from, e->pos - from);
+            result += e->new_text;
+            from = e->pos + e->len;
+        }
+        result.append(original, from, std::string::npos);
+    } else {
+        // Lines no edit touches come from the original as they were; the touched lines
+        // from the fuzzy text with the replacements made.
+        const auto orig_lines = split_keep_newlines(original);
+        const auto base_lines = split_keep_newlines(base);
+        std::vector<size_t> starts;  // offset of each line in base
+        for (size_t off = 0; const auto& l : base_lines) {
+            starts.push_back(off);
+            off += l.size();
+        }
+        auto line_of = [&](size_t off) {
+            return (size_t)(std::upper_bound(starts.begin(), starts.end(), off) - starts.begin()) -
+                   1;
+        };
+        size_t next_line = 0;  // first original line not yet copied
+        for (size_t i = 0; i < order.size();) {
+            size_t first = line_of(order[i]->pos);
+            size_t last = line_of(order[i]->pos + order[i]->len - 1);
+            size_t j = i + 1;
+            while (j < order.size() && line_of(order[j]->pos) <= last) {
+                last = std::max(last, line_of(order[j]->pos + order[j]->len - 1));
+                ++j;
+            }
+            for (size_t l = next_line; l < first; ++l) result.append(orig_lines[l]);
+            size_t from = starts[first];
+            for (size_t k = i; k < j; ++k) {
+                result.append(base, from, order[k]->pos - from);
+                result += order[k]->new_text;
+                from = order[k]->pos + order[k]->len;
+            }
+            const size_t group_end = starts[last] + base_lines[last].size();
+            result.append(base, from, group_end - from);
+            next_line = last + 1;
+            i = j;
+        }
+        for (size_t l = next_line; l < orig_lines.size(); ++l) result.append(orig_lines[l]);
+    }
+    if (result == original) {
+        *out = tool_error("no changes made: the edits leave the file as it was");
+        return std::nullopt;
+    }
+    const std::string why = env.rt.write(abs, result);
+    if (!why.empty()) {
+        *out = tool_error("failed to write file: " + path + " (" + why + ")");
+        return std::nullopt;
+    }
+    *out = {
+        {"result", "file edited successfully"}, {"path", path}, {"edits_applied", edits.size()}};
+    return std::nullopt;
+}
+
+// ---- get_info
+
+json info_def() {
+    return function_def("get_info",
+                        "Describe where the tools run: the operating system (uname -a) and "
+                        "the working directory that relative paths and commands use.",
+                        json::object(), {});
+}
+
+std::optional<ApiError> info_run(Env& env, json* out) {
+    ExecRequest req;
+    req.argv = {"uname", "-a"};
+    req.timeout_s = 5;
+    req.max_output = 4096;
+    req.cancel = env.call.cancel;
+    const RunResult r = env.rt.check_working_dir().empty() ? env.rt.exec(req) : RunResult{};
+    const std::string os =
+        r.started() && r.exit_code == 0 && !r.timed_out ? trim(r.output) : std::string("unknown");
+    *out = {{"os", os}, {"cwd", env.rt.working_dir()}};
+    return std::nullopt;
+}
+
+}  // namespace
+
+struct BuiltinTools::Tool {
+    const char* name;
+    const char* display_name;
+    bool write;    // permissions.write: it changes files or runs commands
+    bool streams;  // accepts "stream": true
+    json (*definition)();
+    ToolFn run;
+};
+
+namespace {
+
+// llama-server's order (GET /tools lists them so).
+const BuiltinTools::Tool kTools[] = {
+    {"read_file", "Read file", false, false, read_file_def, read_file_run},
+    {"file_glob_search", "File search", false, false, glob_def, glob_run},
+    {"grep_search", "Grep search", false, false, grep_def, grep_run},
+    {"exec_shell_command", "Execute shell command", true, true, exec_def, exec_run},
+    {"write_file", "Write file", true, false, write_def, write_run},
+    {"edit_file", "Edit file", true, false, edit_def, edit_run},
+    {"get_info", "Get Runtime Info", false, false, info_def, info_run},
+};
+
+}  // namespace
+
+BuiltinTools::BuiltinTools() = default;
+BuiltinTools::~BuiltinTools() = default;
+
+Result<std::unique_ptr<BuiltinTools>> BuiltinTools::create(const std::string& tools,
+                                                           const std::string& runtime) {
+    using R = Result<std::unique_ptr<BuiltinTools>>;
+    std::unique_ptr<BuiltinTools> bt(new BuiltinTools());
+    std::vector<std::string> wanted, unknown;
+    for (size_t pos = 0; pos <= tools.size();) {
+        size_t comma = tools.find(',', pos);
+        if (comma == std::string::npos) comma = tools.size();
+        const std::string name = trim(std::string_view(tools).substr(pos, comma - pos));
+        if (!name.empty()) wanted.push_back(name);
+        pos = comma + 1;
+    }
+    const bool all = std::find(wanted.begin(), wanted.end(), "all") != wanted.end();
+    for (const std::string& name : wanted) {
+        if (name == "all") continue;
+        const bool known = std::any_of(std::begin(kTools), std::end(kTools),
+                                       [&](const Tool& t) { return name == t.name; });
+        if (!known && std::find(unknown.begin(), unknown.end(), name) == unknown.end())
+            unknown.push_back(name);
+    }
+    if (!unknown.empty()) {
+        std::string names, avail;
+        for (const auto& u : unknown) names += (names.empty() ? "\"" : ", \"") + u + "\"";
+        for (const Tool& t : kTools) avail += std::string(avail.empty() ? "" : ", ") + t.name;
+        return R::fail("--tools: unknown tool" + std::string(unknown.size() > 1 ? "s " : " ") +
+                       names + " (available: all, " + avail + ")");
+    }
+    for (const Tool& t : kTools)
+        if (all || std::find(wanted.begin(), wanted.end(), t.name) != wanted.end())
+            bt->tools_.push_back(&t);
+
+    RuntimeSpec spec;
+    if (auto e = parse_runtime(runtime, &spec)) return R::fail("--tools-runtime: " + e->message);
+    if (spec.kind == RuntimeSpec::Spawn) {
+        auto c = SpawnedContainer::start(spec.engine, spec.arg);
+        if (!c) return R::fail(c.error());
+        bt->container_ = std::move(*c);
+    } else {
+        bt->runtime_ = runtime;
+    }
+    return R(std::move(bt));
+}
+
+json BuiltinTools::list() const {
+    json out = json::array();
+    for (const Tool* t : tools_) {
+        out.push_back({{"display_name", t->display_name},
+                       {"tool", t->name},
+                       {"type", "server"},
+                       {"permissions", {{"write", t->write}}},
+                       {"uses_cwd", true},
+                       {"definition", t->definition()}});
+    }
+    return out;
+}
+
+bool BuiltinTools::has(std::string_view name) const {
+    return std::any_of(tools_.begin(), tools_.end(),
+                       [&](const Tool* t) { return name == t->name; });
+}
+
+std::optional<ApiError> BuiltinTools::call(const BuiltinToolCall& c, json* result,
+                                           const std::function<bool(const json&)>& stream) const {
+    const Tool* tool = nullptr;
+    for (const Tool* t : tools_)
+        if (c.name == t->name) tool = t;
+    if (!tool) {
+        ApiError e = bad_request("unknown tool \"" + c.name + "\"");
+        e.status = 404;
+        return e;
+    }
+    if (stream && !tool->streams) {
+        ApiError e = bad_request("tool \"" + c.name + "\" does not support stream = true");
+        e.status = 404;
+        return e;
+    }
+    static const json kNoParams = json::object();
+    if (!c.params.is_null() && !c.params.is_object())
+        return bad_request("\"params\" must be an object");
+    const json& params = c.params.is_null() ? kNoParams : c.params;
+
+    std::string spec_text = c.runtime.empty() ? runtime_ : c.runtime;
+    if (c.runtime.empty() && container_) {
+        auto s = container_->spec();
+        if (!s) {
+            json err = stream ? json{{"done", true}, {"error", s.error()}} : tool_error(s.error());
+            make_valid_utf8(&err);
+            if (stream) stream(err);
+            *result = std::move(err);
+            return std::nullopt;
+        }
+        spec_text = *s;
+    }
+    RuntimeSpec spec;
+    if (auto e = parse_runtime(spec_text, &spec)) return e;
+    std::unique_ptr<ToolRuntime> rt;
+    switch (spec.kind) {
+        case RuntimeSpec::Host:
+            rt = std::make_unique<HostRuntime>(c.cwd);
+            break;
+        case RuntimeSpec::Attach:
+            rt = std::make_unique<ContainerRuntime>(spec.engine, spec.arg, c.cwd);
+            break;
+        case RuntimeSpec::Ssh:
+            rt = std::make_unique<SshRuntime>(spec.arg, c.cwd);
+            break;
+        case RuntimeSpec::Spawn:
+            // a container is started by the server (--tools-runtime), not by a request
+            return bad_request("tool runtime must name a running container: " + spec_text + " (" +
+                               spec.engine + "-container:ID; " + spec.engine +
+                               ":IMAGE is for --tools-runtime)");
+    }
+    Env env{c, params, *rt, stream ? &stream : nullptr};
+    json out;
+    if (auto e = tool->run(env, &out)) return e;
+    make_valid_utf8(&out);
+    *result = std::move(out);
+    return std::nullopt;
+}
+
+bool tool_glob_match(std::string_view pattern, std::string_view rel_path) {
+    return PathGlob(pattern.empty() ? "**" : pattern).match(rel_path);
+}
+
+}  // namespace edgellm::agent

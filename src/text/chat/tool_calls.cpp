@@ -1,0 +1,284 @@
+#include "text/chat/tool_calls.h"
+
+#include "text/chat/text_scan.h"
+
+#include <algorithm>
+#include <string_view>
+
+namespace edgellm {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr std::string_view kOpen = "<tool_call>";
+constexpr std::string_view kClose = "</tool_call>";
+constexpr std::string_view kPythonTag = "<|python_tag|>";
+// The most calls one reply may make when parallel calls are allowed.
+constexpr int kMaxParallelCalls = 8;
+
+// The inside of a ``` code fence (```json ... ```), or s itself.
+std::string_view strip_fence(std::string_view s) {
+    s = trim(s);
+    if (s.substr(0, 3) != "```") return s;
+    const size_t eol = s.find('\n');
+    if (eol == std::string_view::npos) return s;
+    std::string_view body = s.substr(eol + 1);
+    body = trim(body);
+    if (body.size() >= 3 && body.substr(body.size() - 3) == "```") body.remove_suffix(3);
+    return trim(body);
+}
+
+// One call from its JSON: a declared tool's name and an object of arguments (an object,
+// or a string holding one, as some models write it).
+std::optional<ToolCall> call_from(const json& j, const std::vector<std::string>& names) {
+    if (!j.is_object()) return std::nullopt;
+    auto name = j.find("name");
+    if (name == j.end() || !name->is_string()) return std::nullopt;
+    const std::string n = name->get<std::string>();
+    if (std::find(names.begin(), names.end(), n) == names.end()) return std::nullopt;
+    auto args = j.find("arguments");
+    if (args == j.end()) args = j.find("parameters");
+    json obj = json::object();
+    if (args != j.end()) {
+        if (args->is_string()) {
+            obj = json::parse(args->get<std::string>(), nullptr, false);
+            if (obj.is_discarded()) return std::nullopt;
+        } else {
+            obj = *args;
+        }
+    }
+    if (!obj.is_object()) return std::nullopt;
+    return ToolCall{n, obj.dump(-1, ' ', false, json::error_handler_t::replace)};
+}
+
+// Calls from a JSON text: one object, or an array of objects; all of them must be calls.
+std::optional<std::vector<ToolCall>> calls_from_json(std::string_view s,
+                                                     const std::vector<std::string>& names) {
+    const json j = json::parse(s, nullptr, false);
+    if (j.is_discarded()) return std::nullopt;
+    std::vector<ToolCall> calls;
+    if (j.is_array()) {
+        if (j.empty()) return std::nullopt;
+        for (const json& x : j) {
+            auto c = call_from(x, names);
+            if (!c) return std::nullopt;
+            calls.push_back(std::move(*c));
+        }
+        return calls;
+    }
+    auto c = call_from(j, names);
+    if (!c) return std::nullopt;
+    calls.push_back(std::move(*c));
+    return calls;
+}
+
+// Several JSON objects one after another, separated by blanks or commas (small models write
+// parallel calls so, and Llama 3 does): their extents, or nullopt when s is not only that.
+std::optional<std::vector<std::string_view>> split_objects(std::string_view s, bool cut) {
+    std::vector<std::string_view> out;
+    size_t i = 0;
+    while (i < s.size()) {
+        while (i < s.size() && (is_blank(s[i]) || s[i] == ',' || s[i] == ';')) ++i;
+        if (i == s.size()) break;
+        if (s[i] != '{') return std::nullopt;
+        const size_t start = i;
+        int depth = 0;
+        bool in_string = false, escaped = false;
+        for (; i < s.size(); ++i) {
+            const char c = s[i];
+            if (in_string) {
+                if (escaped) escaped = false;
+                else if (c == '\\') escaped = true;
+                else if (c == '"') in_string = false;
+                continue;
+            }
+            if (c == '"') in_string = true;
+            else if (c == '{' || c == '[') ++depth;
+            else if ((c == '}' || c == ']') && --depth == 0) break;
+        }
+        if (i == s.size()) {  // an unfinished object: dropped only when the reply was cut
+            if (cut && !out.empty()) break;
+            return std::nullopt;
+        }
+        out.push_back(s.substr(start, ++i - start));
+    }
+    if (out.size() < 2 && !cut) return std::nullopt;
+    if (out.empty()) return std::nullopt;
+    return out;
+}
+
+}  // namespace
+
+std::vector<std::string> tool_names(const json& tools) {
+    std::vector<std::string> names;
+    if (!tools.is_array()) return names;
+    for (const json& t : tools) {
+        if (!t.is_object()) continue;
+        auto fn = t.find("function");
+        if (fn == t.end() || !fn->is_object()) continue;
+        auto name = fn->find("name");
+        if (name != fn->end() && name->is_string()) names.push_back(name->get<std::string>());
+    }
+    return names;
+}
+
+std::optional<ParsedReply> parse_tool_calls(const std::string& text,
+                                            const std::vector<std::string>& names, bool cut) {
+    if (names.empty()) return std::nullopt;
+    const std::string_view t = text;
+    ParsedReply out;
+    // Hermes blocks: every block must hold a call, else the reply stays content.
+    if (t.find(kOpen) != std::string_view::npos) {
+        std::string content;
+        size_t at = 0;
+        while (at < t.size()) {
+            const size_t open = t.find(kOpen, at);
+            if (open == std::string_view::npos) {
+                content.append(t.substr(at));
+                break;
+            }
+            content.append(t.substr(at, open - at));
+            const size_t body = open + kOpen.size();
+            size_t close = t.find(kClose, body);
+            const size_t end = close == std::string_view::npos ? t.size() : close;
+            auto calls = calls_from_json(strip_fence(t.substr(body, end - body)), names);
+            if (!calls && cut && close == std::string_view::npos && !out.calls.empty()) break;
+            if (!calls) return std::nullopt;
+            for (auto& c : *calls) out.calls.push_back(std::move(c));
+            at = close == std::string_view::npos ? t.size() : close + kClose.size();
+        }
+        // (cut short: the start of a next block that never came is not content)
+        if (cut) content.resize(content.size() - partial_suffix(content, kOpen));
+        out.content = std::string(trim(content));
+        return out;
+    }
+    std::string_view s = trim(t);
+    if (s.substr(0, kPythonTag.size()) == kPythonTag) s.remove_prefix(kPythonTag.size());
+    s = strip_fence(s);
+    if (s.empty() || (s.front() != '{' && s.front() != '[')) return std::nullopt;
+    auto calls = calls_from_json(s, names);
+    if (!calls) {
+        // parallel calls as objects one after another
+        auto parts = split_objects(s, cut);
+        if (!parts) return std::nullopt;
+        calls.emplace();
+        for (std::string_view part : *parts) {
+            auto c = calls_from_json(part, names);
+            if (!c || c->size() != 1) return std::nullopt;
+            calls->push_back(std::move((*c)[0]));
+        }
+    }
+    out.calls = std::move(*calls);
+    return out;
+}
+
+size_t tool_safe_prefix(const std::string& text) {
+    const std::string_view t = text;
+    size_t lead = 0;
+    while (lead < t.size() && is_blank(t[lead])) ++lead;
+    if (lead == t.size()) return 0;  // only blanks so far: a call may follow
+    const std::string_view rest = t.substr(lead);
+    // A reply that opens like JSON, a code fence or a tag may be one call: all held.
+    if (rest.front() == '{' || rest.front() == '[' || rest.front() == '`') return 0;
+    for (std::string_view word : {kPythonTag, kOpen})
+        if (word.substr(0, std::min(word.size(), rest.size())) == rest.substr(0, word.size()))
+            return 0;
+    const size_t open = t.find(kOpen);
+    if (open != std::string_view::npos) return open;
+    return t.size() - partial_suffix(t, kOpen);
+}
+
+ToolFormat tool_format_for_template(const std::string& t) {
+    if (t.find("<tool_call>") != std::string::npos) return ToolFormat::Hermes;
+    if (t.find("<|python_tag|>") != std::string::npos || t.find("\"parameters\"") != std::string::npos ||
+        (t.find("<|start_header_id|>") != std::string::npos && t.find("tools") != std::string::npos))
+        return ToolFormat::Llama3;
+    return ToolFormat::Hermes;
+}
+
+bool template_renders_tools(const std::string& t) {
+    return t.find("tools") != std::string::npos;
+}
+
+std::string tool_system_prompt(const json& tools) {
+    std::string s =
+        "You can call functions to help the user. The functions, as JSON schemas:\n<tools>\n";
+    for (const json& t : tools) s += t.dump(-1, ' ', false, json::error_handler_t::replace) + "\n";
+    s += "</tools>\n\nTo call a function, answer with only this, one block per call:\n"
+         "<tool_call>\n{\"name\": <function name>, \"arguments\": <arguments as a JSON "
+         "object>}\n</tool_call>\nOtherwise answer the user normally.";
+    return s;
+}
+
+std::optional<ToolGrammar> tool_call_grammar(const json& tools, ToolFormat fmt,
+                                             const std::string& choice, bool parallel,
+                                             SchemaRefusal* why) {
+    JsonSchemaGrammar b;
+    std::vector<std::string> alts;
+    const bool hermes = fmt == ToolFormat::Hermes;
+    const std::string args_key = hermes ? "arguments" : "parameters";
+    for (size_t i = 0; i < tools.size(); ++i) {
+        const json& fn = tools[i]["function"];
+        const std::string name = fn["name"].get<std::string>();
+        if (choice != "auto" && choice != "required" && choice != name) continue;
+        json params = fn.contains("parameters") && fn["parameters"].is_object()
+                          ? fn["parameters"]
+                          : json{{"type", "object"}};
+        auto rule = b.add(params, "tool-" + std::to_string(i) + "-args");
+        if (!rule) {
+            *why = b.refusal();
+            why->path = "$.tools[" + std::to_string(i) + "].function.parameters" +
+                        (why->path.size() > 1 ? why->path.substr(1) : std::string());
+            why->message = "tools[" + std::to_string(i) + "] (" + name + "): " + why->message;
+            return std::nullopt;
+        }
+        // {"name": "f", "arguments": {...}} with the model's usual spacing allowed
+        alts.push_back(gbnf_literal("\"" + name + "\"") + " tc-ws \",\" tc-ws " +
+                       gbnf_literal("\"" + args_key + "\"") + " tc-ws \":\" tc-ws " + *rule);
+    }
+    if (alts.empty()) {
+        why->keyword = "tool_choice";
+        why->message = "tool_choice names a function that is not among the tools";
+        return std::nullopt;
+    }
+    std::string rules;
+    rules += "tc-ws ::= [ \\t\\n]{0,4}\n";
+    rules += "tc-fn ::= ";
+    for (size_t i = 0; i < alts.size(); ++i) rules += (i ? " | " : "") + alts[i];
+    rules += "\n";
+    rules += "tc-obj ::= \"{\" tc-ws \"\\\"name\\\"\" tc-ws \":\" tc-ws tc-fn tc-ws \"}\"\n";
+    ToolGrammar out;
+    // (at most kMaxParallelCalls: a small model may repeat one call until max_tokens)
+    const std::string calls = parallel ? "tc-call ( tc-ws tc-call ){0," +
+                                             std::to_string(kMaxParallelCalls - 1) + "}"
+                                       : "tc-call";
+    rules += "tc-calls ::= " + calls + "\n";
+    if (!hermes) {
+        // Llama 3: a reply that opens with "{" is a call (lazy: free text otherwise).
+        rules += "tc-call ::= tc-obj\n";
+        if (choice == "auto") out.triggers = {{"{", true}};
+        out.gbnf = "root ::= tc-calls\n" + rules + b.gbnf("");
+        return out;
+    }
+    if (choice != "auto") {  // a call from the first token, in the template's form
+        rules += "tc-call ::= \"<tool_call>\" tc-ws tc-obj tc-ws \"</tool_call>\"\n";
+        out.gbnf = "root ::= tc-calls\n" + rules + b.gbnf("");
+        return out;
+    }
+    // auto: calls, or text that may end in calls. Small models open a call in the forms they
+    // were trained on more than in the template's: a <tool_call> block, a bare object, or a
+    // fenced one (```json or even ```python), or one wrapped in a tag of their own
+    // (<response>, <fn .../>). The first three are constrained calls here; text may not open
+    // like any of them ({, [, `, <; a thinking model's <think> may) nor contain "<to"
+    // outside a call.
+    rules += "tc-call ::= \"<tool_call>\" tc-ws tc-obj tc-ws \"</tool_call>\" | tc-obj | "
+             "\"```\" [a-z]{0,10} tc-ws tc-obj tc-ws \"```\"\n";
+    rules += "tc-text ::= tc-first tc-char* tc-calls?\n";
+    rules += "tc-first ::= [^{[`< \\t\\n\\r] | \"<think>\"\n";
+    rules += "tc-char ::= [^<] | \"<\" [^t] | \"<t\" [^o]\n";
+    out.gbnf = "root ::= tc-calls | tc-text\n" + rules + b.gbnf("");
+    return out;
+}
+
+}  // namespace edgellm

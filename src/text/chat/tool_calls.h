@@ -1,0 +1,84 @@
+// Tool calls in a model's reply, turned into OpenAI's `tool_calls`.
+//
+// A model given tools (rendered into its prompt by its chat template) answers a call as
+// text. The forms recognised:
+//   - Hermes / Qwen 2.5 / Qwen 3: <tool_call>{"name": ..., "arguments": {...}}</tool_call>,
+//     one block per call, possibly after some text; an unclosed last block counts when
+//     the reply ended there;
+//   - Llama 3.x: <|python_tag|>{...} or the whole reply one JSON object with "name" and
+//     "parameters";
+//   - small models' habit: the whole reply one JSON object (or an array of them) with
+//     "name" and "arguments" / "parameters", possibly inside a ``` code fence.
+// A call counts only when its name is one of the request's tools and its arguments are a
+// JSON object; anything else stays plain content, so a reply never breaks into a call
+// the client cannot use.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "edgellm/json_schema.h"
+#include "edgellm/sampler.h"
+
+namespace edgellm {
+
+struct ToolCall {
+    std::string name;
+    std::string arguments;  // a JSON object, as text (OpenAI sends arguments as a string)
+};
+
+struct ParsedReply {
+    std::string content;  // the text outside the calls (trimmed); empty when none
+    std::vector<ToolCall> calls;
+};
+
+// The tool names a request declares (OpenAI's tools array: {"type": "function",
+// "function": {"name": ...}}).
+std::vector<std::string> tool_names(const nlohmann::ordered_json& tools);
+
+// The calls in a finished reply, or nullopt when it holds none (then it is plain content).
+// cut: the reply was cut short (max_tokens): an unfinished last call is dropped, the
+// complete ones before it count.
+std::optional<ParsedReply> parse_tool_calls(const std::string& text,
+                                            const std::vector<std::string>& names,
+                                            bool cut = false);
+
+// While streaming: how many bytes of `text` (the reply so far) can be sent as content now.
+// The rest may still become a tool call and is held back until the reply ends.
+size_t tool_safe_prefix(const std::string& text);
+
+// How a model family writes a call, and so what the tool-call grammar makes it write:
+//   Hermes: <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>  (Qwen 2.5 / 3,
+//           Hermes; also the format edgellm documents for families without one, Gemma 3,
+//           whose template is then given the tools in a system prompt of ours)
+//   Llama3: {"name": "f", "parameters": {...}}  (Llama 3.1 / 3.2 JSON tool calling)
+enum class ToolFormat { Hermes, Llama3 };
+// The format a chat template asks for (Hermes when it names none).
+ToolFormat tool_format_for_template(const std::string& template_text);
+// Whether the template renders `tools` itself (else tool_system_prompt() describes them).
+bool template_renders_tools(const std::string& template_text);
+// A system prompt that declares the tools and the Hermes call format, for templates that
+// do not render tools (Gemma 3).
+std::string tool_system_prompt(const nlohmann::ordered_json& tools);
+
+// The grammar of a reply that calls tools: each call's name one of the tools (or only the
+// named one) and its arguments constrained to that tool's `parameters` schema.
+// choice "required" or a function name: the reply is calls from its first token (no
+// triggers). "auto", Hermes: the reply is calls, or text that may end in calls, where text
+// may not open like bare or fenced JSON or a tag (so a call is always a constrained
+// <tool_call> block, bare or fenced object) nor contain "<to" outside a call; Llama 3: lazy, a reply that opens with "{" is a
+// call, anything else free text.
+// parallel: several calls may follow each other. nullopt with *why when a tool's
+// parameters cannot be enforced (why->path starts "$.tools[i].function.parameters").
+struct ToolGrammar {
+    std::string gbnf;
+    std::vector<GrammarTrigger> triggers;
+};
+std::optional<ToolGrammar> tool_call_grammar(const nlohmann::ordered_json& tools, ToolFormat fmt,
+                                             const std::string& choice, bool parallel,
+                                             SchemaRefusal* why);
+
+}  // namespace edgellm

@@ -1,0 +1,125 @@
+"""Tool calls: tools and tool_choice, the calls constrained to each function's parameters
+(Qwen2.5-Coder 0.5B)."""
+
+import json
+import sys
+import unittest
+
+from harness import (
+    QWEN_SMALL, TOOLS, WEATHER_TOOL, assert_error_shape, chat_body, need_model, request,
+    start_server)
+
+
+class ToolCalls(unittest.TestCase):
+    """tools and tool_choice; a model that follows tool prompts, the calls constrained to
+    each function's parameters."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model = need_model(QWEN_SMALL)
+        cls.srv = start_server(cls, ["-m", cls.model, "--port", "0", "-np", "1", "-c", "2048"])
+        cls.port = cls.srv.port
+
+    def chat(self, content, status=200, **kw):
+        r = request(self.port, "POST", "/v1/chat/completions",
+                    chat_body(content, **{"temperature": 0, "max_tokens": 64, "tools": TOOLS, **kw}))
+        if status != 200:
+            return assert_error_shape(self, r, status)
+        self.assertEqual(r.status, 200, r)
+        return r.json()["choices"][0]
+
+    def assert_call(self, choice, name=None):
+        """The one call of a choice: its arguments JSON with the function's required keys
+        of the right types. Returns (name, arguments)."""
+        self.assertEqual(choice["finish_reason"], "tool_calls", choice)
+        self.assertFalse(choice["message"].get("content"), choice)
+        calls = choice["message"]["tool_calls"]
+        self.assertTrue(calls, choice)
+        call = calls[0]
+        self.assertEqual(call["type"], "function")
+        self.assertTrue(call["id"].startswith("call_"), call)
+        fn = call["function"]["name"]
+        if name:
+            self.assertEqual(fn, name, choice)
+        self.assertIn(fn, ("play_music", "get_weather"), choice)
+        args = json.loads(call["function"]["arguments"])
+        self.assertIsInstance(args, dict, call)
+        if fn == "play_music":
+            self.assertIsInstance(args.get("song"), str, args)
+            if "volume" in args:
+                self.assertIs(type(args["volume"]), int, args)
+                self.assertTrue(0 <= args["volume"] <= 10, args)
+        else:
+            self.assertIsInstance(args.get("city"), str, args)
+        return fn, args
+
+    def test_auto(self):
+        fn, args = self.assert_call(self.chat("What is the weather in Paris?", tool_choice="auto"))
+        self.assertEqual(fn, "get_weather")
+        self.assertEqual(args["city"], "Paris")
+
+    def test_none_gives_plain_content(self):
+        c = self.chat("What is the weather in Paris?", tool_choice="none", max_tokens=16)
+        self.assertNotIn("tool_calls", c["message"], c)
+        self.assertNotEqual(c["finish_reason"], "tool_calls", c)
+        self.assertTrue(c["message"]["content"], c)
+
+    def test_required_calls_even_for_a_joke(self):
+        self.assert_call(self.chat("Tell me a joke.", tool_choice="required"))
+
+    def test_named_function(self):
+        choice = {"type": "function", "function": {"name": "play_music"}}
+        # even for a question that is about another tool
+        self.assert_call(self.chat("What is the weather in Paris?", tool_choice=choice), name="play_music")
+        err = self.chat("x", status=400, tool_choice={"type": "function", "function": {"name": "nope"}})
+        self.assertIn("nope", err["message"])
+        self.chat("x", status=400, tool_choice="sometimes")
+
+    def test_unenforceable_parameters_are_400_naming_the_keyword(self):
+        bad = {"type": "function", "function": {"name": "f", "parameters": {
+            "type": "object", "properties": {"a": {"not": {"type": "string"}}}}}}
+        r = request(self.port, "POST", "/v1/chat/completions", chat_body("x", tools=[WEATHER_TOOL, bad]))
+        err = assert_error_shape(self, r, 400)
+        self.assertEqual(err.get("keyword"), "not", err)
+        self.assertEqual(err.get("path"), "$.tools[1].function.parameters.properties.a.not", err)
+
+    def openai_client(self):
+        try:
+            import openai
+        except ImportError:
+            self.skipTest(f"the openai package is not installed for {sys.executable} "
+                          "(scripts/setup.sh installs it into build/venv)")
+        return openai.OpenAI(base_url=f"http://127.0.0.1:{self.port}/v1", api_key="anything",
+                             timeout=120, max_retries=0)
+
+    def streamed_call(self, **kw):
+        """A streamed call read by the openai client: (name, id, argument fragments)."""
+        client = self.openai_client()
+        chunks = list(client.chat.completions.create(
+            model="local", temperature=0, max_tokens=64, stream=True, tools=TOOLS,
+            messages=[{"role": "user", "content": "What is the weather in Paris?"}], **kw))
+        deltas = [c.choices[0].delta for c in chunks if c.choices]
+        self.assertFalse(any(d.content for d in deltas), "the call leaked out as content")
+        calls = [tc for d in deltas for tc in (d.tool_calls or [])]
+        self.assertTrue(calls, deltas)
+        first, rest = calls[0], calls[1:]
+        self.assertEqual(first.index, 0)
+        self.assertTrue(first.id and first.id.startswith("call_"), first)
+        self.assertEqual(first.function.name, "get_weather")
+        for tc in rest:
+            self.assertEqual(tc.index, 0)
+            self.assertFalse(tc.id, "an id after the first delta")
+            self.assertFalse(tc.function.name, "a name after the first delta")
+        fragments = [first.function.arguments or ""] + [tc.function.arguments or "" for tc in rest]
+        args = json.loads("".join(fragments))
+        self.assertEqual(args.get("city"), "Paris", fragments)
+        finishes = [c.choices[0].finish_reason for c in chunks if c.choices and c.choices[0].finish_reason]
+        self.assertEqual(finishes, ["tool_calls"])
+        return fragments
+
+    def test_streamed_call_with_the_openai_client(self):
+        # required: constrained from the first token, so the arguments stream as written
+        fragments = self.streamed_call(tool_choice="required")
+        self.assertGreater(len([f for f in fragments if f]), 1, f"arguments in one piece: {fragments}")
+        # auto: the call comes out the same way (in one piece or more)
+        self.streamed_call(tool_choice="auto")

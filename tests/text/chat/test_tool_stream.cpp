@@ -1,0 +1,496 @@
+// Tool calls found while a reply streams: what goes out as content, when a call starts and
+// how its arguments arrive, and that none of it depends on where the pieces were cut.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "text/chat/tool_stream.h"
+
+using namespace edgellm;
+using Kind = ToolStreamEvent::Kind;
+
+namespace {
+
+const std::vector<std::string> kTools = {"get_weather", "search", "say\"hi", "查询"};
+
+// Adjacent events of one kind and call as one: the form every chunking must agree on.
+std::vector<ToolStreamEvent> merged(const std::vector<ToolStreamEvent>& events) {
+    std::vector<ToolStreamEvent> out;
+    for (const auto& e : events) {
+        if (!out.empty() && e.kind != Kind::CallStart && out.back().kind == e.kind &&
+            out.back().index == e.index)
+            out.back().text += e.text;
+        else
+            out.push_back(e);
+    }
+    return out;
+}
+
+std::string show(const std::vector<ToolStreamEvent>& events) {
+    std::string s;
+    for (const auto& e : events) {
+        s += e.kind == Kind::Content ? "C" : e.kind == Kind::CallStart ? "S" : "A";
+        s += std::to_string(e.index) + "[" + e.text + "] ";
+    }
+    return s;
+}
+
+struct Outcome {
+    std::string content;
+    std::vector<std::pair<std::string, std::string>> calls;  // name, arguments text
+    std::vector<ToolStreamEvent> events;                     // merged
+    int n_calls = 0;                                         // calls()
+};
+
+// The reply cut at `cuts` (ascending offsets), fed piece by piece, then finished. Checks
+// the event stream's shape on the way: calls start at 0, 1, 2, ... and a call's arguments
+// come after its start and before the next call's.
+Outcome run(std::string_view text, const std::vector<size_t>& cuts, bool llama3,
+            const std::vector<std::string>& names = kTools) {
+    ToolCallStreamer s(names, llama3);
+    std::vector<ToolStreamEvent> events;
+    size_t at = 0;
+    for (size_t cut : cuts) {
+        s.push(text.substr(at, cut - at), &events);
+        at = cut;
+    }
+    s.push(text.substr(at), &events);
+    s.finish(&events);
+    Outcome o;
+    o.n_calls = s.calls();
+    for (const auto& e : events) {
+        EXPECT_FALSE(e.kind != Kind::CallStart && e.text.empty()) << show(events);
+        if (e.kind == Kind::Content) {
+            o.content += e.text;
+        } else if (e.kind == Kind::CallStart) {
+            EXPECT_EQ(e.index, (int)o.calls.size()) << show(events);
+            o.calls.push_back({e.text, ""});
+        } else {
+            EXPECT_EQ(e.index + 1, (int)o.calls.size()) << show(events);
+            if (!o.calls.empty()) o.calls.back().second += e.text;
+        }
+    }
+    EXPECT_EQ(o.n_calls, (int)o.calls.size());
+    o.events = merged(events);
+    return o;
+}
+
+// The one-shot outcome, after checking that every byte-by-byte, two-piece and random
+// chunking of the text gives the same merged events.
+Outcome stream(std::string_view text, bool llama3 = false,
+               const std::vector<std::string>& names = kTools) {
+    const Outcome whole = run(text, {}, llama3, names);
+    const std::string want = show(whole.events);
+    std::vector<size_t> every;
+    for (size_t i = 1; i < text.size(); ++i) every.push_back(i);
+    EXPECT_EQ(show(run(text, every, llama3, names).events), want) << "byte by byte: " << text;
+    for (size_t i = 0; i <= text.size(); ++i)
+        EXPECT_EQ(show(run(text, {i}, llama3, names).events), want)
+            << "cut at " << i << ": " << text;
+    std::mt19937 rng(1234);
+    for (int round = 0; round < 50; ++round) {
+        std::vector<size_t> cuts;
+        for (size_t i = 1; i < text.size(); ++i)
+            if (rng() % 4 == 0) cuts.push_back(i);
+        EXPECT_EQ(show(run(text, cuts, llama3, names).events), want) << "random round " << round;
+    }
+    return whole;
+}
+
+bool valid_json(const std::string& s) {
+    return !nlohmann::json::parse(s, nullptr, false).is_discarded();
+}
+
+// The events of one more push into s.
+std::vector<ToolStreamEvent> events_of(ToolCallStreamer& s, std::string_view piece) {
+    std::vector<ToolStreamEvent> ev;
+    s.push(piece, &ev);
+    return ev;
+}
+
+}  // namespace
+
+TEST(ToolStream, OneHermesCall) {
+    const std::string args = R"({"city": "Paris"})";
+    const auto o = stream("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": " + args +
+                          "}\n</tool_call>");
+    EXPECT_EQ(show(o.events), "S0[get_weather] A0[" + args + "] ");
+    EXPECT_EQ(o.content, "");
+}
+
+TEST(ToolStream, ContentBeforeTwoCallsAndBetween) {
+    const auto o = stream(
+        "Let me check.\n<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": \"a\"}}\n"
+        "</tool_call>\n<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+        "\"Rome\"}}\n</tool_call>\nAnd then\n<tool_call>{\"name\":\"search\",\"arguments\":{}}"
+        "</tool_call>\n");
+    EXPECT_EQ(show(o.events),
+              "C0[Let me check.] S0[search] A0[{\"q\": \"a\"}] S1[get_weather] "
+              "A1[{\"city\": \"Rome\"}] C0[\nAnd then] S2[search] A2[{}] ");
+}
+
+TEST(ToolStream, ArgumentsAsWrittenChineseNestingBracesEscapes) {
+    const std::string args =
+        "{\"城市\": \"北京\", \"opts\": {\"days\": [1, 2, {\"x\": [[], {}]}], \"unit\": null},"
+        " \"code\": \"if (a) { return \\\"}\\\"; } [\", \"path\": \"C:\\\\dir\\\\\", "
+        "\"emoji\": \"\\ud83d\\ude00\", \"n\": -1.5e3, \"ok\": true}";
+    ASSERT_TRUE(valid_json(args));
+    const auto o =
+        stream("好的，我来查一下。<tool_call>\n{\"name\": \"查询\", \"arguments\": " + args +
+               "}\n</tool_call>");
+    EXPECT_EQ(o.content, "好的，我来查一下。");
+    ASSERT_EQ(o.calls.size(), 1u);
+    EXPECT_EQ(o.calls[0].first, "查询");
+    EXPECT_EQ(o.calls[0].second, args);
+}
+
+TEST(ToolStream, NamesWithEscapes) {
+    auto o =
+        stream(R"(<tool_call>{"name": "get\u005fweather", "arguments": {"a": 1}}</tool_call>)");
+    ASSERT_EQ(o.calls.size(), 1u);
+    EXPECT_EQ(o.calls[0].first, "get_weather");
+    o = stream(R"(<tool_call>{"name": "say\"hi", "arguments": {"a": "\""}}</tool_call>)");
+    ASSERT_EQ(o.calls.size(), 1u);
+    EXPECT_EQ(o.calls[0].first, "say\"hi");
+    EXPECT_EQ(o.calls[0].second, R"({"a": "\""})");
+    o = stream(R"(<tool_call>{"name": "\u67e5\u8be2", "arguments": {}}</tool_call>)");
+    ASSERT_EQ(o.calls.size(), 1u);
+    EXPECT_EQ(o.calls[0].first, "查询");
+    // A key spelled with an escape is the same key.
+    o = stream(R"(<tool_call>{"n\u0061me": "search", "\u0061rguments": {"q": 1}}</tool_call>)");
+    ASSERT_EQ(o.calls.size(), 1u);
+    EXPECT_EQ(o.calls[0].second, R"({"q": 1})");
+}
+
+TEST(ToolStream, UnknownToolIsContent) {
+    const std::string text =
+        "Hi <tool_call>\n{\"name\": \"delete_everything\", \"arguments\": {\"x\": 1}}\n"
+        "</tool_call> bye";
+    const auto o = stream(text);
+    EXPECT_EQ(show(o.events), "C0[" + text + "] ");
+    EXPECT_EQ(o.n_calls, 0);
+
+    // ... as soon as the name is read, not at the end.
+    ToolCallStreamer s(kTools, false);
+    const size_t name_end = text.find("\",");
+    auto ev = events_of(s, text.substr(0, name_end));
+    EXPECT_EQ(show(ev), "C0[Hi] ");
+    ev = events_of(s, text.substr(name_end, 1));
+    EXPECT_EQ(show(ev), "C0[ <tool_call>\n{\"name\": \"delete_everything\"] ");
+}
+
+TEST(ToolStream, NotCallsStayContentExactly) {
+    for (const std::string& text : {
+             std::string("Use the <tool_call> tag like this."),
+             std::string("<tool_call>\n{\"arguments\": {\"a\": 1}}\n</tool_call>"),  // no name
+             std::string("<tool_call>{\"name\": 7, \"arguments\": {}}</tool_call>"),
+             std::string("<tool_call>{\"name\" \"search\", \"arguments\": {}}</tool_call>"),
+             std::string("<tool_call>{\"arguments\": 5, \"name\": \"search\"}</tool_call>"),
+             std::string("<tool_call>{\"name\": \"bad\\q\", \"arguments\": {}}"),
+             std::string("<tool_call>{}</tool_call>"),
+             std::string("a < b and <tool_ca> and <tool_call"),
+             std::string("{\"name\": \"search\", \"arguments\": {}}"),  // bare, Hermes mode
+             std::string("  \n  "),
+             std::string("plain text\n\n"),
+         }) {
+        const auto o = stream(text);
+        EXPECT_EQ(o.content, text);
+        EXPECT_EQ(o.n_calls, 0) << text;
+    }
+    // A failed block does not swallow the one after it.
+    const auto o = stream(
+        "<tool_call><tool_call>{\"name\": \"search\", \"arguments\": {\"q\": \"x\"}}</tool_call>");
+    EXPECT_EQ(show(o.events), "C0[<tool_call>] S0[search] A0[{\"q\": \"x\"}] ");
+}
+
+TEST(ToolStream, ArgumentsBeforeName) {
+    const std::string text =
+        "<tool_call>{\"arguments\": {\"q\": \"天气\", \"k\": [1]}, \"name\": "
+        "\"search\"}</tool_call>";
+    const auto o = stream(text);
+    EXPECT_EQ(show(o.events), "S0[search] A0[{\"q\": \"天气\", \"k\": [1]}] ");
+
+    // Nothing goes out before the name; then the start and the held arguments together.
+    ToolCallStreamer s(kTools, false);
+    const size_t name_end = text.rfind('"') + 1;
+    EXPECT_TRUE(events_of(s, text.substr(0, name_end - 1)).empty());
+    EXPECT_EQ(show(events_of(s, text.substr(name_end - 1, 1))),
+              "S0[search] A0[{\"q\": \"天气\", \"k\": [1]}] ");
+    EXPECT_TRUE(events_of(s, text.substr(name_end)).empty());
+
+    // ... and with the arguments before an undeclared name: content.
+    const std::string bad =
+        "<tool_call>{\"parameters\": {\"q\": 1}, \"name\": \"nope\"}</tool_call>";
+    EXPECT_EQ(stream(bad).content, bad);
+}
+
+TEST(ToolStream, StartsAtTheNameAndStreamsArguments) {
+    const std::string text =
+        "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", "
+        "\"days\": 3}}\n</tool_call>";
+    ToolCallStreamer s(kTools, false);
+    const size_t quote = text.find("\", \"arguments");
+    EXPECT_TRUE(events_of(s, text.substr(0, quote)).empty());  // the name may go on
+    EXPECT_EQ(show(events_of(s, text.substr(quote, 1))), "S0[get_weather] ");
+    EXPECT_EQ(s.calls(), 1);
+    const size_t mid = text.find("Par");
+    EXPECT_EQ(show(events_of(s, text.substr(quote + 1, mid - quote - 1))), "A0[{\"city\": \"] ");
+    const size_t args_end = text.find("}}") + 1;
+    EXPECT_EQ(show(events_of(s, text.substr(mid, args_end - mid))), "A0[Paris\", \"days\": 3}] ");
+    EXPECT_TRUE(events_of(s, text.substr(args_end)).empty());
+    std::vector<ToolStreamEvent> ev;
+    s.finish(&ev);
+    EXPECT_TRUE(ev.empty());
+}
+
+TEST(ToolStream, PartialOpeningIsHeld) {
+    ToolCallStreamer s(kTools, false);
+    EXPECT_EQ(show(events_of(s, "Hello <tool_c")), "C0[Hello] ");
+    EXPECT_TRUE(events_of(s, "al").empty());
+    EXPECT_EQ(show(events_of(s, "l!")), "C0[ <tool_call!] ");
+    EXPECT_EQ(show(events_of(s, " <")), "");
+    std::vector<ToolStreamEvent> ev;
+    s.finish(&ev);
+    EXPECT_EQ(show(ev), "C0[ <] ");
+}
+
+TEST(ToolStream, EarlierEventsAreNotMergedInto) {
+    ToolCallStreamer s(kTools, false);
+    std::vector<ToolStreamEvent> ev;
+    s.push("Hello", &ev);
+    s.push(" world", &ev);
+    EXPECT_EQ(show(ev), "C0[Hello] C0[ world] ");
+}
+
+TEST(ToolStream, CutOffInsideACall) {
+    // Mid-arguments: the call keeps what streamed, nothing more comes.
+    auto o = stream("<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": \"long que");
+    EXPECT_EQ(show(o.events), "S0[search] A0[{\"q\": \"long que] ");
+    // After the arguments, before the object's end.
+    o = stream("<tool_call>{\"name\": \"search\", \"arguments\": {\"q\": 1}");
+    EXPECT_EQ(show(o.events), "S0[search] A0[{\"q\": 1}] ");
+    // Before the name is whole: not a call.
+    o = stream("Sure. <tool_call>\n{\"name\": \"sea");
+    EXPECT_EQ(o.content, "Sure. <tool_call>\n{\"name\": \"sea");
+    EXPECT_EQ(o.n_calls, 0);
+}
+
+TEST(ToolStream, OtherKeysFencesStringArgumentsNoArguments) {
+    // Extra keys (any JSON) are skipped.
+    auto o = stream(
+        "<tool_call>{\"type\": \"function\", \"id\": 12, \"meta\": {\"a\": [\"}\", {}]}, "
+        "\"ok\": false, \"name\": \"search\", \"arguments\": {\"q\": 2}, \"z\": null}</tool_call>");
+    EXPECT_EQ(show(o.events), "S0[search] A0[{\"q\": 2}] ");
+    // A ```json fence inside the block.
+    o = stream(
+        "<tool_call>\n```json\n{\"name\": \"search\", \"arguments\": {\"q\": "
+        "3}}\n```\n</tool_call>");
+    EXPECT_EQ(show(o.events), "S0[search] A0[{\"q\": 3}] ");
+    // Arguments as a JSON string: they stream decoded.
+    o = stream(
+        R"(<tool_call>{"name": "search", "arguments": "{\"q\": \"a\\\"b\", \"n\": \"\u4e2d\"}"}</tool_call>)");
+    ASSERT_EQ(o.calls.size(), 1u);
+    EXPECT_EQ(o.calls[0].second, R"({"q": "a\"b", "n": "中"})");
+    // No arguments, or arguments no call can have once the call started: "{}".
+    o = stream("<tool_call>{\"name\": \"search\"}</tool_call>");
+    EXPECT_EQ(show(o.events), "S0[search] A0[{}] ");
+    o = stream("<tool_call>{\"name\": \"search\", \"arguments\": [1, 2]}</tool_call>");
+    EXPECT_EQ(show(o.events), "S0[search] A0[{}] ");
+    // "parameters" works in Hermes blocks too.
+    o = stream("<tool_call>{\"name\": \"search\", \"parameters\": {\"q\": 4}}</tool_call>");
+    EXPECT_EQ(show(o.events), "S0[search] A0[{\"q\": 4}] ");
+}
+
+TEST(ToolStream, HermesTails) {
+    // An unclosed block at the end, and a block without </tool_call> before the next one.
+    auto o = stream(
+        "<tool_call>{\"name\": \"search\", \"arguments\": {}}\n<tool_call>{\"name\": "
+        "\"get_weather\", \"arguments\": {\"c\": 1}}");
+    EXPECT_EQ(show(o.events), "S0[search] A0[{}] S1[get_weather] A1[{\"c\": 1}] ");
+    // A stray closing brace is dropped; text after a block without its closing tag is text.
+    o = stream("<tool_call>{\"name\": \"search\", \"arguments\": {}}}</tool_call>ok");
+    EXPECT_EQ(show(o.events), "S0[search] A0[{}] C0[ok] ");
+    o = stream("<tool_call>{\"name\": \"search\", \"arguments\": {}}\nDone.");
+    EXPECT_EQ(show(o.events), "S0[search] A0[{}] C0[Done.] ");
+    o = stream("<tool_call>{\"name\": \"search\", \"arguments\": {}}</tool_cal");
+    EXPECT_EQ(show(o.events), "S0[search] A0[{}] ");
+    // A syntax error after the call started ends the call; the rest is text.
+    o = stream("<tool_call>{\"name\": \"search\", \"arguments\": {} x</tool_call>");
+    EXPECT_EQ(show(o.events), "S0[search] A0[{}] C0[x</tool_call>] ");
+}
+
+TEST(ToolStream, BlanksAroundCalls) {
+    auto o = stream(
+        "\n\n<tool_call>{\"name\": \"search\", \"arguments\": {}}</tool_call>\n\n"
+        "<tool_call>{\"name\": \"search\", \"arguments\": {}}</tool_call>\n");
+    EXPECT_EQ(show(o.events), "S0[search] A0[{}] S1[search] A1[{}] ");
+    o = stream("  Answer:\n\n  more  \n");
+    EXPECT_EQ(o.content, "  Answer:\n\n  more  \n");
+}
+
+TEST(ToolStream, Llama3BareObjects) {
+    const std::string args = "{\"city\": \"上海\", \"when\": {\"d\": [1, 2]}}";
+    auto o = stream("{\"name\": \"get_weather\", \"parameters\": " + args + "}", true);
+    EXPECT_EQ(show(o.events), "S0[get_weather] A0[" + args + "] ");
+    o = stream("\n  <|python_tag|>{\"name\": \"search\", \"parameters\": {\"q\": \"x\"}}", true);
+    EXPECT_EQ(show(o.events), "S0[search] A0[{\"q\": \"x\"}] ");
+    // Llama 3 parallel calls: objects one after another.
+    o = stream(
+        "{\"name\": \"search\", \"parameters\": {\"q\": 1}}\n{\"parameters\": {\"c\": 2}, "
+        "\"name\": \"get_weather\"}\nThat is all.",
+        true);
+    EXPECT_EQ(show(o.events),
+              "S0[search] A0[{\"q\": 1}] S1[get_weather] A1[{\"c\": 2}] C0[\nThat is all.] ");
+
+    // The start is held until clear.
+    ToolCallStreamer s(kTools, true);
+    EXPECT_TRUE(events_of(s, "  {\"na").empty());
+    EXPECT_TRUE(events_of(s, "me\": \"search").empty());
+    EXPECT_EQ(show(events_of(s, "\", \"param")), "S0[search] ");
+}
+
+TEST(ToolStream, Llama3Prose) {
+    for (const std::string& text : {
+             std::string("The weather in Paris is sunny, {mostly}."),
+             std::string("  Hello! {\"name\": \"search\", \"parameters\": {}} is how I call."),
+             std::string("{\"city\": \"Paris\", \"temp\": 21} is the JSON you asked for."),
+             std::string("{\"name\": \"unknown_tool\", \"parameters\": {}}"),
+             std::string("{not json at all"),
+             std::string("<|python_tag|>print(1)"),
+             std::string("[{\"name\": \"search\", \"parameters\": {}}]"),
+         }) {
+        const auto o = stream(text, true);
+        EXPECT_EQ(o.content, text);
+        EXPECT_EQ(o.n_calls, 0) << text;
+    }
+    // Prose goes out at once; a '{' later in it is text.
+    ToolCallStreamer s(kTools, true);
+    EXPECT_EQ(show(events_of(s, "Sure")), "C0[Sure] ");
+    EXPECT_EQ(show(events_of(s, " {\"name\"")), "C0[ {\"name\"] ");
+    // A non-call JSON reply goes out the moment its object closes.
+    ToolCallStreamer t(kTools, true);
+    EXPECT_TRUE(events_of(t, "{\"city\": \"Paris\"").empty());
+    EXPECT_EQ(show(events_of(t, "} ok")), "C0[{\"city\": \"Paris\"} ok] ");
+}
+
+TEST(ToolStream, EventsAreWholeUtf8WhenPiecesAre) {
+    const std::string text =
+        "你好，世界。<tool_call>\n{\"name\": \"查询\", \"arguments\": {\"问题\": "
+        "\"天气怎么样？\"}}\n"
+        "</tool_call>\n再见";
+    // Pieces of whole characters: cut before every byte that does not continue a character.
+    ToolCallStreamer s(kTools, false);
+    std::vector<ToolStreamEvent> events;
+    size_t at = 0;
+    for (size_t i = 1; i <= text.size(); ++i) {
+        if (i < text.size() && ((unsigned char)text[i] & 0xC0) == 0x80) continue;
+        s.push(std::string_view(text).substr(at, i - at), &events);
+        at = i;
+    }
+    s.finish(&events);
+    for (const auto& e : events)  // dump() throws on invalid UTF-8
+        EXPECT_NO_THROW((void)nlohmann::json(e.text).dump()) << e.text;
+    EXPECT_EQ(show(merged(events)),
+              "C0[你好，世界。] S0[查询] A0[{\"问题\": \"天气怎么样？\"}] C0[\n再见] ");
+}
+
+TEST(ToolStream, StringDecoder) {
+    const auto decode = [](std::string_view body) {
+        ToolCallStreamer::StringDecoder d;
+        std::string out;
+        for (char c : body) {
+            const auto s = d.feed(c, &out);
+            if (s == ToolCallStreamer::StringDecoder::Step::Bad) return std::string("BAD");
+            if (s == ToolCallStreamer::StringDecoder::Step::Done) return out;
+        }
+        return std::string("MORE");
+    };
+    EXPECT_EQ(decode(R"(a\"b\\c\/\n\t")"), "a\"b\\c/\n\t");
+    EXPECT_EQ(decode(R"(\ud83d\ude00")"), "😀");
+    EXPECT_EQ(decode(R"(\ud83dx")"), "\xEF\xBF\xBDx");
+    EXPECT_EQ(decode(R"(\ude00")"), "\xEF\xBF\xBD");
+    EXPECT_EQ(decode(R"(\u00e9\u4E2D")"), "é中");
+    EXPECT_EQ(decode(R"(\x")"), "BAD");
+    EXPECT_EQ(decode(R"(\u12g4")"), "BAD");
+    EXPECT_EQ(decode(R"(abc)"), "MORE");
+}
+
+// Random replies of text and calls, the arguments random JSON (Chinese, escapes, braces in
+// strings, nesting) written compactly or indented, keys in either order: every call comes
+// out with its name and its arguments exactly as written, the text around them as content.
+TEST(ToolStream, RandomReplies) {
+    std::mt19937 rng(42);
+    const std::vector<std::string> words = {"天气", "{",         "}",           "\"", "\\",
+                                            "[x]",  "a<b",       "é",           "\n", "\\\"}",
+                                            "😀",    "tool_call", "</tool_call>"};
+    std::function<nlohmann::ordered_json(int)> value = [&](int depth) -> nlohmann::ordered_json {
+        const int kind = (int)(rng() % (depth > 2 ? 4 : 6));
+        if (kind == 0) return (int)(rng() % 1000) - 500;
+        if (kind == 1) return rng() % 2 == 0;
+        if (kind == 2) return nullptr;
+        if (kind == 3) {
+            std::string s;
+            for (int i = (int)(rng() % 4); i > 0; --i) s += words[rng() % words.size()];
+            return s;
+        }
+        if (kind == 4) {
+            auto a = nlohmann::ordered_json::array();
+            for (int i = (int)(rng() % 3); i > 0; --i) a.push_back(value(depth + 1));
+            return a;
+        }
+        auto o = nlohmann::ordered_json::object();
+        for (int i = (int)(rng() % 3); i > 0; --i)
+            o[words[rng() % words.size()] + std::to_string(i)] = value(depth + 1);
+        return o;
+    };
+    const std::vector<std::string> texts = {"",      "",        "Let me see.",   "好的，马上。",
+                                            "x < y", "a {b} c", "see <tool_call"};
+    for (int round = 0; round < 60; ++round) {
+        const bool llama3 = round % 3 == 2;
+        std::string reply, want_content;
+        std::vector<std::pair<std::string, std::string>> want_calls;
+        const int n = 1 + (int)(rng() % 3);
+        if (!llama3) {
+            const std::string& t = texts[rng() % texts.size()];
+            reply += t;
+            want_content += t;
+        }
+        for (int i = 0; i < n; ++i) {
+            auto args = nlohmann::ordered_json::object();
+            for (int k = (int)(rng() % 4); k > 0; --k)
+                args["k" + std::to_string(k) + words[rng() % words.size()]] = value(1);
+            const std::string args_text = args.dump(rng() % 2 ? -1 : 2);
+            const std::string name = kTools[rng() % kTools.size()];
+            const std::string name_json = nlohmann::json(name).dump();
+            const std::string key = llama3 ? "\"parameters\"" : "\"arguments\"";
+            const std::string obj =
+                rng() % 2 ? "{\"name\": " + name_json + ", " + key + ": " + args_text + "}"
+                          : "{" + key + ":" + args_text + ",\"name\":" + name_json + "}";
+            reply += llama3 ? (i ? "\n" : "") + obj : "\n<tool_call>\n" + obj + "\n</tool_call>";
+            want_calls.push_back({name, args_text});
+            if (!llama3 && i + 1 < n && rng() % 2) {
+                reply += "\nBetween " + std::to_string(i);
+                want_content += "\nBetween " + std::to_string(i);
+            }
+        }
+        if (rng() % 2) {
+            reply += "\nDone.";
+            want_content += "\nDone.";
+        }
+        // Two cuttings per reply (all of them is too slow for 60 long replies).
+        const Outcome whole = run(reply, {}, llama3);
+        EXPECT_EQ(whole.content, want_content) << reply;
+        EXPECT_EQ(whole.calls, want_calls) << reply;
+        for (const auto& c : whole.calls) EXPECT_TRUE(valid_json(c.second)) << c.second;
+        std::vector<size_t> every, some;
+        for (size_t i = 1; i < reply.size(); ++i) {
+            every.push_back(i);
+            if (rng() % 5 == 0) some.push_back(i);
+        }
+        EXPECT_EQ(show(run(reply, every, llama3).events), show(whole.events)) << reply;
+        EXPECT_EQ(show(run(reply, some, llama3).events), show(whole.events)) << reply;
+    }
+}
