@@ -1,4 +1,4 @@
-#include "options/arg_parser.h"
+#include "arg_parser.h"
 
 namespace edgellm::cli {
 

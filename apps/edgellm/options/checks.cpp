@@ -6,8 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "commands.h"
-#include "options/options.h"
+#include "../commands.h"
+#include "options.h"
 
 namespace edgellm::cli {
 

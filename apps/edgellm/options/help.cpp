@@ -3,7 +3,7 @@
 
 #include "edgellm/quantize.h"
 #include "edgellm/synth.h"
-#include "options/options.h"
+#include "options.h"
 
 namespace edgellm::cli {
 

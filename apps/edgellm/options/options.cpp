@@ -1,9 +1,9 @@
 // The table assembled from its parts, and a command's arguments parsed with it.
 #include <cstdio>
 
-#include "commands.h"
-#include "options/arg_parser.h"
-#include "options/options.h"
+#include "../commands.h"
+#include "arg_parser.h"
+#include "options.h"
 
 namespace edgellm::cli {
 

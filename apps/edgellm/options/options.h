@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "options/settings.h"
+#include "settings.h"
 
 namespace edgellm::cli {
 

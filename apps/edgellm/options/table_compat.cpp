@@ -1,7 +1,7 @@
 // The option table, part 6: llama-server's flags that change nothing on a CPU (offloading,
 // devices, image encoders...). serve accepts them as llama-server does, and logs a note for
 // each one given; the notes follow the order of these rows.
-#include "options/options.h"
+#include "options.h"
 
 namespace edgellm::cli {
 

@@ -3,7 +3,7 @@
 #include <thread>
 
 #include "compute/cpu_topology.h"
-#include "options/options.h"
+#include "options.h"
 
 namespace edgellm::cli {
 

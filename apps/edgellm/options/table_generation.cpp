@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "edgellm/chat.h"
-#include "options/options.h"
+#include "options.h"
 
 namespace edgellm::cli {
 

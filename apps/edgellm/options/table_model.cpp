@@ -1,5 +1,5 @@
 // The option table, part 1: the model, and what the small commands read and write.
-#include "options/options.h"
+#include "options.h"
 
 namespace edgellm::cli {
 

@@ -1,7 +1,7 @@
 // The option table, part 4: the server (serve) and the router (serve without -m).
 #include <fstream>
 
-#include "options/options.h"
+#include "options.h"
 
 namespace edgellm::cli {
 

@@ -1,6 +1,6 @@
 // The option table, part 5: serve's speculative decoding (llama-server's names, old and new).
 // speculative_config() (checks.cpp) makes the server's SpecConfig of them.
-#include "options/options.h"
+#include "options.h"
 
 namespace edgellm::cli {
 

@@ -2,7 +2,7 @@
 // accept, quantize, synth).
 #include "edgellm/synth.h"
 #include "kernels/quantize.h"
-#include "options/options.h"
+#include "options.h"
 
 namespace edgellm::cli {
 

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "edgellm/json_schema.h"
-#include "options/options.h"
+#include "options.h"
 
 namespace edgellm::cli {
 
