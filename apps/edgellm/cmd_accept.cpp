@@ -22,7 +22,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "args.h"
 #include "commands.h"
 #include "edgellm/client.h"
 
@@ -55,7 +54,8 @@ const char* const kTurns[] = {
     "谢谢，顺便说说明天的天气适合出门吗？",
     "好的，就这样吧。",
 };
-constexpr int kMaxTurns = (int)(sizeof kTurns / sizeof kTurns[0]);
+static_assert(AcceptSettings::kMaxTurns == (int)(sizeof kTurns / sizeof kTurns[0]),
+              "--turns goes up to the turns there are");
 
 struct Row {
     std::string key, name;
@@ -211,50 +211,20 @@ int cmd_accept(const std::vector<std::string>& all_args) {
         }
         (after ? serve_args : args).push_back(a);
     }
-    ArgParser p("accept",
-                "usage: edgellm accept [options] [-- serve options]\n"
-                "       edgellm accept --url http://127.0.0.1:8899 [options]\n\n"
-                "Seed 000's acceptance table: decode speed (with the draft model when one is\n"
-                "configured), first token of the cold turn and from the third turn on, draft\n"
-                "accept rate, resident memory (and the cgroup's), start-up to healthy. Starts\n"
-                "`edgellm serve` with the options after `--` (default: seed 000's configuration\n"
-                "on the default model, with the 0.5B as draft when it is fetched), or measures a\n"
-                "running server (--url; start-up is then not measured). Exit status 0 only when\n"
-                "every measured row passes.\n");
-    p.option({"--url"}, "URL", "measure the server already running there");
-    p.option({"--pid"}, "PID", "its process, for the memory rows (default: the local process listening on the URL's port)");
-    p.option({"--turns"}, "N", "conversation turns, 3..8 (default 5)");
-    p.option({"--max-tokens"}, "N", "max_tokens of each turn (default 128, seed 000's chat value)");
-    p.option({"--json"}, "FILE", "also write the table as JSON (- for stdout)");
-    p.option({"--target-decode"}, "TOK_S", "decode speed at least (default 15)");
-    p.option({"--target-first-token"}, "MS", "first token of the cold turn below (default 1000)");
-    p.option({"--target-first-token-turn"}, "MS", "first token from the third turn on below (default 500)");
-    p.option({"--target-accept"}, "RATE", "draft accept rate at least (default 0.55)");
-    p.option({"--target-memory"}, "MIB", "resident memory at most (default 1700)");
-    p.option({"--target-startup"}, "MS", "start-up to healthy below (default 5000)");
-    p.option({"--startup-timeout"}, "S", "give up waiting for the server after (default 120)");
-    if (auto rc = parse_command_line(p, args)) return *rc;
-    if (!p.positional().empty()) return fail("accept", "unexpected argument '" + p.positional()[0] + "' (serve's options go after --)", 2);
-    if (p.has("--url") && !serve_args.empty())
+    Settings s;
+    if (auto rc = parse_options("accept", args, &s)) return *rc;
+    if (!s.positional.empty()) return fail("accept", "unexpected argument '" + s.positional[0] + "' (serve's options go after --)", 2);
+    if (s.has("--url") && !serve_args.empty())
         return fail("accept", "give --url or serve options after --, not both", 2);
-
-    std::string err;
-    int64_t turns = 5, max_tokens = 128, startup_timeout = 120, pid_opt = -1;
-    float t_decode = 15, t_ttft = 1000, t_turn = 500, t_accept = 0.55f, t_mem = 1700, t_start = 5000;
-    if (!p.get_int("--turns", 3, kMaxTurns, &turns, &err) ||
-        !p.get_int("--max-tokens", 1, 4096, &max_tokens, &err) ||
-        !p.get_int("--startup-timeout", 1, 3600, &startup_timeout, &err) ||
-        !p.get_int("--pid", 1, 1 << 30, &pid_opt, &err) ||
-        !p.get_float("--target-decode", 0, 1e6, &t_decode, &err) ||
-        !p.get_float("--target-first-token", 0, 1e7, &t_ttft, &err) ||
-        !p.get_float("--target-first-token-turn", 0, 1e7, &t_turn, &err) ||
-        !p.get_float("--target-accept", 0, 1, &t_accept, &err) ||
-        !p.get_float("--target-memory", 0, 1e9, &t_mem, &err) ||
-        !p.get_float("--target-startup", 0, 1e9, &t_start, &err))
-        return fail("accept", err, 2);
+    const AcceptSettings& opt = s.accept;
+    const int64_t turns = opt.turns, max_tokens = opt.max_tokens, startup_timeout = opt.startup_timeout,
+                  pid_opt = opt.pid;
+    const float t_decode = opt.target_decode, t_ttft = opt.target_first_token,
+                t_turn = opt.target_first_token_turn, t_accept = opt.target_accept, t_mem = opt.target_memory,
+                t_start = opt.target_startup;
 
     // ---- the server ----
-    std::string url = p.get_or("--url", "");
+    std::string url = opt.url;
     pid_t child = -1;
     std::optional<double> startup_ms;
     std::string startup_detail = "not measured: the server was already running (--url)";
@@ -498,7 +468,7 @@ int cmd_accept(const std::vector<std::string>& all_args) {
     }
     std::printf("\n%s: %d of %zu rows measured, %s\n", all ? "PASS" : "FAIL", measured, rows.size(),
                 all ? "every measured row meets its target" : "a row misses its target");
-    if (auto out = p.get("--json")) {
+    if (const auto& out = opt.json) {
         json j = {{"url", url}, {"started_here", child > 0}, {"passed", all}};
         for (const Row& r : rows)
             j["rows"].push_back({{"key", r.key}, {"name", r.name}, {"op", r.op}, {"target", r.target},

@@ -15,7 +15,6 @@
 
 #include <fstream>
 
-#include "args.h"
 #include "commands.h"
 #include "edgellm/chat.h"
 #include "edgellm/grammar.h"
@@ -104,18 +103,6 @@ std::string json_escape(const std::string& s) {
     return o;
 }
 
-bool parse_int_list(const std::string& s, std::vector<int>* out) {
-    std::stringstream ss(s);
-    std::string item;
-    while (std::getline(ss, item, ',')) {
-        char* end = nullptr;
-        const long v = std::strtol(item.c_str(), &end, 10);
-        if (item.empty() || *end != '\0' || v < 1 || v > 1024) return false;
-        out->push_back((int)v);
-    }
-    return !out->empty();
-}
-
 double median_of(std::vector<double> v) {
     if (v.empty()) return 0.0;
     std::sort(v.begin(), v.end());
@@ -129,13 +116,13 @@ struct LoadedModel {
     std::unique_ptr<Model> model;
     std::unique_ptr<Tokenizer> tok;
 };
-bool load_model(const ArgParser& p, const std::string& path, LoadedModel* out, std::string* err) {
-    auto m = Model::load(path, load_options(p));
+bool load_model(const Settings& s, const std::string& path, LoadedModel* out, std::string* err) {
+    auto m = Model::load(path, load_options(s));
     if (!m) {
         *err = m.error();
         return false;
     }
-    if (!prepare_model(p, **m, err)) return false;
+    if (!prepare_model(s, **m, err)) return false;
     auto t = Tokenizer::load((*m)->file());
     if (!t) {
         *err = t.error();
@@ -146,70 +133,26 @@ bool load_model(const ArgParser& p, const std::string& path, LoadedModel* out, s
     return true;
 }
 
-// The KV flags into cp (unchanged when absent); false with the reason.
-bool kv_type_option(const ArgParser& p, ContextParams* cp, std::string* err) {
-    return read_kv_options(p, &cp->type_k, &cp->type_v, err);
-}
-
-// bench's speculative decoding options.
-struct SpecSettingsCli {
-    std::string draft_model;
-    bool ngram = false;
-    int draft_n_max = 3;       // the draft model's most per step (--draft-max)
-    int ngram_n_max = 16;      // lookup's (--draft-max when given)
-    int n_max = 3, n_min = 0;  // (n_max: the larger of those in use)
-    float p_min = 0.0f;
-    bool adaptive = true;
-};
-
-bool read_bench_spec(const ArgParser& p, SpecSettingsCli* sc, std::string* err) {
-    sc->draft_model = p.get_or("--draft", "");
-    bool draft = !sc->draft_model.empty();
-    if (auto t = p.get("--spec-type")) {
-        size_t at = 0;
-        while (at <= t->size()) {
-            const size_t comma = std::min(t->find(',', at), t->size());
-            const std::string one = t->substr(at, comma - at);
-            at = comma + 1;
-            if (one.rfind("ngram", 0) == 0 || one == "lookup") {
-                sc->ngram = true;
-            } else if (one == "draft" || one == "draft-simple") {
-                if (!draft) {
-                    *err = "--spec-type draft needs --draft MODEL";
-                    return false;
-                }
-            } else if (!one.empty()) {
-                *err = "--spec-type: unknown type \"" + one + "\" (ngram, draft)";
-                return false;
-            }
-        }
-    }
-    int64_t n_max = 3, n_min = 0;
-    if (!p.get_int("--draft-max", 1, 64, &n_max, err) ||
-        !p.get_int("--draft-min", 0, 64, &n_min, err) ||
-        !p.get_float("--draft-p-min", 0.0, 1.0, &sc->p_min, err))
-        return false;
-    sc->draft_n_max = (int)n_max;
-    sc->ngram_n_max = p.has("--draft-max") ? (int)n_max : 16;
-    sc->n_max = std::max(draft ? sc->draft_n_max : 0, sc->ngram ? sc->ngram_n_max : 0);
-    if (n_min > sc->n_max) {
-        *err = "--draft-min " + std::to_string(n_min) + " is above the most drafted per step (" +
-               std::to_string(sc->n_max) + ")";
-        return false;
-    }
-    sc->n_min = (int)n_min;
-    sc->adaptive = !p.has("--spec-fixed");
-    return true;
+// The context of the constrained and speculative tests: the KV flags, the CPUs, --swa-full.
+ContextParams test_context(const Settings& s, int64_t n_ctx, int threads) {
+    ContextParams cp;
+    cp.n_ctx = n_ctx;
+    cp.n_threads = threads;
+    cp.type_k = s.ctx.type_k;
+    cp.type_v = s.ctx.type_v;
+    cp.swa_full = s.ctx.swa_full;
+    cp.cpus = s.ctx.cpus;
+    return cp;
 }
 
 // bench --grammar FILE / --json-schema FILE: decode with the grammar beside decode without
 // it, on the same model, prompt and threads. Each repetition starts from an empty cache, so
 // the first-token times include the prompt; the constrained one also compiles the grammar
 // (and the schema) and builds its first state, which is what a request pays.
-int bench_constrained(const ArgParser& p, const std::string& model_path, int64_t n_gen,
-                      int64_t reps, int threads) {
-    const bool schema = p.has("--json-schema");
-    const std::string file = *p.get(schema ? "--json-schema" : "--grammar");
+int bench_constrained(const Settings& s, const std::string& model_path, int64_t n_gen, int64_t reps,
+                      int threads) {
+    const bool schema = s.bench.schema_file.has_value();
+    const std::string file = schema ? *s.bench.schema_file : *s.bench.grammar_file;
     std::ifstream in(file, std::ios::binary);
     if (!in) return fail("bench", "cannot read " + file, 2);
     const std::string text((std::istreambuf_iterator<char>(in)), {});
@@ -219,23 +162,18 @@ int bench_constrained(const ArgParser& p, const std::string& model_path, int64_t
     if (!compile(&err)) return fail("bench", err, 2);
 
     LoadedModel lm;
-    if (!load_model(p, model_path, &lm, &err)) return fail("bench", err);
+    if (!load_model(s, model_path, &lm, &err)) return fail("bench", err);
     auto& model = lm.model;
     auto& tok = lm.tok;
-    ContextParams cp;
-    cp.n_ctx = 4096;
-    cp.n_threads = threads;
-    if (!kv_type_option(p, &cp, &err)) return fail("bench", err, 2);
-    if (!read_cpu_options(p, &cp, &err)) return fail("bench", err, 2);
-    auto ctx = Context::create(*model, cp);
+    auto ctx = Context::create(*model, test_context(s, 4096, threads));
     if (!ctx) return fail("bench", ctx.error());
     const auto t_vocab = Clock::now();
     auto vocab = GrammarVocab::build(*tok);
     const double vocab_ms = seconds_since(t_vocab) * 1000.0;
 
     const std::string user =
-        p.get_or("--prompt", schema ? "Describe a user of our app as a JSON object."
-                                    : "北京明天天气怎么样？用 JSON 回答，包含 tool 和 args。");
+        s.bench.prompt.value_or(schema ? "Describe a user of our app as a JSON object."
+                                       : "北京明天天气怎么样？用 JSON 回答，包含 tool 和 args。");
     const ChatPrompt chat = chat_prompt(model->file(), *tok, {{"user", user}}, true);
     const auto prompt = tok->tokenize(chat.text, !chat.bos_in_text, true);
     Session session(*model, *tok, **ctx);
@@ -329,28 +267,24 @@ const SpecPrompt kSpecPrompts[] = {
      "avoids toll roads. Voice guidance announces each turn two hundred meters in advance."},
 };
 
-int bench_speculative(const ArgParser& p, const std::string& model_path, int64_t n_gen,
-                      int64_t reps, int threads) {
+int bench_speculative(const Settings& s, const std::string& model_path, int64_t n_gen, int64_t reps,
+                      int threads) {
     std::string err;
-    SpecSettingsCli sc;
-    if (!read_bench_spec(p, &sc, &err)) return fail("bench", err, 2);
+    BenchSpeculation sc;
+    if (!bench_speculation(s, &sc, &err)) return fail("bench", err, 2);
     LoadedModel lm;
-    if (!load_model(p, model_path, &lm, &err)) return fail("bench", err);
+    if (!load_model(s, model_path, &lm, &err)) return fail("bench", err);
     auto& model = lm.model;
     auto& tok = lm.tok;
-    ContextParams cp;
-    cp.n_ctx = 2048;
-    cp.n_threads = threads;
+    ContextParams cp = test_context(s, 2048, threads);
     cp.n_outputs = sc.n_max + 1;
-    if (!kv_type_option(p, &cp, &err)) return fail("bench", err, 2);
-    if (!read_cpu_options(p, &cp, &err)) return fail("bench", err, 2);
     auto ctx = Context::create(*model, cp);
     if (!ctx) return fail("bench", ctx.error());
     LoadedModel draft;
     std::unique_ptr<Context> draft_ctx;
     std::unique_ptr<ModelDrafter> model_drafter;
     if (!sc.draft_model.empty()) {
-        if (!load_model(p, sc.draft_model, &draft, &err))
+        if (!load_model(s, sc.draft_model, &draft, &err))
             return fail("bench", "the draft model: " + err);
         const std::string why = draft_vocab_mismatch(*tok, *draft.tok);
         if (!why.empty())
@@ -456,98 +390,39 @@ int bench_speculative(const ArgParser& p, const std::string& model_path, int64_t
 }  // namespace
 
 int cmd_bench(const std::vector<std::string>& args) {
-    ArgParser p("bench", "edgellm bench -m MODEL [-p 512] [-n 128] [-t 1,2] [-r 3] [options]");
-    p.option({"-m", "--model"}, "FILE", "GGUF model");
-    p.option({"-p", "--n-prompt"}, "N", "prompt tokens for the pp test; 0 = skip (default 512)");
-    p.option({"-n", "--n-gen"}, "N", "tokens for the tg test; 0 = skip (default 128)");
-    p.option({"-t", "--threads"}, "LIST", "thread counts, comma-separated (default: all cores)");
-    p.option({"-r", "--repetitions"}, "N", "repetitions after the warm-up (default 5)");
-    p.option({"-d", "--n-depth"}, "N",
-             "fill the KV cache with N tokens before each test (default 0)");
-    p.option({"-c", "--ctx-size"}, "N", "context (default: enough for the tests)");
-    p.option({"-b", "--batch-size", "-ub", "--ubatch-size"}, "N",
-             "most prompt tokens in one forward step, as serve's -b (default 512; llama-bench's "
-             "-ub)");
-    add_kv_options(p);
-    p.option({"-o", "--output"}, "FMT", "md (default), json or csv");
-    p.option({"--kernels"}, "NAME", "kernel set (default: the best that is not opt-in; amx-bf16 is opt-in)");
-    p.flag({"--no-bandwidth"}, "skip measuring the machine's read bandwidth");
-    p.flag({"--no-int8-limit"}, "skip measuring the kernel set's int8 multiply-add limit");
-    p.option({"--grammar"}, "FILE",
-             "instead: decode constrained by the GBNF grammar in FILE beside free decode");
-    p.option({"--json-schema"}, "FILE",
-             "instead: decode constrained by the JSON schema in FILE beside free decode");
-    p.option({"--prompt"}, "TEXT", "the user message for --grammar / --json-schema");
-    p.option({"--draft", "-md", "--model-draft"}, "FILE",
-             "instead: speculative decoding with this draft model beside plain decoding, on "
-             "chat, code-edit, JSON and quoting prompts");
-    p.option({"--spec-type"}, "LIST", "with or instead of --draft: ngram (prompt lookup), draft");
-    p.option({"--draft-max", "--spec-draft-n-max"}, "N",
-             "most drafts per step (default 3, ngram only 16)");
-    p.option({"--draft-min", "--spec-draft-n-min"}, "N",
-             "fewer drafts than this: none (default 0)");
-    p.option({"--draft-p-min", "--spec-draft-p-min"}, "P",
-             "the draft model's least probability (default 0)");
-    p.flag({"--spec-fixed"}, "always draft up to --draft-max (default: adaptive)");
-    add_cpu_options(p);
-    if (auto done = parse_command_line(p, args)) return *done;
-    std::string err;
-    if (!p.positional().empty())
-        return fail("bench", "unexpected argument " + p.positional()[0], 2);
-    auto model_path = model_path_or_default(p);
+    Settings s;
+    if (auto done = parse_options("bench", args, &s)) return *done;
+    auto model_path = model_path_or_default(s);
     if (!model_path) return fail("bench", model_path.error(), 2);
-    int64_t n_prompt = 512, n_gen = 128, reps = 5, n_ctx = 0, depth = 0, n_batch = 512;
-    if (!p.get_int("-p", 0, 1 << 16, &n_prompt, &err) ||
-        !p.get_int("-b", 1, 1 << 16, &n_batch, &err) ||
-        !p.get_int("-n", 0, 1 << 16, &n_gen, &err) || !p.get_int("-r", 1, 1000, &reps, &err) ||
-        !p.get_int("-c", 0, 1 << 24, &n_ctx, &err) || !p.get_int("-d", 0, 1 << 20, &depth, &err))
-        return fail("bench", err, 2);
-    std::vector<int> threads;
-    if (auto t = p.get("-t")) {
-        if (!parse_int_list(*t, &threads)) return fail("bench", "-t must be a list like 1,2", 2);
-    } else {
-        threads.push_back((int)std::max(1u, std::thread::hardware_concurrency()));
-    }
-    if (p.has("--draft") || p.has("--spec-type") || p.has("--grammar") || p.has("--json-schema"))
-        for (const char* f : {"-p", "-d", "-c", "-b", "-o", "--no-bandwidth", "--no-int8-limit"})
-            if (p.has(f))
-                return fail("bench",
-                            std::string(f) +
-                                " is for the pp/tg tests; --draft, --spec-type, "
-                                "--grammar and --json-schema take -n, -r, -t",
-                            2);
-    if (p.has("--draft") || p.has("--spec-type")) {
+    const BenchSettings& b = s.bench;
+    const int64_t n_prompt = b.n_prompt, n_gen = b.n_gen, reps = b.reps, n_ctx = b.n_ctx,
+                  depth = b.depth, n_batch = b.n_batch;
+    std::vector<int> threads = b.threads;
+    if (threads.empty()) threads.push_back((int)std::max(1u, std::thread::hardware_concurrency()));
+    if (b.draft_model || b.spec_types) {
         if (threads.size() != 1) return fail("bench", "--draft / --spec-type take one -t", 2);
-        err = choose_kernels(p.get_or("--kernels", ""));
-        if (!err.empty()) return fail("bench", err, 2);
-        return bench_speculative(p, *model_path, p.has("-n") ? n_gen : 128, p.has("-r") ? reps : 3,
-                                 threads[0]);
+        if (std::string err = choose_kernels(s.kernels); !err.empty()) return fail("bench", err, 2);
+        return bench_speculative(s, *model_path, n_gen, s.has("-r") ? reps : 3, threads[0]);
     }
-    if (p.has("--grammar") || p.has("--json-schema")) {
-        if (p.has("--grammar") && p.has("--json-schema"))
+    if (b.grammar_file || b.schema_file) {
+        if (b.grammar_file && b.schema_file)
             return fail("bench", "give one of --grammar and --json-schema", 2);
         if (threads.size() != 1) return fail("bench", "--grammar / --json-schema take one -t", 2);
-        err = choose_kernels(p.get_or("--kernels", ""));
-        if (!err.empty()) return fail("bench", err, 2);
-        return bench_constrained(p, *model_path, n_gen, reps, threads[0]);
+        if (std::string err = choose_kernels(s.kernels); !err.empty()) return fail("bench", err, 2);
+        return bench_constrained(s, *model_path, n_gen, reps, threads[0]);
     }
-    const std::string fmt = p.get_or("-o", "md");
-    if (fmt != "md" && fmt != "json" && fmt != "csv")
-        return fail("bench", "-o must be md, json or csv", 2);
-    ContextParams kv;
-    if (!kv_type_option(p, &kv, &err)) return fail("bench", err, 2);
-    const std::string kv_name = kv.type_k == kv.type_v ? std::string(tensor_type_name(kv.type_k))
-                                                       : std::string(tensor_type_name(kv.type_k)) +
-                                                             "/" + tensor_type_name(kv.type_v);
-    err = choose_kernels(p.get_or("--kernels", ""));
+    const std::string& fmt = b.format;
+    const TensorType type_k = s.ctx.type_k, type_v = s.ctx.type_v;
+    const std::string kv_name =
+        type_k == type_v ? std::string(tensor_type_name(type_k))
+                         : std::string(tensor_type_name(type_k)) + "/" + tensor_type_name(type_v);
+    std::string err = choose_kernels(s.kernels);
     if (!err.empty()) return fail("bench", err, 2);
 
-    auto model = Model::load(*model_path, load_options(p));
+    auto model = Model::load(*model_path, load_options(s));
     if (!model) return fail("bench", model.error());
     const Model& m = **model;
-    ContextParams placement;
-    if (!read_cpu_options(p, &placement, &err)) return fail("bench", err, 2);
-    if (!prepare_model(p, m, &err)) return fail("bench", err);
+    if (!prepare_model(s, m, &err)) return fail("bench", err);
     const HParams& h = m.hparams();
     std::string name = model_path->substr(model_path->find_last_of('/') + 1);
     const std::string mtype = m.main_weight_type();
@@ -561,8 +436,8 @@ int cmd_bench(const std::vector<std::string>& args) {
         if (t.name == "token_embd.weight" && !h.tied_output) continue;
         weight_read += t.n_bytes;
     }
-    const double kv_per_token = (double)h.n_layer * (double)(row_size(kv.type_k, h.n_embd_kv()) +
-                                                             row_size(kv.type_v, h.n_embd_kv()));
+    const double kv_per_token = (double)h.n_layer * (double)(row_size(type_k, h.n_embd_kv()) +
+                                                             row_size(type_v, h.n_embd_kv()));
 
     // The layers' matrix multiply-adds per prompt token (the output projection runs for the
     // last token only): what a pp row's speed is in int8 multiply-adds.
@@ -571,14 +446,14 @@ int cmd_bench(const std::vector<std::string>& args) {
         if (t.n_dims == 2 && t.name.rfind("blk.", 0) == 0)
             macs_per_token += (double)t.ne[0] * (double)t.ne[1];
     std::vector<std::pair<int, Int8Limit>> int8_limits;  // threads -> the kernel set's limit
-    if (!p.has("--no-int8-limit") && n_prompt > 0)
+    if (!b.no_int8_limit && n_prompt > 0)
         for (int t : threads) {
             std::fprintf(stderr, "bench: measuring the int8 limit with %d thread%s...\n", t,
                          t > 1 ? "s" : "");
             int8_limits.emplace_back(t, measure_int8_limit(t));
         }
     std::vector<std::pair<int, double>> bandwidth;  // threads -> GB/s
-    if (!p.has("--no-bandwidth") && n_gen > 0)
+    if (!b.no_bandwidth && n_gen > 0)
         for (int t : threads) {
             std::fprintf(stderr, "bench: measuring read bandwidth with %d thread%s...\n", t,
                          t > 1 ? "s" : "");
@@ -592,10 +467,10 @@ int cmd_bench(const std::vector<std::string>& args) {
         ContextParams cp;
         cp.n_ctx = n_ctx > 0 ? n_ctx : std::max<int64_t>(depth + std::max(n_prompt, n_gen), 16);
         cp.n_batch = n_batch;  // a longer prompt goes in steps (so does the depth fill)
-        cp.type_k = kv.type_k;
-        cp.type_v = kv.type_v;
+        cp.type_k = type_k;
+        cp.type_v = type_v;
         cp.n_threads = nt;
-        cp.cpus = placement.cpus;
+        cp.cpus = s.ctx.cpus;
         auto ctx = Context::create(m, cp);
         if (!ctx) return fail("bench", ctx.error());
         std::fprintf(stderr, "bench: %s\n", (*ctx)->affinity_report().c_str());

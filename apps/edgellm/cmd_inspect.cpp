@@ -3,7 +3,6 @@
 #include <cstdio>
 #include <map>
 
-#include "args.h"
 #include "commands.h"
 #include "edgellm/model.h"
 #include "edgellm/kernels.h"
@@ -21,38 +20,18 @@ std::string mib(size_t bytes) {
 }  // namespace
 
 int cmd_inspect(const std::vector<std::string>& args) {
-    ArgParser p("inspect", "edgellm inspect MODEL [-c CTX] [--kv-type T] [-ctk T] [-ctv T] [options]");
-    p.option({"-m", "--model"}, "FILE", "GGUF model file (or give it as the first argument)");
-    p.option({"-c", "--ctx-size"}, "N",
-             "context size for the KV cache (default: training context, at most 4096)");
-    add_kv_options(p);
-    p.option({"-b", "--batch-size"}, "N",
-             "tokens per forward step, sizes the scratch (default 512)");
-    p.option({"-t", "--threads"}, "N", "threads, sizes per-thread scratch (default: all cores)");
-    p.option({"--kernels"}, "NAME", "kernel set to report (default: the best that is not opt-in)");
-    p.flag({"--no-tensors"}, "do not list the tensors");
-    p.flag({"-nr", "--no-repack"}, "bill the weights in the file's layout (no repacking)");
-    if (auto done = parse_command_line(p, args)) return *done;
-    std::string err;
-    std::string path = p.get_or("-m", "");
-    if (path.empty() && !p.positional().empty()) path = p.positional()[0];
+    Settings s;
+    if (auto done = parse_options("inspect", args, &s)) return *done;
+    std::string path = s.model.value_or("");
+    if (path.empty() && !s.positional.empty()) path = s.positional[0];
     if (path.empty()) return fail("inspect", "missing MODEL", 2);
-    if (p.positional().size() > (p.has("-m") ? 0u : 1u))
-        return fail("inspect", "unexpected argument " + p.positional().back(), 2);
-    int64_t n_ctx = 0, n_batch = 512, threads = 0;
-    if (!p.get_int("-c", 1, (int64_t)1 << 30, &n_ctx, &err) ||
-        !p.get_int("-b", 1, (int64_t)1 << 20, &n_batch, &err) ||
-        !p.get_int("-t", 1, 1024, &threads, &err))
-        return fail("inspect", err, 2);
-    TensorType type_k = TensorType::F16, type_v = TensorType::F16;
-    {
-        std::string why;
-        if (!read_kv_options(p, &type_k, &type_v, &why)) return fail("inspect", why, 2);
-    }
-    err = choose_kernels(p.get_or("--kernels", ""));
-    if (!err.empty()) return fail("inspect", err, 2);
+    if (s.positional.size() > (s.model ? 0u : 1u))
+        return fail("inspect", "unexpected argument " + s.positional.back(), 2);
+    if (std::string err = choose_kernels(s.kernels); !err.empty()) return fail("inspect", err, 2);
+    const int64_t n_ctx = s.ctx.n_ctx, n_batch = s.ctx.n_batch;
+    const TensorType type_k = s.ctx.type_k, type_v = s.ctx.type_v;
 
-    auto model = Model::load(path, load_options(p));
+    auto model = Model::load(path, load_options(s));
     if (!model) return fail("inspect", model.error());
     const Model& m = **model;
     const GgufFile& f = m.file();
@@ -91,12 +70,12 @@ int cmd_inspect(const std::vector<std::string>& args) {
     }
 
     std::map<std::string, std::pair<size_t, size_t>> by_type;  // count, bytes
-    if (!p.has("--no-tensors")) std::printf("\ntensors:\n");
+    if (!s.io.no_tensors) std::printf("\ntensors:\n");
     for (const auto& t : f.tensors()) {
         auto& e = by_type[tensor_type_name(t.type)];
         e.first++;
         e.second += t.n_bytes;
-        if (!p.has("--no-tensors"))
+        if (!s.io.no_tensors)
             std::printf("  %-36s %-6s %-22s %12zu bytes\n", t.name.c_str(),
                         tensor_type_name(t.type), t.shape_string().c_str(), t.n_bytes);
     }
@@ -114,13 +93,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
                         tensor_type_name(k.activation_type), k.isa.c_str());
     }
 
-    ContextParams cp;
-    cp.n_ctx = n_ctx;
-    cp.n_batch = n_batch;
-    cp.type_k = type_k;
-    cp.type_v = type_v;
-    cp.n_threads = (int)threads;
-    auto bill = Context::memory_bill(m, cp);
+    auto bill = Context::memory_bill(m, s.ctx);
     if (!bill) return fail("inspect", bill.error());
     const int64_t ctx_used = n_ctx > 0 ? n_ctx : std::min<int64_t>(h.n_ctx_train, 4096);
     const std::string kv_name = type_k == type_v ? std::string(tensor_type_name(type_k))

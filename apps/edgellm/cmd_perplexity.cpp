@@ -44,7 +44,6 @@
 #include <functional>
 #include <limits>
 
-#include "args.h"
 #include "commands.h"
 #include "edgellm/model.h"
 #include "edgellm/tokenizer.h"
@@ -56,9 +55,8 @@ namespace {
 static_assert(std::endian::native == std::endian::little,
               "the KL file is written in the host's byte order, which must be little-endian");
 
-constexpr int64_t kMinCtx = 8;      // smaller chunks score (almost) nothing
-constexpr int32_t kKlTopK = 32;     // tokens kept per position by --kl-save (--kl-top-k)
-constexpr int32_t kMaxTopK = 4096;  // most a KL file may claim (guards the size arithmetic)
+constexpr int64_t kMinCtx = PerplexitySettings::kMinCtx;
+constexpr int32_t kMaxTopK = PerplexitySettings::kMaxTopK;
 
 // KL reference file (--kl-save / --kl-base), little-endian:
 //
@@ -364,56 +362,22 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 int cmd_perplexity(const std::vector<std::string>& args) {
     const char* cmd = "perplexity";
-    ArgParser p(cmd,
-                "edgellm perplexity -m MODEL -f TEXT [-c 512] [--chunks N] "
-                "[--kl-save FILE | --kl-base FILE] [options]");
-    p.option({"-m", "--model"}, "FILE",
-             "GGUF model (default: the model scripts/fetch-models.sh installed)");
-    p.option({"-f", "--file"}, "FILE",
-             "text to measure (with --kl-base: optional, checked against the saved tokens)");
-    p.option({"-c", "--ctx-size"}, "N",
-             "tokens per chunk; the second half of each is scored (default 512)");
-    p.option({"-b", "--batch-size"}, "N", "tokens per forward step (default min(512, -c))");
-    p.option({"-t", "--threads"}, "N", "threads (default: all cores)");
-    p.option({"--chunks"}, "N", "score at most N chunks (default: all)");
-    add_kv_options(p);
-    p.option({"--kl-save"}, "FILE",
-             "save this model's top-K distributions and the tokens (the reference)");
-    p.option({"--kl-base"}, "FILE",
-             "compare with a saved reference: KL divergence, top-1 agreement, PPL ratio");
-    p.option({"--kl-top-k"}, "K",
-             "tokens kept per position by --kl-save (default 32, at most 4096)");
-    p.option({"--kernels"}, "NAME", "kernel set (default: the best that is not opt-in; amx-bf16 is opt-in)");
-    if (auto done = parse_command_line(p, args)) return *done;
-    std::string err;
-    if (!p.positional().empty()) return fail(cmd, "unexpected argument " + p.positional()[0], 2);
-    const auto kl_save = p.get("--kl-save");
-    const auto kl_base = p.get("--kl-base");
-    if (kl_save && kl_base) return fail(cmd, "give at most one of --kl-save and --kl-base", 2);
-    if (!p.has("-f") && !kl_base) return fail(cmd, "missing -f TEXT", 2);
-    int64_t n_ctx = 512, n_batch = 512, threads = 0, max_chunks = -1, top_k = kKlTopK;
-    if (!p.get_int("-c", kMinCtx, 1 << 24, &n_ctx, &err) ||
-        !p.get_int("-b", 1, 1 << 24, &n_batch, &err) || !p.get_int("-t", 1, 1024, &threads, &err) ||
-        !p.get_int("--chunks", -1, 1 << 24, &max_chunks, &err) ||
-        !p.get_int("--kl-top-k", 1, kMaxTopK, &top_k, &err))
-        return fail(cmd, err, 2);
-    if (max_chunks == 0) return fail(cmd, "--chunks must be at least 1 (or -1: all)", 2);
-    if (p.has("--kl-top-k") && !kl_save) return fail(cmd, "--kl-top-k goes with --kl-save", 2);
-    TensorType type_k = TensorType::F16, type_v = TensorType::F16;
-    {
-        std::string why;
-        if (!read_kv_options(p, &type_k, &type_v, &why)) return fail(cmd, why, 2);
-    }
-    auto model_path = model_path_or_default(p);
+    Settings s;
+    if (auto done = parse_options(cmd, args, &s)) return *done;
+    const auto& kl_save = s.perplexity.kl_save;
+    const auto& kl_base = s.perplexity.kl_base;
+    const auto& text_file = s.perplexity.file;
+    if (!text_file && !kl_base) return fail(cmd, "missing -f TEXT", 2);
+    int64_t n_ctx = s.perplexity.n_ctx;
+    const int64_t n_batch = s.perplexity.n_batch, max_chunks = s.perplexity.max_chunks,
+                  top_k = s.perplexity.top_k;
+    auto model_path = model_path_or_default(s);
     if (!model_path) return fail(cmd, model_path.error(), 2);
-    err = choose_kernels(p.get_or("--kernels", ""));
+    std::string err = choose_kernels(s.kernels);
     if (!err.empty()) return fail(cmd, err, 2);
     std::string text;
-    if (auto path = p.get("-f")) {
-        std::ifstream in(*path, std::ios::binary);
-        if (!in) return fail(cmd, *path + ": cannot read");
-        text.assign(std::istreambuf_iterator<char>(in), {});
-    }
+    if (text_file && !read_text_file(*text_file, &text))
+        return fail(cmd, *text_file + ": cannot read");
 
     // The reference, when comparing: it fixes n_ctx and the tokens.
     KlFile base;
@@ -421,7 +385,7 @@ int cmd_perplexity(const std::vector<std::string>& args) {
         auto f = read_kl_file(*kl_base);
         if (!f) return fail(cmd, f.error());
         base = std::move(*f);
-        if (p.has("-c") && n_ctx != (int64_t)base.h.n_ctx)
+        if (s.has("-c") && n_ctx != (int64_t)base.h.n_ctx)
             return fail(cmd, *kl_base + ": saved with -c " + std::to_string(base.h.n_ctx) +
                                  ", this run asks for -c " + std::to_string(n_ctx) +
                                  " (use the reference's context)");
@@ -455,18 +419,18 @@ int cmd_perplexity(const std::vector<std::string>& args) {
         n_chunks = base.h.n_chunks;
         if (max_chunks > 0) n_chunks = std::min(n_chunks, max_chunks);
         tokens.assign(base.tokens.begin(), base.tokens.begin() + n_chunks * n_ctx);
-        if (p.has("-f")) {
+        if (text_file) {
             const auto ours = (*tok)->tokenize(text, true, false);
             if ((int64_t)ours.size() < n_chunks * n_ctx ||
                 !std::equal(tokens.begin(), tokens.end(), ours.begin()))
-                return fail(cmd, *p.get("-f") + " does not tokenize to the tokens saved in " +
+                return fail(cmd, *text_file + " does not tokenize to the tokens saved in " +
                                      *kl_base + " (a different text or tokenizer)");
         }
     } else {
         tokens = (*tok)->tokenize(text, true, false);
         n_chunks = (int64_t)tokens.size() / n_ctx;
         if (n_chunks == 0)
-            return fail(cmd, *p.get("-f") + ": the text has " + std::to_string(tokens.size()) +
+            return fail(cmd, *text_file + ": the text has " + std::to_string(tokens.size()) +
                                  " tokens, fewer than one chunk of " + std::to_string(n_ctx) +
                                  " (-c); give a longer text or a smaller -c");
         if (max_chunks > 0) n_chunks = std::min(n_chunks, max_chunks);
@@ -478,15 +442,15 @@ int cmd_perplexity(const std::vector<std::string>& args) {
     cp.n_ctx = n_ctx;
     cp.n_batch = std::min(n_batch, n_ctx);
     cp.n_outputs = std::min(cp.n_batch, per_chunk);  // scoring steps return their logits
-    cp.type_k = type_k;
-    cp.type_v = type_v;
-    cp.n_threads = (int)threads;
+    cp.type_k = s.ctx.type_k;
+    cp.type_v = s.ctx.type_v;
+    cp.n_threads = s.ctx.n_threads;
     auto ctx = Context::create(**model, cp);
     if (!ctx) return fail(cmd, ctx.error());
     std::fprintf(stderr,
                  "edgellm perplexity: %s: %zu tokens; %lld chunks of %lld, scoring %lld "
                  "positions each (load %.0f ms)\n",
-                 kl_base ? kl_base->c_str() : p.get("-f")->c_str(),
+                 kl_base ? kl_base->c_str() : text_file->c_str(),
                  kl_base ? base.tokens.size() : tokens.size(), (long long)n_chunks,
                  (long long)n_ctx, (long long)per_chunk, seconds_since(t_load) * 1e3);
 

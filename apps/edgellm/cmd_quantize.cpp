@@ -3,29 +3,19 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "args.h"
 #include "commands.h"
 #include "edgellm/quantize.h"
 
 namespace edgellm::cli {
 
 int cmd_quantize(const std::vector<std::string>& args) {
-    std::string types;
-    for (FileType t : all_file_types())
-        types += std::string(types.empty() ? "" : ", ") + file_type_name(t);
-    ArgParser p("quantize",
-                "edgellm quantize IN.gguf OUT.gguf TYPE [THREADS] [options]\n\nTYPE: " + types);
-    p.flag({"--allow-requantize"},
-           "allow tensors that are already quantized to be quantized again");
-    p.option({"--output-type"}, "T", "type of output.weight (e.g. q8_0, q6_K, f16)");
-    p.option({"--token-embedding-type"}, "T", "type of token_embd.weight");
-    p.flag({"--pure"}, "no mixture: every quantizable tensor gets TYPE's base type");
-    if (auto done = parse_command_line(p, args)) return *done;
-    std::string err;
-    const auto& pos = p.positional();
+    Settings s;
+    if (auto done = parse_options("quantize", args, &s)) return *done;
+    const auto& pos = s.positional;
     if (pos.size() < 3 || pos.size() > 4)
         return fail("quantize", "expected IN.gguf OUT.gguf TYPE [THREADS]", 2);
     QuantizeRunOptions ro;
+    ro.opts = s.quantize.opts;
     auto ft = file_type_from_name(pos[2]);
     if (!ft) {
         char* end = nullptr;
@@ -34,7 +24,9 @@ int cmd_quantize(const std::vector<std::string>& args) {
             for (FileType t : all_file_types())
                 if ((long)t == id) ft = t;
     }
-    if (!ft) return fail("quantize", "unknown TYPE \"" + pos[2] + "\" (one of: " + types + ")", 2);
+    if (!ft)
+        return fail("quantize",
+                    "unknown TYPE \"" + pos[2] + "\" (one of: " + file_type_names() + ")", 2);
     ro.opts.ftype = *ft;
     if (pos.size() == 4) {
         char* end = nullptr;
@@ -43,17 +35,7 @@ int cmd_quantize(const std::vector<std::string>& args) {
             return fail("quantize", "THREADS must be a number in 1..1024", 2);
         ro.n_threads = (int)n;
     }
-    for (const char* opt : {"--output-type", "--token-embedding-type"}) {
-        const auto v = p.get(opt);
-        if (!v) continue;
-        const auto t = tensor_type_from_name(*v);
-        if (!t || !can_quantize(*t))
-            return fail("quantize", std::string(opt) + ": unknown tensor type \"" + *v + "\"", 2);
-        (std::string(opt) == "--output-type" ? ro.opts.output_type : ro.opts.token_embedding_type) =
-            *t;
-    }
-    ro.opts.pure = p.has("--pure");
-    ro.allow_requantize = p.has("--allow-requantize");
+    ro.allow_requantize = s.quantize.allow_requantize;
     ro.progress = [](const QuantizeProgress& q) {
         std::fprintf(stderr, "[%4zu/%4zu] %-36s %-5s -> %-5s %9.2f MiB -> %9.2f MiB\n", q.index + 1,
                      q.count, q.name.c_str(), tensor_type_name(q.from), tensor_type_name(q.to),

@@ -2,10 +2,7 @@
 // edgellm detokenize -m MODEL (--tokens "ID ..." | -p "ID ...") [--special]
 // Only the vocabulary is read; the weights are not touched.
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
-#include "args.h"
 #include "commands.h"
 #include "edgellm/tokenizer.h"
 
@@ -24,33 +21,16 @@ Result<std::unique_ptr<Tokenizer>> load_vocab(const std::string& path,
 }  // namespace
 
 int cmd_tokenize(const std::vector<std::string>& args) {
-    ArgParser p("tokenize",
-                "edgellm tokenize -m MODEL (-p TEXT | -f FILE) [--no-bos] [--parse-special]");
-    p.option({"-m", "--model"}, "FILE", "GGUF model (only its vocabulary is read)");
-    p.option({"-p", "--prompt"}, "TEXT", "text to tokenize");
-    p.option({"-f", "--file"}, "FILE", "read the text from a file");
-    p.flag({"--no-bos"}, "do not add BOS/EOS even if the model asks for them");
-    p.flag({"--parse-special"}, "turn texts such as <|im_start|> into their control tokens");
-    if (auto done = parse_command_line(p, args)) return *done;
-    std::string err;
-    if (!p.positional().empty())
-        return fail("tokenize", "unexpected argument " + p.positional()[0], 2);
-    const auto model = p.get("-m");
+    Settings s;
+    if (auto done = parse_options("tokenize", args, &s)) return *done;
+    const auto& model = s.model;
     if (!model) return fail("tokenize", "missing -m MODEL", 2);
-    if (p.has("-p") == p.has("-f"))
-        return fail("tokenize", "give exactly one of -p TEXT or -f FILE", 2);
     std::string text;
-    if (p.has("-p")) {
-        text = *p.get("-p");
-    } else {
-        std::ifstream in(*p.get("-f"), std::ios::binary);
-        if (!in) return fail("tokenize", *p.get("-f") + ": cannot read");
-        text.assign(std::istreambuf_iterator<char>(in), {});
-    }
+    if (auto code = input_text("tokenize", s, "TEXT", &text)) return *code;
     std::unique_ptr<GgufFile> file;
     auto tok = load_vocab(*model, &file);
     if (!tok) return fail("tokenize", tok.error());
-    const auto ids = (*tok)->tokenize(text, !p.has("--no-bos"), p.has("--parse-special"));
+    const auto ids = (*tok)->tokenize(text, !s.io.no_bos, s.io.parse_special);
     std::string line;
     for (size_t i = 0; i < ids.size(); ++i) line += (i ? " " : "") + std::to_string(ids[i]);
     std::printf("%s\n", line.c_str());
@@ -58,18 +38,12 @@ int cmd_tokenize(const std::vector<std::string>& args) {
 }
 
 int cmd_detokenize(const std::vector<std::string>& args) {
-    ArgParser p("detokenize", "edgellm detokenize -m MODEL --tokens \"ID ID ...\" [--special]");
-    p.option({"-m", "--model"}, "FILE", "GGUF model (only its vocabulary is read)");
-    p.option({"--tokens", "-p"}, "\"ID ...\"", "token ids, space-separated");
-    p.flag({"--special"}, "render control tokens as their text");
-    if (auto done = parse_command_line(p, args)) return *done;
-    std::string err;
-    const auto model = p.get("-m");
+    Settings s;
+    if (auto done = parse_options("detokenize", args, &s)) return *done;
+    const auto& model = s.model;
     if (!model) return fail("detokenize", "missing -m MODEL", 2);
-    const auto ids_arg = p.get("--tokens");
-    if (!ids_arg) return fail("detokenize", "missing --tokens \"ID ID ...\"", 2);
-    std::vector<int32_t> ids;
-    if (!parse_token_ids(*ids_arg, &ids, &err)) return fail("detokenize", err, 2);
+    if (!s.io.ids) return fail("detokenize", "missing --tokens \"ID ID ...\"", 2);
+    const std::vector<int32_t>& ids = *s.io.ids;
     std::unique_ptr<GgufFile> file;
     auto tok = load_vocab(*model, &file);
     if (!tok) return fail("detokenize", tok.error());
@@ -78,7 +52,7 @@ int cmd_detokenize(const std::vector<std::string>& args) {
             return fail("detokenize", "token id " + std::to_string(id) +
                                           " is outside the vocabulary of " +
                                           std::to_string((*tok)->n_vocab()));
-    std::printf("%s\n", (*tok)->detokenize(ids, p.has("--special")).c_str());
+    std::printf("%s\n", (*tok)->detokenize(ids, s.io.special).c_str());
     return 0;
 }
 

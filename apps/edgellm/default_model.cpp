@@ -42,8 +42,8 @@ Result<std::string> default_model_path() {
                                      " (run scripts/fetch-models.sh)");
 }
 
-Result<std::string> model_path_or_default(const ArgParser& p) {
-    if (auto m = p.get("-m")) return *m;
+Result<std::string> model_path_or_default(const Settings& s) {
+    if (s.model) return *s.model;
     return default_model_path();
 }
 

@@ -14,12 +14,14 @@ int fail(const std::string& command, const std::string& reason, int code) {
     return code;
 }
 
-std::optional<int> parse_command_line(ArgParser& p, const std::vector<std::string>& args) {
-    std::string err;
-    if (!p.parse(args, &err)) return fail(p.command(), err, 2);
-    if (p.help_requested()) {
-        std::printf("%s", p.help().c_str());
-        return 0;
+std::optional<int> input_text(const std::string& command, const Settings& s, const char* what,
+                              std::string* out) {
+    if (s.io.text.has_value() == s.io.file.has_value())
+        return fail(command, std::string("give exactly one of -p ") + what + " or -f FILE", 2);
+    if (s.io.text) {
+        *out = *s.io.text;
+    } else if (!read_text_file(*s.io.file, out)) {
+        return fail(command, *s.io.file + ": cannot read");
     }
     return std::nullopt;
 }
@@ -89,6 +91,11 @@ int main(int argc, char** argv) {
     if (cmd == "detokenize") return cmd_detokenize(args);
     if (cmd == "version" || cmd == "--version") {
         std::printf("edgellm %s\n", EDGELLM_VERSION);
+        return 0;
+    }
+    if (cmd == "help" && args == std::vector<std::string>{"--markdown"}) {
+        // docs/options.md: every command's options, from the option table
+        std::printf("%s", options_markdown().c_str());
         return 0;
     }
     if (cmd == "-h" || cmd == "--help" || cmd == "help") {

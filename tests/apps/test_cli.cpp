@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <set>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 #include "edgellm/gguf.h"
@@ -54,6 +56,53 @@ TEST(Cli, UsageErrorsExitTwoWithOneLine) {
     r = run("inspect x.gguf -c -5");
     EXPECT_EQ(r.code, 2);
     EXPECT_EQ(lines(r.err), 1);
+}
+
+// docs/options.md is what `edgellm help --markdown` writes from the option table; each
+// command's --help lists every option of its section there, and no name is two options'.
+TEST(Cli, OptionsPageIsTheTableAndEachHelpListsItsOptions) {
+    Outcome r = run("help --markdown");
+    ASSERT_EQ(r.code, 0) << r.err;
+    std::ifstream in(fs::path(EDGELLM_SOURCE_DIR) / "docs" / "options.md", std::ios::binary);
+    const std::string committed((std::istreambuf_iterator<char>(in)), {});
+    if (r.out != committed) {  // (the first line that differs, not both pages)
+        std::istringstream ours(r.out), theirs(committed);
+        std::string a, b;
+        int line = 1;
+        while (std::getline(ours, a) && std::getline(theirs, b) && a == b) ++line;
+        ADD_FAILURE() << "docs/options.md is not what the option table writes (edgellm help --markdown > "
+                         "docs/options.md); line "
+                      << line << ":\n  the table: " << a << "\n  the file:  " << b;
+    }
+    std::string command, help;
+    std::set<std::string> names;
+    int rows = 0;
+    std::istringstream page(r.out);
+    const std::regex name_re("`([^`]+)`");
+    for (std::string line; std::getline(page, line);) {
+        if (line.rfind("## edgellm ", 0) == 0) {  // a command's section
+            command = line.substr(11);
+            const Outcome h = run(command + " --help");
+            ASSERT_EQ(h.code, 0) << command << ": " << h.err;
+            help = h.out;
+            names.clear();
+            continue;
+        }
+        if (command.empty() || line.rfind("| `-", 0) != 0) continue;
+        const std::string cell = line.substr(2, line.find(" |", 2) - 2);  // `-m`, `--model`
+        std::string listed;
+        for (auto it = std::sregex_iterator(cell.begin(), cell.end(), name_re); it != std::sregex_iterator(); ++it) {
+            const std::string name = (*it)[1];
+            EXPECT_TRUE(names.insert(name).second) << command << ": " << name << " names two options";
+            listed += (listed.empty() ? "" : ", ") + name;
+        }
+        const size_t at = help.find("\n  " + listed);
+        const size_t after = at + 3 + listed.size();
+        EXPECT_TRUE(at != std::string::npos && after < help.size() && (help[after] == ' ' || help[after] == '\n'))
+            << command << " --help does not list " << listed;
+        ++rows;
+    }
+    EXPECT_GT(rows, 200);
 }
 
 TEST(Cli, BadFilesExitOneWithReason) {
