@@ -21,6 +21,7 @@
 #include <fstream>
 #include <iterator>
 #include <mutex>
+#include <span>
 #include <system_error>
 #include <thread>
 
@@ -279,6 +280,23 @@ class PathGlob {
     std::vector<GlobAlt> alts_;
 };
 
+// The entries a search keeps: those include matches ("": every one) and exclude ("": none)
+// does not.
+class EntryFilter {
+  public:
+    EntryFilter(std::string_view include, std::string_view exclude)
+        : include_(include.empty() ? "**" : include) {
+        if (!exclude.empty()) exclude_.emplace(exclude);
+    }
+    bool keeps(std::string_view rel) const {
+        return include_.match(rel) && !(exclude_ && exclude_->match(rel));
+    }
+
+  private:
+    PathGlob include_;
+    std::optional<PathGlob> exclude_;
+};
+
 // ---- parameters ------------------------------------------------------------------------
 
 // Reads a tool's params. Models sometimes send numbers and booleans as strings, which
@@ -302,6 +320,12 @@ class Params {
             return bad_request("parameter \"" + std::string(key) + "\" must be a string");
         *out = it->get<std::string>();
         return std::nullopt;
+    }
+
+    // The search tools' "include" and "exclude" globs (see EntryFilter).
+    std::optional<ApiError> globs(std::string* include, std::string* exclude) const {
+        if (auto e = string("include", include, false)) return e;
+        return string("exclude", exclude, false);
     }
 
     std::optional<ApiError> integer(const char* key, int64_t* out) const {
@@ -1141,19 +1165,6 @@ struct Env {
 
 using ToolFn = std::optional<ApiError> (*)(Env&, json* result);
 
-json function_def(const char* name, const char* description, json properties,
-                  std::vector<std::string> required) {
-    json params = {{"type", "object"}, {"properties", std::move(properties)}};
-    if (!required.empty()) params["required"] = required;
-    return {{"type", "function"},
-            {"function",
-             {{"name", name}, {"description", description}, {"parameters", std::move(params)}}}};
-}
-
-json prop(const char* type, std::string description) {
-    return {{"type", type}, {"description", std::move(description)}};
-}
-
 // The usual failures of a path that should be a regular file, or nullopt.
 std::optional<std::string> not_a_file(const FileStat& st, const std::string& path) {
     if (!st.error.empty()) return "cannot stat file: " + path + " (" + st.error + ")";
@@ -1177,19 +1188,6 @@ void for_each_line(std::string_view text, F&& f) {
 }
 
 // ---- read_file
-
-json read_file_def() {
-    return function_def(
-        "read_file",
-        "Return the text of a file, optionally only lines start_line..end_line (1-based, "
-        "inclusive). With append_loc each line starts with its number and an arrow "
-        "(\"12\u2192text\"). Files over 16 KiB need a line range.",
-        {{"path", prop("string", "File to read")},
-         {"start_line", prop("integer", "First line, 1-based (default 1)")},
-         {"end_line", prop("integer", "Last line, inclusive (default: the last)")},
-         {"append_loc", prop("boolean", "Number each line (default false)")}},
-        {"path"});
-}
 
 std::optional<ApiError> read_file_run(Env& env, json* out) {
     const Params p(env.params);
@@ -1269,39 +1267,15 @@ std::optional<ApiError> read_file_run(Env& env, json* out) {
 
 // ---- file_glob_search
 
-json glob_def() {
-    return function_def(
-        "file_glob_search",
-        "List the files (or directories) below a directory whose names match a glob. A "
-        "pattern without '/' (\"*.cpp\") matches names at any depth; one with '/' "
-        "(\"src/**/*.h\") matches paths relative to the directory, anywhere below it "
-        "unless it starts with '/'. '*' stays within a name, '**' crosses directories, "
-        "{a,b} gives alternatives. Inside a git work tree, files git ignores are left out; "
-        "directories such as .git, node_modules and build are never searched (they are "
-        "listed when directories are asked for). Directories show with a trailing '/'.",
-        {{"path", prop("string", "Directory to search")},
-         {"include", prop("string", "Glob of the entries to return (default **)")},
-         {"exclude", prop("string", "Glob of the entries to leave out")},
-         {"type", prop("string", "\"file\" (default), \"dir\" or \"all\"")},
-         {"max_depth",
-          prop("integer", "How deep to go: 1 = the directory's own entries (default 0: no limit)")},
-         {"limit", prop("integer", "Most entries to return, at most " +
-                                       std::to_string(tool_limits::glob_results) + " (default " +
-                                       std::to_string(tool_limits::glob_results) + ")")}},
-        {"path"});
-}
-
 std::optional<ApiError> glob_run(Env& env, json* out) {
     const Params p(env.params);
-    std::string path, include = "**", exclude, type = "file";
+    std::string path, include, exclude, type = "file";
     int64_t max_depth = 0, limit = tool_limits::glob_results;
     if (auto e = p.string("path", &path, true)) return e;
-    if (auto e = p.string("include", &include, false)) return e;
-    if (auto e = p.string("exclude", &exclude, false)) return e;
+    if (auto e = p.globs(&include, &exclude)) return e;
     if (auto e = p.string("type", &type, false)) return e;
     if (auto e = p.integer("max_depth", &max_depth)) return e;
     if (auto e = p.integer("limit", &limit)) return e;
-    if (include.empty()) include = "**";
 
     ListKind kind;
     if (type == "file")
@@ -1327,14 +1301,12 @@ std::optional<ApiError> glob_run(Env& env, json* out) {
         *out = tool_error(listing.error + ": " + path);
         return std::nullopt;
     }
-    const PathGlob inc(include);
-    const std::optional<PathGlob> exc =
-        exclude.empty() ? std::nullopt : std::optional<PathGlob>(PathGlob(exclude));
+    const EntryFilter filter(include, exclude);
     size_t total = 0;
     std::string text;
     json entries = json::array();
     for (const ListEntry& e : listing.entries) {
-        if (!inc.match(e.rel) || (exc && exc->match(e.rel))) continue;
+        if (!filter.keeps(e.rel)) continue;
         if (++total > shown_max) continue;
         text += e.rel + (e.is_dir ? "/\n" : "\n");
         entries.push_back({{"path", e.rel}, {"type", e.is_dir ? "dir" : "file"}});
@@ -1354,25 +1326,20 @@ std::optional<ApiError> glob_run(Env& env, json* out) {
 
 // ---- grep_search
 
-json grep_def() {
-    return function_def(
-        "grep_search",
-        "Find the lines matching a regular expression in a file, or in the files below a "
-        "directory (their paths shown relative to it). Extended regular expressions, plus "
-        "\\d, \\w, \\s, \\b and (?:...); literal=true searches for the text as is. "
-        "include/exclude are globs as in file_glob_search. Files git ignores, binary files "
-        "and directories such as .git, node_modules and build are skipped. At most 100 "
-        "matches.",
-        {{"path", prop("string", "File or directory to search")},
-         {"pattern", prop("string", "Regular expression (or text, with literal)")},
-         {"include", prop("string", "Glob of the files to search (default **)")},
-         {"exclude", prop("string", "Glob of the files to skip")},
-         {"return_line_numbers", prop("boolean", "Show line numbers (default false)")},
-         {"literal", prop("boolean", "Match pattern as plain text (default false)")},
-         {"ignore_case", prop("boolean", "Ignore case (default false)")},
-         {"context_lines",
-          prop("integer", "Lines to show before and after each match (default 0)")}},
-        {"path", "pattern"});
+// Escapes the ERE lacks, as what it has: inside a bracket expression, and outside one.
+struct EscapeForm {
+    char letter;  // of the backslash escape
+    const char* ere;
+};
+const EscapeForm kClassEscapes[] = {{'d', "0-9"}, {'s', " \t\r\f\v"}, {'w', "A-Za-z0-9_"}};
+const EscapeForm kEscapes[] = {{'d', "[0-9]"}, {'D', "[^0-9]"}, {'t', "\t"}};
+
+// What the escape at c (followed by next) stands for in forms, or null.
+const char* escape_form(std::span<const EscapeForm> forms, char c, char next) {
+    if (c != '\\') return nullptr;
+    for (const EscapeForm& f : forms)
+        if (next == f.letter) return f.ere;
+    return nullptr;
 }
 
 // An ECMAScript-flavoured pattern (what models write) as a POSIX extended one: \d \D
@@ -1384,14 +1351,8 @@ std::string to_posix_ere(std::string_view re) {
         const char c = re[i];
         const char next = i + 1 < re.size() ? re[i + 1] : '\0';
         if (in_class) {
-            if (c == '\\' && next == 'd') {
-                out += "0-9";
-                ++i;
-            } else if (c == '\\' && next == 's') {
-                out += " \t\r\f\v";
-                ++i;
-            } else if (c == '\\' && next == 'w') {
-                out += "A-Za-z0-9_";
+            if (const char* form = escape_form(kClassEscapes, c, next)) {
+                out += form;
                 ++i;
             } else {
                 if (c == ']') in_class = false;
@@ -1404,14 +1365,8 @@ std::string to_posix_ere(std::string_view re) {
             out += c;
             if (next == '^') out += re[++i];
             if (i + 1 < re.size() && re[i + 1] == ']') out += re[++i];  // a literal ']'
-        } else if (c == '\\' && next == 'd') {
-            out += "[0-9]";
-            ++i;
-        } else if (c == '\\' && next == 'D') {
-            out += "[^0-9]";
-            ++i;
-        } else if (c == '\\' && next == 't') {
-            out += '\t';
+        } else if (const char* form = escape_form(kEscapes, c, next)) {
+            out += form;
             ++i;
         } else if (c == '(' && next == '?' && i + 2 < re.size() && re[i + 2] == ':') {
             out += '(';
@@ -1469,18 +1424,16 @@ class LineMatcher {
 
 std::optional<ApiError> grep_run(Env& env, json* out) {
     const Params p(env.params);
-    std::string path, pattern, include = "**", exclude;
+    std::string path, pattern, include, exclude;
     bool numbers = false, literal = false, icase = false;
     int64_t context = 0;
     if (auto e = p.string("path", &path, true)) return e;
     if (auto e = p.string("pattern", &pattern, true)) return e;
-    if (auto e = p.string("include", &include, false)) return e;
-    if (auto e = p.string("exclude", &exclude, false)) return e;
+    if (auto e = p.globs(&include, &exclude)) return e;
     if (auto e = p.boolean("return_line_numbers", &numbers)) return e;
     if (auto e = p.boolean("literal", &literal)) return e;
     if (auto e = p.boolean("ignore_case", &icase)) return e;
     if (auto e = p.integer("context_lines", &context)) return e;
-    if (include.empty()) include = "**";
     using namespace tool_limits;
     const int ctx = clamp_int(context, 0, grep_context);
     const bool show_num = numbers || ctx > 0;
@@ -1509,11 +1462,9 @@ std::optional<ApiError> grep_run(Env& env, json* out) {
             return std::nullopt;
         }
         listing_cut = l.truncated;
-        const PathGlob inc(include);
-        const std::optional<PathGlob> exc =
-            exclude.empty() ? std::nullopt : std::optional<PathGlob>(PathGlob(exclude));
+        const EntryFilter filter(include, exclude);
         for (const ListEntry& e : l.entries) {
-            if (!inc.match(e.rel) || (exc && exc->match(e.rel))) continue;
+            if (!filter.keeps(e.rel)) continue;
             files.emplace_back(abs + "/" + e.rel, e.rel);
         }
     } else {
@@ -1587,22 +1538,6 @@ std::optional<ApiError> grep_run(Env& env, json* out) {
 }
 
 // ---- exec_shell_command
-
-json exec_def() {
-    return function_def(
-        "exec_shell_command",
-        "Run a command with sh -c in the working directory and return what it printed "
-        "(stdout and stderr together), followed by its exit code. It is killed, with every "
-        "process it started, when the timeout passes.",
-        {{"command", prop("string", "The shell command")},
-         {"timeout",
-          prop("integer", "Seconds before it is killed (default " +
-                              std::to_string(tool_limits::exec_timeout_default) + ", at most " +
-                              std::to_string(tool_limits::exec_timeout_max) + ")")},
-         {"max_output_size", prop("integer", "Bytes of output kept (default and most " +
-                                                 std::to_string(tool_limits::exec_output) + ")")}},
-        {"command"});
-}
 
 std::string exec_tail(const RunResult& r) {
     std::string t;
@@ -1679,16 +1614,6 @@ std::optional<ApiError> exec_run(Env& env, json* out) {
 
 // ---- write_file
 
-json write_def() {
-    return function_def("write_file",
-                        "Create or replace a file with the given content (missing parent "
-                        "directories are created). The file is replaced in one step, never "
-                        "left half written. For changes to part of a file use edit_file.",
-                        {{"path", prop("string", "File to write")},
-                         {"content", prop("string", "The file's new content")}},
-                        {"path", "content"});
-}
-
 std::optional<ApiError> write_run(Env& env, json* out) {
     const Params p(env.params);
     std::string path, content;
@@ -1704,26 +1629,6 @@ std::optional<ApiError> write_run(Env& env, json* out) {
 }
 
 // ---- edit_file
-
-json edit_def() {
-    json item = {{"type", "object"},
-                 {"properties",
-                  {{"old_text", prop("string",
-                                     "Text to replace, exactly as in the file; it must "
-                                     "occur once and not overlap another edit's")},
-                   {"new_text", prop("string", "Its replacement")}}},
-                 {"required", json::array({"old_text", "new_text"})}};
-    json edits = {{"type", "array"},
-                  {"description", "The replacements, all found in the file as it is now"},
-                  {"items", item}};
-    return function_def(
-        "edit_file",
-        "Replace text in a file. Every old_text must occur exactly once in the current "
-        "file, and no two may overlap (join neighbouring changes into one edit). Either all "
-        "edits are made or none. Differences only in trailing blanks or typographic "
-        "quotes and dashes are tolerated. To rewrite a whole file use write_file.",
-        {{"path", prop("string", "File to edit")}, {"edits", edits}}, {"path", "edits"});
-}
 
 // Typographic characters a model tends to write as ASCII, and that ASCII.
 struct PlainForm {
@@ -1947,13 +1852,6 @@ std::optional<ApiError> edit_run(Env& env, json* out) {
 
 // ---- get_info
 
-json info_def() {
-    return function_def("get_info",
-                        "Describe where the tools run: the operating system (uname -a) and "
-                        "the working directory that relative paths and commands use.",
-                        json::object(), {});
-}
-
 std::optional<ApiError> info_run(Env& env, json* out) {
     ExecRequest req;
     req.argv = {"uname", "-a"};
@@ -1967,6 +1865,115 @@ std::optional<ApiError> info_run(Env& env, json* out) {
     return std::nullopt;
 }
 
+// ---- definitions (GET /tools): what the model is told
+
+// What each tool does.
+const char kReadFileAbout[] =
+    "Return the text of a file, optionally only lines start_line..end_line (1-based, "
+    "inclusive). With append_loc each line starts with its number and an arrow "
+    "(\"12\u2192text\"). Files over 16 KiB need a line range.";
+
+const char kFileGlobSearchAbout[] =
+    "List the files (or directories) below a directory whose names match a glob. A "
+    "pattern without '/' (\"*.cpp\") matches names at any depth; one with '/' "
+    "(\"src/**/*.h\") matches paths relative to the directory, anywhere below it "
+    "unless it starts with '/'. '*' stays within a name, '**' crosses directories, "
+    "{a,b} gives alternatives. Inside a git work tree, files git ignores are left out; "
+    "directories such as .git, node_modules and build are never searched (they are "
+    "listed when directories are asked for). Directories show with a trailing '/'.";
+
+const char kGrepSearchAbout[] =
+    "Find the lines matching a regular expression in a file, or in the files below a "
+    "directory (their paths shown relative to it). Extended regular expressions, plus "
+    "\\d, \\w, \\s, \\b and (?:...); literal=true searches for the text as is. "
+    "include/exclude are globs as in file_glob_search. Files git ignores, binary files "
+    "and directories such as .git, node_modules and build are skipped. At most 100 "
+    "matches.";
+
+const char kExecShellCommandAbout[] =
+    "Run a command with sh -c in the working directory and return what it printed "
+    "(stdout and stderr together), followed by its exit code. It is killed, with every "
+    "process it started, when the timeout passes.";
+
+const char kWriteFileAbout[] =
+    "Create or replace a file with the given content (missing parent "
+    "directories are created). The file is replaced in one step, never "
+    "left half written. For changes to part of a file use edit_file.";
+
+const char kEditFileAbout[] =
+    "Replace text in a file. Every old_text must occur exactly once in the current "
+    "file, and no two may overlap (join neighbouring changes into one edit). Either all "
+    "edits are made or none. Differences only in trailing blanks or typographic "
+    "quotes and dashes are tolerated. To rewrite a whole file use write_file.";
+
+const char kGetInfoAbout[] =
+    "Describe where the tools run: the operating system (uname -a) and "
+    "the working directory that relative paths and commands use.";
+
+// One parameter of a tool as its definition shows it.
+struct ParamDoc {
+    const char* tool;
+    const char* name;
+    const char* type;
+    std::string description;
+    bool required = false;
+    json items = nullptr;  // an array's items, when given
+};
+
+json prop(const char* type, std::string description) {
+    return {{"type", type}, {"description", std::move(description)}};
+}
+
+// Every tool's parameters, tool by tool in the order its definition lists them (a required
+// one is listed so in that order too). get_info has none.
+const std::vector<ParamDoc>& param_docs() {
+    using namespace tool_limits;
+    static const json edit_item = {
+        {"type", "object"},
+        {"properties",
+         {{"old_text", prop("string",
+                            "Text to replace, exactly as in the file; it must "
+                            "occur once and not overlap another edit's")},
+          {"new_text", prop("string", "Its replacement")}}},
+        {"required", json::array({"old_text", "new_text"})}};
+    static const std::vector<ParamDoc> docs = {
+        {"read_file", "path", "string", "File to read", true},
+        {"read_file", "start_line", "integer", "First line, 1-based (default 1)"},
+        {"read_file", "end_line", "integer", "Last line, inclusive (default: the last)"},
+        {"read_file", "append_loc", "boolean", "Number each line (default false)"},
+        {"file_glob_search", "path", "string", "Directory to search", true},
+        {"file_glob_search", "include", "string", "Glob of the entries to return (default **)"},
+        {"file_glob_search", "exclude", "string", "Glob of the entries to leave out"},
+        {"file_glob_search", "type", "string", "\"file\" (default), \"dir\" or \"all\""},
+        {"file_glob_search", "max_depth", "integer",
+         "How deep to go: 1 = the directory's own entries (default 0: no limit)"},
+        {"file_glob_search", "limit", "integer",
+         "Most entries to return, at most " + std::to_string(glob_results) + " (default " +
+             std::to_string(glob_results) + ")"},
+        {"grep_search", "path", "string", "File or directory to search", true},
+        {"grep_search", "pattern", "string", "Regular expression (or text, with literal)", true},
+        {"grep_search", "include", "string", "Glob of the files to search (default **)"},
+        {"grep_search", "exclude", "string", "Glob of the files to skip"},
+        {"grep_search", "return_line_numbers", "boolean", "Show line numbers (default false)"},
+        {"grep_search", "literal", "boolean", "Match pattern as plain text (default false)"},
+        {"grep_search", "ignore_case", "boolean", "Ignore case (default false)"},
+        {"grep_search", "context_lines", "integer",
+         "Lines to show before and after each match (default 0)"},
+        {"exec_shell_command", "command", "string", "The shell command", true},
+        {"exec_shell_command", "timeout", "integer",
+         "Seconds before it is killed (default " + std::to_string(exec_timeout_default) +
+             ", at most " + std::to_string(exec_timeout_max) + ")"},
+        {"exec_shell_command", "max_output_size", "integer",
+         "Bytes of output kept (default and most " + std::to_string(exec_output) + ")"},
+        {"write_file", "path", "string", "File to write", true},
+        {"write_file", "content", "string", "The file's new content", true},
+        {"edit_file", "path", "string", "File to edit", true},
+        {"edit_file", "edits", "array", "The replacements, all found in the file as it is now",
+         true, edit_item},
+    };
+    return docs;
+}
+
 }  // namespace
 
 struct BuiltinTools::Tool {
@@ -1974,22 +1981,39 @@ struct BuiltinTools::Tool {
     const char* display_name;
     bool write;    // permissions.write: it changes files or runs commands
     bool streams;  // accepts "stream": true
-    json (*definition)();
     ToolFn run;
+    const char* description;  // (its parameters: param_docs())
 };
 
 namespace {
 
 // llama-server's order (GET /tools lists them so).
 const BuiltinTools::Tool kTools[] = {
-    {"read_file", "Read file", false, false, read_file_def, read_file_run},
-    {"file_glob_search", "File search", false, false, glob_def, glob_run},
-    {"grep_search", "Grep search", false, false, grep_def, grep_run},
-    {"exec_shell_command", "Execute shell command", true, true, exec_def, exec_run},
-    {"write_file", "Write file", true, false, write_def, write_run},
-    {"edit_file", "Edit file", true, false, edit_def, edit_run},
-    {"get_info", "Get Runtime Info", false, false, info_def, info_run},
+    {"read_file", "Read file", false, false, read_file_run, kReadFileAbout},
+    {"file_glob_search", "File search", false, false, glob_run, kFileGlobSearchAbout},
+    {"grep_search", "Grep search", false, false, grep_run, kGrepSearchAbout},
+    {"exec_shell_command", "Execute shell command", true, true, exec_run, kExecShellCommandAbout},
+    {"write_file", "Write file", true, false, write_run, kWriteFileAbout},
+    {"edit_file", "Edit file", true, false, edit_run, kEditFileAbout},
+    {"get_info", "Get Runtime Info", false, false, info_run, kGetInfoAbout},
 };
+
+// {"type": "function", "function": {name, description, parameters}}
+json definition(const BuiltinTools::Tool& t) {
+    json properties = json::object(), required = json::array();
+    for (const ParamDoc& d : param_docs()) {
+        if (std::string_view(d.tool) != t.name) continue;
+        json& p = properties[d.name] = prop(d.type, d.description);
+        if (!d.items.is_null()) p["items"] = d.items;
+        if (d.required) required.push_back(d.name);
+    }
+    json params = {{"type", "object"}, {"properties", std::move(properties)}};
+    if (!required.empty()) params["required"] = std::move(required);
+    return {
+        {"type", "function"},
+        {"function",
+         {{"name", t.name}, {"description", t.description}, {"parameters", std::move(params)}}}};
+}
 
 }  // namespace
 
@@ -2047,7 +2071,7 @@ json BuiltinTools::list() const {
                        {"type", "server"},
                        {"permissions", {{"write", t->write}}},
                        {"uses_cwd", true},
-                       {"definition", t->definition()}});
+                       {"definition", definition(*t)}});
     }
     return out;
 }
@@ -2117,7 +2141,7 @@ std::optional<ApiError> BuiltinTools::call(const BuiltinToolCall& c, json* resul
 }
 
 bool tool_glob_match(std::string_view pattern, std::string_view rel_path) {
-    return PathGlob(pattern.empty() ? "**" : pattern).match(rel_path);
+    return EntryFilter(pattern, "").keeps(rel_path);
 }
 
 }  // namespace edgellm::agent

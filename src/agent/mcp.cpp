@@ -878,13 +878,17 @@ Result<McpServerConfig> parse_server_entry(const std::string& name, const json& 
         return R::fail("MCP config: " + where + field + ": expected " + expected + ", found " +
                        v.type_name());
     };
+    // A field that, when given, must be a string.
+    auto string_field = [&](const char* key, std::string* to) -> std::optional<R> {
+        if (!e.contains(key)) return std::nullopt;
+        if (!e[key].is_string()) return wrong(std::string(".") + key, "a string", e[key]);
+        *to = e[key].get<std::string>();
+        return std::nullopt;
+    };
     if (!e.is_object()) return wrong("", "an object", e);
     McpServerConfig c;
     c.name = name;
-    if (e.contains("command")) {
-        if (!e["command"].is_string()) return wrong(".command", "a string", e["command"]);
-        c.command = e["command"].get<std::string>();
-    }
+    if (auto bad = string_field("command", &c.command)) return *bad;
     if (e.contains("args")) {
         const json& a = e["args"];
         if (!a.is_array()) return wrong(".args", "an array of strings", a);
@@ -904,10 +908,7 @@ Result<McpServerConfig> parse_server_entry(const std::string& name, const json& 
             c.env[k] = v.get<std::string>();
         }
     }
-    if (e.contains("cwd")) {
-        if (!e["cwd"].is_string()) return wrong(".cwd", "a string", e["cwd"]);
-        c.cwd = e["cwd"].get<std::string>();
-    }
+    if (auto bad = string_field("cwd", &c.cwd)) return *bad;
     if (e.contains("timeout_ms")) {
         const json& t = e["timeout_ms"];
         if (!t.is_number()) return wrong(".timeout_ms", "a number", t);
