@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's speed tables: synthetic Qwen2.5-0.5B and 1.5B files (edgellm synth: the
+# docs/benchmarks.md's speed tables: synthetic Qwen2.5-0.5B and 1.5B files (edgellm synth: the
 # published files' tensor shapes, per-tensor types and sizes, random weights) in Q4_K_M,
 # Q4_0, Q8_0 and Q2_K_S; `edgellm bench -p 512 -n 128 -t 1,2 -r REPS` on each, the Q4_K_M
 # files also with a q8_0 KV cache, and decode at a 4096-token context against an empty

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The README's quality table: perplexity and KL divergence of each quant type that
+# docs/models.md's quality table: perplexity and KL divergence of each quant type that
 # `edgellm quantize` makes from a real model, on the Debian-packaged Tom Sawyer text.
 #   scripts/quality-table.sh MODEL.gguf [CHUNKS] [TYPES...]
 # The packaged models are already Q4_K_M, so the reference is the same weights expanded to

@@ -228,7 +228,7 @@ class Server:
     def wait_repacked(self, timeout=120):
         """On a first start (no repack cache file) the weights are repacked for decode after
         /health says ok, and requests answered before the switch may differ from later ones
-        in the last bits of decode (README, Kernels): tests that compare answers start
+        in the last bits of decode (docs/kernels.md): tests that compare answers start
         after every model's switch."""
         deadline = time.monotonic() + timeout
         with self.cond:

@@ -152,7 +152,7 @@ class Seed000CarAssistant(unittest.TestCase):
         a = request(self.port, "POST", "/v1/chat/completions", body).json()
         # (cache_prompt false: a fresh prefill as a's. Reusing a's prompt re-evaluates its
         # last token alone, and without AMX a K-quant batch and a token alone differ in the
-        # order of float additions (README, Kernels): a near tie may then answer otherwise,
+        # order of float additions (docs/kernels.md): a near tie may then answer otherwise,
         # which is the prompt cache's property, not speculation's.)
         b = request(self.port, "POST", "/v1/chat/completions",
                     dict(body, **{"speculative.n_max": 0, "cache_prompt": False})).json()
