@@ -26,10 +26,7 @@ std::vector<Route> Server::Impl::routes() {
             if (!is_get(c.req)) return send_error(c.res, {405, "invalid_request_error", "use GET", {}});
             health(c.res);
         });
-    add("GET", {"/", "/index.html"}, kPublic, kNothing, [this](Call& c) {
-        if (!cfg.webui) return send_error(c.res, {404, "not_found_error", "the chat page is off (--no-webui)", {}});
-        c.res.send(200, "text/html; charset=utf-8", webui_html());
-    });
+    add("GET", {"/", "/index.html"}, kPublic, kNothing, webui_handler(cfg.webui));
 
     // the agent tools and resumable streams: no model needed
     add("*", {"/tools"}, kNone, kNothing,

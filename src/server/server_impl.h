@@ -13,6 +13,7 @@
 //   api/admin/*.cpp            health, models, props, slots, LoRA, resumable streams, metrics
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdio>

@@ -6,6 +6,8 @@
 // timings.
 #include "server/api/webui.h"
 
+#include "server/http/respond.h"
+
 namespace edgellm::server {
 
 namespace {
@@ -190,6 +192,14 @@ document.getElementById("clear").onclick = () => {
 const std::string& webui_html() {
     static const std::string page(kPage);
     return page;
+}
+
+Handler webui_handler(bool enabled) {
+    return [enabled](Call& c) {
+        if (!enabled)
+            return respond_error(c.res, {404, "not_found_error", "the chat page is off (--no-webui)", {}});
+        c.res.send(200, "text/html; charset=utf-8", webui_html());
+    };
 }
 
 }  // namespace edgellm::server

@@ -318,11 +318,12 @@ std::vector<Route> Router::Impl::routes() {
                     const Handler& h) {
         for (const std::string& p : paths) t.push_back({method, p, flags, Needs::Nothing, h});
     };
-    add("*", {"/health", "/v1/health"}, kPublic | kQuiet, [](Call& c) { send_json(c.res, 200, {{"status", "ok"}}); });
-    add("GET", {"/", "/index.html"}, kPublic, [this](Call& c) {
-        if (!cfg.webui) return send_error(c.res, {404, "not_found_error", "the chat page is off (--no-webui)", {}});
-        c.res.send(200, "text/html; charset=utf-8", webui_html());
+    add("*", {"/health", "/v1/health"}, kPublic | kQuiet, [](Call& c) {
+        // (as the server answers it: GET only)
+        if (!is_get(c.req)) return send_error(c.res, {405, "invalid_request_error", "use GET", {}});
+        send_json(c.res, 200, {{"status", "ok"}});
     });
+    add("GET", {"/", "/index.html"}, kPublic, webui_handler(cfg.webui));
     add("GET", {"/models", "/v1/models"}, kPublic | kQuiet, [this](Call& c) {
         if (auto it = c.req.query.find("reload"); it != c.req.query.end() && truthy(it->second)) reload_models();
         list_models(c.res);

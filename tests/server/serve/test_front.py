@@ -53,6 +53,8 @@ class SameFront(unittest.TestCase):
                 self.assertEqual(request(srv.port, "POST", "/tokenize", body={"content": "a"}).status, 401)
                 self.assertEqual(request(srv.port, "GET", "/no-such-route").status, 401)
                 self.assertEqual(request(srv.port, "GET", "/health").status, 200)
+                # health answers GET only, on both (the router answered any method)
+                self.assertEqual(request(srv.port, "POST", "/health", body={}).status, 405)
 
     def test_the_access_log_leaves_out_the_same_polled_routes(self):
         auth = {"Authorization": "Bearer " + KEY}
