@@ -9,6 +9,8 @@
 
 namespace edgellm::server {
 
+using namespace responses_detail;
+
 namespace {
 
 // ---- the Response object ----------------------------------------------------------------

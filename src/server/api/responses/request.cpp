@@ -9,6 +9,8 @@
 
 namespace edgellm::server {
 
+using namespace responses_detail;
+
 namespace {
 
 std::string indexed(const std::string& base, size_t i) {

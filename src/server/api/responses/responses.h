@@ -118,7 +118,9 @@ class ResponsesStream {
     SseReader sse_reader_;  // on_sse
 };
 
-// (shared by the request and the answer translators)
+// (shared by the request and the answer translators, nobody else)
+namespace responses_detail {
+
 // A field that is present and not null, else nullptr.
 inline const json* given(const json& obj, const char* name) {
     if (!obj.is_object()) return nullptr;
@@ -131,5 +133,7 @@ inline bool is_string_field(const json& obj, const char* name) {
     const json* v = given(obj, name);
     return v && v->is_string();
 }
+
+}  // namespace responses_detail
 
 }  // namespace edgellm::server
