@@ -155,6 +155,7 @@ int serve_router(const Settings& s, const std::vector<std::string>& args,
     server::RouterConfig rc;
     rc.http = cfg.http;
     rc.cors = cfg.cors;
+    rc.allowed_hosts = cfg.allowed_hosts;
     rc.api_keys = cfg.api_keys;
     rc.api_prefix = cfg.api_prefix;
     rc.webui = cfg.webui;
@@ -201,7 +202,10 @@ int serve_router(const Settings& s, const std::vector<std::string>& args,
         }
         const Option* o = find_option(kServeAll, a);
         const bool takes_next = o && !o->metavar.empty() && !inline_value && i + 1 < args.size();
-        if (o && (o->scope & kRouter)) {
+        // (the router's own, and the key: the router checks it, each child requires the
+        // router's, see router_impl.h)
+        const bool key = o && (o->names[0] == "--api-key" || o->names[0] == "--api-key-file");
+        if (o && ((o->scope & kRouter) || key)) {
             if (takes_next) ++i;
             continue;
         }

@@ -58,6 +58,10 @@ enum class ContextPolicy { Error, Shift, Summarize };
 struct ServerConfig {
     http::Options http;
     CorsPolicy cors;  // --cors-origins and friends
+    // --allowed-hosts: names the Host header may give besides loopback, --host and the
+    // address reached (comma-separated; "*": any). Checked on the admin routes, and on every
+    // route when tools, MCP or the CORS proxy are on.
+    std::string allowed_hosts;
     std::string model_path;
     std::string alias;  // the model's name in responses; default: the file name
     std::vector<std::string> aliases;  // --alias a,b,c: every name (alias is the first, sorted)
@@ -196,6 +200,7 @@ struct RouterModel {
 struct RouterConfig {
     http::Options http;
     CorsPolicy cors;
+    std::string allowed_hosts;  // as ServerConfig's
     std::vector<std::string> api_keys;
     std::string api_prefix;
     bool webui = true;

@@ -1,7 +1,7 @@
 // The server's route table, and the request gate around every handler.
 //
 // One row per endpoint: method, path, flags (kPublic: no API key; kQuiet: not in the access
-// log), what it needs of the model (Needs, in http/front.h), and its handler. The front
+// log; kAdmin: Host and Origin checked), what it needs of the model (Needs, in http/front.h), and its handler. The front
 // (http/front.cpp) answers CORS, --api-prefix, OPTIONS and the API key before a row's
 // handler runs; gate() below runs around it.
 #include "server/server_impl.h"
@@ -18,7 +18,8 @@ std::vector<Route> Server::Impl::routes() {
     };
     constexpr Needs kNothing = Needs::Nothing, kModel = Needs::Model, kAwake = Needs::AwakeModel;
 
-    // health and the chat page: no key, no model
+    // health and the chat page: no key, no model (everything else needs the key: the model
+    // list too, as llama-server)
     std::vector<std::string> health_paths = {"/health", "/v1/health"};
     if (!cfg.health_route.empty()) health_paths.push_back(cfg.health_route);
     for (const std::string& p : health_paths)
@@ -29,7 +30,7 @@ std::vector<Route> Server::Impl::routes() {
     add("GET", {"/", "/index.html"}, kPublic, kNothing, webui_handler(cfg.webui));
 
     // the agent tools and resumable streams: no model needed
-    add("*", {"/tools"}, kNone, kNothing,
+    add("*", {"/tools"}, kAdmin, kNothing,
         [this](Call& c) { agent::ToolService::route(tools.get(), c.req, c.res, c.log_extra); });
     add("GET", {"/v1/stream"}, kNone, kNothing, [this](Call& c) { stream_get(c.req, c.res); });
     add("DELETE", {"/v1/stream"}, kNone, kNothing, [this](Call& c) { stream_delete(c.req, c.res); });
@@ -68,7 +69,7 @@ std::vector<Route> Server::Impl::routes() {
     add("POST", {"/apply-template"}, kNone, kAwake, [this](Call& c) { apply_template(c.req, c.res); });
 
     // admin: what is served (answered from what was there while the model sleeps)
-    add("GET", {"/v1/models", "/models"}, kPublic | kQuiet, kModel, [this](Call& c) { models(c.res); });
+    add("GET", {"/v1/models", "/models"}, kQuiet, kModel, [this](Call& c) { models(c.res); });
     add("GET", {"/props"}, kNone, kModel, [this](Call& c) { props(c.res); });
     add("GET", {"/metrics"}, kQuiet, kModel, [this](Call& c) {
         if (!cfg.metrics)
@@ -76,18 +77,18 @@ std::vector<Route> Server::Impl::routes() {
                                       "This server does not support metrics endpoint. Start it with `--metrics`", {}});
         metrics_get(c.res);
     });
-    add("GET", {"/slots"}, kNone, kModel, [this](Call& c) {
+    add("GET", {"/slots"}, kAdmin, kModel, [this](Call& c) {
         if (!cfg.slots_endpoint)
             return send_error(c.res, {501, "not_supported_error", "This server does not support slots endpoint.", {}});
         slots_get(c.res);
     });
-    add("POST", {"/slots/*"}, kNone, kAwake, [this](Call& c) { slots_post(c.req, c.res); });
-    add("DELETE", {"/slots/*"}, kNone, kAwake, [this](Call& c) { slots_post(c.req, c.res); });
-    add("GET", {"/lora-adapters"}, kNone, kAwake, [this](Call& c) { lora_adapters_get(c.res); });
-    add("POST", {"/lora-adapters"}, kNone, kAwake, [this](Call& c) { lora_adapters_post(c.req, c.res, c.log_extra); });
-    add("POST", {"/models/load"}, kNone, Needs::ModelSwap,
+    add("POST", {"/slots/*"}, kAdmin, kAwake, [this](Call& c) { slots_post(c.req, c.res); });
+    add("DELETE", {"/slots/*"}, kAdmin, kAwake, [this](Call& c) { slots_post(c.req, c.res); });
+    add("GET", {"/lora-adapters"}, kAdmin, kAwake, [this](Call& c) { lora_adapters_get(c.res); });
+    add("POST", {"/lora-adapters"}, kAdmin, kAwake, [this](Call& c) { lora_adapters_post(c.req, c.res, c.log_extra); });
+    add("POST", {"/models/load"}, kAdmin, Needs::ModelSwap,
         [this](Call& c) { models_load(c.req, c.res, c.log_extra); });
-    add("*", {"/cors-proxy"}, kNone, kModel, [this](Call& c) { cors_proxy(c.req, c.res, c.log_extra); });
+    add("*", {"/cors-proxy"}, kAdmin, kModel, [this](Call& c) { cors_proxy(c.req, c.res, c.log_extra); });
     return t;
 }
 

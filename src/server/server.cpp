@@ -33,6 +33,9 @@ Server::Server(ServerConfig cfg) : impl_(std::make_unique<Impl>()) {
     fo.cors = d->cfg.cors;
     fo.api_keys = d->cfg.api_keys;
     fo.api_prefix = d->cfg.api_prefix;
+    fo.hosts = host_policy(d->cfg.http.host, d->cfg.allowed_hosts);
+    fo.guard_all = !d->cfg.tools.empty() || !d->cfg.mcp_config_path.empty() || !d->cfg.mcp_json.empty() ||
+                   d->cfg.ui_mcp_proxy;
     fo.log = [d](const std::string& line) { d->log("%s", line.c_str()); };
     d->front = std::make_unique<Front>(std::move(fo), d->routes());
     d->front->set_around([d](const Route& r, Call& c, const Handler& run) { d->gate(r, c, run); });

@@ -107,6 +107,9 @@ std::vector<Option> speculative_options();
 std::vector<Option> compat_options();
 std::vector<Option> tool_options();
 
+// --api-key's comma-separated keys (also $EDGELLM_API_KEY's) appended to *keys.
+void add_api_keys(const std::string& list, std::vector<std::string>* keys);
+
 // The row of a command's (any of the scope bits) named `name`; null when none.
 const Option* find_option(uint32_t scope, const std::string& name);
 

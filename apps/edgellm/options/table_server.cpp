@@ -26,6 +26,15 @@ bool api_key_file(const Arg& a, Settings& s, std::string* err) {
 
 }  // namespace
 
+void add_api_keys(const std::string& list, std::vector<std::string>* keys) {
+    size_t at = 0;
+    while (at <= list.size()) {
+        const size_t comma = std::min(list.find(',', at), list.size());
+        if (comma > at) keys->push_back(list.substr(at, comma - at));
+        at = comma + 1;
+    }
+}
+
 // (a row an option, laid out by hand)
 // clang-format off
 std::vector<Option> server_options() {
@@ -34,19 +43,19 @@ std::vector<Option> server_options() {
         {.names = {"--host"}, .metavar = "HOST", .scope = kServeAll, .group = Group::Server,
          .help = "address to listen on (default 127.0.0.1: this machine only)",
          .apply = store([](Settings& s, const std::string& v) { s.server.http.host = v; })},
+        {.names = {"--allowed-hosts"}, .metavar = "HOSTS", .scope = kServeAll, .group = Group::Server,
+         .help = "names the Host header may give besides localhost, loopback addresses, --host and "
+                 "the address reached (comma-separated; * for any): the admin routes, and every "
+                 "route with tools, MCP or the CORS proxy on, refuse other names with 403 (DNS "
+                 "rebinding)",
+         .apply = store([](Settings& s, const std::string& v) { s.server.allowed_hosts = v; })},
         {.names = {"--port"}, .metavar = "N", .scope = kServeAll, .group = Group::Server,
          .help = "port to listen on (default 8080; 0: any free port)",
          .apply = integer(0, 65535, [](Settings& s, int64_t v) { s.server.http.port = (int)v; })},
         {.names = {"--api-key"}, .metavar = "KEY", .scope = kServe, .group = Group::Server,
          .help = "require this key (Authorization: Bearer KEY); comma-separated for several",
-         .apply = store([](Settings& s, const std::string& k) {
-             size_t at = 0;
-             while (at <= k.size()) {
-                 const size_t comma = std::min(k.find(',', at), k.size());
-                 if (comma > at) s.server.api_keys.push_back(k.substr(at, comma - at));
-                 at = comma + 1;
-             }
-         })},
+         .apply = store([](Settings& s, const std::string& k) { add_api_keys(k, &s.server.api_keys); }),
+         .env = "EDGELLM_API_KEY"},
         {.names = {"--api-key-file"}, .metavar = "FILE", .scope = kServe, .group = Group::Server,
          .help = "require one of the keys in FILE (one per line)",
          .apply = api_key_file},

@@ -27,6 +27,27 @@ bool Front::authorized(const http::Request& req) const {
     return api_key_matches(opt_.api_keys, req.header("authorization"), req.header("x-api-key"));
 }
 
+std::string Front::refusal(const http::Request& req) const {
+    const std::string* host = req.header("host");
+    std::string why, what, key;
+    if (!host_allowed(opt_.hosts, host, req.local_addr, &why)) {
+        what = "Host " + *host;
+        const std::string name = authority_host(*host);
+        key = "Host " + (name.empty() ? *host : name);  // (any port: one line)
+    } else if (const std::string* origin = req.header("origin"); !origin_allowed(opt_.cors, origin, host)) {
+        what = key = "Origin " + *origin;
+        why = "a page of origin " + *origin + " may not act on this server (--cors-origins)";
+    } else {
+        return "";
+    }
+    if (opt_.log) {  // once per name: a page may retry in a loop
+        std::lock_guard<std::mutex> lk(refused_mu_);
+        if (refused_.size() < 256 && refused_.insert(key).second)
+            opt_.log("refused " + what + " from " + req.remote_addr + ": " + why);
+    }
+    return why;
+}
+
 void Front::handle(const http::Request& req_in, http::Response& res) const {
     const auto t0 = std::chrono::steady_clock::now();
     // CORS, decided once for every answer to this request (a preflight needs no key).
@@ -51,8 +72,13 @@ void Front::handle(const http::Request& req_in, http::Response& res) const {
     std::string extra;
     Call call{req, res, target, &extra};
     const Route* route = req.method == "OPTIONS" ? nullptr : find(req.method, req.path);
+    std::string refused;
+    if (req.method != "OPTIONS" && (opt_.guard_all || (route && (route->flags & kAdmin))))
+        refused = refusal(req);
     if (req.method == "OPTIONS") {
         res.send(200, "text/html", "");  // a CORS preflight: its headers are on already
+    } else if (!refused.empty()) {
+        respond_error(res, {403, "permission_error", refused, {}});
     } else if ((!route || !(route->flags & kPublic)) && !authorized(req)) {
         respond_error(res, {401, "authentication_error", "Invalid API Key", {}});
     } else if (!route) {

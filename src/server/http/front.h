@@ -1,7 +1,7 @@
 // The HTTP front: what every request goes through before its handler, the same for the
-// single-model server and the router. CORS headers on every answer, --api-prefix, the API
-// key (but for the public routes), the route table, and one access-log line per request
-// with its time.
+// single-model server and the router. CORS headers on every answer, --api-prefix, the Host
+// and Origin checks (DNS rebinding, cross-site requests), the API key (but for the public
+// routes), the route table, and one access-log line per request with its time.
 //
 // Adding an endpoint is one row in a table of Routes (src/server/routes.cpp for the server,
 // src/server/router/routes.cpp for the router) and its handler:
@@ -15,6 +15,8 @@
 
 #include <chrono>
 #include <functional>
+#include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -41,6 +43,10 @@ enum RouteFlags : unsigned {
     kNone = 0,
     kPublic = 1u << 0,  // answered without the API key (health, the chat page, the model list)
     kQuiet = 1u << 1,   // left out of the access log (polled by monitors and pages)
+    // Acts on the machine or on what the server serves (slots, loading models, LoRA, the
+    // tools, the CORS proxy): its Host must name the server and a browser's Origin be one
+    // the CORS policy allows (else 403), whatever else is on.
+    kAdmin = 1u << 2,
 };
 
 // What a route needs of the model the server hosts (the router's rows need nothing: its
@@ -69,6 +75,10 @@ struct FrontOptions {
     CorsPolicy cors;
     std::vector<std::string> api_keys;
     std::string api_prefix;  // --api-prefix ("/llm"): every route lives under it
+    HostPolicy hosts;        // --host, --allowed-hosts
+    // Every route is checked as a kAdmin one (tools, MCP or the CORS proxy are on: a page
+    // that reaches any route can reach them); else only the kAdmin rows.
+    bool guard_all = false;
     // The access log: one line per request but the quiet ones ("POST /tokenize 200 | 1.2 ms").
     // Null: none.
     std::function<void(const std::string& line)> log;
@@ -91,12 +101,16 @@ class Front {
     // The first row for this method and path (null: none).
     const Route* find(const std::string& method, const std::string& path) const;
     bool authorized(const http::Request& req) const;
+    // The Host and Origin checks of a guarded request: the refusal's message, or empty.
+    std::string refusal(const http::Request& req) const;
 
   private:
     FrontOptions opt_;
     std::vector<Route> routes_;
     Handler fallback_;
     Around around_;
+    mutable std::mutex refused_mu_;
+    mutable std::set<std::string> refused_;  // the Hosts and Origins refused and logged once
 };
 
 // A tiny helper for handlers: the request's method is GET or HEAD.

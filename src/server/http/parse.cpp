@@ -116,8 +116,13 @@ int parse_request_head(std::string_view head, const Options& opts, Request* req,
     std::string_view query;
     if (const size_t q = target.find('?'); q != std::string_view::npos)
         query = target.substr(q + 1, target.find('#', q) - q - 1);
+    std::string_view absolute_authority;  // absolute-form: its host is the request's (below)
+    bool absolute = false;
     if (path.substr(0, 7) == "http://" || path.substr(0, 8) == "https://") {
-        const size_t slash = path.find('/', path.find("//") + 2);
+        const size_t start = path.find("//") + 2;
+        const size_t slash = path.find('/', start);
+        absolute = true;
+        absolute_authority = path.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
         path = slash == std::string_view::npos ? "/" : path.substr(slash);
     } else if ((path.empty() || path.front() != '/') && target != "*") {
         return fail(400, "malformed request target");
@@ -150,6 +155,16 @@ int parse_request_head(std::string_view head, const Options& opts, Request* req,
         std::string lower(name);
         for (char& c : lower) c = ascii_lower(c);
         req->headers.emplace_back(std::move(lower), std::string(value));
+    }
+
+    // Host names the server the client means (the Host check's input): two are a 400 (RFC
+    // 9112 3.2: which one counts differs between servers), and an absolute-form target's
+    // authority replaces it (3.2.2).
+    if (std::count_if(req->headers.begin(), req->headers.end(), [](const auto& h) { return h.first == "host"; }) > 1)
+        return fail(400, "more than one Host header");
+    if (absolute) {
+        std::erase_if(req->headers, [](const auto& h) { return h.first == "host"; });
+        req->headers.emplace_back("host", std::string(absolute_authority));
     }
 
     // Body framing and connection handling.

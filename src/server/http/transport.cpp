@@ -228,7 +228,11 @@ namespace detail {
 class Connection {
   public:
     Connection(const ServerState& s, int fd, std::string remote_addr)
-        : s_(s), fd_(fd), remote_addr_(std::move(remote_addr)) {}
+        : s_(s), fd_(fd), remote_addr_(std::move(remote_addr)) {
+        sockaddr_storage ss{};
+        socklen_t len = sizeof ss;
+        if (::getsockname(fd, (sockaddr*)&ss, &len) == 0) local_addr_ = address_text(ss);
+    }
     void serve();
 
   private:
@@ -253,6 +257,7 @@ class Connection {
     const ServerState& s_;
     int fd_;
     std::string remote_addr_;
+    std::string local_addr_;  // the address the client connected to (the Host check's)
     std::string buf_;  // received bytes; [pos_, size) not consumed yet
     size_t pos_ = 0;
     bool linger_ = false;  // an answer was sent before closing: drain before close()
@@ -425,6 +430,7 @@ bool Connection::serve_one() {
         return fail(status, error);
     pos_ = head_end;
     req.remote_addr = remote_addr_;
+    req.local_addr = local_addr_;
 
     // The body, refused before it is read if it is declared too large.
     if (framing.content_length > s_.opts.max_body_bytes)

@@ -34,6 +34,7 @@ struct Request {
     HeaderList headers;                        // names lower-cased, values trimmed, in order
     std::string body;                          // decoded (Content-Length or chunked request body)
     std::string remote_addr;                   // "127.0.0.1", "::1"
+    std::string local_addr;                    // the server's address it reached ("192.168.1.5")
     int version_minor = 1;                     // HTTP/1.<version_minor>: 0 or 1
 
     // The first header with this (lower-case) name, or nullptr.

@@ -70,6 +70,9 @@ std::string preset_flags(const std::vector<std::pair<std::string, std::string>>&
                          const std::function<int(const std::string&)>& kind, std::vector<std::string>* out) {
     for (const auto& [k, v] : keys) {
         if (router_key(k)) continue;
+        // the router's front answers for every model (its key, its address)
+        if (k == "api-key" || k == "api-key-file" || k == "host" || k == "port" || k == "allowed-hosts")
+            return "its preset key `" + k + "` is the router's own (give it to the router's command line)";
         std::string flag = "--" + k;
         int what = kind ? kind(flag) : -2;
         if (what == -1 && kind && kind("-" + k) != -1) {

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <random>
 #include <regex>
 
 #include "edgellm/client.h"
@@ -25,6 +26,17 @@ int64_t now_ms() {
 
 }  // namespace
 
+std::string Router::Impl::random_child_key() {
+    std::random_device rd;  // (getrandom)
+    std::string key = "edgellm-router-";
+    for (int i = 0; i < 8; ++i) {
+        char hex[9];
+        std::snprintf(hex, sizeof hex, "%08x", (unsigned)rd());
+        key += hex;
+    }
+    return key;
+}
+
 void Router::Impl::spawn_loop() {
     std::unique_lock<std::mutex> lk(spawn_mu);
     for (;;) {
@@ -41,6 +53,7 @@ void Router::Impl::spawn_loop() {
 void Router::Impl::do_spawn(SpawnJob* job) {
     sys::SpawnSpec s;
     s.argv = std::move(job->argv);
+    s.env = std::move(job->env);
     s.exe = s.argv[0];  // (no PATH lookup)
     s.own_group = false;
     s.nonblocking = false;
@@ -58,6 +71,7 @@ void Router::Impl::do_spawn(SpawnJob* job) {
 pid_t Router::Impl::spawn(std::vector<std::string> argv, int* out_fd, std::string* why) {
     SpawnJob job;
     job.argv = std::move(argv);
+    job.env = sys::environment_with({{"EDGELLM_API_KEY", child_key}});
     std::unique_lock<std::mutex> lk(spawn_mu);
     spawn_jobs.push_back(&job);
     spawn_cv.notify_all();

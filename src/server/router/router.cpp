@@ -52,6 +52,9 @@ Router::Router(RouterConfig cfg) : d_(std::make_unique<Impl>(std::move(cfg))) {
     fo.cors = d_->cfg.cors;
     fo.api_keys = d_->cfg.api_keys;
     fo.api_prefix = d_->cfg.api_prefix;
+    fo.hosts = host_policy(d_->cfg.http.host, d_->cfg.allowed_hosts);
+    const agent::ToolConfig& t = d_->cfg.tools;
+    fo.guard_all = !t.tools.empty() || !t.mcp_config_path.empty() || !t.mcp_json.empty() || d_->cfg.ui_mcp_proxy;
     fo.log = [d = d_.get()](const std::string& line) { d->log("%s", line.c_str()); };
     d_->front = std::make_unique<Front>(std::move(fo), d_->routes(), [d = d_.get()](Call& c) { d->forward_call(c); });
     d_->http = std::make_unique<http::Server>(

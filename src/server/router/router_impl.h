@@ -91,12 +91,21 @@ struct Router::Impl {
     std::condition_variable spawn_cv;
     struct SpawnJob {
         std::vector<std::string> argv;
+        std::vector<std::string> env;
         int out_fd = -1;
         pid_t pid = -1;
         int err = 0;
         bool done = false;
     };
     std::deque<SpawnJob*> spawn_jobs;
+    // The key every child requires (given in its environment, $EDGELLM_API_KEY, not in `ps`),
+    // fresh for each router: the router's front answers for the client's key, and a page or
+    // a process that finds a child's loopback port cannot use it past the router.
+    const std::string child_key = random_child_key();
+    std::vector<std::pair<std::string, std::string>> child_auth() const {
+        return {{"authorization", "Bearer " + child_key}};
+    }
+    static std::string random_child_key();
     std::thread spawner;
     bool spawner_stop = false;
 

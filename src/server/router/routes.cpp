@@ -177,8 +177,10 @@ void Router::Impl::forward(const http::Request& req, const std::string& target, 
     std::vector<std::pair<std::string, std::string>> headers;
     std::string content_type = "application/json";
     for (const auto& [name, value] : req.headers) {
+        // (the client's key was the router's to check: the child takes the router's own)
         if (name == "host" || name == "content-length" || name == "transfer-encoding" || name == "connection" ||
-            name == "expect" || name == "keep-alive" || name == "upgrade" || name == "te" || name == "accept")
+            name == "expect" || name == "keep-alive" || name == "upgrade" || name == "te" || name == "accept" ||
+            name == "authorization" || name == "x-api-key")
             continue;
         if (name == "content-type") {
             content_type = value;
@@ -187,6 +189,7 @@ void Router::Impl::forward(const http::Request& req, const std::string& target, 
         headers.emplace_back(name, value);
     }
     if (const std::string* a = req.header("accept")) headers.emplace_back("accept", *a);
+    for (auto& h : child_auth()) headers.push_back(std::move(h));
     std::atomic<bool> cancel{false};
     std::atomic<bool> done{false};
     std::thread watcher([&] {
@@ -262,7 +265,8 @@ void Router::Impl::stream_route(const http::Request& req, const std::string& tar
             t.connect_ms = 2000;
             t.total_ms = 5000;
             auto r = client::http_request(client::Endpoint("http://127.0.0.1:" + std::to_string(port)), "POST",
-                                          "/v1/streams/lookup", json{{"conversation_ids", ids}}.dump(), t);
+                                          "/v1/streams/lookup", json{{"conversation_ids", ids}}.dump(), t, {},
+                                          nullptr, "application/json", child_auth());
             const json a = json::parse(r.body, nullptr, false);
             if (r.status == 200 && a.is_array())
                 for (const json& e : a) all.push_back(e);
@@ -292,7 +296,7 @@ void Router::Impl::stream_route(const http::Request& req, const std::string& tar
             t.connect_ms = 2000;
             t.total_ms = 5000;
             (void)client::http_request(client::Endpoint("http://127.0.0.1:" + std::to_string(port)), "DELETE", target,
-                                       "", t);
+                                       "", t, {}, nullptr, "application/json", child_auth());
         }
         return res.send(204, "application/json", "");
     }
@@ -324,7 +328,7 @@ std::vector<Route> Router::Impl::routes() {
         send_json(c.res, 200, {{"status", "ok"}});
     });
     add("GET", {"/", "/index.html"}, kPublic, webui_handler(cfg.webui));
-    add("GET", {"/models", "/v1/models"}, kPublic | kQuiet, [this](Call& c) {
+    add("GET", {"/models", "/v1/models"}, kQuiet, [this](Call& c) {
         if (auto it = c.req.query.find("reload"); it != c.req.query.end() && truthy(it->second)) reload_models();
         list_models(c.res);
     });
@@ -338,9 +342,9 @@ std::vector<Route> Router::Impl::routes() {
     });
     add("*", {"/models", "/v1/models"}, kNone,
         [](Call& c) { send_error(c.res, {405, "invalid_request_error", "use GET", {}}); });
-    add("POST", {"/models/load"}, kNone, [this](Call& c) { models_load_unload(true, c.req, c.res, c.log_extra); });
-    add("POST", {"/models/unload"}, kNone, [this](Call& c) { models_load_unload(false, c.req, c.res, c.log_extra); });
-    add("POST", {"/models/reload"}, kNone, [this](Call& c) {
+    add("POST", {"/models/load"}, kAdmin, [this](Call& c) { models_load_unload(true, c.req, c.res, c.log_extra); });
+    add("POST", {"/models/unload"}, kAdmin, [this](Call& c) { models_load_unload(false, c.req, c.res, c.log_extra); });
+    add("POST", {"/models/reload"}, kAdmin, [this](Call& c) {
         reload_models();
         send_json(c.res, 200, {{"success", true}});
     });
@@ -348,15 +352,18 @@ std::vector<Route> Router::Impl::routes() {
         if (c.req.query.count("model")) return forward_call(c);  // that model's own /props
         props(c.res);
     });
-    add("*", {"/tools"}, kNone,
+    add("*", {"/tools"}, kAdmin,
         [this](Call& c) { agent::ToolService::route(tools.get(), c.req, c.res, c.log_extra); });
     add("*", {"/v1/stream", "/v1/streams/lookup"}, kNone,
         [this](Call& c) { stream_route(c.req, c.target, c.res, c.log_extra); });
-    add("*", {"/cors-proxy"}, kNone, [this](Call& c) {
+    add("*", {"/cors-proxy"}, kAdmin, [this](Call& c) {
         if (!cfg.ui_mcp_proxy)
             return send_error(c.res, {403, "permission_error", "the CORS proxy is off (--ui-mcp-proxy turns it on)", {}});
         agent::forward_cors_proxy(c.req, c.res, c.log_extra);
     });
+    // a model's own admin routes, forwarded as any other path but checked as admin here (the
+    // model's server sees the router's loopback Host)
+    add("*", {"/slots", "/slots/*", "/lora-adapters"}, kAdmin, [this](Call& c) { forward_call(c); });
     return t;
 }
 

@@ -1,7 +1,8 @@
 // The HTTP front over real TCP: a route table behind http::Server, called with the client
 // SDK's HTTP exchange. The API key but for public rows (per method), the fallback for a path
 // no row has, OPTIONS, --api-prefix, HEAD as GET, prefix rows, and the access log (quiet
-// rows left out).
+// rows left out), and the Host and Origin checks (DNS rebinding, cross-site requests) with
+// raw requests that carry the Host a browser would send.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,7 +10,13 @@
 #include <mutex>
 #include <thread>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "edgellm/client.h"
+#include "server/http/access.h"
 #include "server/http/front.h"
 
 using namespace edgellm;
@@ -53,11 +60,36 @@ struct FrontServer {
                                     method == "GET" || method == "HEAD" ? "" : "{}", t, {}, nullptr,
                                     "application/json", headers);
     }
+    // One request with exactly these header lines (Host included or not), over a fresh
+    // connection: the status and the body.
+    std::pair<int, std::string> raw(const std::string& method, const std::string& path, const std::string& head_lines) {
+        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_port = htons((uint16_t)port);
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (::connect(fd, (sockaddr*)&a, sizeof a) != 0) {
+            ::close(fd);
+            return {0, ""};
+        }
+        const std::string req = method + " " + path + " HTTP/1.1\r\n" + head_lines +
+                                "Content-Length: 2\r\nConnection: close\r\n\r\n{}";
+        (void)!::write(fd, req.data(), req.size());
+        std::string got;
+        char buf[4096];
+        for (ssize_t n; (n = ::read(fd, buf, sizeof buf)) > 0;) got.append(buf, (size_t)n);
+        ::close(fd);
+        if (got.size() < 12) return {0, got};
+        const size_t body = got.find("\r\n\r\n");
+        return {std::atoi(got.c_str() + 9), body == std::string::npos ? "" : got.substr(body + 4)};
+    }
     std::vector<std::string> lines() {
         std::lock_guard<std::mutex> lk(log_mu);
         return log;
     }
 };
+
+std::atomic<int> tools_ran{0};  // the kAdmin row's handler ran
 
 Handler answer(const std::string& text) {
     return [text](Call& c) { c.res.send(200, "text/plain", text); };
@@ -73,6 +105,10 @@ std::vector<Route> table() {
              c.res.send(200, "text/plain", "tokens");
          }},
         {"POST", "/slots/*", kNone, Needs::Nothing, [](Call& c) { c.res.send(200, "text/plain", c.req.path); }},
+        {"POST", "/tools", kAdmin, Needs::Nothing, [](Call& c) {
+             ++tools_ran;
+             c.res.send(200, "text/plain", "ran");
+         }},
     };
 }
 
@@ -182,6 +218,116 @@ TEST(Front, AroundRunsAroundEveryRowButNotTheFallback) {
     EXPECT_EQ(s.call("GET", "/models").body, "list");
     EXPECT_EQ(s.call("GET", "/other").body, "fallback");
     EXPECT_EQ(around.load(), 2);
+}
+
+TEST(Access, AuthorityHost) {
+    EXPECT_EQ(authority_host("Example.COM:8080"), "example.com");
+    EXPECT_EQ(authority_host("example.com."), "example.com");
+    EXPECT_EQ(authority_host("127.0.0.1"), "127.0.0.1");
+    EXPECT_EQ(authority_host("[::1]:18111"), "::1");
+    EXPECT_EQ(authority_host("[::ffff:127.0.0.1]"), "::ffff:127.0.0.1");
+    EXPECT_EQ(authority_host("::1"), "::1");  // (a bare literal, as some clients write it)
+    EXPECT_EQ(authority_host("[::1"), "");
+    EXPECT_EQ(authority_host("[nothost]:80"), "");
+    EXPECT_EQ(authority_host("a.b:80x"), "");
+    EXPECT_EQ(authority_host("a.b:123456"), "");
+    EXPECT_EQ(authority_host("evil.example@127.0.0.1"), "");
+    EXPECT_EQ(authority_host("a b"), "");
+}
+
+TEST(Access, HostAllowed) {
+    const HostPolicy p = host_policy("0.0.0.0,pi5.local", "llm.home, [fd00::5]:8080");
+    EXPECT_FALSE(p.any);
+    std::string why;
+    auto ok = [&](const char* host, const std::string& local = "127.0.0.1") {
+        const std::string h = host;
+        return host_allowed(p, &h, local, &why);
+    };
+    for (const char* good : {"localhost:8080", "LOCALHOST", "127.0.0.1:8080", "127.5.6.7", "[::1]:8080",
+                             "[::ffff:127.0.0.1]:1", "pi5.local:8080", "llm.home", "[fd00::5]"})
+        EXPECT_TRUE(ok(good)) << good;
+    // the address the connection reached names the server (a literal cannot be rebound)
+    EXPECT_TRUE(ok("192.168.1.5:8080", "192.168.1.5"));
+    EXPECT_TRUE(ok("[::ffff:192.168.1.5]", "192.168.1.5"));
+    EXPECT_FALSE(ok("192.168.1.6:8080", "192.168.1.5"));
+    for (const char* bad : {"evil.example:18111", "localhost.evil.example", "0.0.0.0:8080", "127.0.0.1.evil.example",
+                            "pi5.local.evil", "sub.llm.home", "[::1"}) {
+        EXPECT_FALSE(ok(bad)) << bad;
+        EXPECT_FALSE(why.empty());
+    }
+    EXPECT_NE((ok("evil.example:1"), why).find("--allowed-hosts evil.example"), std::string::npos) << why;
+    EXPECT_TRUE(host_allowed(p, nullptr, "", &why));  // (no Host: not a browser)
+    const std::string evil = "evil.example";
+    EXPECT_TRUE(host_allowed(host_policy("127.0.0.1", "*"), &evil, "127.0.0.1", &why));
+}
+
+TEST(Access, OriginAllowed) {
+    CorsPolicy local;
+    local.origins = "localhost";
+    const std::string host = "192.168.1.5:8080";
+    auto ok = [&](const CorsPolicy& p, const std::string& origin, const std::string& h) {
+        return origin_allowed(p, &origin, &h);
+    };
+    EXPECT_TRUE(origin_allowed(local, nullptr, &host));
+    EXPECT_TRUE(ok(local, "http://192.168.1.5:8080", host));  // the server's own page
+    EXPECT_TRUE(ok(local, "http://localhost:3000", host));    // the policy's
+    EXPECT_FALSE(ok(local, "http://192.168.1.5:8081", host));
+    EXPECT_FALSE(ok(local, "http://evil.example", host));
+    EXPECT_FALSE(ok(local, "null", host));
+    CorsPolicy list;
+    list.origins = "https://app.example, http://x.example";
+    EXPECT_TRUE(ok(list, "https://app.example", host));
+    EXPECT_FALSE(ok(list, "https://evil.example", host));
+    EXPECT_TRUE(ok(CorsPolicy{}, "https://evil.example", host));  // "*": the operator's choice
+}
+
+TEST(Front, TheDnsRebindingRequestIsRefusedAndRunsNothing) {
+    FrontOptions o;
+    o.hosts = host_policy("127.0.0.1", "");
+    o.cors.origins = "localhost";
+    FrontServer s(o, table());
+    const int before = tools_ran.load();
+    const std::string hp = std::to_string(s.port);
+    // what a browser sends after a page pointed its own name at 127.0.0.1
+    auto [status, body] = s.raw("POST", "/tools", "Host: evil.example:" + hp + "\r\nOrigin: http://evil.example:" + hp + "\r\n");
+    EXPECT_EQ(status, 403) << body;
+    EXPECT_NE(body.find("evil.example"), std::string::npos) << body;
+    EXPECT_NE(body.find("permission_error"), std::string::npos) << body;
+    // a page of another origin posting to the right name (cross-site request forgery)
+    EXPECT_EQ(s.raw("POST", "/tools", "Host: 127.0.0.1:" + hp + "\r\nOrigin: http://evil.example\r\n").first, 403);
+    // an absolute-form target's authority is the Host (and two Hosts are refused)
+    EXPECT_EQ(s.raw("POST", "http://evil.example/tools", "Host: 127.0.0.1\r\n").first, 403);
+    EXPECT_EQ(s.raw("POST", "/tools", "Host: 127.0.0.1\r\nHost: evil.example\r\n").first, 400);
+    EXPECT_EQ(tools_ran.load(), before);
+    // the names of this server still work, with or without the page's own origin
+    for (const std::string& h : {"127.0.0.1:" + hp, "localhost:" + hp, "[::1]:" + hp, std::string("localhost")})
+        EXPECT_EQ(s.raw("POST", "/tools", "Host: " + h + "\r\n").first, 200) << h;
+    EXPECT_EQ(s.raw("POST", "/tools", "Host: localhost:" + hp + "\r\nOrigin: http://localhost:" + hp + "\r\n").first, 200);
+    EXPECT_EQ(s.raw("POST", "/tools", "").first, 200);  // no Host (HTTP/1.0 style): not a browser
+    // a route that does not act on the machine answers any name while tools are off
+    EXPECT_EQ(s.raw("POST", "/tokenize", "Host: evil.example\r\n").first, 200);
+    // each refused name is logged once, however often it comes back
+    EXPECT_EQ(s.raw("POST", "/tools", "Host: evil.example:" + hp + "\r\n").first, 403);
+    const auto lines = s.lines();
+    EXPECT_EQ(std::count_if(lines.begin(), lines.end(),
+                            [](const std::string& l) { return l.rfind("refused Host evil.example", 0) == 0; }),
+              1)
+        << ::testing::PrintToString(lines);
+}
+
+TEST(Front, WithToolsOnEveryRouteChecksTheHost) {
+    FrontOptions o;
+    o.hosts = host_policy("127.0.0.1", "llm.home");
+    o.guard_all = true;
+    FrontServer s(o, table());
+    EXPECT_EQ(s.raw("POST", "/tokenize", "Host: evil.example\r\n").first, 403);
+    EXPECT_EQ(s.raw("GET", "/health", "Host: evil.example\r\n").first, 403);
+    EXPECT_EQ(s.raw("POST", "/tokenize", "Host: llm.home:8080\r\n").first, 200);
+    EXPECT_EQ(s.raw("OPTIONS", "/tokenize", "Host: evil.example\r\n").first, 200);  // (a preflight runs nothing)
+    // --allowed-hosts *: the operator's explicit opt-out
+    o.hosts = host_policy("127.0.0.1", "*");
+    FrontServer any(o, table());
+    EXPECT_EQ(any.raw("POST", "/tools", "Host: evil.example\r\n").first, 200);
 }
 
 }  // namespace

@@ -38,21 +38,22 @@ class SameFront(unittest.TestCase):
     def both(self):
         return (("server", self.server), ("router", self.router))
 
-    def test_the_model_list_is_public_for_get_only(self):
+    def test_only_health_and_the_chat_page_are_public(self):
+        auth = {"Authorization": "Bearer " + KEY}
         for name, srv in self.both():
             with self.subTest(name):
-                r = request(srv.port, "GET", "/v1/models")
-                self.assertEqual(r.status, 200, r)
-                self.assertEqual(request(srv.port, "GET", "/models").status, 200)
-                # any other method of the same path needs the key (the server let it through
-                # to a 404 before the two shared their front)
+                self.assertEqual(request(srv.port, "GET", "/health").status, 200)
+                self.assertEqual(request(srv.port, "GET", "/").status, 200)
+                # the model list needs the key, as llama-server's (it was public here before)
+                for path in ("/v1/models", "/models"):
+                    self.assertEqual(request(srv.port, "GET", path).status, 401, path)
+                    self.assertEqual(request(srv.port, "GET", path, headers=auth).status, 200, path)
                 for method in ("POST", "DELETE"):
                     r = request(srv.port, method, "/models", body={})
                     self.assertEqual(r.status, 401, f"{method} /models without the key: {r}")
                 # and a route that is not public, or that does not exist, needs it too
                 self.assertEqual(request(srv.port, "POST", "/tokenize", body={"content": "a"}).status, 401)
                 self.assertEqual(request(srv.port, "GET", "/no-such-route").status, 401)
-                self.assertEqual(request(srv.port, "GET", "/health").status, 200)
                 # health answers GET only, on both (the router answered any method)
                 self.assertEqual(request(srv.port, "POST", "/health", body={}).status, 405)
 
@@ -62,8 +63,8 @@ class SameFront(unittest.TestCase):
             with self.subTest(name):
                 start = srv.log_count()
                 request(srv.port, "GET", "/health")
-                request(srv.port, "GET", "/v1/models")
-                request(srv.port, "GET", "/models")
+                request(srv.port, "GET", "/v1/models", headers=auth)
+                request(srv.port, "GET", "/models", headers=auth)
                 # a request that is logged: the server's props, the router's props
                 request(srv.port, "GET", "/props", headers=auth)
                 srv.wait_log(r"GET /props 200 \|", start=start)

@@ -201,7 +201,7 @@ class RouterPresetNoAutoload(unittest.TestCase):
         self.assertEqual(request(self.port, "GET", "/tools").status, 401)
 
     def test_preset_models_and_why_some_cannot_start(self):
-        r = request(self.port, "GET", "/v1/models")
+        r = request(self.port, "GET", "/v1/models", headers=self.key)
         self.assertEqual(r.status, 200, r)
         by_id = {m["id"]: m for m in r.json()["data"]}
         self.assertEqual(set(by_id), {"small", "broken", "remote"})
