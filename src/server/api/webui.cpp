@@ -198,7 +198,16 @@ Handler webui_handler(bool enabled) {
     return [enabled](Call& c) {
         if (!enabled)
             return respond_error(c.res, {404, "not_found_error", "the chat page is off (--no-webui)", {}});
-        c.res.send(200, "text/html; charset=utf-8", webui_html());
+        // A model's output is shown as text (textContent), never as HTML; and the page may
+        // not be framed by another site (clickjacking), load nothing from elsewhere, nor talk
+        // to any server but this one.
+        c.res.send(200, "text/html; charset=utf-8", webui_html(),
+                   {{"Content-Security-Policy", "default-src 'none'; script-src 'unsafe-inline'; "
+                                                "style-src 'unsafe-inline'; connect-src 'self'; img-src 'self' data:; "
+                                                "base-uri 'none'; form-action 'none'; frame-ancestors 'none'"},
+                    {"X-Frame-Options", "DENY"},
+                    {"X-Content-Type-Options", "nosniff"},
+                    {"Referrer-Policy", "no-referrer"}});
     };
 }
 

@@ -126,6 +126,15 @@ class AdminRoutesAlways(unittest.TestCase):
         r = request(port, "GET", "/slots", headers={"Host": f"localhost:{port}"})
         self.assertEqual(r.status, 200, r)
 
+    def test_the_chat_page_cannot_be_framed_or_reach_elsewhere(self):
+        r = request(self.srv.port, "GET", "/")
+        self.assertEqual(r.status, 200, r)
+        csp = r.headers.get("content-security-policy", "")
+        self.assertIn("frame-ancestors 'none'", csp)
+        self.assertIn("connect-src 'self'", csp)
+        self.assertEqual(r.headers.get("x-frame-options"), "DENY")
+        self.assertEqual(r.headers.get("x-content-type-options"), "nosniff")
+
 
 KEY = "sk-security-test-7f3a91"
 
