@@ -33,7 +33,10 @@ struct KvState {
 std::string kv_cache_key(const Context& ctx, std::string_view extra = {});
 
 // The file: a magic, the key, the tokens, the KV bytes and a digest of all of it, written
-// to a temporary file, flushed to the disk and renamed into place. Returns bytes written.
+// to a temporary file of a fresh name beside it (created, never opened: no link is written
+// through), flushed to the disk and renamed into place (a link at `path` is replaced, not
+// followed). Returns bytes written. The reads below open `path` itself: a symbolic link
+// there is refused, not followed, and so is anything but a regular file.
 Result<size_t> write_kv_file(const std::string& path, const std::string& key, const KvState& s);
 // The key and tokens of a file, checking its size (not its digest): what the index needs.
 struct KvFileHead {
@@ -69,7 +72,8 @@ class PromptCache {
 
     const PromptCacheOptions& options() const { return o_; }
     // Index the directory (creating it): returns a warning for each file skipped (foreign,
-    // truncated, not ours) naming it. Leftover temporary files are removed.
+    // truncated, not ours, a symbolic link: never followed) naming it. Leftover temporary
+    // files are removed.
     std::vector<std::string> open();
 
     // The entry sharing the longest prefix with prompt, when longer than `than` tokens.

@@ -78,7 +78,13 @@ struct ServerConfig {
     std::vector<std::string> api_keys;  // empty: no key needed
     bool metrics = false;     // GET /metrics
     bool slots_endpoint = true;
-    std::string slot_save_path;  // directory for POST /slots/N?action=save|restore; empty: off
+    // The directory of POST /slots/N?action=save|restore (empty: off), resolved once at
+    // start-up when it is a symbolic link; a file name in it that is a link is refused.
+    std::string slot_save_path;
+    // POST /models/load loads only GGUF files under these directories (links resolved: one
+    // that leads out is refused) and the served model's (-m's, --fallback-model's): the
+    // command line gives edgellm's model directory and every --models-allow-dir.
+    std::vector<std::string> models_allow_dirs;
     // Prefixes of earlier prompts kept to restore into a slot instead of evaluating again:
     // in RAM (--cache-ram MiB; 0: off, < 0: no limit) and in a directory that survives a
     // restart (--prompt-cache DIR, bounded by --prompt-cache-max-mib), whose newest

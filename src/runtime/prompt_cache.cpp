@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 
@@ -40,6 +41,23 @@ struct File {
         if (f) std::fclose(f);
     }
 };
+
+// A file to read that is a regular file itself: not a symbolic link (never followed,
+// wherever it points), nor a FIFO or a device that would block or never end. Null: *why.
+std::FILE* open_to_read(const std::string& path, std::string* why) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        *why = errno == ELOOP ? "it is a symbolic link (not followed)" : std::strerror(errno);
+        return nullptr;
+    }
+    struct stat st;
+    std::FILE* f = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) ? ::fdopen(fd, "rb") : nullptr;
+    if (!f) {
+        *why = "it is not a regular file";
+        ::close(fd);
+    }
+    return f;
+}
 
 bool read_exact(std::FILE* f, void* p, size_t n, Digest* d) {
     if (std::fread(p, 1, n, f) != n) return false;
@@ -79,7 +97,7 @@ size_t file_size(std::FILE* f) {
 
 int64_t mtime_of(const std::string& path) {
     struct stat st;
-    if (stat(path.c_str(), &st) != 0) return 0;
+    if (lstat(path.c_str(), &st) != 0) return 0;
     return (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
 }
 
@@ -120,9 +138,19 @@ std::string kv_cache_key(const Context& ctx, std::string_view extra) {
 Result<size_t> write_kv_file(const std::string& path, const std::string& key, const KvState& s) {
     using R = Result<size_t>;
     if (key.size() > kMaxKey) return R::fail("the cache key is too long");
-    const std::string tmp = path + ".tmp";
-    std::FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f) return R::fail("cannot write " + tmp + ": " + std::strerror(errno));
+    // A fresh name of its own (O_EXCL: never a link or another writer's file that was there),
+    // renamed over `path` (which replaces a link there, never writes through it).
+    std::string tmp = path + ".tmp.XXXXXX";
+    const int fd = ::mkostemp(tmp.data(), O_CLOEXEC);
+    std::FILE* f = fd < 0 ? nullptr : ::fdopen(fd, "wb");
+    if (!f) {
+        const std::string why = std::strerror(errno);
+        if (fd >= 0) {
+            ::close(fd);
+            std::remove(tmp.c_str());
+        }
+        return R::fail("cannot write " + path + ": " + why);
+    }
     Digest d;
     bool ok = true;
     auto put = [&](const void* p, size_t n) {
@@ -161,8 +189,9 @@ Result<size_t> write_kv_file(const std::string& path, const std::string& key, co
 
 Result<KvFileHead> read_kv_head(const std::string& path) {
     using R = Result<KvFileHead>;
-    File f(std::fopen(path.c_str(), "rb"));
-    if (!f.f) return R::fail("cannot read " + path + ": " + std::strerror(errno));
+    std::string why;
+    File f(open_to_read(path, &why));
+    if (!f.f) return R::fail("cannot read " + path + ": " + why);
     KvFileHead h;
     uint64_t kv_len = 0;
     const std::string err = read_head(f.f, file_size(f.f), &h, &kv_len, nullptr);
@@ -172,8 +201,9 @@ Result<KvFileHead> read_kv_head(const std::string& path) {
 
 Result<KvState> read_kv_file(const std::string& path, const std::string& key) {
     using R = Result<KvState>;
-    File f(std::fopen(path.c_str(), "rb"));
-    if (!f.f) return R::fail("cannot read " + path + ": " + std::strerror(errno));
+    std::string why;
+    File f(open_to_read(path, &why));
+    if (!f.f) return R::fail("cannot read " + path + ": " + why);
     KvFileHead h;
     uint64_t kv_len = 0;
     Digest d;
@@ -231,8 +261,13 @@ std::vector<std::string> PromptCache::open() {
     for (const auto& de : fs::directory_iterator(o_.dir, ec)) {
         const std::string path = de.path().string();
         const std::string name = de.path().filename().string();
-        if (!de.is_regular_file()) continue;
-        if (name.size() > 8 && name.ends_with(std::string(kExt) + ".tmp")) {
+        if (de.is_symlink(ec)) {
+            // Never followed: what it points to is not the cache's to read or delete.
+            warnings.push_back("skipped " + path + ": it is a symbolic link (not followed)");
+            continue;
+        }
+        if (!de.is_regular_file(ec)) continue;
+        if (name.find(std::string(kExt) + ".tmp") != std::string::npos) {
             // A write that a power cut or a kill interrupted.
             fs::remove(de.path(), ec);
             warnings.push_back("removed " + path + ", an unfinished write");
@@ -324,7 +359,8 @@ Result<int64_t> PromptCache::restore(uint64_t id, KvSequence& seq, std::span<con
             return R::fail(r.error());
         }
         loaded = std::move(*r);
-        ::utimensat(AT_FDCWD, path.c_str(), nullptr, 0);  // recently used, across restarts
+        // recently used, across restarts (the file's own time, never a link's target's)
+        ::utimensat(AT_FDCWD, path.c_str(), nullptr, AT_SYMLINK_NOFOLLOW);
     }
     const KvState& s = state ? *state : loaded;
     auto n = restore_state(seq, s);

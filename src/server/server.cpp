@@ -3,6 +3,7 @@
 // dialects (api/). Start-up, run until stop(), stop.
 #include "server/server_impl.h"
 
+#include "sys/paths.h"
 #include "sys/strings.h"
 
 #include <malloc.h>
@@ -19,6 +20,10 @@ Server::Server(ServerConfig cfg) : impl_(std::make_unique<Impl>()) {
     Impl* d = impl_.get();
     for (const auto& [lpath, lscale] : d->cfg.lora) d->lora_startup.push_back(d->cfg.lora_init_without_apply ? 0.0f : lscale);
     d->lora_scales = d->lora_startup;
+    d->set_load_dirs();
+    // (a link given as the directory is followed now, once: the files go where it led then)
+    if (std::string& dir = d->cfg.slot_save_path; !dir.empty())
+        if (std::string real = sys::real_path(dir); !real.empty()) dir = real;
     http::Options o = impl_->cfg.http;
     o.error_body = [](int status, const std::string& message) {
         ApiError e;

@@ -140,6 +140,15 @@ struct Server::Impl {
     // POST /models/load: another model, loaded while the current one serves, then switched
     // to between requests; on any failure the current one stays.
     void models_load(const http::Request& req, http::Response& res, std::string* log_extra);
+    // Where it may load from (real paths, fixed at start-up): the served model's directory,
+    // as given and with its links resolved (-m's and --fallback-model's), and
+    // cfg.models_allow_dirs.
+    std::vector<std::string> load_dirs;
+    void set_load_dirs();
+    // Its "model" as the file to load (a bare name: the one beside the model serving now),
+    // or why it is refused: a step up (..), outside load_dirs once its links are resolved
+    // (403), no such file (400).
+    std::optional<ApiError> model_to_load(std::string* path) const;
     // Requests in flight, and a swap waiting for them (new requests wait for the swap).
     std::mutex gate_mu;
     std::condition_variable gate_cv;

@@ -250,3 +250,52 @@ TEST(PromptCache, DiskBudgetDeletesTheOldestFiles) {
     EXPECT_FALSE(cache.find(tokens(40, 100), 30)) << "the oldest file went";
     EXPECT_TRUE(cache.find(tokens(40, 3000), 30));
 }
+
+// A KV file is the file itself: a symbolic link is never read through (wherever it
+// points), a write never goes through a link planted at its temporary or final name, and
+// the cache's index skips links. (No model needed: the states are made by hand.)
+TEST(KvFiles, NeverFollowASymbolicLink) {
+    TempDir dir, outside("edgellm-outside");
+    KvState s;
+    s.tokens = tokens(40, 100);
+    s.kv.assign(4096, 7);
+    const fs::path real = outside.path / "0123456789abcdef.kvc";
+    ASSERT_TRUE(write_kv_file(real.string(), "key", s).ok());
+    ASSERT_TRUE(read_kv_file(real.string(), "key").ok());
+    const fs::path link = dir.path / "0123456789abcdef.kvc";
+    fs::create_symlink(real, link);
+    const auto whole = read_kv_file(link.string(), "key");
+    const auto head = read_kv_head(link.string());
+    ASSERT_FALSE(whole.ok());
+    ASSERT_FALSE(head.ok());
+    EXPECT_NE(whole.error().find("symbolic link"), std::string::npos) << whole.error();
+    EXPECT_NE(head.error().find("symbolic link"), std::string::npos) << head.error();
+
+    // A link at the old temporary name, and one at the name itself: replaced, not written through.
+    const fs::path precious = outside.path / "precious";
+    { std::ofstream(precious) << "precious"; }
+    fs::create_symlink(precious, dir.path / "a.kvc.tmp");
+    fs::create_symlink(precious, dir.path / "b.kvc");
+    for (const char* name : {"a.kvc", "b.kvc"}) {
+        const fs::path p = dir.path / name;
+        ASSERT_TRUE(write_kv_file(p.string(), "key", s).ok()) << name;
+        EXPECT_FALSE(fs::is_symlink(p)) << name;
+        EXPECT_TRUE(read_kv_file(p.string(), "key").ok()) << name;
+    }
+    std::string text;
+    std::getline(std::ifstream(precious), text);
+    EXPECT_EQ(text, "precious") << "a write went through a link";
+    fs::remove(dir.path / "a.kvc.tmp");
+
+    // The cache's index: the link is skipped with a warning, never restored, never deleted through.
+    PromptCacheOptions o;
+    o.key = "key";
+    o.dir = dir.path.string();
+    o.disk_bytes = 1 << 20;
+    PromptCache cache(o);
+    std::string all;
+    for (const auto& w : cache.open()) all += w + "\n";
+    EXPECT_NE(all.find("0123456789abcdef.kvc: it is a symbolic link"), std::string::npos) << all;
+    EXPECT_EQ(cache.stats().disk_entries, 2u) << "a.kvc and b.kvc, not the link";
+    EXPECT_TRUE(fs::exists(real));
+}

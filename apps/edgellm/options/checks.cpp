@@ -311,6 +311,8 @@ bool check_serve(Settings& s, std::string* err) {
     s.server.load = load_options(s);
     s.server.mlock = s.mlock;
     s.server.warmup = s.warmup;
+    // POST /models/load: edgellm's model directory, then every --models-allow-dir
+    s.server.models_allow_dirs.insert(s.server.models_allow_dirs.begin(), models_dir().string());
     return true;
 }
 

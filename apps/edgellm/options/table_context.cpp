@@ -1,4 +1,5 @@
 // The option table, part 2: the context, the KV cache, and the CPU and memory.
+#include <filesystem>
 #include <sstream>
 #include <thread>
 
@@ -8,6 +9,21 @@
 namespace edgellm::cli {
 
 namespace {
+
+// --prompt-cache DIR: not a symbolic link (the cache writes where it was told, and a link
+// could be turned elsewhere while it does).
+bool prompt_cache_dir(const Arg& a, Settings& s, std::string* err) {
+    std::string dir = a.value;
+    while (dir.size() > 1 && dir.back() == '/') dir.pop_back();  // ("link/" would be followed)
+    std::error_code ec;
+    if (std::filesystem::is_symlink(dir, ec)) {
+        *err = a.name + " " + a.value + " is a symbolic link (to " +
+               std::filesystem::read_symlink(dir, ec).string() + "): give the directory itself";
+        return false;
+    }
+    s.server.prompt_cache_dir = a.value;
+    return true;
+}
 
 // "1,2,4" -> thread counts in 1..1024.
 bool parse_int_list(const std::string& s, std::vector<int>* out) {
@@ -158,9 +174,9 @@ std::vector<Option> context_options() {
          .help = "do not (a returning conversation is evaluated again)",
          .apply = set_flag([](Settings& s) { s.server.cache_idle_slots = false; })},
         {.names = {"--prompt-cache"}, .metavar = "DIR", .scope = kServe, .group = Group::Kv,
-         .help = "keep the KV of each conversation's prefix in DIR, so it survives a restart; the "
-                 "newest go back into the slots at start-up",
-         .apply = store([](Settings& s, const std::string& v) { s.server.prompt_cache_dir = v; })},
+         .help = "keep the KV of each conversation's prefix in DIR (not a symbolic link), so it "
+                 "survives a restart; the newest go back into the slots at start-up",
+         .apply = prompt_cache_dir},
         {.names = {"--prompt-cache-max-mib"}, .metavar = "N", .scope = kServe, .group = Group::Kv,
          .help = "disk budget of --prompt-cache (default 1024)",
          .apply = integer(1, 1 << 30, [](Settings& s, int64_t v) {

@@ -1,4 +1,5 @@
 // The option table, part 4: the server (serve) and the router (serve without -m).
+#include <filesystem>
 #include <fstream>
 
 #include "options.h"
@@ -6,6 +7,19 @@
 namespace edgellm::cli {
 
 namespace {
+
+// --models-allow-dir: every DIR given, each a directory.
+bool models_allow_dir(const Arg& a, Settings& s, std::string* err) {
+    for (const std::string& dir : a.values) {
+        std::error_code ec;
+        if (!std::filesystem::is_directory(dir, ec)) {
+            *err = a.name + " " + dir + " is not a directory";
+            return false;
+        }
+        s.server.models_allow_dirs.push_back(dir);
+    }
+    return true;
+}
 
 // --api-key-file: one key a line ('#': a comment); after --api-key, whose keys count too.
 bool api_key_file(const Arg& a, Settings& s, std::string* err) {
@@ -97,8 +111,13 @@ std::vector<Option> server_options() {
          .help = "do not serve GET /slots",
          .apply = set_flag([](Settings& s) { s.server.slots_endpoint = false; })},
         {.names = {"--slot-save-path"}, .metavar = "DIR", .scope = kServe, .group = Group::Server,
-         .help = "directory for POST /slots/N?action=save|restore",
+         .help = "directory for POST /slots/N?action=save|restore (a link given as DIR is "
+                 "followed once, at start-up; a file name that is a link in it is refused)",
          .apply = store([](Settings& s, const std::string& v) { s.server.slot_save_path = v; })},
+        {.names = {"--models-allow-dir"}, .metavar = "DIR", .scope = kServe, .group = Group::Server,
+         .help = "POST /models/load may also load GGUF files under DIR; repeatable (without it: "
+                 "only under the served model's directory and edgellm's model directory)",
+         .apply = models_allow_dir},
         {.names = {"--memory-limit"}, .metavar = "BYTES", .scope = kServe, .group = Group::Server,
          .help = "weights + KV cache + scratch + --cache-ram (+ the draft model) must fit this "
                  "(suffixes K, M, G; KiB, MiB, GiB), else the model is refused with the bill",

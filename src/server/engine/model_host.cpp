@@ -3,6 +3,8 @@
 // (POST /models/load) and sleeping / waking (--sleep-idle-seconds).
 #include "server/server_impl.h"
 
+#include "sys/paths.h"
+
 #include <malloc.h>
 #include <unistd.h>
 #include <algorithm>
@@ -14,6 +16,8 @@
 #include <span>
 
 namespace edgellm::server {
+
+namespace fs = std::filesystem;
 
 size_t resident_bytes() {
     std::ifstream in("/proc/self/statm");
@@ -430,6 +434,42 @@ std::string Server::Impl::load_speculation() {
     return "";
 }
 
+void Server::Impl::set_load_dirs() {
+    load_dirs.clear();
+    auto add = [&](const std::string& dir) {
+        const std::string real = sys::real_path(dir);
+        if (!real.empty() && std::find(load_dirs.begin(), load_dirs.end(), real) == load_dirs.end())
+            load_dirs.push_back(real);
+    };
+    for (const std::string* model : {&cfg.model_path, &cfg.fallback_model}) {
+        if (model->empty()) continue;
+        add(fs::path(*model).parent_path().string());
+        if (const std::string real = sys::real_path(*model); !real.empty())
+            add(fs::path(real).parent_path().string());  // (a link's target's)
+    }
+    for (const std::string& dir : cfg.models_allow_dirs) add(dir);
+}
+
+std::optional<ApiError> Server::Impl::model_to_load(std::string* path) const {
+    const fs::path given(*path);
+    if (std::any_of(given.begin(), given.end(), [](const fs::path& c) { return c == ".."; }))
+        return ApiError{403, "permission_error",
+                        "cannot load " + *path + ": a model path does not step up (..)", {}};
+    // (a bare name is a file beside the model serving now)
+    const bool bare = path->find('/') == std::string::npos;
+    const std::string file = bare ? (fs::path(live.serving_path).parent_path() / *path).string() : *path;
+    // Judged by where it leads, before anything says whether it exists there.
+    if (sys::real_path_within(file, load_dirs).empty())
+        return ApiError{403, "permission_error",
+                        "cannot load " + *path + ": it leads outside the directories models are "
+                        "loaded from (the served model's, edgellm's model directory and "
+                        "--models-allow-dir)", {}};
+    std::error_code ec;
+    if (!fs::is_regular_file(file, ec)) return bad_request("no model file " + *path);
+    *path = file;
+    return std::nullopt;
+}
+
 void Server::Impl::models_load(const http::Request& req, http::Response& res, std::string* log_extra) {
     if (sleeping)
         if (const std::string e = wake(); !e.empty())
@@ -443,14 +483,7 @@ void Server::Impl::models_load(const http::Request& req, http::Response& res, st
         if (k != "model")
             return send_error(res, bad_request("/models/load takes only \"model\" (the server's flags "
                                                "apply to the new model too), got \"" + k + "\""));
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) {
-        const std::string beside = (std::filesystem::path(live.serving_path).parent_path() / path).string();
-        if (path.find('/') == std::string::npos && std::filesystem::is_regular_file(beside, ec))
-            path = beside;
-        else
-            return send_error(res, bad_request("no model file " + path));
-    }
+    if (auto e = model_to_load(&path)) return send_error(res, *e);
     std::unique_lock<std::mutex> one(swap_mu, std::try_to_lock);
     if (!one.owns_lock())
         return send_error(res, {409, "conflict_error", "another model is being loaded", {}});

@@ -4,12 +4,13 @@
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 import time
 import unittest
 
 from harness import (
-    GEMMA, QWEN_SMALL, Server, assert_error_shape, memory_cgroup, need_model, request)
+    GEMMA, QWEN_SMALL, Server, assert_error_shape, memory_cgroup, need_model, request, run_cli)
 
 
 def system_prompt(topic, n=12):
@@ -107,6 +108,38 @@ class PromptCacheAcrossRestarts(unittest.TestCase):
         srv = self.start(n_ctx=512)
         self.assertRegex(srv.log_text(), r"skipped .*another configuration")
         self.assertNotIn("slot 0 holds", srv.log_text())
+
+    def test_a_symbolic_link_in_the_directory_is_never_followed(self):
+        srv = self.start()
+        self.chat(srv, "Turn on the air conditioning.")
+        srv.stop()
+        [name] = self.files()
+        outside = tempfile.mkdtemp(prefix="edgellm-pcache-outside-")
+        self.addCleanup(lambda: shutil.rmtree(outside, ignore_errors=True))
+        target = os.path.join(outside, name)
+        os.replace(os.path.join(self.dir, name), target)
+        os.symlink(target, os.path.join(self.dir, name))  # a good entry, reached through a link
+        srv = self.start()
+        self.assertRegex(srv.log_text(), r"warning: prompt cache: skipped .*" + re.escape(name) +
+                         r": it is a symbolic link")
+        self.assertNotIn("slot 0 holds", srv.log_text())
+        _, _, cached = self.chat(srv, "Turn on the air conditioning.")
+        self.assertLess(cached, 20, "the prefix came through the link")
+        srv.stop()
+        self.assertTrue(os.path.isfile(target))
+
+    def test_a_symbolic_link_as_the_directory_is_refused_at_start_up(self):
+        link = self.dir + "-link"
+        os.symlink(self.dir, link)
+        self.addCleanup(os.unlink, link)
+        for given in (link, link + "/"):
+            with self.subTest(prompt_cache=given):
+                try:
+                    r = run_cli(["-m", self.model, "--port", "0", "--prompt-cache", given], timeout=60)
+                except subprocess.TimeoutExpired:
+                    self.fail("the server ran with a symbolic link as --prompt-cache")
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("--prompt-cache " + given + " is a symbolic link", r.stderr)
 
     def test_slot_restore_restores_and_refuses_a_foreign_file(self):
         slots = tempfile.mkdtemp(prefix="edgellm-slots-")

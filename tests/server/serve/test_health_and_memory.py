@@ -258,13 +258,14 @@ class ModelSwap(unittest.TestCase):
                      (re.escape(os.path.basename(self.gemma)), re.escape(os.path.basename(self.qwen))))
 
     def test_a_failed_swap_is_rolled_back(self):
-        srv = self.start()
-        with tempfile.NamedTemporaryFile(suffix=".gguf", delete=False) as f:
+        bad_dir = tempfile.mkdtemp(prefix="edgellm-bad-model-")
+        self.addCleanup(lambda: shutil.rmtree(bad_dir, ignore_errors=True))
+        srv = self.start("--models-allow-dir", bad_dir)
+        bad = os.path.join(bad_dir, "bad.gguf")
+        with open(bad, "wb") as f:
             f.write(b"GGUF" + struct.pack("<I", 3) + struct.pack("<QQ", 7, 1 << 40) + os.urandom(2048))
-            bad = f.name
-        self.addCleanup(os.unlink, bad)
         for body, needle in (({"model": bad}, "keeps serving"),
-                             ({"model": "/nonexistent/model.gguf"}, "no model file"),
+                             ({"model": os.path.join(bad_dir, "nonexistent.gguf")}, "no model file"),
                              ({"model": self.qwen, "ctx_size": 99}, "only"),
                              ({}, "give")):
             with self.subTest(body=body):

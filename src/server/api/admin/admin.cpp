@@ -2,6 +2,8 @@
 // erase), LoRA adapters.
 #include "server/server_impl.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <filesystem>
 
@@ -10,6 +12,17 @@
 namespace edgellm::server {
 
 namespace {
+
+// Why a slot file's name is refused (null: it is a plain file name in --slot-save-path).
+const char* slot_file_name_fault(const std::string& name) {
+    if (name.empty() || name.size() > 200) return "1 to 200 bytes";
+    if (name.find('/') != std::string::npos || name.find('\\') != std::string::npos)
+        return "without directories";
+    if (name[0] == '.') return "not hidden (no leading .), not . or ..";
+    auto control = [](char c) { return (unsigned char)c < 0x20 || c == 0x7f; };
+    if (std::any_of(name.begin(), name.end(), control)) return "without control characters";
+    return nullptr;
+}
 
 uintmax_t file_bytes(const std::string& path) {
     std::error_code ec;
@@ -168,12 +181,17 @@ void Server::Impl::slot_action(const http::Request& req, http::Response& res, in
         if (!j.is_object() || !j.contains("filename") || !j["filename"].is_string())
             return send_error(res, bad_request("give {\"filename\": \"NAME\"}"));
         const std::string name = j["filename"].get<std::string>();
-        if (name.empty() || name.size() > 200 || name == "." || name == ".." ||
-            name.find('/') != std::string::npos || name.find('\\') != std::string::npos ||
-            name.find('\0') != std::string::npos)
-            return send_error(res, bad_request("filename must be a plain file name, without "
-                                               "directories"));
+        if (auto why = slot_file_name_fault(name))
+            return send_error(res, bad_request(std::string("filename must be a plain file name: ") + why));
         const std::string path = (std::filesystem::path(cfg.slot_save_path) / name).string();
+        // A name that is a link in the directory (wherever it points) or not a regular file
+        // is neither read nor written (the reads also open it without following a link).
+        if (struct stat st; ::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+            const char* what = S_ISLNK(st.st_mode) ? "a symbolic link" : "not a regular file";
+            return send_error(res, {403, "permission_error",
+                                    "filename " + name + " in --slot-save-path is " + what +
+                                        ": slot files are never read or written through one", {}});
+        }
         if (!live.pool->hold(id, std::chrono::seconds(10), nullptr))
             return send_error(res, {503, "unavailable_error", "the slot is busy", {}});
         const auto t0 = Clock::now();
