@@ -110,7 +110,8 @@ Result<std::unique_ptr<ToolService>> ToolService::create(const ToolConfig& cfg,
                 "process limit");
     }
     log("tools: " + std::to_string(s->builtin_ ? s->builtin_->list().size() : 0) + " built-in" +
-        (cfg.runtime.empty() ? " (acting in " + server_dir() + ")" : " (runtime " + cfg.runtime + ")") + ", " +
+        (!s->builtin_ ? "" : cfg.runtime.empty() ? " (acting in " + server_dir() + ")" : " (runtime " + cfg.runtime + ")") +
+        ", " +
         std::to_string(s->mcp_ ? s->mcp_->list().size() : 0) + " from MCP servers; CORS origins " + cfg.cors_origins);
     return s;
 }
