@@ -250,7 +250,9 @@ class HostRuntime final : public ToolRuntime {
             const std::string abs = dir + "/" + rel;
             std::error_code ec;
             // --cached lists deleted files, and submodules (directories)
-            if (!fs::is_regular_file(abs, ec) || !box_.contains(abs)) continue;
+            // (git lists no path through a symbolic link: only the entry itself can be one)
+            if (!fs::is_regular_file(abs, ec) || (fs::is_symlink(abs, ec) && !box_.contains(abs)))
+                continue;
             out->entries.push_back({rel, false});
         }
         return true;

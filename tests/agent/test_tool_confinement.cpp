@@ -113,6 +113,19 @@ TEST_F(Confinement, SymbolicLinksThatLeadOutAreNeitherReadNorWrittenNorListed) {
     EXPECT_EQ(slurp(p("real/ok.txt")), "through\n");
 }
 
+// In a git work tree the files are git's list: a tracked link that leads out is left out too.
+TEST_F(Confinement, AGitTrackedLinkThatLeadsOutIsNotSearched) {
+    if (std::system("git --version > /dev/null 2>&1") != 0) GTEST_SKIP() << "no git";
+    spit(p("repo/a.txt"), "inside\n");
+    fs::create_symlink(out_ + "/secret.txt", p("repo/leak.txt"));
+    ASSERT_EQ(std::system(("cd " + p("repo") + " && git init -q && git add -A").c_str()), 0);
+    const std::string grep = text("grep_search", {{"path", "repo"}, {"pattern", "SECRET"}});
+    EXPECT_TRUE(contains(grep, "Total matches: 0")) << grep;
+    const json glob = run("file_glob_search", {{"path", "repo"}});
+    EXPECT_EQ(glob["entries"], json::parse(R"([{"path": "a.txt", "type": "file"}])"))
+        << glob.dump();
+}
+
 TEST_F(Confinement, ToolCwdMayOnlyNarrow) {
     fs::create_directories(p("sub"));
     spit(p("top.txt"), "top\n");
