@@ -160,7 +160,8 @@ int serve_router(const Settings& s, const std::vector<std::string>& args,
     rc.api_prefix = cfg.api_prefix;
     rc.webui = cfg.webui;
     rc.log = cfg.log;
-    rc.tools = {cfg.tools, cfg.tools_runtime, cfg.mcp_config_path, cfg.mcp_json, cfg.cors.origins};
+    rc.tools = {cfg.tools,    cfg.tools_runtime,   cfg.mcp_config_path,
+                cfg.mcp_json, cfg.cors.origins, cfg.tools_exposed_on};
     rc.ui_mcp_proxy = cfg.ui_mcp_proxy;
     rc.models_dir = s.serve.models_dir;
     rc.models_preset = s.serve.models_preset;
@@ -216,6 +217,7 @@ int serve_router(const Settings& s, const std::vector<std::string>& args,
     rc.flag_kind = flag_kind;
 
     server::Router router(rc);
+    if (const std::string why = router.start_tools(); !why.empty()) return fail("serve", why, 2);
     auto bound = router.listen();
     if (!bound) return fail("serve", bound.error());
     return run_until_stopped(
@@ -264,15 +266,21 @@ int cmd_serve(const std::vector<std::string>& given) {
 
     if (cfg.log)
         for (const std::string& n : s.notes) std::fprintf(stderr, "edgellm serve: %s\n", n.c_str());
-    const auto hosts = split_list(cfg.http.host);
-    const bool loopback_only = std::all_of(hosts.begin(), hosts.end(), [](const std::string& h) {
-        return h == "127.0.0.1" || h == "localhost" || h == "::1";
-    });
-    if (!loopback_only && cfg.api_keys.empty())
+    if (!loopback_only(cfg.http.host) && cfg.api_keys.empty()) {
+        // (tools that write got here only with --tools-allow-remote)
+        std::error_code ec;
+        const std::string tools = agent::builtin_tools_exposure(
+            cfg.tools, cfg.tools_runtime, std::filesystem::current_path(ec).string());
+        std::string mcp;
+        if (!cfg.mcp_config_path.empty() || !cfg.mcp_json.empty())
+            mcp = s.has("--tools-allow-remote") ? ", call the MCP servers' tools"
+                                                 : ", call the MCP tools declared read-only";
         std::fprintf(stderr,
                      "edgellm serve: WARNING: listening on %s without --api-key: anyone who can "
-                     "reach this port can use the model\n",
-                     cfg.http.host.c_str());
+                     "reach this port can use the model%s%s\n",
+                     cfg.http.host.c_str(), tools.empty() ? "" : (", " + tools).c_str(),
+                     mcp.c_str());
+    }
 
     block_stop_signals();
     if (router) return serve_router(s, args, model_path ? *model_path : std::string());

@@ -74,7 +74,7 @@ struct HttpResult {
     double total_ms = 0;
 };
 
-// Control of a streamed exchange, shared with the body callback: set `progress` once the
+// Control of an exchange (a streamed one shares it with the body callback): set `progress` once the
 // first real piece of output arrived (the first-token deadline then no longer applies);
 // raise `stop` (or return false from the callback) to close the connection.
 struct StreamControl {
@@ -87,6 +87,12 @@ struct StreamControl {
     int status = 0;
     std::vector<std::pair<std::string, std::string>> headers;
     bool chunked = false;
+    // Asked before each connect with an address the host name resolved to, numeric
+    // ("10.0.0.5", "::1"; an IPv4-mapped IPv6 address as written), and the port: "" to
+    // connect, else why not (the address is skipped; none left: Failure::connect with that
+    // reason). It sees the very address then connected to: a second DNS answer cannot slip
+    // in between the check and the connect.
+    std::function<std::string(const std::string& address, int port)> vet_address;
 };
 
 using BodyCallback = std::function<bool(std::string_view bytes, StreamControl& ctl)>;

@@ -142,6 +142,9 @@ struct ServerConfig {
     // host or --tools-runtime) and the tools of MCP servers (--mcp-servers-config FILE,
     // --mcp-servers-json JSON). Neither: /tools answers 403.
     std::string tools, tools_runtime, mcp_config_path, mcp_json;
+    // Not empty: the host listened on, reachable from other machines with no API key and no
+    // --tools-allow-remote: tools that write are refused at start-up (ToolConfig::exposed_on).
+    std::string tools_exposed_on;
     bool ui_mcp_proxy = false;  // --ui-mcp-proxy: /cors-proxy for the chat page
     int summary_max_tokens = 160;
     // --embedding: POST /embedding, /embeddings and /v1/embeddings (the final hidden
@@ -253,6 +256,10 @@ class Router {
     Router(const Router&) = delete;
     Router& operator=(const Router&) = delete;
 
+    // /tools: the tools of RouterConfig::tools started (MCP servers too); "" or why not (a
+    // bad tool list, runtime or MCP config, or tools that write offered off this machine
+    // without a key: ToolConfig::exposed_on). Before listen().
+    std::string start_tools();
     Result<int> listen();
     int run();   // until stop(); 0
     void stop();  // async-signal-safe

@@ -27,6 +27,16 @@
 // relative to the server's directory), else the server's working directory on the host or
 // the isolate's own. A "cwd" (or "runtime") in params is ignored: the model cannot choose it.
 // '~' expands to $HOME on the host.
+//
+// On the host the file tools act only inside that working directory (confine.h): a path
+// that leads outside it ("..", an absolute path, '~', a symbolic link) is a tool failure
+// that says so, a listing leaves out the links that lead outside, and x-tool-cwd may only
+// name a directory inside the server's own (403 otherwise). In an isolate the check is
+// lexical only (a relative path may not climb out with ".."; an absolute one must lie below
+// an absolute x-tool-cwd): the isolate is itself the boundary, chosen by the operator.
+// exec_shell_command is not confined (a shell reaches what its user can): on the host it
+// runs without the server's secret environment variables and with a cap on its processes
+// (shell_limits.h), and at most tool_limits::exec_concurrent commands run at once.
 #pragma once
 
 #include <atomic>
@@ -70,6 +80,8 @@ inline constexpr size_t exec_output = 16 * 1024;            // exec_shell_comman
 inline constexpr int exec_timeout_default = 10;             // seconds
 inline constexpr int exec_timeout_max = 60;                 // seconds
 inline constexpr int isolate_aux_seconds = 15;              // a stat/read/write in an isolate
+inline constexpr int exec_concurrent = 2;                   // commands at once (more: 429)
+inline constexpr long exec_processes = 256;  // tasks a host command may add to its user's
 }  // namespace tool_limits
 
 // One POST /tools request, as the HTTP adapter read it. (Not tool_calls.h's ToolCall,
@@ -83,7 +95,7 @@ struct BuiltinToolCall {
     const std::atomic<bool>* cancel = nullptr;  // set when the client went away
 };
 
-class SpawnedContainer;  // --tools-runtime docker:IMAGE (builtin_tools.cpp)
+class SpawnedContainer;  // --tools-runtime docker:IMAGE (tool_runtime.h)
 
 class BuiltinTools {
   public:
@@ -102,12 +114,18 @@ class BuiltinTools {
     //  "definition": {"type": "function", "function": {name, description, parameters}}}.
     json list() const;
     bool has(std::string_view name) const;
+    // The enabled tools that change files or run commands (permissions.write), in order.
+    std::vector<std::string> writers() const;
+    // exec_shell_command is enabled and runs its commands on this machine by default.
+    bool runs_commands_here() const;
     bool empty() const { return tools_.empty(); }
 
     // POST /tools. Thread-safe; blocks until the tool is done (exec_shell_command: at most
     // its timeout, 60 s, plus a second or two to reap it).
     //
-    // Returns an ApiError when the request cannot run at all: an unknown (or not enabled)
+    // Returns an ApiError when the request cannot run at all: x-tool-cwd outside the
+    // server's working directory (403, naming both); exec_shell_command while
+    // tool_limits::exec_concurrent commands run (429); an unknown (or not enabled)
     // tool, and a tool that cannot stream asked to (404, as llama-server: `unknown tool
     // "x"`, `tool "x" does not support stream = true`); params not an object, a required
     // parameter missing or of the wrong type, a runtime that is unknown ("unknown tool
@@ -133,7 +151,8 @@ class BuiltinTools {
     BuiltinTools();
     std::vector<const Tool*> tools_;
     std::string runtime_;  // --tools-runtime when it names an existing target
-    std::unique_ptr<SpawnedContainer> container_;  // --tools-runtime docker:/podman:IMAGE
+    std::unique_ptr<SpawnedContainer> container_;   // --tools-runtime docker:/podman:IMAGE
+    mutable std::atomic<int> commands_running_{0};  // exec_shell_command calls in flight
 };
 
 // Glob matching of file_glob_search's and grep_search's include/exclude, exposed for

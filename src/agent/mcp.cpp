@@ -1003,6 +1003,7 @@ struct McpClients::Impl {
         std::string name;  // the server's
         std::string description;
         json input_schema;
+        bool read_only = false;  // declared so: annotations.readOnlyHint true
     };
     struct Server {
         McpServerConfig cfg;
@@ -1133,6 +1134,8 @@ struct McpClients::Impl {
                 } else {
                     d.input_schema = {{"type", "object"}, {"properties", json::object()}};
                 }
+                const json hints = t.value("annotations", json::object());
+                d.read_only = hints.is_object() && hints.value("readOnlyHint", json()) == true;
                 tools.push_back(std::move(d));
             }
             cursor = result.contains("nextCursor") && result["nextCursor"].is_string()
@@ -1189,7 +1192,7 @@ McpClients::McpClients(std::vector<McpServerConfig> servers, McpOptions options)
             d.listing.push_back({{"display_name", full},
                                  {"tool", full},
                                  {"type", "mcp"},
-                                 {"permissions", {{"write", false}}},
+                                 {"permissions", {{"write", !t.read_only}}},
                                  {"uses_cwd", false},
                                  {"definition",
                                   {{"type", "function"},
@@ -1221,6 +1224,13 @@ McpClients::~McpClients() {
 
 json McpClients::list() const {
     return impl_->listing;
+}
+
+std::vector<std::string> McpClients::writers() const {
+    std::vector<std::string> names;
+    for (const json& t : impl_->listing)
+        if (t["permissions"]["write"] == true) names.push_back(t["tool"]);
+    return names;
 }
 
 bool McpClients::has(std::string_view tool) const {

@@ -103,11 +103,15 @@ class McpClients {
     // The tools as llama-server's GET /tools lists MCP tools, in config order then the
     // server's order (a NAME_TOOL already taken is skipped, with a log line):
     //   [{"display_name": "echo_echo", "tool": "echo_echo", "type": "mcp",
-    //     "permissions": {"write": false}, "uses_cwd": false,
+    //     "permissions": {"write": W}, "uses_cwd": false,
     //     "definition": {"type": "function", "function": {"name": "echo_echo",
     //                    "description": "...", "parameters": <the tool's inputSchema>}}}]
     // (parameters is {"type": "object", "properties": {}} when the tool gives no schema.)
+    // W is false only for a tool the server declares read-only (its annotations'
+    // readOnlyHint is true): what the server says, taken as it says it.
     json list() const;
+    // The tools listed with "write": true, in list() order.
+    std::vector<std::string> writers() const;
     bool has(std::string_view tool) const;
     bool empty() const;  // no tool at all
 

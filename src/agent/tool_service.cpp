@@ -1,8 +1,14 @@
 #include "agent/tool_service.h"
 
+#include <unistd.h>
+
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
-#include "edgellm/client.h"
+#include "agent/confine.h"
+#include "agent/shell_limits.h"
+
 #include "server/http/errors.h"
 #include "server/http/disconnect_watch.h"
 #include "server/http/respond.h"
@@ -16,9 +22,56 @@ using server::respond_json;
 namespace {
 
 void send_json(http::Response& res, int status, const json& j) { respond_json(res, status, j); }
-void send_error(http::Response& res, const ApiError& e) { respond_error(res, e); }
+void send_error(http::Response& res, const ApiError& e) {
+    // (429: a command slot frees within a command's timeout; most end within a second)
+    if (e.status == 429)
+        return res.send(429, "application/json; charset=utf-8", server::error_body(e), {{"Retry-After", "1"}});
+    respond_error(res, e);
+}
+
+std::string joined(const std::vector<std::string>& names) {
+    std::string out;
+    for (const std::string& n : names) out += (out.empty() ? "" : ", ") + n;
+    return out;
+}
+
+// "run commands and write files" for the writing tools among names.
+std::string writing_actions(const std::vector<std::string>& names) {
+    const auto has = [&](const char* n) { return std::find(names.begin(), names.end(), n) != names.end(); };
+    const bool run = has("exec_shell_command"), write = has("write_file") || has("edit_file");
+    return run && write ? "run commands and write files" : run ? "run commands" : write ? "write files" : "";
+}
 
 }  // namespace
+
+std::vector<std::string> writing_builtin_tools(const std::string& tools) {
+    auto t = BuiltinTools::create(tools, "");
+    return t ? (*t)->writers() : std::vector<std::string>();
+}
+
+std::string remote_tools_refusal(const std::vector<std::string>& builtin, const std::vector<std::string>& mcp,
+                                 const std::string& runtime, const std::string& host) {
+    std::string what, actions = writing_actions(builtin);
+    if (!builtin.empty()) what = "--tools " + joined(builtin);
+    if (!mcp.empty()) {
+        what += (what.empty() ? "" : " and ") + std::string("MCP tools ") + joined(mcp) + " (not declared readOnlyHint)";
+        actions += (actions.empty() ? "" : ", and ") + std::string("call tools that may change things");
+    }
+    return what + " on " + host + " without --api-key would let anyone who reaches the port " + actions + " " +
+           (runtime.empty() ? std::string("as this user") : "in " + runtime) +
+           "; add --api-key, listen on 127.0.0.1, or say --tools-allow-remote";
+}
+
+std::string builtin_tools_exposure(const std::string& tools, const std::string& runtime, const std::string& dir) {
+    auto t = BuiltinTools::create(tools, "");
+    if (!t || (*t)->empty()) return "";
+    std::vector<std::string> names;
+    for (const json& entry : (*t)->list()) names.push_back(entry["tool"]);
+    const std::string where = runtime.empty() ? " below " + dir : " in " + runtime;
+    const std::string actions = writing_actions(names);
+    return "read the files" + where + (actions.empty() ? "" : ", " + actions + (runtime.empty() ? " as this user" : "")) +
+           " (" + joined(names) + ")";
+}
 
 Result<std::unique_ptr<ToolService>> ToolService::create(const ToolConfig& cfg,
                                                          std::function<void(const std::string&)> log) {
@@ -41,8 +94,24 @@ Result<std::unique_ptr<ToolService>> ToolService::create(const ToolConfig& cfg,
             log("MCP server " + st.name + ": " + (st.error.empty() ? std::to_string(st.n_tools) + " tools" : st.error));
     }
     if (!s->builtin_ && !s->mcp_) return std::unique_ptr<ToolService>();
+    if (!cfg.exposed_on.empty()) {
+        const std::vector<std::string> builtin = s->builtin_ ? s->builtin_->writers() : std::vector<std::string>();
+        const std::vector<std::string> mcp = s->mcp_ ? s->mcp_->writers() : std::vector<std::string>();
+        if (!builtin.empty() || !mcp.empty())
+            return R::fail(remote_tools_refusal(builtin, mcp, cfg.runtime, cfg.exposed_on));
+    }
+    if (s->builtin_ && s->builtin_->runs_commands_here()) {
+        // the commands run as our user: keep them out of our /proc/PID/environ and memory
+        if (!hide_process_from_same_user())
+            log("tools: warning: cannot make this process non-dumpable: exec_shell_command's commands can read its "
+                "environment and memory");
+        if (::geteuid() == 0)
+            log("tools: warning: exec_shell_command runs its commands as root, for whom the kernel enforces no "
+                "process limit");
+    }
     log("tools: " + std::to_string(s->builtin_ ? s->builtin_->list().size() : 0) + " built-in" +
-        (cfg.runtime.empty() ? "" : " (runtime " + cfg.runtime + ")") + ", " +
+        (!s->builtin_ ? "" : cfg.runtime.empty() ? " (acting in " + server_dir() + ")" : " (runtime " + cfg.runtime + ")") +
+        ", " +
         std::to_string(s->mcp_ ? s->mcp_->list().size() : 0) + " from MCP servers; CORS origins " + cfg.cors_origins);
     return s;
 }
@@ -132,39 +201,6 @@ void ToolService::post(const http::Request& req, http::Response& res, std::strin
     if (err) return send_error(res, *err);
     if (result.is_object() && result.contains("error")) *log_extra += " | error";
     send_json(res, 200, result);
-}
-
-void forward_cors_proxy(const http::Request& req, http::Response& res, std::string* log_extra) {
-    const auto it = req.query.find("url");
-    if (it == req.query.end() || it->second.empty())
-        return send_error(res, bad_request("give ?url=http://HOST[:PORT]/PATH"));
-    const std::string& url = it->second;
-    if (url.rfind("https://", 0) == 0)
-        return send_error(res, bad_request("the proxy speaks plain HTTP only (no TLS here): " + url));
-    if (url.rfind("http://", 0) != 0) return send_error(res, bad_request("not an http:// URL: " + url));
-    const size_t slash = url.find('/', 7);
-    const std::string base = slash == std::string::npos ? url : url.substr(0, slash);
-    const std::string path = slash == std::string::npos ? "/" : url.substr(slash);
-    std::vector<std::pair<std::string, std::string>> headers;
-    const std::string prefix = "x-llama-server-proxy-header-";
-    std::string content_type = "application/json";
-    for (const auto& [name, value] : req.headers) {
-        if (name.rfind(prefix, 0) == 0 && name.size() > prefix.size())
-            headers.emplace_back(name.substr(prefix.size()), value);
-        if (name == "content-type") content_type = value;
-    }
-    client::Timeouts t;
-    t.connect_ms = 5000;
-    t.total_ms = 60000;
-    client::HttpResult r = client::http_request(client::Endpoint(base), req.method, path, req.body, t, {},
-                                                nullptr, content_type, headers);
-    *log_extra = " | " + req.method + " " + url + " -> " + std::to_string(r.status);
-    if (r.status == 0)
-        return send_error(res, {502, "proxy_error", "the proxy could not reach " + url + ": " + r.error, {}});
-    std::string type;
-    for (const auto& [name, value] : r.headers)
-        if (name == "content-type") type = value;
-    res.send(r.status, type, r.body);
 }
 
 }  // namespace edgellm::agent

@@ -42,8 +42,4 @@ class ToolService {
     bool stopping_ = false;
 };
 
-// /cors-proxy?url=http://...: the request forwarded (plain HTTP only), with none of the
-// client's headers but those it names as x-llama-server-proxy-header-NAME.
-void forward_cors_proxy(const http::Request& req, http::Response& res, std::string* log_extra);
-
 }  // namespace edgellm::agent

@@ -100,6 +100,16 @@ bool parse_url(const std::string& url, Url* out, std::string* why) {
     return true;
 }
 
+// "10.0.0.5" or "::1"; "" for another family.
+std::string numeric_address(const sockaddr* sa) {
+    char text[INET6_ADDRSTRLEN] = "";
+    if (sa->sa_family == AF_INET)
+        ::inet_ntop(AF_INET, &((const sockaddr_in*)sa)->sin_addr, text, sizeof text);
+    else if (sa->sa_family == AF_INET6)
+        ::inet_ntop(AF_INET6, &((const sockaddr_in6*)sa)->sin6_addr, text, sizeof text);
+    return text;
+}
+
 class Socket {
   public:
     ~Socket() {
@@ -107,9 +117,11 @@ class Socket {
     }
     int fd() const { return fd_; }
 
-    // Non-blocking connect to the first address that answers within the deadline.
-    bool connect(const Url& u, Clock::time_point deadline, const std::atomic<bool>* cancel,
+    // Non-blocking connect to the first address that answers within the deadline (and that
+    // vet, when set, lets through).
+    bool connect(const Url& u, Clock::time_point deadline, const StreamControl& ctl,
                  std::string* why) {
+        const std::atomic<bool>* cancel = ctl.cancel;
         addrinfo hints{};
         hints.ai_family = AF_UNSPEC;
         hints.ai_socktype = SOCK_STREAM;
@@ -120,6 +132,14 @@ class Socket {
         }
         std::string last = "no address";
         for (addrinfo* a = res; a; a = a->ai_next) {
+            if (ctl.vet_address) {
+                const std::string refused =
+                    ctl.vet_address(numeric_address(a->ai_addr), std::stoi(u.port));
+                if (!refused.empty()) {
+                    last = refused;
+                    continue;
+                }
+            }
             int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
                               a->ai_protocol);
             if (fd < 0) continue;
@@ -259,7 +279,7 @@ HttpResult http_request(const Endpoint& ep, std::string_view method, std::string
     if (!parse_url(ep.url, &u, &why)) return finish(Failure::bad_endpoint, why);
 
     Socket s;
-    if (!s.connect(u, t0 + std::chrono::milliseconds(t.connect_ms), ctl.cancel, &why))
+    if (!s.connect(u, t0 + std::chrono::milliseconds(t.connect_ms), ctl, &why))
         return finish(ctl.cancel && ctl.cancel->load() ? Failure::cancelled : Failure::connect, why);
 
     const Clock::time_point sent_from = Clock::now();

@@ -54,7 +54,9 @@ Server::~Server() {
 }
 
 Result<int> Server::listen() {
-    return impl_->http->listen();
+    auto port = impl_->http->listen();
+    if (port) impl_->port = *port;
+    return port;
 }
 
 void Server::stop() {
@@ -228,7 +230,8 @@ int Server::run() {
 }
 
 std::string Server::Impl::start_tools() {
-    auto t = agent::ToolService::create({cfg.tools, cfg.tools_runtime, cfg.mcp_config_path, cfg.mcp_json, cfg.cors.origins},
+    auto t = agent::ToolService::create({cfg.tools, cfg.tools_runtime, cfg.mcp_config_path, cfg.mcp_json, cfg.cors.origins,
+                                         cfg.tools_exposed_on},
                                  [this](const std::string& line) { log("%s", line.c_str()); });
     if (!t) return t.error();
     tools = std::move(*t);
@@ -238,7 +241,7 @@ std::string Server::Impl::start_tools() {
 void Server::Impl::cors_proxy(const http::Request& req, http::Response& res, std::string* log_extra) {
     if (!cfg.ui_mcp_proxy)
         return send_error(res, {403, "permission_error", "the CORS proxy is off (--ui-mcp-proxy turns it on)", {}});
-    agent::forward_cors_proxy(req, res, log_extra);
+    agent::forward_cors_proxy(req, res, log_extra, port);
 }
 
 }  // namespace edgellm::server

@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "agent/cors_proxy.h"
 #include "agent/tool_service.h"
 #include "server/api/api.h"
 #include "server/api/embeddings/embeddings.h"
@@ -65,6 +66,7 @@ struct Server::Impl {
     // ---- composition (server.cpp, routes.cpp) ----
     std::unique_ptr<Front> front;
     std::unique_ptr<http::Server> http;
+    std::atomic<int> port{0};  // the port listened on (the CORS proxy never reaches it)
     std::thread http_thread;
     std::atomic<bool> stopping{false};
     std::mutex stop_mu;

@@ -298,6 +298,7 @@ RunResult run_process(const std::vector<std::string>& argv, const RunOptions& o)
     SpawnSpec s;
     s.argv = argv;
     s.cwd = o.cwd;
+    s.env = o.env;
     s.in = o.input != nullptr ? SpawnSpec::Stdin::Socket : SpawnSpec::Stdin::Null;
     s.err = o.merge_stderr ? SpawnSpec::Stderr::Merge : SpawnSpec::Stderr::Pipe;
     const Spawned sp = spawn(s);

@@ -116,6 +116,7 @@ void kill_group(pid_t pid, int sig = SIGKILL);
 
 struct RunOptions {
     std::string cwd;                     // empty: ours
+    std::optional<std::vector<std::string>> env;  // its environment ("KEY=value"); none: ours
     const std::string* input = nullptr;  // written to its stdin (else /dev/null)
     bool merge_stderr = true;
     size_t max_output = 0;  // bytes of stdout kept (and passed to on_chunk)

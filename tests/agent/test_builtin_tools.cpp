@@ -20,90 +20,14 @@
 
 #include "agent/builtin_tools.h"
 #include "child_processes.h"
+#include "tools_fixture.h"
 
-using namespace edgellm::agent;
-namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 using edgellm::test::process_dead;
 using edgellm::test::seconds_since;
 using edgellm::test::slurp;
 
 namespace {
-
-void spit(const fs::path& p, const std::string& s) {
-    fs::create_directories(p.parent_path());
-    std::ofstream f(p, std::ios::binary);
-    f << s;
-}
-
-bool contains(const std::string& hay, const std::string& needle) {
-    return hay.find(needle) != std::string::npos;
-}
-
-class ToolsTest : public ::testing::Test {
-  protected:
-    void SetUp() override {
-        char tmpl[] = "/tmp/edgellm-tools-test-XXXXXX";
-        ASSERT_NE(::mkdtemp(tmpl), nullptr);
-        dir_ = tmpl;
-        auto t = BuiltinTools::create("all", "");
-        ASSERT_TRUE(t) << t.error();
-        tools_ = std::move(*t);
-    }
-    void TearDown() override {
-        if (!old_path_.empty()) ::setenv("PATH", old_path_.c_str(), 1);
-        std::error_code ec;
-        fs::remove_all(dir_, ec);
-    }
-
-    // A call that must run (no ApiError); the tool's answer.
-    json run(const std::string& name, json params, const std::string& cwd = "",
-             const std::string& runtime = "", const std::string& resp_type = "") {
-        BuiltinToolCall c{name, std::move(params), cwd, runtime, resp_type, nullptr};
-        json r;
-        auto e = tools_->call(c, &r, nullptr);
-        EXPECT_FALSE(e) << name << ": " << (e ? e->message : "");
-        // every answer must serialize (valid UTF-8 throughout)
-        EXPECT_NO_THROW((void)r.dump());
-        return r;
-    }
-    std::string text(const std::string& name, json params, const std::string& cwd = "") {
-        json r = run(name, std::move(params), cwd);
-        EXPECT_FALSE(r.contains("error")) << r.dump();
-        return r.value("plain_text_response", std::string());
-    }
-    // A tool-level failure: 200 with {"error"}.
-    std::string failure(const std::string& name, json params, const std::string& cwd = "") {
-        json r = run(name, std::move(params), cwd);
-        EXPECT_TRUE(r.contains("error")) << r.dump();
-        return r.value("error", std::string());
-    }
-    // A request that cannot run.
-    ApiError refused(const std::string& name, json params, const std::string& runtime = "") {
-        BuiltinToolCall c{name, std::move(params), "", runtime, "", nullptr};
-        json r;
-        auto e = tools_->call(c, &r, nullptr);
-        EXPECT_TRUE(e.has_value()) << r.dump();
-        return e.value_or(ApiError{});
-    }
-    std::string p(const std::string& rel) const { return (fs::path(dir_) / rel).string(); }
-
-    // Scripts first on PATH, to stand in for ssh and docker.
-    void fake_bin(const std::string& name, const std::string& script) {
-        const fs::path bin = fs::path(dir_) / "fakebin";
-        fs::create_directories(bin);
-        spit(bin / name, script);
-        fs::permissions(bin / name, fs::perms::owner_all);
-        if (old_path_.empty()) {
-            old_path_ = std::getenv("PATH");
-            ::setenv("PATH", (bin.string() + ":" + old_path_).c_str(), 1);
-        }
-    }
-
-    std::string dir_;
-    std::unique_ptr<BuiltinTools> tools_;
-    std::string old_path_;
-};
 
 // ---- construction and GET /tools -------------------------------------------------------
 
@@ -711,8 +635,9 @@ TEST_F(ToolsTest, CwdHeader) {
     EXPECT_EQ(slurp(p("workdir/sub/out.txt")), "written");
     EXPECT_TRUE(
         contains(text("file_glob_search", {{"path", "."}, {"include", "*.txt"}}, work), "rel.txt"));
-    EXPECT_EQ(text("read_file", {{"path", p("other/abs.txt")}}, work), "absolute-content\n");
-    EXPECT_EQ(text("read_file", {{"path", "../other/abs.txt"}}, work), "absolute-content\n");
+    // the header's directory confines the file tools as the server's does: a sibling is out
+    EXPECT_TRUE(contains(failure("read_file", {{"path", p("other/abs.txt")}}, work), "outside"));
+    EXPECT_TRUE(contains(failure("read_file", {{"path", "../other/abs.txt"}}, work), "outside"));
 
     // commands run there
     text("exec_shell_command", {{"command", "echo hello > cwd_marker.txt"}}, work);

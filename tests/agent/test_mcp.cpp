@@ -250,7 +250,7 @@ TEST(McpClients, ListsToolsAsLlamaServerDoes) {
     ASSERT_EQ(tools.size(), 24u) << tools.dump();  // 12 tools from each server
     EXPECT_EQ(tools[0], json::parse(R"({
         "display_name": "echo_echo", "tool": "echo_echo", "type": "mcp",
-        "permissions": {"write": false}, "uses_cwd": false,
+        "permissions": {"write": true}, "uses_cwd": false,
         "definition": {"type": "function", "function": {
             "name": "echo_echo", "description": "Echo back the message",
             "parameters": {"type": "object", "properties": {"message": {"type": "string"}}}}}})"));

@@ -58,6 +58,25 @@ TEST(Cli, UsageErrorsExitTwoWithOneLine) {
     EXPECT_EQ(lines(r.err), 1);
 }
 
+// Tools that write, on an address other machines reach, without a key: refused before
+// anything starts, naming what would be exposed and the ways out; a key, a loopback address
+// or --tools-allow-remote let serve go on (--list-devices: it stops right after its checks).
+TEST(Cli, ServeRefusesToolsThatWriteOnAnOpenHostWithoutAKey) {
+    Outcome r = run("serve --host 0.0.0.0 --tools all --list-devices");
+    EXPECT_EQ(r.code, 2);
+    EXPECT_EQ(lines(r.err), 1) << r.err;
+    for (const char* says : {"exec_shell_command", "write_file", "on 0.0.0.0", "run commands",
+                             "--api-key", "127.0.0.1", "--tools-allow-remote"})
+        EXPECT_NE(r.err.find(says), std::string::npos) << says << ": " << r.err;
+    r = run("serve --host 127.0.0.1,:: --tools write_file --list-devices");
+    EXPECT_EQ(r.code, 2) << r.err;
+    EXPECT_NE(r.err.find("write files"), std::string::npos) << r.err;
+    EXPECT_EQ(run("serve --host 0.0.0.0 --tools all --api-key k --list-devices").code, 0);
+    EXPECT_EQ(run("serve --host 0.0.0.0 --tools all --tools-allow-remote --list-devices").code, 0);
+    EXPECT_EQ(run("serve --host 127.0.0.5,::1,localhost --tools all --list-devices").code, 0);
+    EXPECT_EQ(run("serve --host 0.0.0.0 --tools read_file,grep_search --list-devices").code, 0);
+}
+
 // docs/options.md is what `edgellm help --markdown` writes from the option table; each
 // command's --help lists every option of its section there, and no name is two options'.
 TEST(Cli, OptionsPageIsTheTableAndEachHelpListsItsOptions) {

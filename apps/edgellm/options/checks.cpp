@@ -1,6 +1,9 @@
 // What is checked or derived across options once the table's rows have been applied: pairs
 // that contradict each other, options that need another (or a mode), and the settings
 // several options make together.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -9,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../commands.h"
+#include "edgellm/agent.h"
 #include "options.h"
 
 namespace edgellm::cli {
@@ -266,7 +270,36 @@ bool lora_adapters(Settings& s, std::string* err) {
     return true;
 }
 
+// Tools that write, on a --host other machines reach, without a key: refused (exit 2) unless
+// --tools-allow-remote. The built-in ones are known from --tools; an MCP server's tools only
+// once it runs, so the server is told to refuse those at start-up (exposed_on).
+bool tools_off_this_machine(Settings& s, std::string* err) {
+    server::ServerConfig& c = s.server;
+    if (loopback_only(c.http.host) || !c.api_keys.empty() || s.has("--tools-allow-remote"))
+        return true;
+    const std::vector<std::string> writers = agent::writing_builtin_tools(c.tools);
+    if (!writers.empty()) {
+        *err = agent::remote_tools_refusal(writers, {}, c.tools_runtime, c.http.host);
+        return false;
+    }
+    c.tools_exposed_on = c.http.host;
+    return true;
+}
+
 }  // namespace
+
+bool loopback_only(const std::string& hosts) {
+    const std::vector<std::string> list = split_list(hosts);
+    return !list.empty() && std::all_of(list.begin(), list.end(), [](std::string h) {
+        if (h.size() > 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
+        in_addr v4{};
+        in6_addr v6{};
+        if (h == "localhost") return true;
+        if (::inet_pton(AF_INET, h.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+        if (::inet_pton(AF_INET6, h.c_str(), &v6) != 1) return false;
+        return IN6_IS_ADDR_LOOPBACK(&v6) || (IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127);
+    });
+}
 
 LoadOptions load_options(const Settings& s) {
     LoadOptions o;
@@ -293,7 +326,7 @@ bool check_serve(Settings& s, std::string* err) {
     if (!compile_grammar_option(s, err) || !speculative_config(s, err) ||
         !one_model_or_router(s, err) || !contradictions(s, kServeAll, err) ||
         !context_policy(s, err) || !serve_pairs(s, err) || !repack_cache_or_no_repack(s, err) ||
-        !reasoning_settings(s, err) || !lora_adapters(s, err))
+        !reasoning_settings(s, err) || !lora_adapters(s, err) || !tools_off_this_machine(s, err))
         return false;
     // $EDGELLM_API_KEY: the keys when no flag gives one (how the router gives its children
     // theirs: out of `ps`, unlike an argument)

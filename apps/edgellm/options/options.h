@@ -166,6 +166,9 @@ std::optional<int> parse_options(const std::string& command, const std::vector<s
                                  Settings* s);
 
 // ---- cross-option checks and derived settings (checks.cpp) ----
+// Whether every address of a --host list is this machine's loopback (127.0.0.0/8, ::1,
+// localhost); 0.0.0.0, ::, a name and "" are not.
+bool loopback_only(const std::string& hosts);
 bool check_serve(Settings& s, std::string* err);
 bool check_run(Settings& s, std::string* err);
 bool check_bench(Settings& s, std::string* err);

@@ -221,9 +221,13 @@ std::vector<Option> server_options() {
         {.names = {"--tools"}, .metavar = "all|NAMES", .scope = kServeAll, .group = Group::Server,
          .help = "serve GET/POST /tools: the built-in agent tools (read_file, write_file, "
                  "edit_file, grep_search, file_glob_search, exec_shell_command, get_info), all or "
-                 "a comma-separated list; they act on this machine with the server's rights (CORS "
-                 "then defaults to localhost)",
+                 "a comma-separated list; they act on this machine with the server's rights, the "
+                 "file tools only inside its working directory (CORS then defaults to localhost)",
          .apply = store([](Settings& s, const std::string& v) { s.server.tools = v; })},
+        {.names = {"--tools-allow-remote"}, .scope = kServeAll, .group = Group::Server,
+         .help = "offer tools that write (write_file, edit_file, exec_shell_command, MCP tools "
+                 "not declared read-only) on a --host other machines reach without --api-key "
+                 "(refused otherwise: anyone who reaches the port could use them)"},
         {.names = {"--tools-runtime"}, .metavar = "RUNTIME",
          .scope = kServeAll, .group = Group::Server,
          .help = "where the tools act: ssh:HOST, docker-container:ID, podman-container:ID, "

@@ -65,12 +65,17 @@ Router::~Router() {
     d_->http.reset();
 }
 
-Result<int> Router::listen() {
+std::string Router::start_tools() {
     auto t = agent::ToolService::create(d_->cfg.tools, [this](const std::string& line) { d_->log("%s", line.c_str()); });
-    if (!t) return Result<int>::fail(t.error());
+    if (!t) return t.error();
     d_->tools = std::move(*t);
+    return "";
+}
+
+Result<int> Router::listen() {
     auto port = d_->http->listen();
     if (!port) return port;
+    d_->port = *port;
     {
         std::lock_guard<std::mutex> lk(d_->mu);
         std::string ids;

@@ -12,6 +12,7 @@
 
 #include <sys/types.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
@@ -27,6 +28,7 @@
 
 #include "server/http/front.h"
 #include "server/http/respond.h"
+#include "agent/cors_proxy.h"
 #include "agent/tool_service.h"
 #include "edgellm/server.h"
 #include "server/api/api.h"
@@ -48,6 +50,7 @@ struct Router::Impl {
     RouterConfig cfg;
     std::unique_ptr<Front> front;
     std::unique_ptr<http::Server> http;
+    std::atomic<int> port{0};  // the port listened on (the CORS proxy never reaches it)
     std::unique_ptr<agent::ToolService> tools;
 
     enum class State { Unloaded, Loading, Loaded, Unloading, Failed };

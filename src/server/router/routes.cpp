@@ -359,7 +359,7 @@ std::vector<Route> Router::Impl::routes() {
     add("*", {"/cors-proxy"}, kAdmin, [this](Call& c) {
         if (!cfg.ui_mcp_proxy)
             return send_error(c.res, {403, "permission_error", "the CORS proxy is off (--ui-mcp-proxy turns it on)", {}});
-        agent::forward_cors_proxy(c.req, c.res, c.log_extra);
+        agent::forward_cors_proxy(c.req, c.res, c.log_extra, port);
     });
     // a model's own admin routes, forwarded as any other path but checked as admin here (the
     // model's server sees the router's loopback Host)

@@ -6,7 +6,8 @@ Flags: --noisy (a notification, a line that is not JSON, a ping to the client an
 to an unknown id around each answer; the last notification and the answer in one write),
 --grandchild / --grandchild-setsid (a sleeper that inherits stdin/stdout/stderr; setsid:
 outside our process group), --no-tools, --no-init (never answers initialize), --stderr
-(a line on stderr at start), --paged (tools/list two tools per page).
+(a line on stderr at start), --paged (tools/list two tools per page), --read-only=NAMES
+(those tools, or all, listed with annotations.readOnlyHint true).
 """
 import json, os, subprocess, sys, threading, time
 
@@ -89,6 +90,13 @@ def call(req_id, name, args):
         send(answer)
 
 
+def listed(name, description, schema):
+    tool = {"name": name, "description": description, "inputSchema": schema}
+    for f in flags:
+        if f.startswith("--read-only=") and {"all", name} & set(f.split("=", 1)[1].split(",")):
+            tool["annotations"] = {"readOnlyHint": True}
+    return tool
+
 def main():
     if "--stderr" in flags:
         sys.stderr.write("fixture starting\n")
@@ -113,8 +121,7 @@ def main():
                     "protocolVersion": "2024-11-05", "capabilities": {"tools": {}},
                     "serverInfo": {"name": "fixture", "version": "1"}}})
         elif method == "tools/list":
-            tools = [] if "--no-tools" in flags else [
-                {"name": n, "description": d, "inputSchema": s} for n, d, s in TOOLS]
+            tools = [] if "--no-tools" in flags else [listed(n, d, s) for n, d, s in TOOLS]
             result = {"tools": tools}
             if "--paged" in flags:
                 start = int(params.get("cursor", "0"))

@@ -140,7 +140,7 @@ class Server:
     `listening on http://HOST:PORT` line; otherwise the given port (for --log-disable).
     """
 
-    def __init__(self, args, port=None, prefix=(), env=None):
+    def __init__(self, args, port=None, prefix=(), env=None, cwd=None):
         self.args = [str(a) for a in args]
         self.lines = []  # (monotonic time, text)
         self.cond = threading.Condition()
@@ -148,7 +148,7 @@ class Server:
         self.started_at = time.monotonic()
         self.proc = subprocess.Popen([*prefix, ARGS.bin, "serve", *self.args], stdin=subprocess.DEVNULL,
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     preexec_fn=_die_with_parent,
+                                     preexec_fn=_die_with_parent, cwd=cwd,
                                      env=None if env is None else dict(os.environ, **env))
         _live_servers.add(self)
         self.reader = threading.Thread(target=self._read_stderr, daemon=True)
@@ -295,9 +295,9 @@ def memory_cgroup(test, name, limit_bytes):
     return cg, ("sh", "-c", 'echo $$ > "%s/cgroup.procs" && exec "$0" "$@"' % cg)
 
 
-def start_server(test_class, args, port=None, ready=True, prefix=()):
+def start_server(test_class, args, port=None, ready=True, prefix=(), cwd=None):
     """Starts a server for a test class and registers its stop (runs even if setUpClass fails)."""
-    s = Server(args, port=port, prefix=prefix)
+    s = Server(args, port=port, prefix=prefix, cwd=cwd)
     test_class.addClassCleanup(s.stop)
     if ready:
         s.health_seen = s.wait_ready()

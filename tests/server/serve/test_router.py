@@ -183,7 +183,8 @@ class RouterPresetNoAutoload(unittest.TestCase):
                     f"[broken]\nmodel = {gemma}\nwarp-speed = 9\n\n[remote]\nhf-repo = org/missing-GGUF\n")
         env = {"EDGELLM_MODELS": empty, "EDGELLM_MODEL": "", "LLAMA_CACHE": empty}
         cls.srv = Server(["--port", "0", "-t", "2", "--models-preset", cls.preset, "--no-models-autoload",
-                          "--api-key", "sk-router", "--tools", "read_file,get_info"], env=env)
+                          "--api-key", "sk-router", "--tools", "read_file,get_info"], env=env,
+                         cwd=cls.tmp)  # (the file tools act only inside the server's directory)
         cls.addClassCleanup(cls.srv.stop)
         cls.port = cls.srv.port
         cls.srv.wait_ready()
