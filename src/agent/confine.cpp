@@ -10,26 +10,15 @@
 #include <filesystem>
 #include <string_view>
 
+#include "sys/paths.h"
+
 namespace edgellm::agent {
 
 namespace fs = std::filesystem;
+using sys::real_path;
+using sys::within;
 
 namespace {
-
-// Whether p (absolute, lexically normal) is dir or lies below it.
-bool within(std::string_view p, std::string_view dir) {
-    if (dir == "/") return !p.empty() && p[0] == '/';
-    return p.starts_with(dir) && (p.size() == dir.size() || p[dir.size()] == '/');
-}
-
-// The real path of p (absolute): its existing part with every symbolic link resolved, the
-// rest as written; "" when it cannot be told (a loop of links, a directory we may not
-// search).
-std::string real_path(const std::string& p) {
-    std::error_code ec;
-    const fs::path r = fs::weakly_canonical(p, ec);
-    return ec ? std::string() : normal_path(r.string());
-}
 
 // errno kept across a close.
 void close_keeping_errno(int fd) {

@@ -323,15 +323,15 @@ bool check_run(Settings& s, std::string* err) {
 }
 
 bool check_serve(Settings& s, std::string* err) {
+    // $EDGELLM_API_KEY: the keys when no flag gives one (how the router gives its children
+    // theirs: out of `ps`, unlike an argument)
+    if (s.server.api_keys.empty())
+        if (const char* env = std::getenv("EDGELLM_API_KEY"); env && *env) add_api_keys(env, &s.server.api_keys);
     if (!compile_grammar_option(s, err) || !speculative_config(s, err) ||
         !one_model_or_router(s, err) || !contradictions(s, kServeAll, err) ||
         !context_policy(s, err) || !serve_pairs(s, err) || !repack_cache_or_no_repack(s, err) ||
         !reasoning_settings(s, err) || !lora_adapters(s, err) || !tools_off_this_machine(s, err))
         return false;
-    // $EDGELLM_API_KEY: the keys when no flag gives one (how the router gives its children
-    // theirs: out of `ps`, unlike an argument)
-    if (s.server.api_keys.empty())
-        if (const char* env = std::getenv("EDGELLM_API_KEY"); env && *env) add_api_keys(env, &s.server.api_keys);
     // tools act on this machine: no page of another origin, unless --cors-origins says so
     if ((s.has("--tools") || s.has("--mcp-servers-config") || s.has("--mcp-servers-json")) &&
         !s.has("--cors-origins"))
