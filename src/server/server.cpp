@@ -3,6 +3,7 @@
 // dialects (api/). Start-up, run until stop(), stop.
 #include "server/server_impl.h"
 
+#include "server/http/refusal_log.h"
 #include "sys/paths.h"
 #include "sys/strings.h"
 
@@ -34,6 +35,7 @@ Server::Server(ServerConfig cfg) : impl_(std::make_unique<Impl>()) {
                                  : "invalid_request_error";
         return std::make_pair(std::string("application/json; charset=utf-8"), error_body(e));
     };
+    o.on_refusal = refusal_logger([d](const std::string& line) { d->log("%s", line.c_str()); });
     FrontOptions fo;
     fo.cors = d->cfg.cors;
     fo.api_keys = d->cfg.api_keys;

@@ -229,7 +229,12 @@ struct Server::Impl {
     // How the model writes tool calls (from its chat template).
     ToolFormat tool_format() const;
     std::string template_text() const;  // the chat template in use (empty: a built-in format)
-    Slot* acquire(const std::vector<int32_t>& prompt, int want, http::Response& res, ApiError* err);
+    // The slot for a request (the one whose cache shares most with `prompt`; `want`: that
+    // slot, -1 any), waiting in the queue while every slot is busy. Null with *err: 503 with
+    // Retry-After when --max-queue requests already wait (said in *log_extra, with the peer),
+    // 499 when the client went away or the server stops.
+    Slot* acquire(const std::vector<int32_t>& prompt, int want, const http::Request& req,
+                  http::Response& res, ApiError* err, std::string* log_extra);
     struct Choice;
     std::optional<ApiError> prepare(Api api, GenRequest& g, Prepared* p);
     void run_choice(Api api, const GenRequest& g, const Prepared& p, Slot* slot,
@@ -265,7 +270,7 @@ struct Server::Impl {
     // Each prompt's pooled hidden states, on one slot; false when they could not be made
     // (the error answered, or the client gone: logged).
     bool embed_all(const std::vector<std::vector<int32_t>>& prompts, const std::vector<float>& lora_scales_now,
-                   Context::Pooling pooling, http::Response& res, std::string* log_extra,
+                   Context::Pooling pooling, const http::Request& req, http::Response& res, std::string* log_extra,
                    std::vector<std::vector<float>>* out);
     void anthropic_messages(const http::Request& req, http::Response& res, std::string* log_extra);
     void anthropic_count_tokens(const http::Request& req, http::Response& res);

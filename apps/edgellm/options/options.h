@@ -119,6 +119,8 @@ Apply set_flag(void (*set)(Settings&));
 Apply integer(int64_t lo, int64_t hi, void (*set)(Settings&, int64_t));
 Apply number(double lo, double hi, void (*set)(Settings&, float));
 Apply finite(void (*set)(Settings&, float));  // any finite number
+// A size (parse_bytes: "32K", "8MiB") in [lo, hi] bytes.
+Apply bytes(int64_t lo, int64_t hi, void (*set)(Settings&, int64_t));
 Apply kv_type(void (*set)(Settings&, TensorType));
 // One of `words`; else "<name> takes <listed>, got "<value>"" / "<name> must be <listed>".
 Apply takes(std::vector<std::string> words, std::string listed,

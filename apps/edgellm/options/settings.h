@@ -102,14 +102,6 @@ struct AcceptSettings {
           target_accept = 0.55f, target_memory = 1700, target_startup = 5000;
 };
 
-// serve's config before its options: the library's defaults, but for llama-server's
-// connection timeout (-to 600).
-inline server::ServerConfig server_defaults() {
-    server::ServerConfig c;
-    c.http.read_timeout_ms = c.http.write_timeout_ms = 600 * 1000;
-    return c;
-}
-
 struct Settings {
     std::vector<std::string> positional;  // the arguments that are no option's
     std::set<std::string> given;          // every name of the rows given
@@ -131,7 +123,7 @@ struct Settings {
     std::shared_ptr<const Grammar> grammar;
 
     // serve's config (its ctx, defaults, load, grammar: the above, once checked)
-    server::ServerConfig server = server_defaults();
+    server::ServerConfig server;
     ServeSettings serve;
     std::vector<std::string> notes;  // serve logs them: accepted flags that change nothing here
 

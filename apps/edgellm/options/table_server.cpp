@@ -85,22 +85,64 @@ std::vector<Option> server_options() {
              s.server.api_prefix = v;
              return true;
          }},
+        // The limits against slow and greedy clients (docs/commands.md, "Limits"). kServe: a
+        // router applies them to its own connections and passes them on to its models'.
+        {.names = {"--max-header-bytes"}, .metavar = "BYTES", .scope = kServe, .group = Group::Server,
+         .help = "largest request head (request line and headers; suffixes K, M, KiB, MiB); a "
+                 "larger one gets 431 (default 32 KiB)",
+         .apply = bytes(1 << 10, 16 << 20, [](Settings& s, int64_t v) {
+             s.server.http.max_header_bytes = (size_t)v;
+         })},
+        {.names = {"--max-header-count"}, .metavar = "N", .scope = kServe, .group = Group::Server,
+         .help = "most header lines in a request; more get 431 (default 100)",
+         .apply = integer(8, 10000, [](Settings& s, int64_t v) {
+             s.server.http.max_header_count = (int)v;
+         })},
+        {.names = {"--max-body-bytes"}, .metavar = "BYTES", .scope = kServe, .group = Group::Server,
+         .help = "largest request body, declared or chunked (suffixes K, M, G, KiB, MiB, GiB); a "
+                 "larger one gets 413 (default 8 MiB)",
+         .apply = bytes(1 << 10, int64_t(4) << 30, [](Settings& s, int64_t v) {
+             s.server.http.max_body_bytes = (size_t)v;
+         })},
+        {.names = {"--header-timeout"}, .metavar = "SECONDS", .scope = kServe, .group = Group::Server,
+         .help = "a request's head must arrive whole within SECONDS of its first byte (of the "
+                 "connection's opening for its first request), however it trickles; else 408 "
+                 "and the connection closes (default 10)",
+         .apply = integer(1, 86400, [](Settings& s, int64_t v) {
+             s.server.http.header_timeout_ms = (int)v * 1000;
+         })},
+        {.names = {"--body-timeout"}, .metavar = "SECONDS", .scope = kServe, .group = Group::Server,
+         .help = "a request's body must arrive whole within SECONDS of its head; else 408 and the "
+                 "connection closes (default 60)",
+         .apply = integer(1, 86400, [](Settings& s, int64_t v) {
+             s.server.http.body_timeout_ms = (int)v * 1000;
+         })},
+        {.names = {"--idle-timeout"}, .metavar = "SECONDS", .scope = kServe, .group = Group::Server,
+         .help = "a kept-alive connection closes after SECONDS without a new request (default 30)",
+         .apply = integer(1, 86400, [](Settings& s, int64_t v) {
+             s.server.http.idle_timeout_ms = (int)v * 1000;
+         })},
         {.names = {"-to", "--timeout"}, .metavar = "SECONDS",
          .scope = kServe, .group = Group::Server,
-         .help = "read and write timeout of a connection (default 600)",
+         .help = "llama-server's: the longest one read or write of a connection may wait "
+                 "(default 600); a stalled request gets 408, a client that stops reading is "
+                 "dropped. Within --header-timeout and --body-timeout: the first to run out counts",
          .apply = integer(1, 86400,
                           [](Settings& s, int64_t v) {
                               s.server.http.read_timeout_ms = (int)v * 1000;
                               s.server.http.write_timeout_ms = (int)v * 1000;
                           }),
          .label = "--timeout"},
-        {.names = {"--threads-http"}, .metavar = "N", .scope = kServe, .group = Group::Server,
-         .help = "most concurrent connections (default 64)",
+        {.names = {"--max-connections", "--threads-http"}, .metavar = "N",
+         .scope = kServe, .group = Group::Server,
+         .help = "most open connections, a thread each (so also llama-server's --threads-http); "
+                 "the next gets 503 with Retry-After (default 64)",
          .apply = integer(1, 4096, [](Settings& s, int64_t v) {
              s.server.http.max_connections = (int)v;
          })},
         {.names = {"--max-queue"}, .metavar = "N", .scope = kServe, .group = Group::Server,
-         .help = "most requests waiting for a busy slot; more get 503 (default 16)",
+         .help = "most requests waiting for a busy slot; more get 503 with Retry-After "
+                 "(default 16)",
          .apply = integer(0, 1 << 16, [](Settings& s, int64_t v) { s.server.max_queue = (int)v; })},
         {.names = {"--metrics"}, .scope = kServe, .group = Group::Server,
          .help = "serve Prometheus metrics at GET /metrics",
@@ -121,16 +163,7 @@ std::vector<Option> server_options() {
         {.names = {"--memory-limit"}, .metavar = "BYTES", .scope = kServe, .group = Group::Server,
          .help = "weights + KV cache + scratch + --cache-ram (+ the draft model) must fit this "
                  "(suffixes K, M, G; KiB, MiB, GiB), else the model is refused with the bill",
-         .apply = [](const Arg& a, Settings& s, std::string* err) {
-             const auto bytes = parse_bytes(a.value);
-             if (!bytes || *bytes <= 0) {
-                 *err = "--memory-limit takes a size in bytes (suffixes K, M, G, KiB, MiB, GiB), "
-                        "got \"" + a.value + "\"";
-                 return false;
-             }
-             s.server.memory_limit = *bytes;
-             return true;
-         }},
+         .apply = bytes(1, INT64_MAX, [](Settings& s, int64_t v) { s.server.memory_limit = v; })},
         {.names = {"-fit", "--fit"}, .metavar = "on|off", .scope = kServe, .group = Group::Server,
          .help = "with --memory-limit: shrink the context until it fits, and say what it chose (a "
                  "bare --fit means on)",

@@ -88,6 +88,33 @@ Apply number(double lo, double hi, void (*set)(Settings&, float)) {
         [=](const Arg& a, float* v, std::string* err) { return a.number(lo, hi, v, err); }, set);
 }
 
+Apply bytes(int64_t lo, int64_t hi, void (*set)(Settings&, int64_t)) {
+    // "32 KiB" when it is a whole number of KiB, MiB or GiB; else the bytes.
+    auto text = [](int64_t v) {
+        for (auto [unit, size] : {std::pair{"GiB", int64_t(1) << 30}, {"MiB", int64_t(1) << 20},
+                                  {"KiB", int64_t(1) << 10}})
+            if (v >= size && v % size == 0) return std::to_string(v / size) + " " + unit;
+        return std::to_string(v) + " bytes";
+    };
+    return parsed(
+        [=](const Arg& a, int64_t* v, std::string* err) {
+            const auto b = parse_bytes(a.value);
+            if (!b) {
+                *err = a.name + " takes a size in bytes (suffixes K, M, G, KiB, MiB, GiB), got \"" +
+                       a.value + "\"";
+                return false;
+            }
+            if (*b < lo || *b > hi) {
+                *err = a.name + " must be a size in " + text(lo) + ".." + text(hi) + ", got \"" +
+                       a.value + "\"";
+                return false;
+            }
+            *v = *b;
+            return true;
+        },
+        set);
+}
+
 Apply finite(void (*set)(Settings&, float)) {
     return parsed([](const Arg& a, float* v, std::string* err) { return a.finite(v, err); }, set);
 }

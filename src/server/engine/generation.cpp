@@ -100,8 +100,8 @@ ToolFormat Server::Impl::tool_format() const {
     return tool_format_for_template(template_text());
 }
 
-Slot* Server::Impl::acquire(const std::vector<int32_t>& prompt, int want, http::Response& res,
-                            ApiError* err) {
+Slot* Server::Impl::acquire(const std::vector<int32_t>& prompt, int want, const http::Request& req,
+                            http::Response& res, ApiError* err, std::string* log_extra) {
     const SlotPool::Acquired a = live.pool->acquire(
         want, [&](int id) { return common_prefix(live.slots[(size_t)id]->session->cached_tokens(), prompt); },
         [&] { return stopping.load() || res.peer_gone(); });
@@ -110,13 +110,15 @@ Slot* Server::Impl::acquire(const std::vector<int32_t>& prompt, int want, http::
         s->cancel = false;
         return s;
     }
-    if (a.outcome == SlotPool::Outcome::QueueFull)
-        *err = {503, "unavailable_error",
-                "the server is busy: " + std::to_string(a.queued_ahead) +
-                    " requests are already waiting for a slot",
-                {}};
-    else
+    if (a.outcome == SlotPool::Outcome::QueueFull) {
+        // A place in the queue frees when a slot does: when a reply ends, seconds away.
+        res.add_header("Retry-After", "5");
+        const std::string waiting = std::to_string(a.queued_ahead) + " requests are already waiting for a slot";
+        *err = {503, "unavailable_error", "the server is busy: " + waiting, {}};
+        *log_extra = " | refused " + req.remote_addr + ": " + waiting + " (503, --max-queue)";
+    } else {
         *err = {499, "cancelled", stopping ? "the server is stopping" : "the client went away", {}};
+    }
     return nullptr;
 }
 
@@ -415,7 +417,7 @@ void Server::Impl::generate(Api api, const http::Request& req, http::Response& r
     }
 
     ApiError err;
-    Slot* slot = acquire(p.prompt, g.id_slot, res, &err);
+    Slot* slot = acquire(p.prompt, g.id_slot, req, res, &err, log_extra);
     if (!slot) {
         if (err.status == 499 && stopping && !res.peer_gone()) {
             metrics.cancelled++;

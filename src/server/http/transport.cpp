@@ -18,6 +18,7 @@
 #include <cstring>
 #include <list>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "server/http/http_text.h"
@@ -36,6 +37,9 @@ constexpr size_t kLingerMaxBytes = 16 << 20;  // ... at most this much
 constexpr size_t kMaxChunkLine = 4096;        // "1a2b;ext=...\r\n"
 constexpr size_t kMaxRejected = 128;          // 503'd sockets drained by the accept loop
 constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+// A connection refused for the connection limit may try again this soon: connections end
+// all the time (a request answered, a keep-alive timed out, a slow head cut).
+constexpr const char* kRetryConnectSeconds = "1";
 
 // Milliseconds left until `deadline` for poll(): 0 when past, rounded up otherwise.
 int ms_until(Clock::time_point deadline) {
@@ -47,6 +51,13 @@ int ms_until(Clock::time_point deadline) {
 
 Clock::time_point after_ms(int ms) {
     return Clock::now() + std::chrono::milliseconds(ms);
+}
+
+// "10 s", "1.5 s": a timeout as its flag gives it.
+std::string seconds_text(int ms) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g s", ms / 1000.0);
+    return buf;
 }
 
 bool set_nonblocking(int fd) {
@@ -112,6 +123,9 @@ struct ServerState {
 
     std::pair<std::string, std::string> error_body(int status, const std::string& msg) const {
         return opts.error_body ? opts.error_body(status, msg) : default_error_body(status, msg);
+    }
+    void refused(const std::string& peer, int status, Limit limit, const std::string& msg) const {
+        if (opts.on_refusal) opts.on_refusal({peer, status, limit, msg});
     }
 };
 
@@ -228,7 +242,7 @@ namespace detail {
 class Connection {
   public:
     Connection(const ServerState& s, int fd, std::string remote_addr)
-        : s_(s), fd_(fd), remote_addr_(std::move(remote_addr)) {
+        : s_(s), fd_(fd), remote_addr_(std::move(remote_addr)), opened_(Clock::now()) {
         sockaddr_storage ss{};
         socklen_t len = sizeof ss;
         if (::getsockname(fd, (sockaddr*)&ss, &len) == 0) local_addr_ = address_text(ss);
@@ -237,36 +251,54 @@ class Connection {
 
   private:
     enum class Got { kData, kEof, kTimeout, kStopped };
+    // What the connection waits for, until deadline_.
+    enum class Phase { kIdle, kHead, kBody };
 
-    Got fill(Clock::time_point deadline);
+    // Reads what arrives before deadline_ (reading a request: and before the read timeout).
+    Got fill();
     bool serve_one();  // one request; false: the connection is done (and answered if needed)
-    // The error answer of the transport itself; the connection closes after it.
-    bool fail(int status, const std::string& message);
-    // Why reading stopped short: 408 on timeout; silence on EOF or stop.
+    // The error answer of the transport itself; the connection closes after it. A limit's
+    // refusal is reported to Options::on_refusal.
+    bool fail(int status, const std::string& message, std::optional<Limit> limit = {});
+    // Why reading stopped short: 408 on timeout (naming the deadline that ran out); silence
+    // on EOF or stop.
     bool fail_read(Got why);
     // Ensures the request bytes [pos_, pos_ + n) are buffered.
-    Got need(size_t n, Clock::time_point deadline);
+    Got need(size_t n);
     // The next line (without CR LF) from pos_ into *line, at most max_len bytes.
-    Got read_line(Clock::time_point deadline, size_t max_len, std::string* line, bool* too_long);
+    Got read_line(size_t max_len, std::string* line, bool* too_long);
     // Offset just past the empty line that ends the head starting at pos_, or npos if it
     // has not arrived yet. *scan: where the search resumes next time.
     size_t find_head_end(size_t* scan) const;
-    bool read_chunked_body(Clock::time_point deadline, std::string* body);
+    bool read_chunked_body(std::string* body);
     void close_gracefully();
 
     const ServerState& s_;
     int fd_;
     std::string remote_addr_;
     std::string local_addr_;  // the address the client connected to (the Host check's)
+    Clock::time_point opened_;
     std::string buf_;  // received bytes; [pos_, size) not consumed yet
     size_t pos_ = 0;
     bool linger_ = false;  // an answer was sent before closing: drain before close()
+    bool first_ = true;    // the next request is the connection's first
+    Phase phase_ = Phase::kHead;
+    Clock::time_point deadline_;
+    bool stalled_ = false;  // the last fill() timed out on the read timeout, not on deadline_
 };
 
-Connection::Got Connection::fill(Clock::time_point deadline) {
+Connection::Got Connection::fill() {
     for (;;) {
+        // While a request arrives, each wait for its next bytes is bounded too (--timeout).
+        Clock::time_point until = deadline_;
+        stalled_ = false;
+        if (phase_ != Phase::kIdle) {
+            const auto stall = after_ms(s_.opts.read_timeout_ms);
+            stalled_ = stall < until;
+            until = std::min(until, stall);
+        }
         pollfd p[2] = {{fd_, POLLIN, 0}, {s_.wake_rd, POLLIN, 0}};
-        const int r = ::poll(p, 2, ms_until(deadline));
+        const int r = ::poll(p, 2, ms_until(until));
         if (r < 0 && errno == EINTR) continue;
         if (r < 0) return Got::kEof;
         if (r == 0) return Got::kTimeout;
@@ -281,16 +313,15 @@ Connection::Got Connection::fill(Clock::time_point deadline) {
     }
 }
 
-Connection::Got Connection::need(size_t n, Clock::time_point deadline) {
+Connection::Got Connection::need(size_t n) {
     while (buf_.size() - pos_ < n) {
-        const Got g = fill(deadline);
+        const Got g = fill();
         if (g != Got::kData) return g;
     }
     return Got::kData;
 }
 
-Connection::Got Connection::read_line(Clock::time_point deadline, size_t max_len, std::string* line,
-                                      bool* too_long) {
+Connection::Got Connection::read_line(size_t max_len, std::string* line, bool* too_long) {
     size_t scanned = pos_;
     for (;;) {
         const size_t nl = buf_.find('\n', scanned);
@@ -307,7 +338,7 @@ Connection::Got Connection::read_line(Clock::time_point deadline, size_t max_len
             return Got::kData;
         }
         scanned = buf_.size();
-        const Got g = fill(deadline);
+        const Got g = fill();
         if (g != Got::kData) return g;
     }
 }
@@ -327,7 +358,8 @@ size_t Connection::find_head_end(size_t* scan) const {
     return std::string::npos;
 }
 
-bool Connection::fail(int status, const std::string& message) {
+bool Connection::fail(int status, const std::string& message, std::optional<Limit> limit) {
+    if (limit) s_.refused(remote_addr_, status, *limit, message);
     linger_ = true;
     Response res(fd_, &s_, false, false, false);
     auto [type, body] = s_.error_body(status, message);
@@ -336,16 +368,24 @@ bool Connection::fail(int status, const std::string& message) {
 }
 
 bool Connection::fail_read(Got why) {
-    if (why == Got::kTimeout) return fail(408, "request not received within the read timeout");
-    return false;
+    if (why != Got::kTimeout) return false;
+    if (stalled_)
+        return fail(408, "no request bytes for " + seconds_text(s_.opts.read_timeout_ms),
+                    Limit::ReadTime);
+    if (phase_ == Phase::kBody)
+        return fail(408, "request body not received within " +
+                             seconds_text(s_.opts.body_timeout_ms) + " of its head",
+                    Limit::BodyTime);
+    return fail(408, "request head not received within " + seconds_text(s_.opts.header_timeout_ms),
+                Limit::HeaderTime);
 }
 
 // chunked-body = *chunk last-chunk trailer-section CRLF; chunk = chunk-size [ext] CRLF data CRLF
-bool Connection::read_chunked_body(Clock::time_point deadline, std::string* body) {
+bool Connection::read_chunked_body(std::string* body) {
     std::string line;
     bool too_long = false;
     for (;;) {
-        if (Got g = read_line(deadline, kMaxChunkLine, &line, &too_long); g != Got::kData)
+        if (Got g = read_line(kMaxChunkLine, &line, &too_long); g != Got::kData)
             return fail_read(g);
         if (too_long) return fail(400, "chunk size line too long");
         size_t i = 0;
@@ -360,11 +400,12 @@ bool Connection::read_chunked_body(Clock::time_point deadline, std::string* body
         if (size == 0) break;
         if (size > s_.opts.max_body_bytes - body->size())
             return fail(413, "request body larger than " + std::to_string(s_.opts.max_body_bytes) +
-                                 " bytes");
+                                 " bytes",
+                        Limit::BodyBytes);
         // The data, then CR LF (or a bare LF).
-        if (Got g = need((size_t)size + 1, deadline); g != Got::kData) return fail_read(g);
+        if (Got g = need((size_t)size + 1); g != Got::kData) return fail_read(g);
         if (buf_[pos_ + size] == '\r') {
-            if (Got g = need((size_t)size + 2, deadline); g != Got::kData) return fail_read(g);
+            if (Got g = need((size_t)size + 2); g != Got::kData) return fail_read(g);
             if (buf_[pos_ + size + 1] != '\n') return fail(400, "chunk data not followed by CRLF");
         } else if (buf_[pos_ + size] != '\n') {
             return fail(400, "chunk data not followed by CRLF");
@@ -375,12 +416,13 @@ bool Connection::read_chunked_body(Clock::time_point deadline, std::string* body
     // Trailer fields: read and ignored, within the header budget.
     size_t trailer_bytes = 0;
     for (;;) {
-        if (Got g = read_line(deadline, s_.opts.max_header_bytes, &line, &too_long);
-            g != Got::kData)
+        if (Got g = read_line(s_.opts.max_header_bytes, &line, &too_long); g != Got::kData)
             return fail_read(g);
         trailer_bytes += line.size() + 2;
         if (too_long || trailer_bytes > s_.opts.max_header_bytes)
-            return fail(431, "chunked trailer too large");
+            return fail(431, "chunked trailer larger than " +
+                                 std::to_string(s_.opts.max_header_bytes) + " bytes",
+                        Limit::HeaderBytes);
         if (line.empty()) return true;
     }
 }
@@ -389,13 +431,28 @@ bool Connection::serve_one() {
     // Drop what the previous request consumed; keep the pipelined bytes.
     buf_.erase(0, pos_);
     pos_ = 0;
-    // Idle: wait for the first byte of the next request.
-    if (buf_.empty()) {
-        if (fill(after_ms(s_.opts.idle_timeout_ms)) != Got::kData) return false;
+    // The whole head must arrive within the header timeout: for the connection's first
+    // request from its opening (a client that connects and says nothing holds it no longer
+    // than a slow head), for a later one from its first byte, which a kept-alive connection
+    // waits for at most the idle timeout. Closed in silence if nothing came.
+    phase_ = Phase::kHead;
+    if (first_) {
+        first_ = false;
+        deadline_ = opened_ + std::chrono::milliseconds(s_.opts.header_timeout_ms);
+    } else {
+        if (buf_.empty()) {
+            phase_ = Phase::kIdle;
+            deadline_ = after_ms(s_.opts.idle_timeout_ms);
+            if (fill() != Got::kData) return false;
+            phase_ = Phase::kHead;
+        }
+        deadline_ = after_ms(s_.opts.header_timeout_ms);
     }
-    // From the first byte, the whole request must arrive within the read timeout.
-    const auto deadline = after_ms(s_.opts.read_timeout_ms);
     const size_t max_head = s_.opts.max_header_bytes;
+    const auto head_too_large = [&] {
+        return fail(431, "request head larger than " + std::to_string(max_head) + " bytes",
+                    Limit::HeaderBytes);
+    };
 
     // The head ends at the first empty line. A few empty lines before the request line are
     // skipped (RFC 9112 2.2). `scan` remembers how far the search got, so a head trickled
@@ -412,39 +469,42 @@ bool Connection::serve_one() {
         }
         head_end = find_head_end(&scan);
         if (head_end != std::string::npos) break;
-        if (buf_.size() - pos_ > max_head)
-            return fail(431, "request head larger than " + std::to_string(max_head) + " bytes");
-        if (Got g = fill(deadline); g != Got::kData) {
+        if (buf_.size() - pos_ > max_head) return head_too_large();
+        if (Got g = fill(); g != Got::kData) {
             if (pos_ < buf_.size()) fail_read(g);  // a partial request: 408 on timeout
             return false;
         }
     }
-    if (head_end - pos_ > max_head)
-        return fail(431, "request head larger than " + std::to_string(max_head) + " bytes");
+    if (head_end - pos_ > max_head) return head_too_large();
 
     Request req;
     RequestFraming framing;
     std::string error;
     const std::string_view head_text(buf_.data() + pos_, head_end - pos_);
     if (int status = parse_request_head(head_text, s_.opts, &req, &framing, &error))
-        return fail(status, error);
+        return status == 431 ? fail(status, error, Limit::HeaderCount) : fail(status, error);
     pos_ = head_end;
     req.remote_addr = remote_addr_;
     req.local_addr = local_addr_;
 
-    // The body, refused before it is read if it is declared too large.
+    // The body, refused before it is read if it is declared too large; from here on the
+    // body timeout runs.
     if (framing.content_length > s_.opts.max_body_bytes)
-        return fail(413, "request body of " + std::to_string(framing.content_length) +
-                             " bytes is larger than " + std::to_string(s_.opts.max_body_bytes));
+        return fail(413,
+                    "request body of " + std::to_string(framing.content_length) +
+                        " bytes is larger than " + std::to_string(s_.opts.max_body_bytes),
+                    Limit::BodyBytes);
+    phase_ = Phase::kBody;
+    deadline_ = after_ms(s_.opts.body_timeout_ms);
     const bool has_body = framing.chunked || framing.content_length > 0;
     if (framing.expect_continue && has_body && buf_.size() == pos_) {
         if (!send_all(fd_, s_.wake_rd, kContinue, s_.opts.write_timeout_ms)) return false;
     }
     if (framing.chunked) {
-        if (!read_chunked_body(deadline, &req.body)) return false;
+        if (!read_chunked_body(&req.body)) return false;
     } else if (framing.content_length > 0) {
         buf_.reserve(pos_ + framing.content_length + kRecvChunk);
-        if (Got g = need(framing.content_length, deadline); g != Got::kData) return fail_read(g);
+        if (Got g = need(framing.content_length); g != Got::kData) return fail_read(g);
         req.body.assign(buf_, pos_, framing.content_length);
         pos_ += framing.content_length;
     }
@@ -662,11 +722,18 @@ void Server::run() {
         Clock::time_point deadline;
     };
     std::vector<Rejected> rejected;
-    auto reject = [&](int fd) {
-        auto [type, body] = s.error_body(503, "too many connections");
+    auto reject = [&](int fd, const std::string& peer, Limit why) {
+        const std::string message =
+            why == Limit::Connections
+                ? "too many connections: at most " + std::to_string(s.opts.max_connections) +
+                      " are served at once"
+                : "no thread could be started for the connection";
+        s.refused(peer, 503, why, message);
+        auto [type, body] = s.error_body(503, message);
         Response res(fd, &s, false, false, false);
         const std::string out =
-            res.head(503, type, {}, "Content-Length: " + std::to_string(body.size()) + "\r\n") +
+            res.head(503, type, {{"Retry-After", kRetryConnectSeconds}},
+                     "Content-Length: " + std::to_string(body.size()) + "\r\n") +
             body;
         [[maybe_unused]] ssize_t n =
             ::send(fd, out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
@@ -729,14 +796,15 @@ void Server::run() {
             }
             const int one = 1;
             ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            std::string peer = address_text(ss);
             if (s.active.load() >= s.opts.max_connections) {
-                reject(fd);
+                reject(fd, peer, Limit::Connections);
                 continue;
             }
             s.active.fetch_add(1);
             Worker& w = workers.emplace_back();
             try {
-                w.thread = std::thread([&s, &w, fd, addr = address_text(ss)]() mutable {
+                w.thread = std::thread([&s, &w, fd, addr = peer]() mutable {
                     detail::Connection(s, fd, std::move(addr)).serve();
                     s.active.fetch_sub(1);
                     w.done.store(true);
@@ -744,7 +812,7 @@ void Server::run() {
             } catch (const std::system_error&) {  // no more threads: refuse this one
                 workers.pop_back();
                 s.active.fetch_sub(1);
-                reject(fd);
+                reject(fd, peer, Limit::Threads);
             }
         }
         }

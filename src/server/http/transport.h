@@ -1,8 +1,9 @@
 // HTTP/1.1 transport under `edgellm serve`: a small blocking server with one thread per
 // connection, on POSIX sockets and the C++ standard library only. It owns the framing
 // (Content-Length and chunked bodies both ways, keep-alive, pipelining, 100-continue), the
-// limits (body and header size, connection count, idle/read/write timeouts) and noticing a
-// client that went away while the handler is still computing (Response::peer_gone).
+// limits (body and header size, connection count; header, body, idle, read and write
+// timeouts; each refusal told to Options::on_refusal) and noticing a client that went away
+// while the handler is still computing (Response::peer_gone).
 // Routes, JSON, SSE payloads and CORS belong to the layer above.
 //
 // Why not cpp-httplib: it cannot tell a handler that the client disconnected before the

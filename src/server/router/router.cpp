@@ -4,6 +4,7 @@
 #include <cstdarg>
 #include <cstdio>
 
+#include "server/http/refusal_log.h"
 #include "server/router/router_impl.h"
 #include "sys/strings.h"
 
@@ -57,8 +58,10 @@ Router::Router(RouterConfig cfg) : d_(std::make_unique<Impl>(std::move(cfg))) {
     fo.guard_all = !t.tools.empty() || !t.mcp_config_path.empty() || !t.mcp_json.empty() || d_->cfg.ui_mcp_proxy;
     fo.log = [d = d_.get()](const std::string& line) { d->log("%s", line.c_str()); };
     d_->front = std::make_unique<Front>(std::move(fo), d_->routes(), [d = d_.get()](Call& c) { d->forward_call(c); });
+    http::Options o = d_->cfg.http;
+    o.on_refusal = refusal_logger([d = d_.get()](const std::string& line) { d->log("%s", line.c_str()); });
     d_->http = std::make_unique<http::Server>(
-        d_->cfg.http, [d = d_.get()](const http::Request& q, http::Response& r) { d->front->handle(q, r); });
+        o, [d = d_.get()](const http::Request& q, http::Response& r) { d->front->handle(q, r); });
 }
 
 Router::~Router() {

@@ -1,7 +1,8 @@
 // The HTTP/1.1 transport over real TCP: a Server on an ephemeral port runs in a thread and
 // a raw-socket client sends exactly the bytes each case needs. Framing, keep-alive and
 // pipelining, 100-continue, limits and timeouts, handler failures, streaming, disconnect
-// detection (peer_gone) and shutdown; plus the head parser on its own and on garbage.
+// detection (peer_gone) and shutdown; plus the head parser on its own and on garbage, and
+// the log of the limits' refusals.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -17,6 +18,7 @@
 #include <random>
 #include <thread>
 
+#include "server/http/refusal_log.h"
 #include "server/http/transport.h"
 
 using namespace edgellm;
@@ -225,9 +227,60 @@ http::Options small_limits() {
     o.max_body_bytes = 1000;
     o.max_header_bytes = 2000;
     o.idle_timeout_ms = 5000;
+    o.header_timeout_ms = 2000;
+    o.body_timeout_ms = 2000;
     o.read_timeout_ms = 2000;
     o.write_timeout_ms = 2000;
     return o;
+}
+
+// What Options::on_refusal is told. Outlives the server it is attached to.
+struct Refusals {
+    std::mutex mu;
+    std::vector<http::Refusal> got;
+    void attach(http::Options& o) {
+        o.on_refusal = [this](const http::Refusal& r) {
+            std::lock_guard<std::mutex> lock(mu);
+            got.push_back(r);
+        };
+    }
+    std::vector<http::Refusal> all() {
+        std::lock_guard<std::mutex> lock(mu);
+        return got;
+    }
+};
+
+// A Recorder's server with these options, whose refusals are recorded.
+struct RefusingServer {
+    Refusals refusals;
+    Recorder rec;
+    std::unique_ptr<TestServer> ts;
+    explicit RefusingServer(http::Options o) {
+        refusals.attach(o);
+        ts = std::make_unique<TestServer>(o, rec.handler());
+    }
+    int port() const { return ts->port; }
+};
+
+// The client got a 408 saying `message` between lo and hi ms after t0, and was closed.
+void expect_408(Client& c, Clock::time_point t0, const std::string& message, int64_t lo,
+                int64_t hi) {
+    Reply r = c.read_reply();
+    const int64_t ms = ms_since(t0);
+    EXPECT_EQ(r.status, 408);
+    EXPECT_NE(r.body.find(message), std::string::npos) << r.body;
+    EXPECT_TRUE(c.closed_within(2000ms));
+    EXPECT_GE(ms, lo);
+    EXPECT_LT(ms, hi);
+}
+
+// The server reported one refusal, of this peer, with this status and limit.
+void expect_refused_once(Refusals& refusals, int status, http::Limit limit) {
+    const auto got = refusals.all();
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].status, status);
+    EXPECT_EQ(got[0].limit, limit);
+    EXPECT_EQ(got[0].peer, "127.0.0.1");
 }
 
 }  // namespace
@@ -663,8 +716,8 @@ TEST(Http, PipelinedRequestIsNotGone) {
 TEST(Http, MaxConnections) {
     http::Options o = small_limits();
     o.max_connections = 2;
-    Recorder rec;
-    TestServer ts(o, rec.handler());
+    RefusingServer rs(o);
+    TestServer& ts = *rs.ts;
     auto c1 = std::make_unique<Client>(ts.port);
     Client c2(ts.port);
     for (Client* c : {c1.get(), &c2}) {  // both served, so both hold a slot
@@ -678,8 +731,13 @@ TEST(Http, MaxConnections) {
         Reply r = c3.read_reply();
         EXPECT_EQ(r.status, 503);
         EXPECT_EQ(r.header("connection"), "close");
+        EXPECT_EQ(r.header("retry-after"), "1");
         EXPECT_NE(r.body.find("unavailable_error"), std::string::npos);
+        EXPECT_NE(r.body.find("too many connections: at most 2 are served at once"),
+                  std::string::npos)
+            << r.body;
         EXPECT_TRUE(c3.closed_within(2000ms));
+        expect_refused_once(rs.refusals, 503, http::Limit::Connections);
     }
     c1.reset();  // frees a slot
     ASSERT_TRUE(wait_for([&] { return ts.server.active_connections() == 1; }));
@@ -693,39 +751,172 @@ TEST(Http, MaxConnections) {
 TEST(Http, IdleTimeoutClosesKeepAlive) {
     http::Options o = small_limits();
     o.idle_timeout_ms = 200;
-    Recorder rec;
-    TestServer ts(o, rec.handler());
+    o.header_timeout_ms = 1500;
+    RefusingServer rs(o);
+    TestServer& ts = *rs.ts;
     Client c(ts.port);
     ASSERT_TRUE(c.send("GET / HTTP/1.1\r\n\r\n"));
     ASSERT_EQ(c.read_reply().status, 200);
     auto t0 = Clock::now();
     EXPECT_TRUE(c.closed_within(3000ms));
     EXPECT_GE(ms_since(t0), 150);
-    // A connection that never sends anything, too.
+    EXPECT_LT(ms_since(t0), 1200);  // the idle timeout, not the header timeout
+    // A connection that never sends anything waits no longer than a slow head: the header
+    // timeout, from its opening.
     Client silent(ts.port);
     t0 = Clock::now();
     EXPECT_TRUE(silent.closed_within(3000ms));
-    EXPECT_GE(ms_since(t0), 150);
+    EXPECT_GE(ms_since(t0), 1300);
     EXPECT_TRUE(wait_for([&] { return ts.server.active_connections() == 0; }));
+    EXPECT_TRUE(rs.refusals.all().empty());  // nothing was asked, nothing refused
 }
 
-TEST(Http, ReadTimeoutStopsSlowloris) {
+TEST(Http, EachLimitAnswersItsStatusAndIsReportedOnce) {
+    http::Options o = small_limits();  // 2000 bytes of head, 1000 of body
+    o.max_header_count = 10;
+    RefusingServer rs(o);
+    std::string many_headers = "GET / HTTP/1.1\r\n";
+    for (int i = 0; i < 20; ++i) many_headers += "h" + std::to_string(i) + ": v\r\n";
+    many_headers += "\r\n";
+    const std::string chunked = "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n";
+    struct Case {
+        std::string raw;
+        int status;
+        http::Limit limit;
+    };
+    const Case cases[] = {
+        {"GET / HTTP/1.1\r\nX: " + std::string(3000, 'a') + "\r\n\r\n", 431,
+         http::Limit::HeaderBytes},
+        {"GET / HTTP/1.1\r\nX: " + std::string(3000, 'a'), 431, http::Limit::HeaderBytes},
+        {many_headers, 431, http::Limit::HeaderCount},
+        {"POST / HTTP/1.1\r\nContent-Length: 1001\r\n\r\n", 413, http::Limit::BodyBytes},
+        {chunked + "200\r\n" + std::string(512, 'a') + "\r\n200\r\n" + std::string(512, 'b') +
+             "\r\n",
+         413, http::Limit::BodyBytes},
+        {chunked + "0\r\nX-Trailer: " + std::string(3000, 't') + "\r\n\r\n", 431,
+         http::Limit::HeaderBytes},
+    };
+    size_t n = 0;
+    for (const Case& k : cases) {
+        Client c(rs.port());
+        ASSERT_TRUE(c.send(k.raw));
+        Reply r = c.read_reply();
+        EXPECT_EQ(r.status, k.status) << k.raw.substr(0, 60);
+        EXPECT_EQ(r.header("connection"), "close");
+        EXPECT_TRUE(c.closed_within(2000ms));
+        const auto got = rs.refusals.all();  // told before the answer went out
+        ASSERT_EQ(got.size(), ++n) << k.raw.substr(0, 60);
+        EXPECT_EQ(got.back().status, k.status);
+        EXPECT_EQ(got.back().limit, k.limit) << k.raw.substr(0, 60);
+        EXPECT_EQ(got.back().peer, "127.0.0.1");
+        EXPECT_NE(r.body.find(got.back().message), std::string::npos) << r.body;
+    }
+    // A malformed request is no limit's: a 400, and nobody is told.
+    Client c(rs.port());
+    ASSERT_TRUE(c.send("GET nopath HTTP/1.1\r\n\r\n"));
+    EXPECT_EQ(c.read_reply().status, 400);
+    EXPECT_EQ(rs.refusals.all().size(), n);
+    EXPECT_TRUE(rs.rec.requests.empty());  // none reached the handler
+}
+
+TEST(Http, SlowHeadGets408AtTheHeaderDeadlineWhileOthersAreServed) {
     http::Options o = small_limits();
-    o.read_timeout_ms = 300;
-    Recorder rec;
-    TestServer ts(o, rec.handler());
-    Client c(ts.port);
+    o.header_timeout_ms = 1000;
+    o.read_timeout_ms = 600000;  // each byte comes well within any per-read timeout
+    RefusingServer rs(o);
+    Client slow(rs.port());
+    const auto t0 = Clock::now();
+    ASSERT_TRUE(slow.send("GET / HTTP/1.1\r\nX-Slow: "));
+    // One header byte every 200 ms until the server answers; on the way, another client
+    // is served at once.
+    bool other_served_meanwhile = false;
+    for (int i = 0; i < 25 && !slow.readable(); ++i) {
+        slow.send("x");
+        if (i == 1) {
+            Client other(rs.port());
+            ASSERT_TRUE(other.send("GET /health HTTP/1.1\r\n\r\n"));
+            EXPECT_EQ(other.read_reply().body, "GET /health ");
+            other_served_meanwhile = !slow.readable();
+        }
+        std::this_thread::sleep_for(200ms);
+    }
+    // At the deadline, which the trickle did not push back.
+    expect_408(slow, t0, "request head not received within 1 s", 900, 2500);
+    EXPECT_TRUE(other_served_meanwhile);
+    expect_refused_once(rs.refusals, 408, http::Limit::HeaderTime);
+}
+
+TEST(Http, SlowBodyGets408AtTheBodyDeadline) {
+    http::Options o = small_limits();
+    o.header_timeout_ms = 1000;
+    o.body_timeout_ms = 1500;
+    o.read_timeout_ms = 600000;
+    RefusingServer rs(o);
+    Client c(rs.port());
+    ASSERT_TRUE(c.send("POST / HTTP/1.1\r\nContent-Length: 900\r\n\r\n"));
+    const auto t0 = Clock::now();
+    for (int i = 0; i < 40 && !c.readable(); ++i) {  // a body byte every 100 ms
+        c.send("b");
+        std::this_thread::sleep_for(100ms);
+    }
+    // The body's own deadline, past the head's.
+    expect_408(c, t0, "request body not received within 1.5 s", 1400, 3000);
+    expect_refused_once(rs.refusals, 408, http::Limit::BodyTime);
+    EXPECT_TRUE(rs.rec.requests.empty());
+}
+
+TEST(Http, ReadTimeoutBoundsEachWait) {
+    http::Options o = small_limits();
+    o.header_timeout_ms = 10000;
+    o.read_timeout_ms = 300;  // --timeout: a request that stops arriving
+    RefusingServer rs(o);
+    Client c(rs.port());
     const auto t0 = Clock::now();
     ASSERT_TRUE(c.send("GET / HTTP/1.1\r\n"));
-    // One header byte every 20 ms: each arrives well within any per-read timeout.
-    for (int i = 0; i < 150 && !c.readable(); ++i) {
-        c.send("x");
-        std::this_thread::sleep_for(20ms);
-    }
-    Reply r = c.read_reply();
-    EXPECT_EQ(r.status, 408);
-    EXPECT_TRUE(c.closed_within(2000ms));
-    EXPECT_LT(ms_since(t0), 2500);
+    expect_408(c, t0, "no request bytes for 0.3 s", 250, 2500);  // long before the header timeout
+    expect_refused_once(rs.refusals, 408, http::Limit::ReadTime);
+}
+
+TEST(RefusalLog, OneLinePerPeerAndLimitAMinute) {
+    std::vector<std::string> lines;
+    Clock::time_point t{};
+    server::RefusalLog log([&](const std::string& l) { lines.push_back(l); }, 60s,
+                           [&] { return t; });
+    const http::Refusal big{"10.0.0.5", 431, http::Limit::HeaderBytes,
+                            "request head larger than 32768 bytes"};
+    log(big);
+    log(big);
+    log(big);
+    ASSERT_EQ(lines.size(), 1u);
+    EXPECT_EQ(lines[0],
+              "refused 10.0.0.5: request head larger than 32768 bytes (431, --max-header-bytes)");
+    log({"10.0.0.6", 431, http::Limit::HeaderBytes, "request head larger than 32768 bytes"});
+    log({"10.0.0.5", 408, http::Limit::HeaderTime, "request head not received within 10 s"});
+    ASSERT_EQ(lines.size(), 3u);  // another peer, another limit: lines of their own
+    EXPECT_EQ(lines[2],
+              "refused 10.0.0.5: request head not received within 10 s (408, --header-timeout)");
+    t += 59s;
+    log(big);
+    EXPECT_EQ(lines.size(), 3u);
+    t += 2s;
+    log(big);
+    ASSERT_EQ(lines.size(), 4u);
+    EXPECT_EQ(lines[3],
+              "refused 10.0.0.5: request head larger than 32768 bytes (431, --max-header-bytes; "
+              "3 more like it since the last line)");
+    EXPECT_EQ(server::limit_flag(http::Limit::Connections), std::string("--max-connections"));
+    EXPECT_EQ(server::limit_flag(http::Limit::ReadTime), std::string("--timeout"));
+}
+
+TEST(RefusalLog, ManyPeersShareOneLineAMinute) {
+    std::vector<std::string> lines;
+    server::RefusalLog log([&](const std::string& l) { lines.push_back(l); }, 60s,
+                           [] { return Clock::time_point{}; });
+    for (int i = 0; i < 3000; ++i)
+        log({"10.1." + std::to_string(i / 256) + "." + std::to_string(i % 256), 503,
+             http::Limit::Connections, "too many connections"});
+    EXPECT_EQ(lines.size(), 1025u);  // 1024 peers remembered, then one line for the rest
+    EXPECT_EQ(lines.back().rfind("refused 10.1.4.0: ", 0), 0u) << lines.back();
 }
 
 // ---- stop ---------------------------------------------------------------------------------
@@ -852,7 +1043,7 @@ TEST(Http, ListenErrorsAndHosts) {
 
 TEST(Http, GarbageNeverCrashesOrHangs) {
     Recorder rec;
-    http::Options o;  // the default limits: 64 KiB of head
+    http::Options o;  // the default limits: 32 KiB of head
     o.read_timeout_ms = 500;
     TestServer ts(o, rec.handler());
     std::mt19937 rng(42);

@@ -51,7 +51,8 @@ std::optional<ApiError> Server::Impl::input_tokens(const std::vector<InputPrompt
 }
 
 bool Server::Impl::embed_all(const std::vector<std::vector<int32_t>>& prompts,
-                             const std::vector<float>& lora_scales_now, Context::Pooling pooling, http::Response& res, std::string* log_extra,
+                             const std::vector<float>& lora_scales_now, Context::Pooling pooling,
+                             const http::Request& req, http::Response& res, std::string* log_extra,
                              std::vector<std::vector<float>>* out) {
     auto answer = [&](const ApiError& e) {
         if (e.status == 499) {
@@ -63,7 +64,7 @@ bool Server::Impl::embed_all(const std::vector<std::vector<int32_t>>& prompts,
         return false;
     };
     ApiError err;
-    Slot* slot = acquire({}, -1, res, &err);
+    Slot* slot = acquire({}, -1, req, res, &err, log_extra);
     if (!slot) return answer(err);
     metrics.processing++;
     (void)use_lora(slot, lora_scales_now);  // (embedding replaces what the slot held anyway)
@@ -108,7 +109,7 @@ void Server::Impl::embeddings(bool oai, const http::Request& req, http::Response
     std::vector<std::vector<int32_t>> prompts;
     if (auto e = input_tokens(er.inputs, &prompts)) return send_error(res, *e);
     std::vector<std::vector<float>> vecs;
-    if (!embed_all(prompts, scales, pool_type, res, log_extra, &vecs)) return;
+    if (!embed_all(prompts, scales, pool_type, req, res, log_extra, &vecs)) return;
     const int64_t n_embd = live.model->hparams().n_embd;
     int64_t n_tokens = 0;
     for (const auto& p : prompts) n_tokens += (int64_t)p.size();
@@ -160,7 +161,7 @@ void Server::Impl::rerank(const http::Request& req, http::Response& res, std::st
     Context::Pooling pool_type = pooling();
     if (pool_type == Context::Pooling::None) pool_type = Context::Pooling::Last;
     std::vector<std::vector<float>> vecs;
-    if (!embed_all(prompts, scales, pool_type, res, log_extra, &vecs)) return;
+    if (!embed_all(prompts, scales, pool_type, req, res, log_extra, &vecs)) return;
     std::vector<float> scores;
     for (size_t i = 1; i < vecs.size(); ++i) scores.push_back(cosine(vecs[0], vecs[i]));
     int64_t n_tokens = 0;
