@@ -46,7 +46,11 @@ bool host_allowed(const HostPolicy& p, const std::string* host_header, const std
 // the page's own origin (its host and port are the request's Host), or one the CORS policy
 // allows. A page of another origin can still send a "simple" POST that CORS never stops
 // (cross-site request forgery): the routes that act on the machine refuse it with this.
-bool origin_allowed(const CorsPolicy& p, const std::string* origin, const std::string* host_header);
+// `admin`: a route that acts on the machine or on what is served, where "*" (the default,
+// any page may chat) stands for localhost pages only: another site administers nothing
+// unless --cors-origins names it.
+bool origin_allowed(const CorsPolicy& p, const std::string* origin, const std::string* host_header,
+                    bool admin);
 
 // --api-key: true when `keys` is empty or the request's "Authorization: Bearer KEY" (else
 // its x-api-key header) is one of them, compared in full (the time taken does not tell how

@@ -27,14 +27,14 @@ bool Front::authorized(const http::Request& req) const {
     return api_key_matches(opt_.api_keys, req.header("authorization"), req.header("x-api-key"));
 }
 
-std::string Front::refusal(const http::Request& req) const {
+std::string Front::refusal(const http::Request& req, bool admin) const {
     const std::string* host = req.header("host");
     std::string why, what, key;
     if (!host_allowed(opt_.hosts, host, req.local_addr, &why)) {
         what = "Host " + *host;
         const std::string name = authority_host(*host);
         key = "Host " + (name.empty() ? *host : name);  // (any port: one line)
-    } else if (const std::string* origin = req.header("origin"); !origin_allowed(opt_.cors, origin, host)) {
+    } else if (const std::string* origin = req.header("origin"); !origin_allowed(opt_.cors, origin, host, admin)) {
         what = key = "Origin " + *origin;
         why = "a page of origin " + *origin + " may not act on this server (--cors-origins)";
     } else {
@@ -73,8 +73,8 @@ void Front::handle(const http::Request& req_in, http::Response& res) const {
     Call call{req, res, target, &extra};
     const Route* route = req.method == "OPTIONS" ? nullptr : find(req.method, req.path);
     std::string refused;
-    if (req.method != "OPTIONS" && (opt_.guard_all || (route && (route->flags & kAdmin))))
-        refused = refusal(req);
+    const bool admin = route && (route->flags & kAdmin);
+    if (req.method != "OPTIONS" && (opt_.guard_all || admin)) refused = refusal(req, admin);
     if (req.method == "OPTIONS") {
         res.send(200, "text/html", "");  // a CORS preflight: its headers are on already
     } else if (!refused.empty()) {

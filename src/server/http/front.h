@@ -44,8 +44,9 @@ enum RouteFlags : unsigned {
     kPublic = 1u << 0,  // answered without the API key (health, the chat page, the model list)
     kQuiet = 1u << 1,   // left out of the access log (polled by monitors and pages)
     // Acts on the machine or on what the server serves (slots, loading models, LoRA, the
-    // tools, the CORS proxy): its Host must name the server and a browser's Origin be one
-    // the CORS policy allows (else 403), whatever else is on.
+    // tools, the CORS proxy): its Host must name the server and a browser's Origin be its
+    // own page's, a localhost page's, or one --cors-origins lists (else 403), whatever else
+    // is on.
     kAdmin = 1u << 2,
 };
 
@@ -101,8 +102,9 @@ class Front {
     // The first row for this method and path (null: none).
     const Route* find(const std::string& method, const std::string& path) const;
     bool authorized(const http::Request& req) const;
-    // The Host and Origin checks of a guarded request: the refusal's message, or empty.
-    std::string refusal(const http::Request& req) const;
+    // The Host and Origin checks of a guarded request (admin: a kAdmin row's): the refusal's
+    // message, or empty.
+    std::string refusal(const http::Request& req, bool admin) const;
 
   private:
     FrontOptions opt_;

@@ -266,9 +266,9 @@ TEST(Access, OriginAllowed) {
     local.origins = "localhost";
     const std::string host = "192.168.1.5:8080";
     auto ok = [&](const CorsPolicy& p, const std::string& origin, const std::string& h) {
-        return origin_allowed(p, &origin, &h);
+        return origin_allowed(p, &origin, &h, false);
     };
-    EXPECT_TRUE(origin_allowed(local, nullptr, &host));
+    EXPECT_TRUE(origin_allowed(local, nullptr, &host, true));
     EXPECT_TRUE(ok(local, "http://192.168.1.5:8080", host));  // the server's own page
     EXPECT_TRUE(ok(local, "http://localhost:3000", host));    // the policy's
     EXPECT_FALSE(ok(local, "http://192.168.1.5:8081", host));
@@ -278,7 +278,15 @@ TEST(Access, OriginAllowed) {
     list.origins = "https://app.example, http://x.example";
     EXPECT_TRUE(ok(list, "https://app.example", host));
     EXPECT_FALSE(ok(list, "https://evil.example", host));
-    EXPECT_TRUE(ok(CorsPolicy{}, "https://evil.example", host));  // "*": the operator's choice
+    EXPECT_TRUE(ok(CorsPolicy{}, "https://evil.example", host));  // "*": any page may chat
+    // but not administer: there "*" stands for localhost pages (and the server's own)
+    const std::string evil = "https://evil.example", dev = "http://localhost:5173", own = "http://" + host;
+    EXPECT_FALSE(origin_allowed(CorsPolicy{}, &evil, &host, true));
+    EXPECT_TRUE(origin_allowed(CorsPolicy{}, &dev, &host, true));
+    EXPECT_TRUE(origin_allowed(CorsPolicy{}, &own, &host, true));
+    EXPECT_TRUE(origin_allowed(list, &evil, &host, true) == false);
+    const std::string app = "https://app.example";
+    EXPECT_TRUE(origin_allowed(list, &app, &host, true));  // a listed origin may
 }
 
 TEST(Front, TheDnsRebindingRequestIsRefusedAndRunsNothing) {

@@ -120,6 +120,12 @@ class AdminRoutesAlways(unittest.TestCase):
                 r = request(port, method, path, body, headers=evil)
                 self.assertEqual(r.status, 403, r)
         self.assertFalse(os.path.exists(os.path.join(self.tmp, "x.bin")))
+        # a page of another site cannot administer it either, though --cors-origins is * (any
+        # page may chat): a "simple" POST the browser sends without asking
+        r = request(port, "POST", "/slots/0?action=erase", {}, headers={"Origin": "http://evil.example"})
+        self.assertEqual(r.status, 403, r)
+        r = request(port, "POST", "/tokenize", {"content": "hi"}, headers={"Origin": "http://evil.example"})
+        self.assertEqual(r.status, 200, r)
         # a route that only answers still answers any name (a reverse proxy's own)
         r = request(port, "POST", "/tokenize", {"content": "hi"}, headers=evil)
         self.assertEqual(r.status, 200, r)
