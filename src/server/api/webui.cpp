@@ -58,7 +58,7 @@ const sendBtn = document.getElementById("send");
 const stopBtn = document.getElementById("stop");
 const keyInput = document.getElementById("key");
 keyInput.value = localStorage.getItem("edgellm-key") || "";
-keyInput.onchange = () => localStorage.setItem("edgellm-key", keyInput.value);
+keyInput.onchange = () => { localStorage.setItem("edgellm-key", keyInput.value); showModel(); };
 let history = [];
 let controller = null;
 
@@ -81,9 +81,13 @@ function stats(text) {
   d.textContent = text;
   log.appendChild(d);
 }
-fetch("v1/models", { headers: headers() }).then(r => r.json()).then(j => {
-  if (j.data && j.data[0]) document.getElementById("model").textContent = j.data[0].id;
-}).catch(() => {});
+// (the model list needs the key when the server has one: asked again once it is typed)
+function showModel() {
+  fetch("v1/models", { headers: headers() }).then(r => r.json()).then(j => {
+    if (j.data && j.data[0]) document.getElementById("model").textContent = j.data[0].id;
+  }).catch(() => {});
+}
+showModel();
 
 async function send(text) {
   history.push({ role: "user", content: text });
