@@ -70,6 +70,10 @@ struct GenRequest {
     // the model's call format, from `tools` and the choice below.
     std::shared_ptr<const Grammar> grammar;
     std::string grammar_source;  // which field gave it ("grammar", "response_format", ...)
+    // The schema behind it when it came from json_schema or response_format (json_object:
+    // {"type": "object"}): with tools, the reply is then tool calls or an answer valid
+    // against it, one grammar for both (the server's, which knows the call format).
+    std::optional<nlohmann::ordered_json> answer_schema;
     nlohmann::ordered_json tools = nlohmann::ordered_json::array();  // declared tools
     // "auto", "none", "required", or the name of the one function to call.
     std::string tool_choice = "auto";

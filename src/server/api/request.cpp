@@ -353,6 +353,7 @@ std::optional<ApiError> compile_schema(const std::string& field, const json& sch
     SchemaRefusal why;
     auto gbnf = json_schema_to_gbnf(schema, &why);
     if (!gbnf) return schema_error(field, why);
+    out->answer_schema = schema;
     return compile_grammar(field, *gbnf, out);
 }
 
@@ -375,9 +376,12 @@ std::optional<ApiError> parse_constraint(const json& j, Fields& f, GenRequest* o
     given += rf_constrains;
     if (given > 1)
         return bad_request("give only one of grammar, json_schema and response_format");
-    if (given == 1 && !out->tool_names.empty())
-        return bad_request("a grammar or response_format together with tools is not supported: "
-                           "give tool_choice \"none\" or leave the tools out");
+    // (a schema with tools is one grammar of calls or answer, built by the server; a raw GBNF
+    // grammar cannot be joined to the calls' grammar: its rules could be anything)
+    if (f.get("grammar") && !out->tool_names.empty())
+        return bad_request("grammar together with tools is not supported (a GBNF grammar cannot be "
+                           "joined to the tool calls' grammar): give the answer's form as "
+                           "response_format (json_schema), tool_choice \"none\", or leave the tools out");
     if (const json* g = f.get("grammar")) {
         if (!g->is_string()) return bad_request("grammar must be a string (GBNF)");
         if (!g->get<std::string>().empty()) return compile_grammar("grammar", *g, out);
@@ -395,6 +399,7 @@ std::optional<ApiError> parse_constraint(const json& j, Fields& f, GenRequest* o
             return compile_schema("response_format.schema", (*rf)["schema"], out);
         JsonSchemaGrammar b;
         const std::string root = b.add_any_object();
+        out->answer_schema = json{{"type", "object"}};
         return compile_grammar("response_format", b.gbnf(root), out);
     }
     // json_schema: OpenAI's {"json_schema": {"name", "schema", "strict"}}; llama.cpp's

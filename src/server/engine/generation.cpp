@@ -81,6 +81,15 @@ std::string Server::Impl::render(const GenRequest& g, bool* bos_in_text) const {
         else
             messages.insert(messages.begin(), ChatMessage("system", decl));
     }
+    if (!g.tool_names.empty() && g.answer_schema && g.tool_choice == "auto") {
+        // tools and a typed answer: the grammar allows a call or the answer; the model is told
+        // the answer's form (as OpenAI does)
+        const std::string note = answer_schema_prompt(*g.answer_schema);
+        if (!messages.empty() && messages[0].role == "system")
+            messages[0].content = messages[0].content + "\n\n" + note;
+        else
+            messages.insert(messages.begin(), ChatMessage("system", note));
+    }
     const ChatPrompt cp =
         chat_prompt(live.model->file(), *live.tok, messages, g.add_generation_prompt || g.continue_final,
                     kwargs, g.tools_json, cfg.chat_template);
@@ -192,21 +201,20 @@ std::optional<ApiError> Server::Impl::prepare(Api api, GenRequest& g, Prepared* 
         if (ids.empty()) return bad_request("logit_bias: \"" + text + "\" has no tokens");
         for (int32_t id : ids) s.logit_bias.push_back({id, bias});
     }
-    // The grammar: the request's own, else the tool-call grammar, else the server's default.
+    // The grammar: the tool calls' (with the request's schema as the other answer), else the
+    // request's own, else the server's default.
     if (g.constrain) {
-        if (g.grammar) {
-            s.grammar = g.grammar;
-            p->constraint = g.grammar_source;
-        } else if (!g.tool_names.empty()) {
+        if (!g.tool_names.empty()) {
             SchemaRefusal why;
             const std::string choice = g.tool_choice_named ? g.tool_choice
                                        : g.tool_choice == "required" ? "required"
                                                                      : "auto";
-            auto tg = tool_call_grammar(g.tools, tool_format(), choice, g.parallel_tool_calls, &why);
+            const json* answer = g.answer_schema ? &*g.answer_schema : nullptr;
+            auto tg = tool_call_grammar(g.tools, tool_format(), choice, g.parallel_tool_calls, &why, answer);
             if (!tg) {
                 ApiError e = bad_request(why.message + (why.path.empty() ? "" : " (keyword \"" +
                                                         why.keyword + "\" at " + why.path + ")"));
-                e.extra["param"] = "tools";
+                e.extra["param"] = why.path.rfind("$.response_format", 0) == 0 ? g.grammar_source : "tools";
                 if (!why.keyword.empty()) e.extra["keyword"] = why.keyword;
                 if (!why.path.empty()) e.extra["path"] = why.path;
                 return e;
@@ -219,8 +227,12 @@ std::optional<ApiError> Server::Impl::prepare(Api api, GenRequest& g, Prepared* 
                                 {}};
             s.grammar = std::move(*compiled);
             s.grammar_triggers = std::move(tg->triggers);
-            p->constraint = "tool calls (" + choice + ")";
+            p->constraint = "tool calls (" + choice + ")" +
+                            (answer && choice == "auto" ? " or " + g.grammar_source : "");
             p->tool_grammar = true;
+        } else if (g.grammar) {
+            s.grammar = g.grammar;
+            p->constraint = g.grammar_source;
         } else if (cfg.grammar) {
             s.grammar = cfg.grammar;
             p->constraint = "--grammar";

@@ -211,9 +211,14 @@ std::string tool_system_prompt(const json& tools) {
     return s;
 }
 
+std::string answer_schema_prompt(const json& schema) {
+    return "Call a function when one is needed. When you answer without calling one, your whole "
+           "answer is one JSON object valid against this JSON schema:\n" + schema.dump();
+}
+
 std::optional<ToolGrammar> tool_call_grammar(const json& tools, ToolFormat fmt,
                                              const std::string& choice, bool parallel,
-                                             SchemaRefusal* why) {
+                                             SchemaRefusal* why, const json* answer) {
     JsonSchemaGrammar b;
     std::vector<std::string> alts;
     const bool hermes = fmt == ToolFormat::Hermes;
@@ -242,6 +247,18 @@ std::optional<ToolGrammar> tool_call_grammar(const json& tools, ToolFormat fmt,
         why->message = "tool_choice names a function that is not among the tools";
         return std::nullopt;
     }
+    // A typed answer instead of calls (tool_choice "auto" with a response schema): the same
+    // builder, so the rules both share are written once.
+    std::string answer_rule;
+    if (answer && choice == "auto") {
+        auto rule = b.add(*answer, "tc-answer");
+        if (!rule) {
+            *why = b.refusal();
+            why->path = "$.response_format" + (why->path.size() > 1 ? why->path.substr(1) : std::string());
+            return std::nullopt;
+        }
+        answer_rule = *rule;
+    }
     std::string rules;
     rules += "tc-ws ::= [ \\t\\n]{0,4}\n";
     rules += "tc-fn ::= ";
@@ -254,16 +271,18 @@ std::optional<ToolGrammar> tool_call_grammar(const json& tools, ToolFormat fmt,
                                              std::to_string(kMaxParallelCalls - 1) + "}"
                                        : "tc-call";
     rules += "tc-calls ::= " + calls + "\n";
+    // calls or the answer, nothing else
+    const std::string root = answer_rule.empty() ? "root ::= tc-calls" : "root ::= tc-calls | " + answer_rule;
     if (!hermes) {
         // Llama 3: a reply that opens with "{" is a call (lazy: free text otherwise).
         rules += "tc-call ::= tc-obj\n";
-        if (choice == "auto") out.triggers = {{"{", true}};
-        out.gbnf = "root ::= tc-calls\n" + rules + b.gbnf("");
+        if (choice == "auto" && answer_rule.empty()) out.triggers = {{"{", true}};
+        out.gbnf = root + "\n" + rules + b.gbnf("");
         return out;
     }
     if (choice != "auto") {  // a call from the first token, in the template's form
         rules += "tc-call ::= \"<tool_call>\" tc-ws tc-obj tc-ws \"</tool_call>\"\n";
-        out.gbnf = "root ::= tc-calls\n" + rules + b.gbnf("");
+        out.gbnf = root + "\n" + rules + b.gbnf("");
         return out;
     }
     // auto: calls, or text that may end in calls. Small models open a call in the forms they
@@ -273,7 +292,10 @@ std::optional<ToolGrammar> tool_call_grammar(const json& tools, ToolFormat fmt,
     // like any of them ({, [, `, <; a thinking model's <think> may) nor contain "<to"
     // outside a call.
     rules += "tc-call ::= \"<tool_call>\" tc-ws tc-obj tc-ws \"</tool_call>\" | tc-obj | "
-             "\"```\" [a-z]{0,10} tc-ws tc-obj tc-ws \"```\"\n";
+             "\"```\" [a-z]{0,10} tc-ws tc-obj tc-ws \"```\"\n";    if (!answer_rule.empty()) {  // calls in any of those forms, or the answer: no free text
+        out.gbnf = root + "\n" + rules + b.gbnf("");
+        return out;
+    }
     rules += "tc-text ::= tc-first tc-char* tc-calls?\n";
     rules += "tc-first ::= [^{[`< \\t\\n\\r] | \"<think>\"\n";
     rules += "tc-char ::= [^<] | \"<\" [^t] | \"<t\" [^o]\n";

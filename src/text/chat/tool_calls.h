@@ -64,6 +64,10 @@ bool template_renders_tools(const std::string& template_text);
 // do not render tools (Gemma 3).
 std::string tool_system_prompt(const nlohmann::ordered_json& tools);
 
+// The system prompt's note on the answer's form when a request has tools and a response
+// schema (the grammar allows either; the model should know what the answer looks like).
+std::string answer_schema_prompt(const nlohmann::ordered_json& schema);
+
 // The grammar of a reply that calls tools: each call's name one of the tools (or only the
 // named one) and its arguments constrained to that tool's `parameters` schema.
 // choice "required" or a function name: the reply is calls from its first token (no
@@ -71,14 +75,18 @@ std::string tool_system_prompt(const nlohmann::ordered_json& tools);
 // may not open like bare or fenced JSON or a tag (so a call is always a constrained
 // <tool_call> block, bare or fenced object) nor contain "<to" outside a call; Llama 3: lazy, a reply that opens with "{" is a
 // call, anything else free text.
-// parallel: several calls may follow each other. nullopt with *why when a tool's
-// parameters cannot be enforced (why->path starts "$.tools[i].function.parameters").
+// parallel: several calls may follow each other. answer (not null, choice "auto"): the
+// request's response schema; the reply is then calls, or an answer valid against it (no
+// free text; Llama 3: not lazy). nullopt with *why when a tool's parameters (or the answer's
+// schema: why->path starts "$.response_format") cannot be enforced (why->path starts
+// "$.tools[i].function.parameters").
 struct ToolGrammar {
     std::string gbnf;
     std::vector<GrammarTrigger> triggers;
 };
 std::optional<ToolGrammar> tool_call_grammar(const nlohmann::ordered_json& tools, ToolFormat fmt,
                                              const std::string& choice, bool parallel,
-                                             SchemaRefusal* why);
+                                             SchemaRefusal* why,
+                                             const nlohmann::ordered_json* answer = nullptr);
 
 }  // namespace edgellm

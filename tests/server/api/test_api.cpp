@@ -333,6 +333,51 @@ TEST(ConstrainedRequests, ToolCallGrammarConstrainsArguments) {
     EXPECT_EQ(why.path.rfind("$.tools[0].function.parameters", 0), 0u) << why.path;
 }
 
+TEST(ConstrainedRequests, ToolsWithATypedAnswer) {
+    const auto tools = nlohmann::ordered_json::parse(kToolsJson);
+    const auto answer = nlohmann::ordered_json::parse(
+        R"({"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"],"additionalProperties":false})");
+    SchemaRefusal why;
+    const std::string call = "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+    const std::string bare = "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}";
+    for (ToolFormat fmt : {ToolFormat::Hermes, ToolFormat::Llama3}) {
+        // auto: a call or the answer, nothing else (not lazy: no free text before a call)
+        auto g = tool_call_grammar(tools, fmt, "auto", false, &why, &answer);
+        ASSERT_TRUE(g) << why.message;
+        EXPECT_TRUE(g->triggers.empty());
+        EXPECT_TRUE(grammar_accepts(g->gbnf, "{\"answer\": \"sunny\"}"));
+        EXPECT_FALSE(grammar_accepts(g->gbnf, "{\"answer\": 3}")) << "the answer keeps its schema";
+        EXPECT_FALSE(grammar_accepts(g->gbnf, "{\"answer\": \"x\", \"more\": 1}"));
+        EXPECT_FALSE(grammar_accepts(g->gbnf, "It is sunny.")) << "no free text";
+        if (fmt == ToolFormat::Hermes) {
+            EXPECT_TRUE(grammar_accepts(g->gbnf, call));
+            EXPECT_TRUE(grammar_accepts(g->gbnf, bare));
+        } else {
+            EXPECT_TRUE(grammar_accepts(g->gbnf, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}"));
+        }
+        // required: calls only, the answer's schema aside
+        auto req = tool_call_grammar(tools, fmt, "required", false, &why, &answer);
+        ASSERT_TRUE(req);
+        EXPECT_FALSE(grammar_accepts(req->gbnf, "{\"answer\": \"sunny\"}"));
+    }
+    // an answer schema that cannot be enforced: refused, naming response_format
+    const auto bad = nlohmann::ordered_json::parse(R"({"type":"string","format":"uri"})");
+    EXPECT_FALSE(tool_call_grammar(tools, ToolFormat::Hermes, "auto", false, &why, &bad));
+    EXPECT_EQ(why.path.rfind("$.response_format", 0), 0u) << why.path;
+    // the request: a schema with tools is taken (the server joins them), a GBNF grammar is not
+    GenRequest g;
+    EXPECT_FALSE(parse_req(Api::Chat, std::string(R"({"messages":[{"role":"user","content":"hi"}],"tools":)") + kToolsJson +
+                                          R"(,"response_format":{"type":"json_schema","json_schema":{"name":"a","schema":{"type":"object"}}}})",
+                           &g));
+    ASSERT_TRUE(g.answer_schema);
+    auto e = parse_req(Api::Chat, std::string(R"({"messages":[{"role":"user","content":"hi"}],"tools":)") + kToolsJson +
+                                      R"(,"grammar":"root ::= \"x\""})",
+                       &g);
+    ASSERT_TRUE(e);
+    EXPECT_EQ(e->status, 400);
+    EXPECT_NE(e->message.find("grammar together with tools"), std::string::npos) << e->message;
+}
+
 TEST(ConstrainedRequests, SamplingOptionsHonouredOrRefused) {
     GenRequest g;
     EXPECT_FALSE(parse_req(Api::Native, R"({"prompt":"x","typical_p":0.9,"mirostat":2,"mirostat_tau":4,

@@ -7,7 +7,7 @@ import unittest
 
 from harness import (
     QWEN_SMALL, TOOLS, WEATHER_TOOL, assert_error_shape, chat_body, need_model, request,
-    start_server)
+    sse_objects, start_server)
 
 
 class ToolCalls(unittest.TestCase):
@@ -123,3 +123,84 @@ class ToolCalls(unittest.TestCase):
         self.assertGreater(len([f for f in fragments if f]), 1, f"arguments in one piece: {fragments}")
         # auto: the call comes out the same way (in one piece or more)
         self.streamed_call(tool_choice="auto")
+
+
+ANSWER_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}, "confidence": {"type": "number"}},
+                 "required": ["answer", "confidence"], "additionalProperties": False}
+MIX_PROMPTS = ["What is the weather in Paris?", "Play the song Yesterday at volume 5.", "What is 2+2?",
+               "Say hello in French.", "Write a haiku about the sea."]
+
+
+class ToolsWithATypedAnswer(unittest.TestCase):
+    """tools together with response_format (json_schema): OpenAI's and llama.cpp's mix, the
+    reply is calls valid against their parameters or an answer valid against the schema."""
+
+    setUpClass = classmethod(ToolCalls.setUpClass.__func__)  # (a server of its own)
+
+    def mix(self, content, tool_choice, stream=False, fmt=None):
+        """(tool calls, content) of one reply, streamed or not (one call at most: a small model
+        asked for calls may repeat them until max_tokens)."""
+        fmt = fmt or {"type": "json_schema", "json_schema": {"name": "answer", "schema": ANSWER_SCHEMA}}
+        body = chat_body(content, temperature=0, max_tokens=96, tools=TOOLS, tool_choice=tool_choice,
+                         response_format=fmt, stream=stream, parallel_tool_calls=False)
+        r = request(self.port, "POST", "/v1/chat/completions", body)
+        self.assertEqual(r.status, 200, r)
+        if not stream:
+            choice = r.json()["choices"][0]
+            self.assertNotEqual(choice["finish_reason"], "length", choice)
+            return choice["message"].get("tool_calls") or [], choice["message"].get("content")
+        calls, text = {}, ""
+        for ev in sse_objects(self, r):
+            if not ev.get("choices"):
+                continue
+            d = ev["choices"][0]["delta"]
+            text += d.get("content") or ""
+            for tc in d.get("tool_calls") or []:
+                c = calls.setdefault(tc["index"], {"function": {"name": "", "arguments": ""}})
+                c["function"]["name"] += tc["function"].get("name") or ""
+                c["function"]["arguments"] += tc["function"].get("arguments") or ""
+            self.assertNotEqual(ev["choices"][0].get("finish_reason"), "length", ev)
+        return list(calls.values()), text or None
+
+    def assert_valid_calls(self, calls):
+        import jsonschema
+        by_name = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+        for c in calls:
+            self.assertIn(c["function"]["name"], by_name, c)
+            jsonschema.validate(json.loads(c["function"]["arguments"]), by_name[c["function"]["name"]])
+
+    def test_auto_every_reply_is_a_valid_call_or_a_valid_answer(self):
+        import jsonschema
+        for stream in (False, True):
+            for prompt in MIX_PROMPTS:
+                with self.subTest(prompt=prompt, stream=stream):
+                    calls, content = self.mix(prompt, "auto", stream=stream)
+                    if calls:
+                        self.assertFalse(content, "a call and text")
+                        self.assert_valid_calls(calls)
+                    else:
+                        jsonschema.validate(json.loads(content), ANSWER_SCHEMA)
+
+    def test_required_only_calls_and_none_only_the_answer(self):
+        import jsonschema
+        for prompt in MIX_PROMPTS[2:]:
+            with self.subTest(prompt=prompt):
+                calls, content = self.mix(prompt, "required")
+                self.assertTrue(calls, content)
+                self.assert_valid_calls(calls)
+                calls, content = self.mix(prompt, "none")
+                self.assertFalse(calls)
+                jsonschema.validate(json.loads(content), ANSWER_SCHEMA)
+        calls, _ = self.mix("Say hello.", {"type": "function", "function": {"name": "get_weather"}})
+        self.assertEqual([c["function"]["name"] for c in calls], ["get_weather"])
+
+    def test_json_object_with_tools(self):
+        calls, content = self.mix("Say hello in French.", "none", fmt={"type": "json_object"})
+        self.assertIsInstance(json.loads(content), dict)
+
+    def test_a_gbnf_grammar_with_tools_is_refused_naming_it(self):
+        r = request(self.port, "POST", "/v1/chat/completions",
+                    chat_body("Hi", tools=TOOLS, grammar='root ::= "yes"', max_tokens=4))
+        err = assert_error_shape(self, r, 400)
+        self.assertIn("grammar", err["message"])
+        self.assertIn("response_format", err["message"])
