@@ -82,6 +82,51 @@ class AgentApis(unittest.TestCase):
         self.assertEqual(back.status, 200, back)
         self.assertEqual(back.json()["content"][0]["type"], "text")
 
+    def test_messages_structured_output(self):
+        import jsonschema
+        schema = {"type": "object", "properties": {"city": {"type": "string"}, "population": {"type": "integer"}},
+                  "required": ["city", "population"], "additionalProperties": False}
+        ask = [{"role": "user", "content": "Name a big city and its population."}]
+        # output_config.format (what anthropic's messages.parse sends), plain and streamed,
+        # and the beta's output_format
+        for extra in ({"output_config": {"format": {"type": "json_schema", "schema": schema}}},
+                      {"output_format": {"type": "json_schema", "schema": schema}}):
+            r = self.post("/v1/messages", {"max_tokens": 60, "temperature": 0, "messages": ask, **extra})
+            self.assertEqual(r.status, 200, r)
+            d = r.json()
+            self.assertEqual(d["stop_reason"], "end_turn", d)
+            jsonschema.validate(json.loads(d["content"][0]["text"]), schema)
+        r = self.post("/v1/messages", {"max_tokens": 60, "temperature": 0, "messages": ask, "stream": True,
+                                       "output_config": {"format": {"type": "json_schema", "schema": schema}}})
+        self.assertEqual(r.status, 200, r)
+        text = "".join(e["delta"].get("text", "") for e in
+                       (json.loads(line[6:]) for line in r.body.decode().splitlines() if line.startswith("data: "))
+                       if e["type"] == "content_block_delta")
+        jsonschema.validate(json.loads(text), schema)
+        # with tools: a tool_use valid against its input_schema, or the typed answer
+        for q in ("Weather in Paris?", "Name a big city and its population."):
+            r = self.post("/v1/messages", {"max_tokens": 80, "temperature": 0, "tools": [self.TOOL],
+                                           "messages": [{"role": "user", "content": q}],
+                                           "output_config": {"format": {"type": "json_schema", "schema": schema}}})
+            self.assertEqual(r.status, 200, r)
+            d = r.json()
+            if d["stop_reason"] == "tool_use":
+                call = next(b for b in d["content"] if b["type"] == "tool_use")
+                jsonschema.validate(call["input"], self.TOOL["input_schema"])
+            else:
+                jsonschema.validate(json.loads(d["content"][0]["text"]), schema)
+        n = self.post("/v1/messages/count_tokens", {"messages": ask, "output_config": {
+            "format": {"type": "json_schema", "schema": schema}}})
+        self.assertEqual(n.status, 200, n)
+        # what it cannot honour is a 400 naming it
+        for bad, word in (({"output_config": {"effort": "high"}}, "output_config.effort"),
+                          ({"output_config": {"format": {"type": "text"}}}, "output_config.format"),
+                          ({"output_format": {"type": "json_schema", "schema": {"type": "string", "format": "uri"}}},
+                           "format")):
+            r = self.post("/v1/messages", {"max_tokens": 8, "messages": ask, **bad})
+            self.assertEqual(r.status, 400, r)
+            self.assertIn(word, r.json()["error"]["message"])
+
     def test_responses_text_stream_and_function_call(self):
         from openai import OpenAI
         client = OpenAI(api_key="k", base_url=f"http://127.0.0.1:{self.port}/v1")

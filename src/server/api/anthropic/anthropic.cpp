@@ -250,6 +250,23 @@ std::optional<ApiError> convert_tool_choice(const json& tc, json* chat) {
     return std::nullopt;
 }
 
+// Structured output: output_config.format (and the beta's output_format), {"type":
+// "json_schema", "schema": {...}}, as chat's response_format (with tools: a call or the
+// answer, one grammar).
+std::optional<ApiError> convert_output_format(const json& f, const std::string& where, json* chat) {
+    const json* type = f.is_object() ? field(f, "type") : nullptr;
+    if (!type || *type != "json_schema")
+        return bad_request(where + " must be {\"type\": \"json_schema\", \"schema\": {...}}");
+    const json* schema = field(f, "schema");
+    if (!schema || !(schema->is_object() || schema->is_boolean()))
+        return bad_request(where + ".schema must be a JSON schema object");
+    for (const auto& [k, v] : f.items())
+        if (k != "type" && k != "schema" && !v.is_null())
+            return bad_request(where + "." + k + " is not supported");
+    (*chat)["response_format"] = {{"type", "json_schema"}, {"json_schema", {{"name", "output"}, {"schema", *schema}}}};
+    return std::nullopt;
+}
+
 std::optional<ApiError> convert(const json& body, bool count_tokens, json* result) {
     if (!body.is_object()) return bad_request("the request body must be a JSON object");
     // Every field is either read below or refused here: an ignored field that asks for
@@ -257,7 +274,8 @@ std::optional<ApiError> convert(const json& body, bool count_tokens, json* resul
     static const char* const kKnown[] = {
         "model",       "messages", "system",   "max_tokens",   "stop_sequences",
         "temperature", "top_p",    "top_k",    "stream",       "tools",
-        "tool_choice", "thinking", "metadata", "service_tier", "chat_template_kwargs"};
+        "tool_choice", "thinking", "metadata", "service_tier", "chat_template_kwargs",
+        "output_config", "output_format"};
     for (const auto& [k, v] : body.items()) {
         if (v.is_null()) continue;
         if (std::find(std::begin(kKnown), std::end(kKnown), k) == std::end(kKnown))
@@ -354,6 +372,20 @@ std::optional<ApiError> convert(const json& body, bool count_tokens, json* resul
         }
     }
     if (!kwargs.empty()) chat["chat_template_kwargs"] = std::move(kwargs);
+
+    if (const json* oc = field(body, "output_config")) {
+        if (!oc->is_object()) return bad_request("output_config must be an object");
+        for (const auto& [k, v] : oc->items())
+            if (k != "format" && !v.is_null())
+                return bad_request("output_config." + k + " is not supported by this server");
+        if (const json* f = field(*oc, "format"))
+            if (auto e = convert_output_format(*f, "output_config.format", &chat)) return e;
+    }
+    if (const json* f = field(body, "output_format")) {
+        if (chat.contains("response_format"))
+            return bad_request("give output_config.format or output_format, not both");
+        if (auto e = convert_output_format(*f, "output_format", &chat)) return e;
+    }
 
     // metadata.user_id is for Anthropic's abuse tracking: nothing to do with it.
     if (const json* md = field(body, "metadata"); md && !md->is_object())
