@@ -147,3 +147,23 @@ class AgentApis(unittest.TestCase):
         self.assertIn("location", json.loads(call.arguments))
         bad = self.post("/v1/responses", {"input": "x", "previous_response_id": "resp_1"})
         assert_error_shape(self, bad, 400)
+
+    def test_responses_tools_with_a_typed_answer(self):
+        # what openai-agents and instructor send: tools and text.format together
+        import jsonschema
+        from openai import OpenAI
+        client = OpenAI(api_key="k", base_url=f"http://127.0.0.1:{self.port}/v1")
+        schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"],
+                  "additionalProperties": False}
+        tool = {"type": "function", "name": "get_weather", "parameters": self.TOOL["input_schema"]}
+        fmt = {"format": {"type": "json_schema", "name": "answer", "schema": schema, "strict": True}}
+        for q, choice in (("Weather in Paris?", "auto"), ("Say hello.", "auto"), ("Say hello.", "none")):
+            with self.subTest(q=q, choice=choice):
+                r = client.responses.create(model="m", input=q, tools=[tool], tool_choice=choice, text=fmt,
+                                            max_output_tokens=80, temperature=0)
+                calls = [o for o in r.output if o.type == "function_call"]
+                if calls:
+                    self.assertNotEqual(choice, "none")
+                    jsonschema.validate(json.loads(calls[0].arguments), self.TOOL["input_schema"])
+                else:
+                    jsonschema.validate(json.loads(r.output_text), schema)
