@@ -21,6 +21,7 @@ import sys
 import time
 import types
 import unittest
+import warnings
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -52,7 +53,12 @@ def main():
         return 1
     print(f"run_clients: {ARGS.bin} with {sys.executable}", flush=True)
     t0 = time.monotonic()
-    prog = unittest.main(module=library_tests(), argv=[sys.argv[0], *rest], exit=False, verbosity=2)
+    # Deprecations shown (a library's idiom going away is news); not the ResourceWarnings of
+    # the async libraries' generators closed at asyncio.run's end.
+    warnings.simplefilter("default")
+    warnings.filterwarnings("ignore", category=ResourceWarning)
+    prog = unittest.main(module=library_tests(), argv=[sys.argv[0], *rest], exit=False, verbosity=2,
+                         warnings=False)
     r = prog.result
     skipped_cases = sum(1 for t, _ in r.skipped if isinstance(t, unittest.TestCase))
     passed = r.testsRun - skipped_cases - len(r.failures) - len(r.errors)
