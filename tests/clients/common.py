@@ -17,7 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "server", "serve"))
 
 import harness  # noqa: E402  (after the path above)
-from harness import ARGS, QWEN_SMALL, model_path, request, start_server  # noqa: E402,F401
+from harness import ARGS, QWEN_SMALL, model_path, start_server  # noqa: E402,F401  (ARGS: for run_clients)
 
 MODEL = "qwen"  # the alias the server answers to (-a)
 API_KEY = "sk-edgellm-test"  # clients insist on one; the server has no --api-key
