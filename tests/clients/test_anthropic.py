@@ -108,3 +108,9 @@ class AnthropicClient(ClientCase):
         self.assertEqual(cm.exception.status_code, 400)
         self.assertIn("output_config.format", str(cm.exception))
         json.loads(cm.exception.response.text)  # the error is JSON
+        # the SDK's arguments for Anthropic's own platform: refused by name, not dropped
+        for name, value in (("inference_geo", "us"), ("speed", "fast"), ("cache_control", {"type": "ephemeral"})):
+            with self.subTest(name=name), self.assertRaises(self.anthropic.BadRequestError) as cm:
+                self.create("hi", max_tokens=4, **{name: value})
+            self.assertEqual(cm.exception.status_code, 400)
+            self.assertIn(name, str(cm.exception))

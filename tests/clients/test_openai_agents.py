@@ -69,3 +69,11 @@ class OpenAIAgents(ClientCase):
             with self.subTest(responses=responses):
                 r = self.agents.Runner.run_sync(self.agent(responses, output_type=Person), PERSON_PROMPT)
                 self.assertEqual((r.final_output.name, r.final_output.age), ("Alice", 31))
+
+    def test_refused_setting_is_a_400_naming_it(self):
+        # truncation "auto" (cut the conversation to fit) is refused: edgellm never cuts
+        agent = self.agent(True, settings={"truncation": "auto"})
+        with self.assertRaises(self.openai.BadRequestError) as cm:
+            self.agents.Runner.run_sync(agent, "hi")
+        self.assertEqual(cm.exception.status_code, 400)
+        self.assertIn("truncation", str(cm.exception))
