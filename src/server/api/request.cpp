@@ -167,6 +167,16 @@ void parse_messages(const json& body, Fields& f, GenRequest* out) {
         if (!extra.empty()) cm.extra_json = extra.dump();
         out->messages.push_back(std::move(cm));
     }
+    // OpenAI fields that ask for what this server cannot give: refused, never dropped.
+    if (const json* mod = f.get("modalities")) {
+        if (!mod->is_array()) return f.fail("modalities must be an array");
+        for (const json& m : *mod)
+            if (m != "text")
+                return f.fail("modalities: only \"text\" is supported (this server generates no audio), got " +
+                              m.dump());
+    }
+    if (f.get("audio")) return f.fail("audio output is not supported by this server");
+    if (f.get("web_search_options")) return f.fail("web_search_options: this server does not search the web");
     if (const json* tools = f.get("tools")) {
         if (!tools->is_array()) return f.fail("tools must be an array");
         for (size_t i = 0; i < tools->size(); ++i) {

@@ -378,6 +378,21 @@ TEST(ConstrainedRequests, ToolsWithATypedAnswer) {
     EXPECT_NE(e->message.find("grammar together with tools"), std::string::npos) << e->message;
 }
 
+TEST(ChatRequests, WhatCannotBeGivenIsRefusedNotDropped) {
+    GenRequest g;
+    EXPECT_FALSE(parse_req(Api::Chat, R"({"messages":[{"role":"user","content":"hi"}],"modalities":["text"]})", &g));
+    for (const char* body : {R"({"messages":[{"role":"user","content":"hi"}],"modalities":["text","audio"]})",
+                             R"({"messages":[{"role":"user","content":"hi"}],"audio":{"voice":"alloy","format":"wav"}})",
+                             R"({"messages":[{"role":"user","content":"hi"}],"web_search_options":{}})"}) {
+        auto e = parse_req(Api::Chat, body, &g);
+        ASSERT_TRUE(e) << body;
+        EXPECT_EQ(e->status, 400) << body;
+    }
+    auto e = parse_req(Api::Chat, R"({"messages":[{"role":"user","content":"hi"}],"modalities":["audio"]})", &g);
+    ASSERT_TRUE(e);
+    EXPECT_NE(e->message.find("modalities"), std::string::npos) << e->message;
+}
+
 TEST(ConstrainedRequests, SamplingOptionsHonouredOrRefused) {
     GenRequest g;
     EXPECT_FALSE(parse_req(Api::Native, R"({"prompt":"x","typical_p":0.9,"mirostat":2,"mirostat_tau":4,
