@@ -19,14 +19,9 @@ Exit code: 0 all passed (some may have skipped), 1 a failure, 77 when every test
 (CTest's SKIP_RETURN_CODE).
 """
 
-import argparse
 import fnmatch
-import glob
-import importlib
 import os
 import sys
-import time
-import types
 import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -34,23 +29,12 @@ FEATURES = os.path.join(HERE, "serve")
 sys.path.insert(0, FEATURES)
 sys.dont_write_bytecode = True  # no __pycache__ in the source tree (CTest runs from the build)
 
-from harness import ARGS, _stop_all_servers  # noqa: E402  (after the path above)
+from harness import collect_test_classes, run_test_classes  # noqa: E402  (after the path above)
 
 
 def feature_tests():
-    """One module object holding the test classes of every serve/test_*.py, for unittest.main:
-    its loader takes them in the order of their names, across the files."""
-    tests = types.ModuleType("test_serve")
-    for path in sorted(glob.glob(os.path.join(FEATURES, "test_*.py"))):
-        module = importlib.import_module(os.path.basename(path)[:-3])
-        for name, obj in vars(module).items():
-            if isinstance(obj, type) and issubclass(obj, unittest.TestCase) \
-                    and obj.__module__ == module.__name__:
-                if hasattr(tests, name):
-                    raise SystemExit(f"test_serve: two test classes named {name} "
-                                     f"({getattr(tests, name).__module__}.py and {path})")
-                setattr(tests, name, obj)
-    return tests
+    """Every serve/test_*.py's classes in one module, as when they were all in this file."""
+    return collect_test_classes(FEATURES, "test_serve")
 
 
 class OneFileLoader(unittest.TestLoader):
@@ -73,32 +57,7 @@ class OneFileLoader(unittest.TestLoader):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], add_help=False)
-    parser.add_argument("--bin", default=None)
-    parser.add_argument("--root", default=None)
-    ours, rest = parser.parse_known_args()
-    ARGS.root = os.path.abspath(ours.root or os.path.join(HERE, "..", ".."))
-    ARGS.bin = os.path.abspath(ours.bin or os.path.join(ARGS.root, "build", "bin", "edgellm"))
-    if not os.access(ARGS.bin, os.X_OK):
-        print(f"test_serve: {ARGS.bin} is not an executable; build it first", file=sys.stderr)
-        return 1
-    print(f"test_serve: {ARGS.bin} with {sys.executable}", flush=True)
-    t0 = time.monotonic()
-    prog = unittest.main(module=feature_tests(), argv=[sys.argv[0], *rest], exit=False, verbosity=2,
-                         testLoader=OneFileLoader())
-    r = prog.result
-    # A class skipped in setUpClass counts once in r.skipped and not in r.testsRun.
-    skipped_cases = sum(1 for t, _ in r.skipped if isinstance(t, unittest.TestCase))
-    passed = r.testsRun - skipped_cases - len(r.failures) - len(r.errors)
-    print(f"test_serve: {passed} passed, {len(r.failures) + len(r.errors)} failed, "
-          f"{skipped_cases} tests and {len(r.skipped) - skipped_cases} classes skipped "
-          f"in {time.monotonic() - t0:.0f} s", flush=True)
-    _stop_all_servers()
-    if not r.wasSuccessful():
-        return 1
-    if r.skipped and passed == 0:
-        return 77  # everything skipped: CTest's SKIP_RETURN_CODE
-    return 0
+    return run_test_classes("test_serve", HERE, feature_tests, testLoader=OneFileLoader())
 
 
 if __name__ == "__main__":

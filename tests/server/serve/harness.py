@@ -15,7 +15,9 @@ import these names and never rebind them.
 import argparse
 import atexit
 import ctypes
+import glob
 import http.client
+import importlib
 import json
 import os
 import re
@@ -23,8 +25,10 @@ import signal
 import socket
 import struct
 import subprocess
+import sys
 import threading
 import time
+import types
 import unittest
 
 ARGS = argparse.Namespace(bin=None, root=None)
@@ -573,3 +577,57 @@ TOOLS = [MUSIC_TOOL, WEATHER_TOOL]
 def run_cli(args, timeout=60):
     return subprocess.run([ARGS.bin, "serve", *args], capture_output=True, text=True, timeout=timeout,
                           stdin=subprocess.DEVNULL)
+
+
+# ---- the runners (tests/server/test_serve.py, tests/clients/run_clients.py) ---------------
+
+
+def collect_test_classes(directory, name):
+    """One module object holding the unittest classes of every test_*.py in `directory` (on
+    sys.path), for unittest.main: its loader takes them in the order of their names."""
+    tests = types.ModuleType(name)
+    for path in sorted(glob.glob(os.path.join(directory, "test_*.py"))):
+        module = importlib.import_module(os.path.basename(path)[:-3])
+        for cls_name, obj in vars(module).items():
+            if isinstance(obj, type) and issubclass(obj, unittest.TestCase) \
+                    and obj.__module__ == module.__name__:
+                if hasattr(tests, cls_name):
+                    raise SystemExit(f"{name}: two test classes named {cls_name} "
+                                     f"({getattr(tests, cls_name).__module__}.py and {path})")
+                setattr(tests, cls_name, obj)
+    return tests
+
+
+def run_test_classes(name, here, collect, show_skips=False, **main_kw):
+    """--bin/--root, then unittest.main (main_kw: its own options) over collect() with the rest
+    of the command line, a
+    summary line, every server stopped. The exit status: 1 on a failure, 77 (CTest's
+    SKIP_RETURN_CODE) when everything was skipped, else 0."""
+    parser = argparse.ArgumentParser(add_help=False)
+    parser.add_argument("--bin", default=None)
+    parser.add_argument("--root", default=None)
+    ours, rest = parser.parse_known_args()
+    ARGS.root = os.path.abspath(ours.root or os.path.join(here, "..", ".."))
+    ARGS.bin = os.path.abspath(ours.bin or os.path.join(ARGS.root, "build", "bin", "edgellm"))
+    if not os.access(ARGS.bin, os.X_OK):
+        print(f"{name}: {ARGS.bin} is not an executable; build it first", file=sys.stderr)
+        return 1
+    print(f"{name}: {ARGS.bin} with {sys.executable}", flush=True)
+    t0 = time.monotonic()
+    prog = unittest.main(module=collect(), argv=[sys.argv[0], *rest], exit=False, verbosity=2, **main_kw)
+    r = prog.result
+    # A class skipped in setUpClass counts once in r.skipped and not in r.testsRun.
+    skipped_cases = sum(1 for t, _ in r.skipped if isinstance(t, unittest.TestCase))
+    passed = r.testsRun - skipped_cases - len(r.failures) - len(r.errors)
+    if show_skips:
+        for test, reason in r.skipped:
+            print(f"{name}: skipped {test}: {reason}", flush=True)
+    print(f"{name}: {passed} passed, {len(r.failures) + len(r.errors)} failed, "
+          f"{skipped_cases} tests and {len(r.skipped) - skipped_cases} classes skipped "
+          f"in {time.monotonic() - t0:.0f} s", flush=True)
+    _stop_all_servers()
+    if not r.wasSuccessful():
+        return 1
+    if r.skipped and passed == 0:
+        return 77
+    return 0
