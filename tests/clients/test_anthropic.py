@@ -102,6 +102,16 @@ class AnthropicClient(ClientCase):
         self.assertGreater(n.input_tokens, 0)
         self.assertGreater(more.input_tokens, n.input_tokens)
 
+    def test_automatic_prompt_caching(self):
+        """top-level cache_control: the prefix is kept (it always is), and usage says so."""
+        system = "You are a weather assistant for travellers. " * 8
+        first = self.create("Is it sunny in Paris?", max_tokens=4, system=system,
+                            cache_control={"type": "ephemeral"})
+        second = self.create("Is it sunny in Rome?", max_tokens=4, system=system,
+                             cache_control={"type": "ephemeral"})
+        self.assertGreater(first.usage.input_tokens, 0)
+        self.assertGreater(second.usage.cache_read_input_tokens, 20, second.usage)
+
     def test_refused_option_is_a_400_naming_it(self):
         with self.assertRaises(self.anthropic.BadRequestError) as cm:
             self.create("hi", output_config={"format": {"type": "xml"}})
@@ -109,7 +119,7 @@ class AnthropicClient(ClientCase):
         self.assertIn("output_config.format", str(cm.exception))
         json.loads(cm.exception.response.text)  # the error is JSON
         # the SDK's arguments for Anthropic's own platform: refused by name, not dropped
-        for name, value in (("inference_geo", "us"), ("speed", "fast"), ("cache_control", {"type": "ephemeral"})):
+        for name, value in (("inference_geo", "us"), ("speed", "fast")):
             with self.subTest(name=name), self.assertRaises(self.anthropic.BadRequestError) as cm:
                 self.create("hi", max_tokens=4, **{name: value})
             self.assertEqual(cm.exception.status_code, 400)

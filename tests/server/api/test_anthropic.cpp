@@ -366,7 +366,13 @@ TEST(AnthropicRequest, FieldsThatChangeNothingAreAccepted) {
     body["metadata"] = {{"user_id", "test_user_123"}};
     body["service_tier"] = "auto";
     body["temperature"] = nullptr;  // null is absent
+    body["cache_control"] = {{"type", "ephemeral"}, {"ttl", "1h"}};  // the prefix is kept anyway
     through_chat(body);
+    // ... but a cache_control that is not Anthropic's shape is named
+    body["cache_control"] = {{"type", "persistent"}};
+    EXPECT_NE(refusal(body).find("cache_control"), std::string::npos);
+    body["cache_control"] = {{"type", "ephemeral"}, {"ttl", "1d"}};
+    EXPECT_NE(refusal(body).find("cache_control.ttl"), std::string::npos);
 }
 
 TEST(AnthropicRequest, SamplingAndStopSequences) {

@@ -275,11 +275,22 @@ std::optional<ApiError> convert(const json& body, bool count_tokens, json* resul
         "model",       "messages", "system",   "max_tokens",   "stop_sequences",
         "temperature", "top_p",    "top_k",    "stream",       "tools",
         "tool_choice", "thinking", "metadata", "service_tier", "chat_template_kwargs",
-        "output_config", "output_format"};
+        "output_config", "output_format", "cache_control"};
     for (const auto& [k, v] : body.items()) {
         if (v.is_null()) continue;
         if (std::find(std::begin(kKnown), std::end(kKnown), k) == std::end(kKnown))
             return bad_request("\"" + k + "\" is not supported by this server's Messages API");
+    }
+    // Top-level cache_control asks Anthropic to cache the prompt's prefix automatically:
+    // edgellm always keeps the prefix (the slot's KV cache), so it is honoured as it is.
+    if (const json* cc = field(body, "cache_control")) {
+        const json* type = cc->is_object() ? field(*cc, "type") : nullptr;
+        if (!type || *type != "ephemeral")
+            return bad_request("cache_control must be {\"type\": \"ephemeral\"}");
+        for (const auto& [k, v] : cc->items())
+            if (k != "type" && k != "ttl") return bad_request("cache_control." + k + " is not supported");
+        if (const json* ttl = field(*cc, "ttl"); ttl && *ttl != "5m" && *ttl != "1h")
+            return bad_request("cache_control.ttl must be \"5m\" or \"1h\"");
     }
 
     json chat = json::object();

@@ -22,7 +22,8 @@
 // (web search, code execution, ...), and top-level fields that would change the answer
 // but mean nothing here (mcp_servers, container, ...). Accepted and ignored because they
 // change nothing a user sees: metadata, service_tier "auto"/"standard_only",
-// cache_control on any block (the server caches prompt prefixes by itself), citations on
+// cache_control on any block and at the top level (the server caches prompt prefixes by
+// itself, and says so in usage.cache_read_input_tokens), citations on
 // text blocks, redacted_thinking blocks (Anthropic's encrypted reasoning; no local model
 // can read it).
 #pragma once
