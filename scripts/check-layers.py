@@ -63,7 +63,7 @@ ALLOWED = {layer: closure(layer) | {layer} for layer in BELOW}
 # The public headers' owners (include/edgellm/NAME.h); "base" is for every layer.
 PUBLIC = {
     "error": "base", "version": "base", "tensor_type": "kernels", "gguf": "gguf",
-    "model": "model", "tokenizer": "text", "chat": "text", "grammar": "text",
+    "model": "model", "arch": "model", "tokenizer": "text", "chat": "text", "grammar": "text",
     "json_schema": "text", "sampler": "text", "session": "runtime",
     "prompt_cache": "runtime", "speculative": "runtime", "quantize": "modelfile",
     "synth": "modelfile", "client": "client", "server": "server", "kernels": "kernels",

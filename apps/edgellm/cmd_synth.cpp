@@ -1,5 +1,4 @@
-// edgellm synth --arch llama|qwen2|qwen3|gemma3 --shape NAME -o OUT.gguf [--type T] [--seed S] [-t
-// N]
+// edgellm synth --shape NAME [--arch A] -o OUT.gguf [--type T] [--seed S] [-t N]
 #include <cstdio>
 #include <cstdlib>
 
@@ -11,10 +10,9 @@ namespace edgellm::cli {
 int cmd_synth(const std::vector<std::string>& args) {
     Settings s;
     if (auto done = parse_options("synth", args, &s)) return *done;
-    if (!s.synth.arch || !s.synth.shape || !s.synth.out)
-        return fail("synth", "need --arch, --shape and -o", 2);
+    if (!s.synth.shape || !s.synth.out) return fail("synth", "need --shape and -o", 2);
     SynthOptions o;
-    o.arch = *s.synth.arch;
+    if (s.synth.arch) o.arch = *s.synth.arch;
     o.shape = *s.synth.shape;
     o.type = s.synth.type;
     o.seed = (uint64_t)s.synth.seed;
@@ -26,7 +24,7 @@ int cmd_synth(const std::vector<std::string>& args) {
     if (!r) return fail("synth", r.error());
     std::fprintf(stderr,
                  "edgellm synth: %s %s %s, %zu tensors, %.3f B parameters, %.1f MiB -> %s\n",
-                 o.arch.c_str(), o.shape.c_str(), file_type_name(o.type), r->n_tensors,
+                 (o.arch.empty() ? find_model_shape(o.shape)->arch : o.arch.c_str()), o.shape.c_str(), file_type_name(o.type), r->n_tensors,
                  (double)r->n_params / 1e9, (double)r->bytes / (1 << 20), s.synth.out->c_str());
     return 0;
 }

@@ -18,7 +18,7 @@ namespace edgellm {
 
 // Hyper-parameters read from GGUF metadata ("<arch>.embedding_length" and friends).
 struct HParams {
-    std::string arch;         // "llama", "qwen2"
+    std::string arch;         // general.architecture: an entry of the table (edgellm/arch.h)
     int64_t n_vocab = 0;      // rows of token_embd
     int64_t n_ctx_train = 0;  // <arch>.context_length
     int64_t n_embd = 0;       // width of the residual stream
@@ -50,6 +50,14 @@ struct HParams {
     bool is_swa(int64_t il) const {
         return n_swa > 0 && swa_period > 0 && il % swa_period < swa_period - 1;
     }
+    // SmolLM3: layers with (il + 1) % nope_every == 0 use no rotary positions.
+    int64_t nope_every = 0;
+    bool uses_rope(int64_t il) const { return nope_every <= 0 || (il + 1) % nope_every != 0; }
+    // Phi-3's LongRoPE: rope_factors_short up to n_ctx_orig positions of context, the long
+    // ones beyond, and every rotation scaled by rope_attn_factor.
+    bool longrope = false;
+    int64_t n_ctx_orig = 0;
+    float rope_attn_factor = 1.0f;
 
     int64_t n_embd_kv() const { return n_head_kv * head_dim; }
     int64_t n_embd_q() const { return n_head * head_dim; }

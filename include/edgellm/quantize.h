@@ -48,6 +48,9 @@ struct QuantizeOptions {
     bool pure = false;                               // every quantizable tensor gets the base type
     std::optional<TensorType> output_type;           // override for output.weight
     std::optional<TensorType> token_embedding_type;  // override for token_embd.weight
+    // The file's family (general.architecture): its table entry says each tensor's role
+    // (edgellm/arch.h); "" or a family edgellm does not run: llama.cpp's name patterns.
+    std::string arch;
 };
 
 // What the plan needs to know of a tensor.

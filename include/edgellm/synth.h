@@ -14,18 +14,22 @@
 namespace edgellm {
 
 struct ModelShape {
-    const char* name;  // "qwen2.5-0.5b"
-    int64_t n_embd, n_ff, n_layer, n_head, n_head_kv, n_vocab, n_ctx_train;
-    int64_t head_dim;  // 0: n_embd / n_head
-    bool tied_output;  // no output.weight
-    float rope_base, rms_eps;
+    const char* name = "";  // "qwen2.5-0.5b"
+    const char* arch = "";  // its family (the table's name): synth's default --arch
+    int64_t n_embd = 0, n_ff = 0, n_layer = 0, n_head = 0, n_head_kv = 0, n_vocab = 0,
+            n_ctx_train = 0;
+    int64_t head_dim = 0;  // 0: n_embd / n_head
+    bool tied_output = false;  // no output.weight
+    float rope_base = 1e4f, rms_eps = 1e-6f;
+    int64_t n_rot = 0;       // rotated dimensions per head (0: all)
+    int64_t n_ctx_orig = 0;  // Phi-3's LongRoPE: the original context (0: none)
 };
 
 const std::vector<ModelShape>& model_shapes();
 const ModelShape* find_model_shape(const std::string& name);
 
 struct SynthOptions {
-    std::string arch = "qwen2";  // "llama" or "qwen2" (q/k/v biases)
+    std::string arch;  // a family of the architecture table ("": the shape's)
     std::string shape = "tiny";
     FileType type = FileType::F16;
     uint64_t seed = 1;

@@ -163,7 +163,7 @@ void rope(float* x, int64_t pos, const RopeParams& p) {
     float theta = (float)pos * p.freq_scale;  // theta_i = theta_0 * theta_scale^i
     for (int i = 0; i < half; ++i) {
         const float t = p.freq_factors ? theta / p.freq_factors[i] : theta;
-        const float c = std::cos(t), s = std::sin(t);
+        const float c = std::cos(t) * p.mscale, s = std::sin(t) * p.mscale;
         const int a = p.neox ? i : 2 * i;
         const int b = p.neox ? i + half : 2 * i + 1;
         const float x0 = x[a], x1 = x[b];

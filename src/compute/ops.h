@@ -36,6 +36,7 @@ struct RopeParams {
     float freq_scale = 1.0f;
     bool neox = false;
     const float* freq_factors = nullptr;  // n_rot/2 values (Llama 3.1 long-context scaling)
+    float mscale = 1.0f;  // the rotated pairs scaled by this (Phi-3's LongRoPE attn_factor)
 };
 void rope(float* x, int64_t pos, const RopeParams& p);
 

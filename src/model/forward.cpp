@@ -71,8 +71,8 @@ size_t largest_activation_buffer(const Model& m, int64_t n_batch, int64_t n_outp
         if (!s) continue;
         most = std::max(most, activation_buffer_size(s->output, n_outputs, n_threads));
         for (const LayerWeights& l : s->layers)
-            for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-                most = std::max(most, activation_buffer_size(*t, n_batch, n_threads));
+            for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+                if (*t) most = std::max(most, activation_buffer_size(*t, n_batch, n_threads));
     }
     return most;
 }
@@ -90,6 +90,12 @@ void lay_out(Arena& a, const Model& m, const ContextParams& p, int n_threads, Co
     d.attn = a.take<float>(nb * h.n_embd_q());
     d.gate = a.take<float>(nb * h.n_ff);
     d.up = a.take<float>(nb * h.n_ff);
+    int64_t fused = 0;  // the widest fused matrix's output
+    for (const LayerWeights& l : m.impl().bound.layers) {
+        if (l.wqkv) fused = std::max(fused, l.wqkv.ne[1]);
+        if (!l.w_gate) fused = std::max(fused, l.w_up.ne[1]);
+    }
+    d.fused = fused ? a.take<float>(nb * (size_t)fused) : nullptr;
     d.act_q = a.take<uint8_t>(largest_activation_buffer(m, p.n_batch, p.n_outputs, n_threads));
     d.logits = a.take<float>((size_t)p.n_outputs * h.n_vocab);
     d.out_rows = a.take<int64_t>((size_t)std::max(p.n_batch, p.n_outputs));
@@ -204,6 +210,17 @@ KvLayout kv_layout(const Model& m, const ContextParams& p) {
     return l;
 }
 
+// The RoPE frequency factors for a context of n_ctx positions: Llama 3's, or Phi-3's
+// LongRoPE short ones up to the original context and the long ones beyond (as llama.cpp
+// chooses them, by the context's size); null: none.
+static const float* rope_factors(const Model& m, int64_t n_ctx) {
+    const Model::Impl& w = m.impl();
+    const HParams& h = m.hparams();
+    if (h.longrope && (w.rope_long || w.rope_short))
+        return n_ctx > h.n_ctx_orig && w.rope_long ? w.rope_long : w.rope_short;
+    return w.rope_freqs;
+}
+
 size_t scratch_bytes(const Model& m, const ContextParams& p, int n_threads) {
     Arena a;
     lay_out(a, m, p, n_threads, nullptr);
@@ -258,6 +275,7 @@ Result<std::unique_ptr<Context>> Context::create(const Model& m, const ContextPa
     lay_out(a, m, p, p.n_threads, &d);
     d.pool = std::make_unique<ThreadPool>(p.n_threads, p.cpus);
     d.threads_asked = asked;
+    d.rope_factors = rope_factors(m, p.n_ctx);
     return c;
 }
 
@@ -298,13 +316,14 @@ int64_t Context::shift(int64_t n_keep, int64_t n_discard, int seq) {
     rp.n_rot = (int)h.n_rot;
     rp.freq_scale = h.rope_freq_scale;
     rp.neox = h.rope_neox;
-    rp.freq_factors = impl_->model->impl().rope_freqs;
+    rp.freq_factors = impl_->rope_factors;  // (and mscale 1: a turn, not a scaling)
     // RoPE turns by an angle proportional to the position, so a key rotated for position p
     // becomes the key of p - n_discard when turned by -n_discard.
     const int64_t before = kv.n_used();
     // A key turned by the Hadamard matrix is turned back first (H H = I), then again.
     const KvRotation rot = kv_rotation(h, kv.type_k(), kv.type_v());
     kv.shift(n_keep, n_discard, [&](int64_t layer, uint8_t* k) {
+        if (!h.uses_rope(layer)) return;
         rp.freq_base = h.is_swa(layer) ? h.rope_freq_base_swa : h.rope_freq_base;
         tk.to_float(k, row.data(), h.head_dim);
         if (rot.k) hadamard(row.data(), h.head_dim, rot.k);
@@ -472,7 +491,8 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
     rope_p.freq_base = h.rope_freq_base;
     rope_p.freq_scale = h.rope_freq_scale;
     rope_p.neox = h.rope_neox;
-    rope_p.freq_factors = mw.rope_freqs;
+    rope_p.freq_factors = c.rope_factors;
+    rope_p.mscale = h.rope_attn_factor;
     // Queries scaled before attention (Gemma's query_pre_attn_scalar, as llama.cpp does it)
     // or the scores scaled inside it.
     const AttentionShape shape{(int)h.n_head, (int)h.n_head_kv, (int)h.head_dim,
@@ -491,6 +511,7 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
         const LayerWeights& l = w.layers[(size_t)il];
         const int L = (int)il;
         const bool swa = h.is_swa(il);
+        const bool roped = h.uses_rope(il);
         rope_p.freq_base = swa ? h.rope_freq_base_swa : h.rope_freq_base;
         AttentionShape layer_shape = shape;
         layer_shape.window = swa ? h.n_swa : 0;
@@ -503,16 +524,27 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
             rms_norm(c.x + t * n_embd, l.attn_norm, c.xn + t * n_embd, n_embd, h.rms_eps);
         });
         trace("attn_norm", L, c.xn, n, n_embd);
-        matmul(pool, l.wq, c.xn, n_embd, n, c.act_q, c.q, n_q);
-        apply_lora(c, segs, il, LoraSite::Q, c.xn, n_embd, c.q, n_q, n);
-        if (!same_activations(l.wk, l.wq, n))
-            quantize_activations(pool, l.wk, c.xn, n_embd, n, c.act_q);
-        matmul_quantized(pool, l.wk, c.act_q, n, c.k, n_kv);
-        apply_lora(c, segs, il, LoraSite::K, c.xn, n_embd, c.k, n_kv, n);
-        if (!same_activations(l.wv, l.wk, n))
-            quantize_activations(pool, l.wv, c.xn, n_embd, n, c.act_q);
-        matmul_quantized(pool, l.wv, c.act_q, n, c.v, n_kv);
-        apply_lora(c, segs, il, LoraSite::V, c.xn, n_embd, c.v, n_kv, n);
+        if (l.wqkv) {  // one matrix, its rows' q, k and v parts apart
+            const int64_t n_qkv = n_q + 2 * n_kv;
+            matmul(pool, l.wqkv, c.xn, n_embd, n, c.act_q, c.fused, n_qkv);
+            for_each_row(pool, n, [&](int64_t t) {
+                const float* r = c.fused + t * n_qkv;
+                std::copy(r, r + n_q, c.q + t * n_q);
+                std::copy(r + n_q, r + n_q + n_kv, c.k + t * n_kv);
+                std::copy(r + n_q + n_kv, r + n_qkv, c.v + t * n_kv);
+            });
+        } else {
+            matmul(pool, l.wq, c.xn, n_embd, n, c.act_q, c.q, n_q);
+            apply_lora(c, segs, il, LoraSite::Q, c.xn, n_embd, c.q, n_q, n);
+            if (!same_activations(l.wk, l.wq, n))
+                quantize_activations(pool, l.wk, c.xn, n_embd, n, c.act_q);
+            matmul_quantized(pool, l.wk, c.act_q, n, c.k, n_kv);
+            apply_lora(c, segs, il, LoraSite::K, c.xn, n_embd, c.k, n_kv, n);
+            if (!same_activations(l.wv, l.wk, n))
+                quantize_activations(pool, l.wv, c.xn, n_embd, n, c.act_q);
+            matmul_quantized(pool, l.wv, c.act_q, n, c.v, n_kv);
+            apply_lora(c, segs, il, LoraSite::V, c.xn, n_embd, c.v, n_kv, n);
+        }
         for_each_row(pool, n, [&](int64_t t) {
             float* qt = c.q + t * n_q;
             float* kt = c.k + t * n_kv;
@@ -523,14 +555,14 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
             for (int64_t hh = 0; hh < h.n_head; ++hh) {
                 float* qh = qt + hh * h.head_dim;
                 if (l.q_norm) rms_norm(qh, l.q_norm, qh, h.head_dim, h.rms_eps);
-                rope(qh, c.pos[t], rope_p);
+                if (roped) rope(qh, c.pos[t], rope_p);
                 if (h.q_scale > 0.0f) scale(qh, h.head_dim, h.q_scale);
                 if (rot.k) hadamard(qh, h.head_dim, rot.k);
             }
             for (int64_t hh = 0; hh < h.n_head_kv; ++hh) {
                 float* kh = kt + hh * h.head_dim;
                 if (l.k_norm) rms_norm(kh, l.k_norm, kh, h.head_dim, h.rms_eps);
-                rope(kh, c.pos[t], rope_p);
+                if (roped) rope(kh, c.pos[t], rope_p);
                 if (rot.k) hadamard(kh, h.head_dim, rot.k);
             }
             if (rot.v) hadamard(vt, n_kv, rot.v);
@@ -573,13 +605,23 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
         for_each_row(pool, n, [&](int64_t t) {
             rms_norm(c.x + t * n_embd, l.ffn_norm, c.xn + t * n_embd, n_embd, h.rms_eps);
         });
-        quantize_activations(pool, l.w_gate, c.xn, n_embd, n, c.act_q);
+        if (!l.w_gate) {  // gate and up in one matrix: its rows' halves apart
+            matmul(pool, l.w_up, c.xn, n_embd, n, c.act_q, c.fused, 2 * h.n_ff);
+            apply_lora(c, segs, il, LoraSite::Up, c.xn, n_embd, c.fused, 2 * h.n_ff, n);
+            for_each_row(pool, n, [&](int64_t t) {
+                const float* r = c.fused + t * 2 * h.n_ff;
+                std::copy(r, r + h.n_ff, c.gate + t * h.n_ff);
+                std::copy(r + h.n_ff, r + 2 * h.n_ff, c.up + t * h.n_ff);
+            });
+        } else {
+            quantize_activations(pool, l.w_gate, c.xn, n_embd, n, c.act_q);
+        }
         // Gate and up at once, joined tile by tile (h never makes a pass of its own), when
         // they take the panel GEMM alike and no adapter changes them in between.
         const GluFn glu_fn = h.gelu_ffn ? geglu : swiglu;
-        const bool joined = !c.lora_on_step && same_activations(l.w_up, l.w_gate, n) &&
+        const bool joined = l.w_gate && !c.lora_on_step && same_activations(l.w_up, l.w_gate, n) &&
                             matmul_glu(pool, l.w_gate, l.w_up, glu_fn, c.act_q, n, c.gate, h.n_ff);
-        if (!joined) {
+        if (!joined && l.w_gate) {
             matmul_quantized(pool, l.w_gate, c.act_q, n, c.gate, h.n_ff);
             apply_lora(c, segs, il, LoraSite::Gate, c.xn, n_embd, c.gate, h.n_ff, n);
             if (!same_activations(l.w_up, l.w_gate, n))

@@ -1,83 +1,100 @@
-// Hyper-parameters of the supported architectures, from their GGUF metadata keys.
+// Hyper-parameters of a model, read from its GGUF metadata as its family's table entry
+// (edgellm/arch.h) says.
 #include <cmath>
+#include <optional>
 
+#include "edgellm/arch.h"
 #include "model/model_impl.h"
 
 namespace edgellm {
 
 namespace {
 
-// What differs between architectures served by the same forward pass.
-struct ArchTraits {
-    const char* name;
-    bool rope_neox;   // Qwen2 uses NEOX pairing; LLaMA the original adjacent pairs
-    bool qkv_bias;    // Qwen2 has q/k/v biases
-    bool qk_norm;     // Qwen3, Gemma 3: RMSNorm per q and k head
-    bool gemma;       // Gemma 3: post-norms, GELU, scaled embeddings, sliding windows
-};
-
-constexpr ArchTraits kArchs[] = {
-    {"llama", false, false, false, false},
-    {"qwen2", true, true, false, false},
-    {"qwen3", true, false, true, false},
-    {"gemma3", true, false, true, true},
-};
+void set_field(HParams& hp, Field f, double v) {
+    switch (f) {
+        case Field::CtxTrain: hp.n_ctx_train = (int64_t)v; break;
+        case Field::Embd: hp.n_embd = (int64_t)v; break;
+        case Field::Layers: hp.n_layer = (int64_t)v; break;
+        case Field::Ff: hp.n_ff = (int64_t)v; break;
+        case Field::Heads: hp.n_head = (int64_t)v; break;
+        case Field::HeadsKv: hp.n_head_kv = (int64_t)v; break;
+        case Field::KeyLength: hp.head_dim = (int64_t)v; break;
+        case Field::ValueLength: break;  // checked against the key length below
+        case Field::RmsEps: hp.rms_eps = (float)v; break;
+        case Field::Rot: hp.n_rot = (int64_t)v; break;
+        case Field::RopeBase: hp.rope_freq_base = (float)v; break;
+        case Field::RopeBaseSwa: hp.rope_freq_base_swa = (float)v; break;
+        case Field::Swa: hp.n_swa = (int64_t)v; break;
+        case Field::SwaPattern: hp.swa_period = (int64_t)v; break;
+        case Field::FinalSoftcap: hp.final_softcap = (float)v; break;
+        case Field::RopeCtxOrig: hp.n_ctx_orig = (int64_t)v; break;
+        case Field::RopeAttnFactor: hp.rope_attn_factor = (float)v; break;
+    }
+}
 
 }  // namespace
 
 Result<HParams> read_hparams(const GgufFile& f) {
     using R = Result<HParams>;
     HParams hp;
-    const auto arch = f.get_string("general.architecture");
-    if (!arch) return R::fail(f.path() + ": missing general.architecture");
-    const ArchTraits* traits = nullptr;
-    for (const auto& a : kArchs)
-        if (*arch == a.name) traits = &a;
-    if (!traits)
-        return R::fail(f.path() + ": architecture \"" + *arch +
-                       "\" is not supported (supported: llama, qwen2, qwen3, gemma3)");
-    hp.arch = *arch;
+    const auto arch_name = f.get_string("general.architecture");
+    if (!arch_name) return R::fail(f.path() + ": missing general.architecture");
+    const ArchInfo* arch = find_arch(*arch_name);
+    if (!arch)
+        return R::fail(f.path() + ": architecture \"" + *arch_name +
+                       "\" is not supported (supported: " + arch_names() + ")");
+    hp.arch = *arch_name;
     const std::string p = hp.arch + ".";
 
+    // The table's keys: required ones present and positive, the others their defaults.
     std::string missing;
-    auto need_int = [&](const std::string& key, int64_t* out) {
-        const auto v = f.get_int(p + key);
-        if (!v || *v <= 0) {
-            missing += (missing.empty() ? "" : ", ") + p + key;
-            return;
+    int64_t v_len = -1;
+    hp.n_head_kv = hp.head_dim = hp.n_rot = -1;  // (absent: derived below)
+    for (const ArchKey& k : arch->keys) {
+        const std::string key = p + k.key;
+        std::optional<double> v;
+        if (k.is_float) {
+            if (auto x = f.get_float(key)) v = *x;
+        } else if (auto x = f.get_int(key)) {
+            v = (double)*x;
         }
-        *out = *v;
-    };
-    need_int("embedding_length", &hp.n_embd);
-    need_int("block_count", &hp.n_layer);
-    need_int("feed_forward_length", &hp.n_ff);
-    need_int("attention.head_count", &hp.n_head);
+        if (!v && f.find(key) != nullptr) {
+            missing += (missing.empty() ? "" : ", ") + key + " (wrong type)";
+            continue;
+        }
+        if (k.required && (!v || *v <= 0)) {
+            missing += (missing.empty() ? "" : ", ") + key;
+            continue;
+        }
+        if (!v && k.def != kNoDefault) v = k.def;
+        if (!v) continue;
+        if (k.field == Field::ValueLength) v_len = (int64_t)*v;
+        set_field(hp, k.field, *v);
+    }
     if (!missing.empty()) return R::fail(f.path() + ": missing or invalid metadata: " + missing);
 
-    hp.n_ctx_train = f.get_int(p + "context_length").value_or(4096);
-    hp.n_head_kv = f.get_int(p + "attention.head_count_kv").value_or(hp.n_head);
+    if (hp.n_ctx_train <= 0) hp.n_ctx_train = 4096;
+    if (hp.n_head_kv == -1) hp.n_head_kv = hp.n_head;
     if (hp.n_head_kv <= 0 || hp.n_head % hp.n_head_kv != 0)
         return R::fail(f.path() + ": " + p +
                        "attention.head_count_kv = " + std::to_string(hp.n_head_kv) +
                        " does not divide head_count " + std::to_string(hp.n_head));
-    hp.head_dim = f.get_int(p + "attention.key_length").value_or(hp.n_embd / hp.n_head);
-    const int64_t v_len = f.get_int(p + "attention.value_length").value_or(hp.head_dim);
-    if (v_len != hp.head_dim)
+    if (hp.head_dim == -1) hp.head_dim = hp.n_embd / hp.n_head;
+    if (v_len >= 0 && v_len != hp.head_dim)
         return R::fail(f.path() + ": key_length " + std::to_string(hp.head_dim) +
                        " != value_length " + std::to_string(v_len) + " is not supported");
     if (hp.head_dim <= 0 || hp.head_dim % 2 != 0)
         return R::fail(f.path() + ": head dimension " + std::to_string(hp.head_dim) +
                        " is not even");
-    hp.rms_eps = (float)f.get_float(p + "attention.layer_norm_rms_epsilon").value_or(1e-5);
-    hp.n_rot = f.get_int(p + "rope.dimension_count").value_or(hp.head_dim);
+    if (hp.n_rot == -1) hp.n_rot = hp.head_dim;
     if (hp.n_rot <= 0 || hp.n_rot > hp.head_dim || hp.n_rot % 2 != 0)
         return R::fail(f.path() + ": " + p + "rope.dimension_count = " + std::to_string(hp.n_rot) +
                        " must be even and at most the head dimension " +
                        std::to_string(hp.head_dim));
-    hp.rope_freq_base = (float)f.get_float(p + "rope.freq_base").value_or(10000.0);
 
-    // RoPE scaling: "none" or "linear" (positions divided by the factor). YaRN and friends
-    // change the rotation itself; refuse them rather than compute wrong logits.
+    // RoPE scaling: "none" or "linear" (positions divided by the factor); Llama 3's and
+    // Phi-3's are frequency factors in tensors (rope_freqs, rope_factors_long/short). YaRN
+    // and friends change the rotation itself: refused rather than wrong logits.
     const std::string scaling = f.get_string(p + "rope.scaling.type").value_or("none");
     double factor = f.get_float(p + "rope.scaling.factor").value_or(0.0);
     if (factor == 0.0) factor = f.get_float(p + "rope.scale_linear").value_or(1.0);
@@ -85,32 +102,35 @@ Result<HParams> read_hparams(const GgufFile& f) {
         (scaling == "none" && factor != 1.0 && f.find(p + "rope.scale_linear") != nullptr)) {
         if (!(factor > 0.0)) return R::fail(f.path() + ": rope scaling factor must be positive");
         hp.rope_freq_scale = (float)(1.0 / factor);
+    } else if (scaling == "llama3" || scaling == "longrope") {
+        // (the factors are tensors: without them the type means nothing we can compute)
+        const bool has = scaling == "llama3" ? f.tensor("rope_freqs.weight") != nullptr
+                                             : f.tensor("rope_factors_long.weight") != nullptr;
+        if (!has)
+            return R::fail(f.path() + ": rope scaling type \"" + scaling +
+                           "\" without its frequency factor tensors");
     } else if (scaling != "none") {
         return R::fail(f.path() + ": rope scaling type \"" + scaling + "\" is not supported yet");
     }
-    hp.rope_neox = traits->rope_neox;
-    hp.qkv_bias = traits->qkv_bias;
-    hp.qk_norm = traits->qk_norm;
-    if (traits->gemma) {
-        // As llama.cpp's gemma3: every sixth layer global, the others a sliding window
-        // with their own RoPE base (10000 unless the file says), queries scaled by
-        // 1/sqrt(head_dim) (query_pre_attn_scalar), embeddings by sqrt(n_embd).
-        hp.post_norms = true;
-        hp.gelu_ffn = true;
-        hp.embd_scale = std::sqrt((float)hp.n_embd);
-        hp.q_scale = 1.0f / std::sqrt((float)hp.head_dim);
-        hp.n_swa = f.get_int(p + "attention.sliding_window").value_or(0);
-        hp.swa_period = f.get_int(p + "attention.sliding_window_pattern").value_or(6);
-        hp.rope_freq_base_swa = (float)f.get_float(p + "rope.freq_base_swa").value_or(10000.0);
-        hp.final_softcap = (float)f.get_float(p + "final_logit_softcapping").value_or(0.0);
-        if (hp.n_swa < 0 || hp.swa_period < 0)
-            return R::fail(f.path() + ": negative sliding window or pattern");
-    }
+    if (!(hp.rope_attn_factor > 0.0f))
+        return R::fail(f.path() + ": " + p + "rope.scaling.attn_factor must be positive");
+
+    hp.rope_neox = arch->rope_neox;
+    hp.qk_norm = arch->qk_norm;
+    hp.nope_every = arch->nope_every;
+    hp.longrope = arch->longrope;
+    for (const ArchTensor& t : arch->tensors)
+        if (t.slot == Slot::Bq) hp.qkv_bias = true;
+    if (hp.longrope && hp.n_ctx_orig <= 0) hp.n_ctx_orig = hp.n_ctx_train;
 
     const GgufTensorInfo* embd = f.tensor("token_embd.weight");
     if (!embd) return R::fail(f.path() + ": missing tensor token_embd.weight");
     hp.n_vocab = embd->ne[1];
     hp.tied_output = f.tensor("output.weight") == nullptr;
+    if (arch->finish) {
+        const std::string err = arch->finish(hp, f);
+        if (!err.empty()) return R::fail(f.path() + ": " + err);
+    }
     return hp;
 }
 

@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "compute/matmul.h"
+#include "edgellm/arch.h"
 #include "kernels/kernels.h"
 #include "kernels/x16.h"
 #include "model/digest.h"
@@ -93,8 +94,8 @@ std::vector<TensorView*> matrices(WeightSet& s, bool tied) {
     std::vector<TensorView*> views = {&s.tok_embd};
     if (!tied) views.push_back(&s.output);
     for (LayerWeights& l : s.layers)
-        for (TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
-            views.push_back(t);
+        for (TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+            if (*t) views.push_back(t);
     return views;
 }
 
@@ -297,6 +298,86 @@ const std::string& Model::fingerprint() const {
 }
 
 namespace {
+// Where slot s of the model (layer null) or of layer l keeps a matrix or a vector.
+TensorView* matrix_slot(Model::Impl& w, LayerWeights* l, Slot s) {
+    switch (s) {
+        case Slot::TokEmbd: return &w.bound.tok_embd;
+        case Slot::Output: return &w.bound.output;
+        case Slot::Wq: return &l->wq;
+        case Slot::Wk: return &l->wk;
+        case Slot::Wv: return &l->wv;
+        case Slot::Wqkv: return &l->wqkv;
+        case Slot::Wo: return &l->wo;
+        case Slot::Gate: return &l->w_gate;
+        case Slot::Up: return &l->w_up;
+        case Slot::Down: return &l->w_down;
+        default: return nullptr;
+    }
+}
+
+const float** vector_slot(Model::Impl& w, LayerWeights* l, Slot s) {
+    switch (s) {
+        case Slot::OutputNorm: return &w.output_norm;
+        case Slot::RopeFreqs: return &w.rope_freqs;
+        case Slot::RopeLong: return &w.rope_long;
+        case Slot::RopeShort: return &w.rope_short;
+        case Slot::AttnNorm: return &l->attn_norm;
+        case Slot::Bq: return &l->bq;
+        case Slot::Bk: return &l->bk;
+        case Slot::Bv: return &l->bv;
+        case Slot::QNorm: return &l->q_norm;
+        case Slot::KNorm: return &l->k_norm;
+        case Slot::PostAttnNorm: return &l->post_attn_norm;
+        case Slot::FfnNorm: return &l->ffn_norm;
+        case Slot::PostFfnNorm: return &l->post_ffn_norm;
+        default: return nullptr;
+    }
+}
+
+// Every tensor of the family's table entry, checked and bound to its slot; a tensor of the
+// file the entry does not know is named (a file of a newer variant would otherwise run
+// without it).
+void bind_weights(const GgufFile& f, const HParams& h, Model::Impl& w) {
+    const ArchInfo& arch = *find_arch(h.arch);
+    Binder b(f, w);
+    w.bound.layers.resize((size_t)h.n_layer);
+    auto bind = [&](const ArchTensor& t, int64_t il) {
+        LayerWeights* l = t.per_layer ? &w.bound.layers[(size_t)il] : nullptr;
+        const std::string name = tensor_name(t, il);
+        bool required = t.required;
+        if (t.instead) {  // one of the two forms must be there
+            ArchTensor other = t;
+            other.gguf = t.instead;
+            required = f.tensor(tensor_name(other, il)) == nullptr;
+        }
+        if (t.slot == Slot::Output && h.tied_output) return;
+        const int64_t ne0 = dim_length(t.ne0, h, il), ne1 = dim_length(t.ne1, h, il);
+        if (TensorView* m = matrix_slot(w, l, t.slot))
+            *m = b.matrix(name, ne0, ne1, required);
+        else
+            *vector_slot(w, l, t.slot) = b.vector(name, ne0, required);
+    };
+    for (const ArchTensor& t : arch.tensors)
+        if (!t.per_layer) bind(t, -1);
+    for (int64_t il = 0; il < h.n_layer; ++il)
+        for (const ArchTensor& t : arch.tensors)
+            if (t.per_layer) bind(t, il);
+    if (h.tied_output) w.bound.output = w.bound.tok_embd;
+    for (const auto& t : f.tensors()) {
+        int64_t il = -1;
+        const ArchTensor* known = find_tensor(arch, t.name, &il);
+        if (!known || il >= h.n_layer)
+            throw Error(f.path() + ": tensor \"" + t.name + "\" is not part of a " + h.arch +
+                        " model (a variant edgellm does not run yet?)");
+    }
+    for (const LayerWeights& l : w.bound.layers) {
+        if (l.wqkv && (l.wq || l.wk || l.wv))
+            throw Error(f.path() + ": a layer has both attn_qkv and attn_q/k/v");
+        if (!l.wqkv && !(l.wq && l.wk && l.wv))
+            throw Error(f.path() + ": a layer has neither attn_qkv nor all of attn_q/k/v");
+    }
+}
+
 // The kernels' start-up self-test (tens of ms) on a thread of its own, beside the file's
 // parsing and binding; whatever needs the kernels first waits for it (type_kernels is
 // thread-safe, and a second call waits for the first).
@@ -329,36 +410,7 @@ Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const GgufFile> file,
     const HParams& h = m->hp_;
     Impl& w = *m->impl_;
     try {
-        Binder b(*m->file_, w);
-        w.bound.tok_embd = b.matrix("token_embd.weight", h.n_embd, h.n_vocab);
-        w.output_norm = b.vector("output_norm.weight", h.n_embd);
-        w.bound.output = h.tied_output ? w.bound.tok_embd : b.matrix("output.weight", h.n_embd, h.n_vocab);
-        w.rope_freqs = b.vector("rope_freqs.weight", h.n_rot / 2, false);
-        w.bound.layers.resize((size_t)h.n_layer);
-        for (int64_t i = 0; i < h.n_layer; ++i) {
-            const std::string p = "blk." + std::to_string(i) + ".";
-            LayerWeights& l = w.bound.layers[(size_t)i];
-            l.attn_norm = b.vector(p + "attn_norm.weight", h.n_embd);
-            l.wq = b.matrix(p + "attn_q.weight", h.n_embd, h.n_embd_q());
-            l.wk = b.matrix(p + "attn_k.weight", h.n_embd, h.n_embd_kv());
-            l.wv = b.matrix(p + "attn_v.weight", h.n_embd, h.n_embd_kv());
-            l.bq = b.vector(p + "attn_q.bias", h.n_embd_q(), h.qkv_bias);
-            l.bk = b.vector(p + "attn_k.bias", h.n_embd_kv(), h.qkv_bias);
-            l.bv = b.vector(p + "attn_v.bias", h.n_embd_kv(), h.qkv_bias);
-            l.wo = b.matrix(p + "attn_output.weight", h.n_embd_q(), h.n_embd);
-            l.ffn_norm = b.vector(p + "ffn_norm.weight", h.n_embd);
-            l.w_gate = b.matrix(p + "ffn_gate.weight", h.n_embd, h.n_ff);
-            l.w_up = b.matrix(p + "ffn_up.weight", h.n_embd, h.n_ff);
-            l.w_down = b.matrix(p + "ffn_down.weight", h.n_ff, h.n_embd);
-            if (h.qk_norm) {
-                l.q_norm = b.vector(p + "attn_q_norm.weight", h.head_dim);
-                l.k_norm = b.vector(p + "attn_k_norm.weight", h.head_dim);
-            }
-            if (h.post_norms) {
-                l.post_attn_norm = b.vector(p + "post_attention_norm.weight", h.n_embd);
-                l.post_ffn_norm = b.vector(p + "post_ffw_norm.weight", h.n_embd);
-            }
-        }
+        bind_weights(*m->file_, h, w);
     } catch (const Error& e) {
         return R::fail(e.what());
     }

@@ -31,13 +31,15 @@ struct LayerWeights {
     TensorView wq;                     // [n_embd, n_embd_q]
     TensorView wk;                     // [n_embd, n_embd_kv]
     TensorView wv;                     // [n_embd, n_embd_kv]
+    TensorView wqkv;                   // [n_embd, n_embd_q + 2 n_embd_kv] (phi3: q, k, v fused)
     const float* bq = nullptr;         // [n_embd_q]   (qwen2)
     const float* bk = nullptr;         // [n_embd_kv]  (qwen2)
     const float* bv = nullptr;         // [n_embd_kv]  (qwen2)
     TensorView wo;                     // [n_embd_q, n_embd]
     const float* ffn_norm = nullptr;   // [n_embd]
     TensorView w_gate;                 // [n_embd, n_ff]
-    TensorView w_up;                   // [n_embd, n_ff]
+    TensorView w_up;                   // [n_embd, n_ff] ([n_embd, 2 n_ff] without w_gate: phi3's
+                                       // gate and up fused, the gate first)
     TensorView w_down;                 // [n_ff, n_embd]
     const float* q_norm = nullptr;     // [head_dim]   (qwen3, gemma3)
     const float* k_norm = nullptr;     // [head_dim]   (qwen3, gemma3)
@@ -61,6 +63,8 @@ struct Model::Impl {
     const WeightSet& weights() const { return *live.load(std::memory_order_acquire); }
     const float* output_norm = nullptr;  // [n_embd]
     const float* rope_freqs = nullptr;   // [n_rot / 2] or null
+    const float* rope_long = nullptr;    // [n_rot / 2] or null (phi3's LongRoPE factors)
+    const float* rope_short = nullptr;
     std::vector<std::unique_ptr<float[]>> owned;  // vectors converted to f32 at load
     double repack_ms = 0;  // load's time repacking
     std::string repack_note;  // what became of the repack cache ("" : none)
@@ -147,6 +151,9 @@ struct Context::Impl {
     float* attn = nullptr;            // [n_batch][n_embd_q]
     float* gate = nullptr;            // [n_batch][n_ff]
     float* up = nullptr;              // [n_batch][n_ff]
+    float* fused = nullptr;           // [n_batch][n_embd_q + 2 n_embd_kv or 2 n_ff] (phi3's
+                                      // fused matrices' outputs; null: none)
+    const float* rope_factors = nullptr;  // the RoPE frequency factors of this context's size
     void* act_q = nullptr;            // quantized activations, largest of all matmuls
     float* logits = nullptr;          // [n_outputs][n_vocab]
     int32_t* pos = nullptr;           // [n_batch]

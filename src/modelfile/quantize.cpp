@@ -11,6 +11,7 @@
 #include <cstring>
 #include <thread>
 
+#include "edgellm/arch.h"
 #include "kernels/kernels.h"
 #include "kernels/quantize.h"
 
@@ -44,6 +45,21 @@ bool contains(const std::string& s, std::string_view part) {
 // third layer in between.
 bool use_more_bits(int64_t i, int64_t n) {
     return i < n / 8 || i >= 7 * n / 8 || (i - n / 8) % 3 == 2;
+}
+
+// A tensor's role for the quantizer: its family's table entry says, else llama.cpp's name
+// patterns (a file of a family edgellm does not run can still be quantized).
+QuantRole role_of(const TensorSpec& t, const ArchInfo* arch) {
+    if (arch)
+        if (const ArchTensor* e = find_tensor(*arch, t.name)) return e->quant;
+    const std::string& n = t.name;
+    if (n == "token_embd.weight") return QuantRole::TokEmbd;
+    if (n == "output.weight") return QuantRole::Output;
+    if (contains(n, "attn_v.weight")) return QuantRole::AttnV;
+    if (contains(n, "attn_qkv.weight")) return QuantRole::AttnQkv;
+    if (contains(n, "attn_output.weight")) return QuantRole::AttnOut;
+    if (contains(n, "ffn_down")) return QuantRole::FfnDown;
+    return QuantRole::AttnQ;  // (any other matrix: the base type)
 }
 
 bool is_quantizable(const TensorSpec& t) {
@@ -126,32 +142,38 @@ std::vector<TensorType> plan_tensor_types(const std::vector<TensorSpec>& tensors
     const F ft = opts.ftype;
     const T base = file_type_base(ft);
     const bool k_mix = !opts.pure && tensor_type_info(base).quantized;
+    const ArchInfo* arch = find_arch(opts.arch);
+    std::vector<QuantRole> roles;
     bool has_output = false;
     int64_t n_attn_v = 0, n_ffn_down = 0;
     for (const auto& t : tensors) {
-        has_output = has_output || t.name == "output.weight";
-        n_attn_v += contains(t.name, "attn_v.weight") || contains(t.name, "attn_qkv.weight");
-        n_ffn_down += contains(t.name, "ffn_down");
+        roles.push_back(role_of(t, arch));
+        has_output = has_output || roles.back() == QuantRole::Output;
+        n_attn_v += roles.back() == QuantRole::AttnV || roles.back() == QuantRole::AttnQkv;
+        n_ffn_down += roles.back() == QuantRole::FfnDown;
     }
     int64_t i_attn_v = 0, i_ffn_down = 0;
     std::vector<T> out;
-    for (const auto& t : tensors) {
-        if (!is_quantizable(t)) {
+    for (size_t ti = 0; ti < tensors.size(); ++ti) {
+        const TensorSpec& t = tensors[ti];
+        if (!is_quantizable(t) || roles[ti] == QuantRole::Keep) {
             out.push_back(t.type);
             continue;
         }
         T nt = base;
         const std::string& name = t.name;
+        const QuantRole role = roles[ti];
         if (k_mix) {
-            if (name == "output.weight" || (!has_output && name == "token_embd.weight")) {
+            if (role == QuantRole::Output || (!has_output && role == QuantRole::TokEmbd)) {
                 // The output projection (or the embedding that doubles as it) keeps more bits.
                 if (t.ne[0] % tensor_type_info(nt).block_size != 0)
                     nt = T::Q8_0;
                 else if (nt != T::Q8_0)
                     nt = T::Q6_K;
-            } else if (name == "token_embd.weight") {
+            } else if (role == QuantRole::TokEmbd) {
                 // stays at the base type
-            } else if (contains(name, "attn_v.weight")) {
+            } else if (role == QuantRole::AttnV || role == QuantRole::AttnQkv) {
+                // (q, k and v in one matrix are as sensitive as v: llama.cpp's rules for v)
                 if (ft == F::Q2_K)
                     nt = n_gqa >= 4 ? T::Q4_K : T::Q3_K;
                 else if (ft == F::Q2_K_S && n_gqa >= 4)
@@ -165,7 +187,7 @@ std::vector<TensorType> plan_tensor_types(const std::vector<TensorSpec>& tensors
                 else if (ft == F::Q4_K_S && i_attn_v < 4)
                     nt = T::Q5_K;
                 ++i_attn_v;
-            } else if (contains(name, "ffn_down")) {
+            } else if (role == QuantRole::FfnDown) {
                 const int64_t i = i_ffn_down, n = n_ffn_down;
                 if (ft == F::Q2_K)
                     nt = T::Q3_K;
@@ -182,26 +204,18 @@ std::vector<TensorType> plan_tensor_types(const std::vector<TensorSpec>& tensors
                 else if (ft == F::Q4_K_S && i < n / 8)
                     nt = T::Q5_K;
                 ++i_ffn_down;
-            } else if (contains(name, "attn_output.weight")) {
+            } else if (role == QuantRole::AttnOut) {
                 if (ft == F::Q2_K)
                     nt = T::Q3_K;
                 else if (ft == F::Q3_K_M)
                     nt = T::Q4_K;
                 else if (ft == F::Q3_K_L)
                     nt = T::Q5_K;
-            } else if (contains(name, "attn_qkv.weight")) {
-                if (ft == F::Q3_K_M || ft == F::Q3_K_L)
-                    nt = T::Q4_K;
-                else if (ft == F::Q4_K_M)
-                    nt = T::Q5_K;
-                else if (ft == F::Q5_K_M)
-                    nt = T::Q6_K;
             }
             nt = fallback(nt, t.ne[0], notes, name);
         }
-        if (opts.token_embedding_type && name == "token_embd.weight")
-            nt = *opts.token_embedding_type;
-        if (opts.output_type && name == "output.weight") nt = *opts.output_type;
+        if (opts.token_embedding_type && role == QuantRole::TokEmbd) nt = *opts.token_embedding_type;
+        if (opts.output_type && role == QuantRole::Output) nt = *opts.output_type;
         if (!k_mix) nt = fallback(nt, t.ne[0], notes, name);
         out.push_back(nt);
     }
@@ -240,7 +254,9 @@ Result<QuantizeStats> quantize_file(const std::string& in, const std::string& ou
     const int64_t n_head_kv = f.get_int(arch + ".attention.head_count_kv").value_or(n_head);
     const int64_t n_gqa = n_head_kv > 0 ? n_head / n_head_kv : 1;
     std::vector<std::string> notes;
-    const std::vector<TensorType> plan = plan_tensor_types(specs, n_gqa, ro.opts, &notes);
+    QuantizeOptions qo = ro.opts;
+    qo.arch = arch;
+    const std::vector<TensorType> plan = plan_tensor_types(specs, n_gqa, qo, &notes);
 
     // Check everything before writing anything.
     for (size_t i = 0; i < specs.size(); ++i) {

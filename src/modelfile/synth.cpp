@@ -4,6 +4,7 @@
 #include <cmath>
 #include <thread>
 
+#include "edgellm/arch.h"
 #include "kernels/quantize.h"
 #include "text/unicode.h"
 
@@ -11,15 +12,43 @@ namespace edgellm {
 
 namespace {
 
-// name, n_embd, n_ff, n_layer, n_head, n_head_kv, n_vocab, n_ctx, head_dim, tied, rope, eps
+// Real models' shapes (their config.json), and tiny ones for the golden tests.
 const std::vector<ModelShape> kShapes = {
-    {"tiny", 256, 768, 4, 8, 2, 4096, 2048, 0, false, 1e6f, 1e-6f},
-    {"qwen2.5-0.5b", 896, 4864, 24, 14, 2, 151936, 32768, 0, true, 1e6f, 1e-6f},
-    {"qwen2.5-1.5b", 1536, 8960, 28, 12, 2, 151936, 32768, 0, true, 1e6f, 1e-6f},
-    {"qwen2.5-7b", 3584, 18944, 28, 28, 4, 152064, 32768, 0, false, 1e6f, 1e-6f},
-    {"llama-3.2-1b", 2048, 8192, 16, 32, 8, 128256, 131072, 64, true, 5e5f, 1e-5f},
-    {"qwen3-0.6b", 1024, 3072, 28, 16, 8, 151936, 40960, 128, true, 1e6f, 1e-6f},
-    {"gemma3-270m", 640, 2048, 18, 4, 1, 262144, 32768, 256, true, 1e6f, 1e-6f},
+    {.name = "tiny", .arch = "qwen2", .n_embd = 256, .n_ff = 768, .n_layer = 4, .n_head = 8,
+     .n_head_kv = 2, .n_vocab = 4096, .n_ctx_train = 2048, .rope_base = 1e6f},
+    // tiny Phi-3: partial rotary dimensions, LongRoPE past 64 positions
+    {.name = "tiny-phi3", .arch = "phi3", .n_embd = 256, .n_ff = 768, .n_layer = 4, .n_head = 8,
+     .n_head_kv = 2, .n_vocab = 4096, .n_ctx_train = 2048, .tied_output = true,
+     .rope_base = 1e4f, .rms_eps = 1e-5f, .n_rot = 24, .n_ctx_orig = 64},
+    {.name = "qwen2.5-0.5b", .arch = "qwen2", .n_embd = 896, .n_ff = 4864, .n_layer = 24,
+     .n_head = 14, .n_head_kv = 2, .n_vocab = 151936, .n_ctx_train = 32768, .tied_output = true,
+     .rope_base = 1e6f},
+    {.name = "qwen2.5-1.5b", .arch = "qwen2", .n_embd = 1536, .n_ff = 8960, .n_layer = 28,
+     .n_head = 12, .n_head_kv = 2, .n_vocab = 151936, .n_ctx_train = 32768, .tied_output = true,
+     .rope_base = 1e6f},
+    {.name = "qwen2.5-7b", .arch = "qwen2", .n_embd = 3584, .n_ff = 18944, .n_layer = 28,
+     .n_head = 28, .n_head_kv = 4, .n_vocab = 152064, .n_ctx_train = 32768, .rope_base = 1e6f},
+    {.name = "llama-3.2-1b", .arch = "llama", .n_embd = 2048, .n_ff = 8192, .n_layer = 16,
+     .n_head = 32, .n_head_kv = 8, .n_vocab = 128256, .n_ctx_train = 131072, .head_dim = 64,
+     .tied_output = true, .rope_base = 5e5f, .rms_eps = 1e-5f},
+    {.name = "llama-3.2-3b", .arch = "llama", .n_embd = 3072, .n_ff = 8192, .n_layer = 28,
+     .n_head = 24, .n_head_kv = 8, .n_vocab = 128256, .n_ctx_train = 131072, .head_dim = 128,
+     .tied_output = true, .rope_base = 5e5f, .rms_eps = 1e-5f},
+    {.name = "smollm2-135m", .arch = "llama", .n_embd = 576, .n_ff = 1536, .n_layer = 30,
+     .n_head = 9, .n_head_kv = 3, .n_vocab = 49152, .n_ctx_train = 8192, .tied_output = true,
+     .rope_base = 1e5f, .rms_eps = 1e-5f},
+    {.name = "smollm3-3b", .arch = "smollm3", .n_embd = 2048, .n_ff = 11008, .n_layer = 36,
+     .n_head = 16, .n_head_kv = 4, .n_vocab = 128256, .n_ctx_train = 65536, .tied_output = true,
+     .rope_base = 5e6f},
+    {.name = "phi-4-mini", .arch = "phi3", .n_embd = 3072, .n_ff = 8192, .n_layer = 32,
+     .n_head = 24, .n_head_kv = 8, .n_vocab = 200064, .n_ctx_train = 131072, .tied_output = true,
+     .rope_base = 1e4f, .rms_eps = 1e-5f, .n_rot = 96, .n_ctx_orig = 4096},
+    {.name = "qwen3-0.6b", .arch = "qwen3", .n_embd = 1024, .n_ff = 3072, .n_layer = 28,
+     .n_head = 16, .n_head_kv = 8, .n_vocab = 151936, .n_ctx_train = 40960, .head_dim = 128,
+     .tied_output = true, .rope_base = 1e6f},
+    {.name = "gemma3-270m", .arch = "gemma3", .n_embd = 640, .n_ff = 2048, .n_layer = 18,
+     .n_head = 4, .n_head_kv = 1, .n_vocab = 262144, .n_ctx_train = 32768, .head_dim = 256,
+     .tied_output = true, .rope_base = 1e6f},
 };
 
 uint64_t splitmix64(uint64_t* s) {
@@ -78,50 +107,61 @@ Result<SynthStats> synth_write(const std::string* path, const SynthOptions& o) {
         for (const auto& s : kShapes) names += std::string(names.empty() ? "" : ", ") + s.name;
         return R::fail("unknown shape \"" + o.shape + "\" (known: " + names + ")");
     }
-    if (o.arch != "llama" && o.arch != "qwen2" && o.arch != "qwen3" && o.arch != "gemma3")
-        return R::fail("unknown architecture \"" + o.arch +
-                       "\" (synth writes llama, qwen2, qwen3 or gemma3)");
-    const bool qwen = o.arch == "qwen2" || o.arch == "qwen3";
-    const bool bias = o.arch == "qwen2";
-    const bool qk_norm = o.arch == "qwen3" || o.arch == "gemma3";
-    const bool gemma = o.arch == "gemma3";
-    const int64_t hd = sh->head_dim ? sh->head_dim : sh->n_embd / sh->n_head;
-    const int64_t nq = sh->n_head * hd, nkv = sh->n_head_kv * hd;
+    const std::string arch_name = o.arch.empty() ? sh->arch : o.arch;
+    const ArchInfo* arch = find_arch(arch_name);
+    if (!arch)
+        return R::fail("unknown architecture \"" + arch_name + "\" (synth writes " + arch_names() +
+                       ")");
+    const bool qwen = arch_name == "qwen2" || arch_name == "qwen3";
+    const bool gemma = arch->gemma;
+    HParams hp;
+    hp.n_embd = sh->n_embd;
+    hp.n_ff = sh->n_ff;
+    hp.n_layer = sh->n_layer;
+    hp.n_head = sh->n_head;
+    hp.n_head_kv = sh->n_head_kv;
+    hp.head_dim = sh->head_dim ? sh->head_dim : sh->n_embd / sh->n_head;
+    hp.n_rot = sh->n_rot ? sh->n_rot : hp.head_dim;
+    hp.n_vocab = sh->n_vocab;
+    if (arch_name == "phi3" && hp.n_embd_q() != hp.n_embd)
+        return R::fail("phi3 needs heads x head dimension = embedding width; shape " +
+                       std::string(sh->name) + " has not");
 
-    // Tensors in the order convert scripts write them: embeddings, blocks, output.
+    // Tensors in the order convert scripts write them: embeddings, blocks, the rest; of two
+    // forms the checkpoint's (fused q/k/v for Phi-3); frequency factors of the family too.
     std::vector<TensorDef> defs;
-    auto w = [&](std::string name, int64_t in, int64_t out) {
-        defs.push_back({std::move(name), {in, out}, 1.0f / std::sqrt((float)in), 0.0f});
-    };
-    auto v = [&](std::string name, int64_t n, float stddev, float offset) {
-        defs.push_back({std::move(name), {n}, stddev, offset});
-    };
-    w("token_embd.weight", sh->n_embd, sh->n_vocab);
-    for (int64_t l = 0; l < sh->n_layer; ++l) {
-        const std::string p = "blk." + std::to_string(l) + ".";
-        v(p + "attn_norm.weight", sh->n_embd, 0.05f, 1.0f);
-        w(p + "attn_q.weight", sh->n_embd, nq);
-        w(p + "attn_k.weight", sh->n_embd, nkv);
-        w(p + "attn_v.weight", sh->n_embd, nkv);
-        if (qk_norm) {
-            v(p + "attn_q_norm.weight", hd, 0.05f, 1.0f);
-            v(p + "attn_k_norm.weight", hd, 0.05f, 1.0f);
+    auto add = [&](const ArchTensor& t, int64_t il) {
+        if (t.instead && !t.hf) return;
+        if (t.slot == Slot::Output && sh->tied_output) return;
+        const std::string name = tensor_name(t, il);
+        const int64_t ne0 = dim_length(t.ne0, hp, il), ne1 = dim_length(t.ne1, hp, il);
+        if (t.ne1 != Dim::One) {
+            defs.push_back({name, {ne0, ne1}, 1.0f / std::sqrt((float)ne0), 0.0f});
+            return;
         }
-        if (bias) {
-            v(p + "attn_q.bias", nq, 0.02f, 0.0f);
-            v(p + "attn_k.bias", nkv, 0.02f, 0.0f);
-            v(p + "attn_v.bias", nkv, 0.02f, 0.0f);
+        switch (t.slot) {
+            case Slot::Bq: case Slot::Bk: case Slot::Bv:
+                defs.push_back({name, {ne0}, 0.02f, 0.0f});
+                break;
+            case Slot::RopeFreqs: case Slot::RopeLong: case Slot::RopeShort:
+                // (factors >= 1, as real ones: low frequencies slowed down)
+                defs.push_back({name, {ne0}, 0.5f, t.slot == Slot::RopeShort ? 1.2f : 2.0f});
+                break;
+            default:  // norms
+                defs.push_back({name, {ne0}, 0.05f, 1.0f});
         }
-        w(p + "attn_output.weight", nq, sh->n_embd);
-        if (gemma) v(p + "post_attention_norm.weight", sh->n_embd, 0.05f, 1.0f);
-        v(p + "ffn_norm.weight", sh->n_embd, 0.05f, 1.0f);
-        w(p + "ffn_gate.weight", sh->n_embd, sh->n_ff);
-        w(p + "ffn_up.weight", sh->n_embd, sh->n_ff);
-        w(p + "ffn_down.weight", sh->n_ff, sh->n_embd);
-        if (gemma) v(p + "post_ffw_norm.weight", sh->n_embd, 0.05f, 1.0f);
-    }
-    v("output_norm.weight", sh->n_embd, 0.05f, 1.0f);
-    if (!sh->tied_output) w("output.weight", sh->n_embd, sh->n_vocab);
+    };
+    auto first = [](const ArchTensor& t) { return t.slot == Slot::TokEmbd; };
+    for (const ArchTensor& t : arch->tensors)
+        if (!t.per_layer && first(t)) add(t, -1);
+    for (int64_t l = 0; l < sh->n_layer; ++l)
+        for (const ArchTensor& t : arch->tensors)
+            if (t.per_layer) add(t, l);
+    for (const ArchTensor& t : arch->tensors)
+        if (!t.per_layer && !first(t)) {
+            if ((t.slot == Slot::RopeLong || t.slot == Slot::RopeShort) && sh->n_ctx_orig == 0) continue;
+            add(t, -1);
+        }
 
     std::vector<TensorSpec> specs;
     for (const auto& d : defs) {
@@ -134,14 +174,15 @@ Result<SynthStats> synth_write(const std::string* path, const SynthOptions& o) {
     }
     QuantizeOptions qo;
     qo.ftype = o.type;
+    qo.arch = arch_name;
     const std::vector<TensorType> plan = plan_tensor_types(specs, sh->n_head / sh->n_head_kv, qo);
     for (TensorType t : plan)
         if (!can_quantize(t))
             return R::fail(std::string("cannot write tensors of type ") + tensor_type_name(t));
 
     GgufWriter gw;
-    const std::string a = o.arch + ".";
-    gw.set("general.architecture", gguf_value(o.arch));
+    const std::string a = arch_name + ".";
+    gw.set("general.architecture", gguf_value(arch_name));
     gw.set("general.name", gguf_value("synthetic " + std::string(sh->name) + " (random weights)"));
     gw.set("general.file_type", gguf_value((uint32_t)o.type));
     gw.set("general.quantization_version", gguf_value((uint32_t)2));
@@ -152,11 +193,20 @@ Result<SynthStats> synth_write(const std::string* path, const SynthOptions& o) {
     gw.set(a + "attention.head_count", gguf_value((uint32_t)sh->n_head));
     gw.set(a + "attention.head_count_kv", gguf_value((uint32_t)sh->n_head_kv));
     if (sh->head_dim) {
-        gw.set(a + "attention.key_length", gguf_value((uint32_t)hd));
-        gw.set(a + "attention.value_length", gguf_value((uint32_t)hd));
+        gw.set(a + "attention.key_length", gguf_value((uint32_t)hp.head_dim));
+        gw.set(a + "attention.value_length", gguf_value((uint32_t)hp.head_dim));
     }
+    if (sh->n_rot) gw.set(a + "rope.dimension_count", gguf_value((uint32_t)sh->n_rot));
     gw.set(a + "rope.freq_base", gguf_value(sh->rope_base));
     gw.set(a + "attention.layer_norm_rms_epsilon", gguf_value(sh->rms_eps));
+    if (sh->n_ctx_orig) {
+        // as convert writes Phi-3's LongRoPE: the original context and the rotations' scale
+        const double scale = (double)sh->n_ctx_train / (double)sh->n_ctx_orig;
+        gw.set(a + "rope.scaling.original_context_length", gguf_value((uint32_t)sh->n_ctx_orig));
+        gw.set(a + "rope.scaling.attn_factor",
+               gguf_value((float)(scale > 1.0 ? std::sqrt(1.0 + std::log(scale) / std::log((double)sh->n_ctx_orig))
+                                              : 1.0)));
+    }
     // (the tiny shape's window is short, so a few dozen tokens already cross it)
     if (gemma)
         gw.set(a + "attention.sliding_window",
@@ -190,7 +240,7 @@ Result<SynthStats> synth_write(const std::string* path, const SynthOptions& o) {
         types.push_back(3);
     }
     gw.set("tokenizer.ggml.model", gguf_value("gpt2"));
-    gw.set("tokenizer.ggml.pre", gguf_value(qwen ? "qwen2" : "llama-bpe"));
+    gw.set("tokenizer.ggml.pre", gguf_value(qwen ? "qwen2" : "llama-bpe"));  // (a byte-level BPE)
     gw.set("tokenizer.ggml.tokens", gguf_value(gguf_string_array(std::move(tokens))));
     gw.set("tokenizer.ggml.token_type", gguf_value(gguf_int32_array(types)));
     gw.set("tokenizer.ggml.merges", gguf_value(gguf_string_array({})));

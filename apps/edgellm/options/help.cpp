@@ -120,7 +120,7 @@ const std::vector<CommandInfo>& commands() {
          "edgellm quantize IN.gguf OUT.gguf TYPE [THREADS] [options]\n\nTYPE: " + file_type_names(),
          check_nothing, true},
         {"synth", kSynth,
-         "edgellm synth --arch llama|qwen2|qwen3|gemma3 --shape NAME -o OUT.gguf [--type T] "
+         "edgellm synth --shape NAME [--arch A] -o OUT.gguf [--type T] "
          "[--seed S]\n\nshapes: " +
              shape_names(),
          check_nothing, true},

@@ -1,5 +1,6 @@
 // The option table, part 7: the measuring and model-making commands (bench, perplexity,
 // accept, quantize, synth).
+#include "edgellm/arch.h"
 #include "edgellm/synth.h"
 #include "options.h"
 
@@ -185,10 +186,15 @@ std::vector<Option> tool_options() {
 
         // ---- synth ----
         {.names = {"--arch"}, .metavar = "A", .scope = kSynth, .group = Group::Model,
-         .help = "architecture: qwen2 (q/k/v biases), llama, qwen3 (q/k norms) or gemma3 (q/k "
-                 "norms, post-norms, GELU, sliding windows)",
-         .apply = must_be({"llama", "qwen2", "qwen3", "gemma3"}, "llama, qwen2, qwen3 or gemma3",
-                          [](Settings& s, const std::string& v) { s.synth.arch = v; })},
+         .help = "architecture, a family edgellm runs (default: the shape's own)",
+         .apply = [](const Arg& a, Settings& s, std::string* err) {
+             if (!find_arch(a.value)) {
+                 *err = "unknown --arch \"" + a.value + "\" (one of: " + arch_names() + ")";
+                 return false;
+             }
+             s.synth.arch = a.value;
+             return true;
+         }},
         {.names = {"--shape"}, .metavar = "NAME", .scope = kSynth, .group = Group::Model,
          .help = "tensor shapes of this model",
          .apply = [](const Arg& a, Settings& s, std::string* err) {

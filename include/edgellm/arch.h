@@ -1,0 +1,121 @@
+// The architecture table: one entry per family, the one place that says what a family's
+// GGUF holds — its metadata keys (required, optional, defaults), its tensors (GGUF name,
+// Hugging Face name, shape in terms of the hyper-parameters, which layers, required or
+// optional, how the quantizer treats them) and its feature flags. The loader binds from it,
+// `synth` writes from it, `quantize` plans from it, `inspect` bills from it and `convert`
+// maps Hugging Face checkpoints with it. What a family's forward pass does differently is
+// in its feature flags (HParams) and forward.cpp; docs/architectures.md says how to add one.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "edgellm/model.h"
+
+namespace edgellm {
+
+// A length a tensor's shape is written in.
+enum class Dim : uint8_t {
+    One,
+    Embd,       // n_embd
+    Vocab,      // n_vocab
+    Ff,         // n_ff
+    FfPair,     // 2 n_ff: gate and up in one matrix (Phi-3)
+    Q,          // n_head * head_dim
+    Kv,         // n_head_kv * head_dim
+    Qkv,        // Q + 2 Kv: q, k and v in one matrix (Phi-3)
+    HeadDim,    // head_dim
+    RotHalf,    // n_rot / 2 (RoPE frequency factors)
+};
+
+// Where the engine keeps a bound tensor.
+enum class Slot : uint8_t {
+    // the model's
+    TokEmbd, Output, OutputNorm, RopeFreqs, RopeLong, RopeShort,
+    // each layer's
+    AttnNorm, Wq, Wk, Wv, Wqkv, Bq, Bk, Bv, Wo, QNorm, KNorm, PostAttnNorm,
+    FfnNorm, Gate, Up, Down, PostFfnNorm,
+};
+
+// How llama.cpp's quantizer treats a tensor (llama_tensor_get_type's cases).
+enum class QuantRole : uint8_t {
+    Keep,      // stays as it is (norms, biases, frequency factors: 1-D)
+    TokEmbd,   // the token embedding (the output projection too when tied)
+    Output,    // output.weight
+    AttnQ, AttnK, AttnV, AttnQkv, AttnOut,
+    FfnGate, FfnUp, FfnDown,
+};
+
+// How a Hugging Face tensor becomes the GGUF one (convert).
+enum class HfMap : uint8_t {
+    Copy,
+    RopePermuteQ,  // Llama's q_proj: HF interleaves RoPE halves; llama.cpp's layout pairs them
+    RopePermuteK,  // the same for k_proj (with the KV heads)
+    PlusOne,       // Gemma's norms store w - 1
+};
+
+struct ArchTensor {
+    const char* gguf;  // "attn_q.weight" (a layer's: "blk.N." in front)
+    const char* hf;    // "model.layers.%d.self_attn.q_proj.weight" (null: not in checkpoints)
+    Slot slot;
+    Dim ne0, ne1;      // ne1 One: a vector
+    bool per_layer;    // one per layer (blk.N.) or one for the model
+    bool required;
+    // When this tensor is absent, `instead` (another of the entry's GGUF names) must be
+    // there, and the other way round: fused q/k/v or the three apart.
+    const char* instead;
+    QuantRole quant;
+    HfMap hf_map;
+};
+
+// Which HParams field a metadata key fills.
+enum class Field : uint8_t {
+    CtxTrain, Embd, Layers, Ff, Heads, HeadsKv, KeyLength, ValueLength, RmsEps, Rot,
+    RopeBase, RopeBaseSwa, Swa, SwaPattern, FinalSoftcap, RopeCtxOrig, RopeAttnFactor,
+};
+
+inline constexpr double kNoDefault = -1e300;
+
+struct ArchKey {
+    const char* key;  // after "ARCH.": "embedding_length"
+    const char* hf;   // config.json's name for it (null: none, or computed by convert)
+    Field field;
+    bool is_float;
+    bool required;
+    double def = kNoDefault;  // an optional key absent: this, else HParams' default
+};
+
+struct ArchInfo {
+    const char* name;                   // general.architecture
+    std::vector<const char*> hf_archs;  // config.json "architectures" convert takes
+    std::vector<ArchKey> keys;
+    std::vector<ArchTensor> tensors;
+    // Feature flags copied to HParams (see there): how the forward pass differs.
+    bool rope_neox = false;
+    bool qk_norm = false;
+    bool gemma = false;          // Gemma's post-norms, GELU FFN, scaled embeddings, windows
+    int64_t nope_every = 0;      // SmolLM3: no RoPE on layers with (il + 1) % nope_every == 0
+    bool longrope = false;       // Phi-3: short/long RoPE factors chosen by the context
+    const char* tokenizer_pre = "default";  // what synth writes
+    // What the table cannot say: defaults and checks of the family (null: none). Returns
+    // an error ("" : fine).
+    std::string (*finish)(HParams& hp, const GgufFile& f) = nullptr;
+};
+
+// Every family, and the one named (null: none).
+const std::vector<const ArchInfo*>& architectures();
+const ArchInfo* find_arch(std::string_view name);
+// "llama, qwen2, ..." for messages.
+std::string arch_names();
+
+// The length `d` stands for in a model of these hyper-parameters (layer il).
+int64_t dim_length(Dim d, const HParams& hp, int64_t il = 0);
+// A tensor's GGUF name in layer il ("blk.3.attn_q.weight"), or the model's.
+std::string tensor_name(const ArchTensor& t, int64_t il);
+// The entry and layer a GGUF tensor name belongs to (null: not one of the family's).
+const ArchTensor* find_tensor(const ArchInfo& a, std::string_view gguf_name,
+                              int64_t* layer = nullptr);
+
+}  // namespace edgellm

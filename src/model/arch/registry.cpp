@@ -1,0 +1,69 @@
+// The list of families and what reads the table's entries.
+#include <cstdio>
+#include <cstring>
+
+#include "edgellm/arch.h"
+#include "model/arch/families.h"
+
+namespace edgellm {
+
+const std::vector<const ArchInfo*>& architectures() {
+    static const std::vector<const ArchInfo*> all = {&arch::llama(), &arch::qwen2(), &arch::qwen3(),
+                                                     &arch::gemma3(), &arch::phi3(), &arch::smollm3()};
+    return all;
+}
+
+const ArchInfo* find_arch(std::string_view name) {
+    for (const ArchInfo* a : architectures())
+        if (name == a->name) return a;
+    return nullptr;
+}
+
+std::string arch_names() {
+    std::string s;
+    for (const ArchInfo* a : architectures()) s += (s.empty() ? "" : ", ") + std::string(a->name);
+    return s;
+}
+
+int64_t dim_length(Dim d, const HParams& h, int64_t) {
+    switch (d) {
+        case Dim::One: return 1;
+        case Dim::Embd: return h.n_embd;
+        case Dim::Vocab: return h.n_vocab;
+        case Dim::Ff: return h.n_ff;
+        case Dim::FfPair: return 2 * h.n_ff;
+        case Dim::Q: return h.n_embd_q();
+        case Dim::Kv: return h.n_embd_kv();
+        case Dim::Qkv: return h.n_embd_q() + 2 * h.n_embd_kv();
+        case Dim::HeadDim: return h.head_dim;
+        case Dim::RotHalf: return h.n_rot / 2;
+    }
+    return 0;
+}
+
+std::string tensor_name(const ArchTensor& t, int64_t il) {
+    if (!t.per_layer) return t.gguf;
+    return "blk." + std::to_string(il) + "." + t.gguf;
+}
+
+const ArchTensor* find_tensor(const ArchInfo& a, std::string_view name, int64_t* layer) {
+    int64_t il = -1;
+    if (name.starts_with("blk.")) {
+        const size_t dot = name.find('.', 4);
+        if (dot == std::string_view::npos || dot == 4) return nullptr;
+        il = 0;
+        for (size_t i = 4; i < dot; ++i) {
+            if (name[i] < '0' || name[i] > '9' || il > 100000) return nullptr;
+            il = il * 10 + (name[i] - '0');
+        }
+        name.remove_prefix(dot + 1);
+    }
+    for (const ArchTensor& t : a.tensors)
+        if (t.per_layer == (il >= 0) && name == t.gguf) {
+            if (layer) *layer = il;
+            return &t;
+        }
+    return nullptr;
+}
+
+}  // namespace edgellm

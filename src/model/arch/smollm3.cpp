@@ -1,0 +1,22 @@
+// SmolLM3: Llama's block, with no rotary positions on every fourth layer (NoPE; llama.cpp
+// fixes the step at 4, as the released models use).
+#include "model/arch/dense.h"
+#include "model/arch/families.h"
+
+namespace edgellm::arch {
+
+const ArchInfo& smollm3() {
+    static const ArchInfo a = [] {
+        ArchInfo a;
+        a.name = "smollm3";
+        a.hf_archs = {"SmolLM3ForCausalLM"};
+        a.keys = dense_keys();
+        a.tensors = dense_tensors({.rope_permute = true});
+        a.nope_every = 4;
+        a.tokenizer_pre = "llama-bpe";
+        return a;
+    }();
+    return a;
+}
+
+}  // namespace edgellm::arch
