@@ -78,5 +78,50 @@ else
   for t in "${targets[@]}"; do echo "$build/bin/$t"; done
 fi
 
-[ $converter = 1 ] && exec scripts/reference-converter.sh
-exit 0
+[ $converter = 1 ] || exit 0
+
+# llama.cpp's convert_hf_to_gguf.py imports torch at module level (it converts through torch
+# tensors even for safetensors), pinned as in the source's requirements-convert_hf_to_gguf.txt.
+# PyPI's torch for Linux x86_64 is CUDA-linked: it installs with --no-deps and imports on a
+# machine without a GPU once every library it links is found. This machine kind's CUDA
+# toolkit (/usr/local/cuda-13.0) has most; the few it lacks come from their small nvidia-*
+# wheels; elsewhere torch's full dependencies (~3 GB of CUDA wheels) are installed instead.
+venv="${CONVERT_VENV:-$HOME/.cache/edgellm/convert-venv}"
+torch_version=2.11.0
+gguf_version=$(sed -n 's/^version = "\(.*\)"/\1/p' "$src/gguf-py/pyproject.toml")
+check="import importlib.metadata as m, torch, transformers, safetensors, sentencepiece, numpy, gguf
+assert m.version('torch').split('+')[0] == '$torch_version', 'torch'
+assert m.version('transformers') == '4.57.6', 'transformers'
+assert m.version('gguf') == '$gguf_version', 'gguf'"
+if ! "$venv/bin/python" -c "$check" 2>/dev/null; then
+  say "making $venv (torch $torch_version from PyPI, ~2 GB)"
+  python3 -m venv "$venv"
+  pip=("$venv/bin/pip" install -q --disable-pip-version-check)
+  "${pip[@]}" --no-deps "torch==$torch_version"
+  "${pip[@]}" filelock 'typing-extensions>=4.10.0' 'setuptools<82' 'sympy>=1.13.3' 'networkx>=2.5.1' \
+    jinja2 'fsspec>=0.8.5'
+  # the libraries torch links that the machine lacks, and the wheels that carry them
+  missing=$(cd "$venv"/lib/python3*/site-packages/torch/lib &&
+            ldd ./*.so 2>/dev/null | sed -n 's/^[[:space:]]*\([^ ]*\) => not found$/\1/p' | sort -u)
+  wheels=()
+  for lib in $missing; do
+    case "$lib" in
+      libcufile.so.*) wheels+=('nvidia-cufile==1.15.1.6.*') ;;
+      libcusparseLt.so.*) wheels+=('nvidia-cusparselt-cu13==0.8.0') ;;
+      libnvshmem_host.so.*) wheels+=('nvidia-nvshmem-cu13==3.4.5') ;;
+      libcuda.so.*) ;;  # the driver: only libcaffe2_nvrtc needs it, loaded on a GPU alone
+      *) wheels=(all); break ;;
+    esac
+  done
+  if [ "${wheels[*]:-}" = all ]; then
+    say "this machine has no CUDA $torch_version libraries: installing torch's own (~3 GB)"
+    "${pip[@]}" "torch==$torch_version"
+  elif [ ${#wheels[@]} -gt 0 ]; then
+    "${pip[@]}" --no-deps "${wheels[@]}"
+  fi
+  "${pip[@]}" 'numpy~=2.2.6' 'sentencepiece>=0.1.98,<0.3.0' 'transformers==4.57.6' \
+    'protobuf>=4.21.0,<5.0.0' safetensors "$src/gguf-py"
+  "$venv/bin/python" -c "$check" || { say "the converter's venv does not import"; exit 1; }
+  say "(pip's complaints above about torch's CUDA packages are expected: it runs on the CPU)"
+fi
+say "converter: $venv/bin/python $src/convert_hf_to_gguf.py HF_DIR --outtype f16 --outfile OUT.gguf"
