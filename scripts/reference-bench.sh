@@ -21,7 +21,7 @@ while [ $# -gt 0 ]; do
     -r) r="$2"; shift 2 ;;
     --kv) kv="$2"; shift 2 ;;
     --llama-repack) repack=1; shift ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) say "unknown option '$1'"; exit 2 ;;
     *) [ -z "$model" ] || { say "one model"; exit 2; }; model="$1"; shift ;;
   esac

@@ -5,13 +5,13 @@
 # HTTPS, no downloads), with its tools and our scripts/reference/dump_logits.cpp compiled
 # against its libllama. Everything goes to $REF_DIR (default ~/.cache/edgellm/llama.cpp-ref);
 # each target builds under `flock /tmp/edgellm-build.lock` with -j2 (the machine's build
-# lock; one target at a time, so no one holds it for the whole first build, ~15-20 min on 2
+# lock; one target at a time, so no one holds it for the whole first build, 10-20 min on 2
 # cores). Idempotent: a run that finds everything built builds nothing.
 #
 #   scripts/reference.sh                    builds what is missing, prints where the binaries are
 #   scripts/reference.sh --bin NAME         builds NAME only if missing, prints its path alone
-#   scripts/reference.sh --with-converter   also makes $REF_DIR/../convert-venv for
-#                                           llama.cpp's convert_hf_to_gguf.py (CPU torch)
+#   scripts/reference.sh --with-converter   also makes ~/.cache/edgellm/convert-venv
+#                                           (CONVERT_VENV) for convert_hf_to_gguf.py
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
