@@ -45,11 +45,13 @@ struct Options {
 }
 
 void usage(FILE* f) {
-    std::fprintf(f,
-                 "usage: dump_logits --model F.gguf (--tokens 1,2,3 | --tokens-file FILE) --out F.f32\n"
-                 "                   [--threads N] [--ctx N] [--kv TYPE] [--fa on|off] [--last N] [--repack]\n"
-                 "       dump_logits --model F.gguf --tokenize TEXT [--no-bos] [--no-parse-special]\n"
-                 "  [--verbose] shows llama.cpp's log\n");
+    std::fprintf(
+        f,
+        "usage: dump_logits --model F.gguf (--tokens 1,2,3 | --tokens-file FILE) --out F.f32\n"
+        "                   [--threads N] [--ctx N] [--kv TYPE] [--fa on|off] [--last N] "
+        "[--repack]\n"
+        "       dump_logits --model F.gguf --tokenize TEXT [--no-bos] [--no-parse-special]\n"
+        "  [--verbose] shows llama.cpp's log\n");
 }
 
 int parse_int(const std::string& flag, const std::string& s, int min) {
@@ -69,27 +71,47 @@ Options parse(int argc, char** argv) {
             if (i + 1 >= argc) fail(a + " needs a value");
             return argv[++i];
         };
-        if (a == "--model" || a == "-m") o.model = value();
-        else if (a == "--tokens") o.tokens = value();
-        else if (a == "--tokens-file") o.tokens_file = value();
-        else if (a == "--out" || a == "-o") o.out = value();
-        else if (a == "--tokenize") o.tokenize = value();
-        else if (a == "--kv") o.kv = value();
-        else if (a == "--fa") o.fa = value();
-        else if (a == "--threads" || a == "-t") o.threads = parse_int(a, value(), 1);
-        else if (a == "--ctx" || a == "-c") o.ctx = parse_int(a, value(), 0);
-        else if (a == "--last") o.last = parse_int(a, value(), 1);
-        else if (a == "--repack") o.repack = true;
-        else if (a == "--no-bos") o.bos = false;
-        else if (a == "--no-parse-special") o.parse_special = false;
-        else if (a == "--verbose") o.verbose = true;
-        else if (a == "--help" || a == "-h") { usage(stdout); std::exit(0); }
-        else { usage(stderr); fail("unknown argument '" + a + "'"); }
+        if (a == "--model" || a == "-m")
+            o.model = value();
+        else if (a == "--tokens")
+            o.tokens = value();
+        else if (a == "--tokens-file")
+            o.tokens_file = value();
+        else if (a == "--out" || a == "-o")
+            o.out = value();
+        else if (a == "--tokenize")
+            o.tokenize = value();
+        else if (a == "--kv")
+            o.kv = value();
+        else if (a == "--fa")
+            o.fa = value();
+        else if (a == "--threads" || a == "-t")
+            o.threads = parse_int(a, value(), 1);
+        else if (a == "--ctx" || a == "-c")
+            o.ctx = parse_int(a, value(), 0);
+        else if (a == "--last")
+            o.last = parse_int(a, value(), 1);
+        else if (a == "--repack")
+            o.repack = true;
+        else if (a == "--no-bos")
+            o.bos = false;
+        else if (a == "--no-parse-special")
+            o.parse_special = false;
+        else if (a == "--verbose")
+            o.verbose = true;
+        else if (a == "--help" || a == "-h") {
+            usage(stdout);
+            std::exit(0);
+        } else {
+            usage(stderr);
+            fail("unknown argument '" + a + "'");
+        }
     }
     if (o.model.empty()) fail("--model is required");
     if (o.fa != "" && o.fa != "on" && o.fa != "off") fail("--fa: on or off, got '" + o.fa + "'");
     if (o.tokenize.empty()) {
-        if (o.tokens.empty() == o.tokens_file.empty()) fail("give --tokens or --tokens-file (one of them)");
+        if (o.tokens.empty() == o.tokens_file.empty())
+            fail("give --tokens or --tokens-file (one of them)");
         if (o.out.empty()) fail("--out is required");
     }
     return o;
@@ -105,8 +127,11 @@ std::vector<llama_token> parse_tokens(const std::string& text, const std::string
         cur.clear();
     };
     for (char ch : text) {
-        if (ch == ',' || ch == '[' || ch == ']' || ch == ' ' || ch == '\n' || ch == '\t' || ch == '\r') flush();
-        else cur += ch;
+        if (ch == ',' || ch == '[' || ch == ']' || ch == ' ' || ch == '\n' || ch == '\t' ||
+            ch == '\r')
+            flush();
+        else
+            cur += ch;
     }
     flush();
     if (ids.empty()) fail(where + ": no token ids");
@@ -115,8 +140,9 @@ std::vector<llama_token> parse_tokens(const std::string& text, const std::string
 
 ggml_type kv_type(const std::string& name) {
     // the cache types llama.cpp's tools accept (common/arg.cpp's kv_cache_types)
-    for (ggml_type t : {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0,
-                        GGML_TYPE_Q4_1, GGML_TYPE_IQ4_NL, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1})
+    for (ggml_type t :
+         {GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_BF16, GGML_TYPE_Q8_0, GGML_TYPE_Q4_0,
+          GGML_TYPE_Q4_1, GGML_TYPE_IQ4_NL, GGML_TYPE_Q5_0, GGML_TYPE_Q5_1})
         if (name == ggml_type_name(t)) return t;
     fail("--kv: f32, f16, bf16, q8_0, q4_0, q4_1, iq4_nl, q5_0 or q5_1, got '" + name + "'");
 }
@@ -124,8 +150,8 @@ ggml_type kv_type(const std::string& name) {
 int tokenize(const llama_vocab* vocab, const Options& o) {
     const int32_t len = (int32_t)o.tokenize.size();
     std::vector<llama_token> ids(o.tokenize.size() + 2);
-    int32_t n = llama_tokenize(vocab, o.tokenize.data(), len, ids.data(), (int32_t)ids.size(), o.bos,
-                               o.parse_special);
+    int32_t n = llama_tokenize(vocab, o.tokenize.data(), len, ids.data(), (int32_t)ids.size(),
+                               o.bos, o.parse_special);
     if (n < 0) {  // more tokens than bytes + 2 (a BOS and an EOS): the size it needs
         ids.resize(-n);
         n = llama_tokenize(vocab, o.tokenize.data(), len, ids.data(), (int32_t)ids.size(), o.bos,
@@ -171,13 +197,20 @@ int main(int argc, char** argv) {
         ss << in.rdbuf();
         text = ss.str();
     }
-    const std::vector<llama_token> ids = parse_tokens(text, o.tokens_file.empty() ? "--tokens" : o.tokens_file);
+    const std::vector<llama_token> ids =
+        parse_tokens(text, o.tokens_file.empty() ? "--tokens" : o.tokens_file);
     const int n = (int)ids.size();
     const int n_vocab = llama_vocab_n_tokens(vocab);
     for (llama_token t : ids)
-        if (t >= n_vocab) fail("token id " + std::to_string(t) + " is not below the vocabulary's " + std::to_string(n_vocab));
-    if (o.last > n) fail("--last " + std::to_string(o.last) + " is more than the " + std::to_string(n) + " tokens");
-    if (o.ctx && o.ctx < n) fail("--ctx " + std::to_string(o.ctx) + " is less than the " + std::to_string(n) + " tokens");
+        if (t >= n_vocab)
+            fail("token id " + std::to_string(t) + " is not below the vocabulary's " +
+                 std::to_string(n_vocab));
+    if (o.last > n)
+        fail("--last " + std::to_string(o.last) + " is more than the " + std::to_string(n) +
+             " tokens");
+    if (o.ctx && o.ctx < n)
+        fail("--ctx " + std::to_string(o.ctx) + " is less than the " + std::to_string(n) +
+             " tokens");
 
     const ggml_type kv = kv_type(o.kv);
     const bool quantized_kv = kv != GGML_TYPE_F32 && kv != GGML_TYPE_F16 && kv != GGML_TYPE_BF16;
@@ -203,19 +236,24 @@ int main(int argc, char** argv) {
         batch.logits[i] = i >= n - rows;
     }
     batch.n_tokens = n;
-    if (const int rc = llama_decode(ctx, batch); rc != 0) fail("llama_decode returned " + std::to_string(rc));
+    if (const int rc = llama_decode(ctx, batch); rc != 0)
+        fail("llama_decode returned " + std::to_string(rc));
 
     FILE* f = std::fopen(o.out.c_str(), "wb");
     if (!f) fail("cannot write " + o.out + ": " + std::strerror(errno));
     for (int r = 0; r < rows; ++r) {
         const float* logits = llama_get_logits_ith(ctx, n - rows + r);
         if (!logits) fail("no logits for position " + std::to_string(n - rows + r));
-        if (std::fwrite(logits, sizeof(float), (size_t)n_vocab, f) != (size_t)n_vocab) fail("short write to " + o.out);
+        if (std::fwrite(logits, sizeof(float), (size_t)n_vocab, f) != (size_t)n_vocab)
+            fail("short write to " + o.out);
     }
     if (std::fclose(f) != 0) fail("cannot write " + o.out);
-    std::printf("{\"n_tokens\": %d, \"n_vocab\": %d, \"rows\": %d, \"kv_type\": \"%s\", \"flash_attn\": %s, "
-                "\"threads\": %d, \"repack\": %s}\n",
-                n, n_vocab, rows, ggml_type_name(kv), fa ? "true" : "false", o.threads, o.repack ? "true" : "false");
+    std::printf(
+        "{\"n_tokens\": %d, \"n_vocab\": %d, \"rows\": %d, \"kv_type\": \"%s\", \"flash_attn\": "
+        "%s, "
+        "\"threads\": %d, \"repack\": %s}\n",
+        n, n_vocab, rows, ggml_type_name(kv), fa ? "true" : "false", o.threads,
+        o.repack ? "true" : "false");
 
     llama_batch_free(batch);
     llama_free(ctx);
