@@ -59,27 +59,10 @@ for kv in f16 q8_0; do
 done
 
 python3 - "$out" "$reps" "${llama:+yes}" <<'EOF'
-import json, os, statistics, sys
+import json, os, sys
+sys.path.insert(0, "scripts")
+from benchlib import cell, med, ratio, rows
 out, reps, with_llama = sys.argv[1], sys.argv[2], sys.argv[3] == "yes"
-
-def rows(path):
-    if not os.path.exists(path) or os.path.getsize(path) == 0:
-        return {}
-    res = {}
-    for r in json.load(open(path)):
-        test = "pp%d" % r["n_prompt"] if r["n_gen"] == 0 else "tg%d" % r["n_gen"]
-        res[(r["n_threads"], test)] = r
-    return res
-
-def med(r):
-    return statistics.median(r["samples_ts"])
-
-def cell(r):
-    if r is None:
-        return "—"
-    s = r["samples_ts"]
-    sd = statistics.stdev(s) if len(s) > 1 else 0.0
-    return "%.1f ± %.1f" % (med(r), sd)
 
 names = {"q4_k_m": "Q4_K_M", "q4_0": "Q4_0", "q8_0": "Q8_0", "q2_k_s": "Q2_K_S"}
 print("| model | KV | threads | test | edgellm t/s | bandwidth share |"
@@ -103,8 +86,7 @@ for shape in ["qwen2.5-0.5b", "qwen2.5-1.5b"]:
                         names[type], kv, threads, test, cell(o), share)
                     if with_llama:
                         t = theirs.get((threads, test))
-                        ratio = "%.2f×" % (med(o) / med(t)) if t else "—"
-                        line += " %s | %s |" % (cell(t), ratio)
+                        line += " %s | %s |" % (cell(t), ratio(o, t))
                     print(line)
 print()
 print("| 0.5B Q4_K_M, 2 threads | KV | tg64, empty | tg64 @ d4096 | change |")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # llama.cpp's own server test suite (tools/server/tests of llama.cpp, from the
-# llama-cpp-python source package on PyPI, pinned below) against `edgellm serve`, or against
+# llama-cpp-python source package on PyPI, pinned in llama-cpp-source.sh) against `edgellm serve`, or against
 # llama.cpp's `llama-server` built from the same source, with the same local models in place
 # of the suite's Hugging Face downloads (scripts/llama-server-suite-wrap.py). Prints pass /
 # fail / skip per test file and a total, and writes every test's outcome to
@@ -9,15 +9,14 @@
 #
 #   scripts/llama-server-suite.sh [--server edgellm|llama] [--bin PATH] [--compare] [PYTEST ARGS]
 #
-# --server llama builds llama-server from the package's sources into $SUITE_DIR (once, -j2,
-# about 15 minutes here) unless --bin names one. The suite's slow tests (marked `slow`,
-# large models) are deselected as in its own tests.sh. Needs the network to PyPI the first
-# time; everything goes to $SUITE_DIR (default ~/.cache/edgellm/llama-server-suite),
-# nothing into the repository.
+# --server llama runs the reference's llama-server (scripts/reference.sh builds it from the
+# same source, once, about 15 minutes here) unless --bin names one. The suite's slow tests
+# (marked `slow`, large models) are deselected as in its own tests.sh. Needs the network to
+# PyPI the first time; everything goes to $SUITE_DIR (default
+# ~/.cache/edgellm/llama-server-suite), nothing into the repository.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
-VERSION=0.3.36
 SUITE_DIR="${SUITE_DIR:-$HOME/.cache/edgellm/llama-server-suite}"
 server=edgellm bin="" compare=0
 while [ $# -gt 0 ]; do
@@ -30,7 +29,6 @@ while [ $# -gt 0 ]; do
 done
 case "$server" in edgellm|llama) ;; *) echo "llama-server-suite: --server edgellm or llama" >&2; exit 2 ;; esac
 mkdir -p "$SUITE_DIR"
-src="$SUITE_DIR/llama_cpp_python-$VERSION"
 py=python3; [ -x build/venv/bin/python3 ] && py=build/venv/bin/python3
 
 if [ $compare = 1 ]; then
@@ -63,27 +61,9 @@ sys.exit(1 if unlisted else 0)
 PY
 fi
 
-# The suite's source, from PyPI.
-if [ ! -d "$src/vendor/llama.cpp/tools/server/tests" ]; then
-  echo "llama-server-suite: fetching llama-cpp-python $VERSION's source from PyPI"
-  # the sdist's URL and digest from PyPI's simple index (pip download would also configure it)
-  "$py" - "$VERSION" "$SUITE_DIR" <<'PY'
-import hashlib, re, sys, urllib.request
-version, d = sys.argv[1], sys.argv[2]
-index = urllib.request.urlopen("https://pypi.org/simple/llama-cpp-python/").read().decode()
-m = re.search(r'href="([^"#]*/(llama_cpp_python-%s\.tar\.gz))#sha256=([0-9a-f]{64})"' % re.escape(version), index)
-if not m:
-    sys.exit("llama-server-suite: no llama_cpp_python-%s.tar.gz on PyPI's index" % version)
-url, name, sha = m.groups()
-data = urllib.request.urlopen(url).read()
-if hashlib.sha256(data).hexdigest() != sha:
-    sys.exit("llama-server-suite: the sdist's sha256 does not match PyPI's")
-with open("%s/%s" % (d, name), "wb") as f:
-    f.write(data)
-PY
-  tar -xzf "$SUITE_DIR/llama_cpp_python-$VERSION.tar.gz" -C "$SUITE_DIR"
-fi
-tests="$src/vendor/llama.cpp/tools/server/tests"
+# The suite's source, from PyPI (shared with scripts/reference.sh).
+. scripts/llama-cpp-source.sh
+tests="$(llama_cpp_source "$LLAMA_CPP_SOURCE_DIR")/tools/server/tests"
 
 # Its Python requirements (+ pytest-timeout: no test may hang the run).
 venv="$SUITE_DIR/venv"
@@ -99,13 +79,7 @@ if [ -z "$bin" ]; then
   if [ "$server" = edgellm ]; then
     bin="$root/build/bin/edgellm"
   else
-    bin="$SUITE_DIR/llama-build/bin/llama-server"
-    if [ ! -x "$bin" ]; then
-      echo "llama-server-suite: building llama-server $VERSION (once)"
-      cmake -S "$src/vendor/llama.cpp" -B "$SUITE_DIR/llama-build" -DCMAKE_BUILD_TYPE=Release \
-        -DLLAMA_CURL=OFF -DGGML_NATIVE=ON -DLLAMA_BUILD_TESTS=OFF >/dev/null
-      cmake --build "$SUITE_DIR/llama-build" -j2 --target llama-server
-    fi
+    bin=$(scripts/reference.sh --bin llama-server)
   fi
 fi
 [ -x "$bin" ] || { echo "llama-server-suite: no server binary at $bin" >&2; exit 1; }
