@@ -1,4 +1,5 @@
-// edgellm logits -m MODEL --tokens "ID ID ..." --out FILE [--kv-type T] [-ctk T] [-ctv T] [-t N]
+// edgellm logits -m MODEL --tokens "ID ID ..." --out FILE [-c N] [--kv-type T] [-ctk T] [-ctv T]
+// [-t N]
 // Evaluates the tokens as one batch at positions 0..n-1 and writes float32 little-endian
 // logits [n_tokens][n_vocab] for every position.
 #include <unistd.h>
@@ -50,7 +51,7 @@ int cmd_logits(const std::vector<std::string>& args) {
     auto model = Model::load(model_path);
     if (!model) return fail("logits", model.error());
     ContextParams cp;
-    cp.n_ctx = std::max<int64_t>((int64_t)tokens.size(), 16);
+    cp.n_ctx = std::max<int64_t>({(int64_t)tokens.size(), 16, s.ctx.n_ctx});
     cp.n_batch = (int64_t)tokens.size();
     cp.n_outputs = (int64_t)tokens.size();
     cp.type_k = s.ctx.type_k;

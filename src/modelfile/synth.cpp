@@ -16,10 +16,11 @@ namespace {
 const std::vector<ModelShape> kShapes = {
     {.name = "tiny", .arch = "qwen2", .n_embd = 256, .n_ff = 768, .n_layer = 4, .n_head = 8,
      .n_head_kv = 2, .n_vocab = 4096, .n_ctx_train = 2048, .rope_base = 1e6f},
-    // tiny Phi-3: partial rotary dimensions, LongRoPE past 64 positions
-    {.name = "tiny-phi3", .arch = "phi3", .n_embd = 256, .n_ff = 768, .n_layer = 4, .n_head = 8,
+    // tiny Phi-3 (a name without "phi3": llama.cpp then expects Phi-3's own tokens): partial
+    // rotary dimensions, LongRoPE's long factors for contexts past 512
+    {.name = "tiny-longrope", .arch = "phi3", .n_embd = 256, .n_ff = 768, .n_layer = 4, .n_head = 8,
      .n_head_kv = 2, .n_vocab = 4096, .n_ctx_train = 2048, .tied_output = true,
-     .rope_base = 1e4f, .rms_eps = 1e-5f, .n_rot = 24, .n_ctx_orig = 64},
+     .rope_base = 1e4f, .rms_eps = 1e-5f, .n_rot = 24, .n_ctx_orig = 512},
     {.name = "qwen2.5-0.5b", .arch = "qwen2", .n_embd = 896, .n_ff = 4864, .n_layer = 24,
      .n_head = 14, .n_head_kv = 2, .n_vocab = 151936, .n_ctx_train = 32768, .tied_output = true,
      .rope_base = 1e6f},

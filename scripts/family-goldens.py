@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Golden logits for the families without packaged weights: `edgellm synth` writes a tiny
+model of each in its family's real layout (random weights, fixed seed: the same bytes every
+time), llama.cpp's reference (scripts/reference.sh: dump_logits) evaluates the golden tokens
+on it, and tests/data/golden/ keeps the last rows of its logits with families.json, which
+names each case's synth command, the file's sha256, the context size and the KV type.
+tests/modelfile/test_family_golden.cpp makes the same files again and compares.
+
+  scripts/family-goldens.py [--bin build/bin/edgellm]
+
+Run it again after a change to synth's output for a family (the test says so: the sha256
+no longer matches). Python's standard library only.
+"""
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, "tests", "data", "golden")
+ROWS = 16  # the last rows kept (the 32 golden tokens' second half)
+
+# name, synth shape, --arch (None: the shape's), type, context, KV type
+CASES = [
+    ("llama3-rope", "tiny", "llama", "F32", 256, "f16"),     # Llama 3's rope_freqs factors
+    ("smollm3", "tiny", "smollm3", "F32", 256, "f16"),       # NoPE on every 4th layer
+    ("phi3-long", "tiny-longrope", None, "F32", 1024, "f16"),  # LongRoPE's long factors
+    ("phi3-short", "tiny-longrope", None, "F32", 256, "f16"),  # ... and its short ones
+    ("phi3-q8_0", "tiny-longrope", None, "Q8_0", 1024, "f16"),  # fused matrices quantized
+]
+
+
+def sha256(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin", "edgellm"))
+    a = ap.parse_args()
+    dump = subprocess.run([os.path.join(ROOT, "scripts", "reference.sh"), "--bin", "dump_logits"],
+                          stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+    with open(os.path.join(os.path.dirname(ROOT), "shared", "reference", "golden", "cases.json")) as f:
+        tokens = json.load(f)["tokens"]
+    out = {"tokens": tokens, "rows": ROWS, "how": "scripts/family-goldens.py: llama.cpp %s "
+           "(llama-cpp-python 0.3.36's vendor/llama.cpp), dump_logits, 2 threads, no repacking, "
+           "flash attention off" % "0c1e57098", "cases": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, shape, arch, ftype, ctx, kv in CASES:
+            model = os.path.join(tmp, name + ".gguf")
+            synth = ["synth", "--shape", shape, "--type", ftype, "--seed", "1"]
+            if arch:
+                synth += ["--arch", arch]
+            subprocess.run([a.bin] + synth + ["-o", model], check=True, stderr=subprocess.DEVNULL)
+            logits = os.path.join(tmp, name + ".f32")
+            subprocess.run([dump, "--model", model, "--tokens", ",".join(map(str, tokens)),
+                            "--out", logits, "--threads", "2", "--ctx", str(ctx), "--kv", kv,
+                            "--last", str(ROWS)], check=True, stdout=subprocess.DEVNULL)
+            data = open(logits, "rb").read()
+            n_vocab = len(data) // 4 // ROWS
+            with open(os.path.join(OUT, name + ".last16.f32"), "wb") as f:
+                f.write(data)
+            out["cases"].append({"name": name, "synth": synth, "sha256": sha256(model), "ctx": ctx,
+                                 "kv_type": kv, "n_vocab": n_vocab,
+                                 "logits": name + ".last16.f32"})
+            print("%-12s %s %s ctx %d: %d rows x %d" % (name, shape, ftype, ctx, ROWS, n_vocab))
+    with open(os.path.join(OUT, "families.json"), "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

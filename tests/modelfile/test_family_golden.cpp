@@ -1,0 +1,127 @@
+// Golden logits of the families no package ships weights for: the tiny model of each that
+// `edgellm synth` writes (tests/data/golden/families.json names the command and the file's
+// sha256) against llama.cpp's logits on that same file (scripts/family-goldens.py made
+// them), for every kernel set this machine has.
+#include <gtest/gtest.h>
+
+#include "test_paths.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "edgellm/model.h"
+#include "edgellm/synth.h"
+#include "kernels/kernels.h"
+#include "edgellm/kernels.h"
+
+using namespace edgellm;
+namespace fs = std::filesystem;
+
+namespace {
+
+const fs::path kDir = fs::path(EDGELLM_TEST_DATA) / "golden";
+
+// (coreutils' sha256sum: the script recorded Python's hashlib digest)
+std::string sha256_of(const fs::path& p) {
+    std::string out;
+    if (FILE* f = popen(("sha256sum '" + p.string() + "'").c_str(), "r")) {
+        char buf[128];
+        if (std::fgets(buf, sizeof buf, f)) out = buf;
+        pclose(f);
+    }
+    return out.substr(0, out.find(' '));
+}
+
+// The synth command's options as SynthOptions.
+SynthOptions synth_options(const nlohmann::json& args) {
+    SynthOptions o;
+    for (size_t i = 1; i + 1 < args.size(); i += 2) {
+        const std::string k = args[i], v = args[i + 1];
+        if (k == "--shape") o.shape = v;
+        if (k == "--arch") o.arch = v;
+        if (k == "--seed") o.seed = std::stoull(v);
+        if (k == "--type") o.type = *file_type_from_name(v);
+    }
+    return o;
+}
+
+std::vector<float> read_f32(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    std::vector<float> v(fs::file_size(p) / sizeof(float));
+    in.read((char*)v.data(), (std::streamsize)(v.size() * sizeof(float)));
+    return v;
+}
+
+class FamilyGolden : public ::testing::TestWithParam<std::string> {
+  protected:
+    void SetUp() override { ASSERT_TRUE(select_kernel_set(GetParam())); }
+    void TearDown() override { select_kernel_set(default_kernel_set()); }
+};
+
+TEST_P(FamilyGolden, EveryFamilyMatchesLlamaCpp) {
+    std::ifstream in(kDir / "families.json");
+    ASSERT_TRUE(in) << "no " << kDir / "families.json";
+    const auto j = nlohmann::json::parse(in);
+    std::vector<int32_t> tokens = j.at("tokens").get<std::vector<int32_t>>();
+    const int64_t rows = j.at("rows");
+    test::TempDir tmp("edgellm-family");
+    for (const auto& c : j.at("cases")) {
+        const std::string name = c.at("name");
+        SCOPED_TRACE(name);
+        const fs::path model = tmp.path / (name + ".gguf");
+        SynthOptions o = synth_options(c.at("synth"));
+        o.n_threads = 2;
+        ASSERT_TRUE(synth_model(model.string(), o).ok());
+        // the file llama.cpp read, byte for byte
+        ASSERT_EQ(sha256_of(model), c.at("sha256").get<std::string>())
+            << "synth writes other bytes than the file the golden logits were made from: "
+               "run scripts/family-goldens.py";
+        auto m = Model::load(model.string());
+        ASSERT_TRUE(m.ok()) << m.error();
+        ContextParams cp;
+        cp.n_ctx = c.at("ctx");
+        cp.n_batch = cp.n_outputs = (int64_t)tokens.size();
+        cp.n_threads = 2;
+        auto ctx = Context::create(**m, cp);
+        ASSERT_TRUE(ctx.ok()) << ctx.error();
+        auto logits = (*ctx)->eval(tokens, true);
+        ASSERT_TRUE(logits.ok()) << logits.error();
+        const std::vector<float> gold = read_f32(kDir / c.at("logits").get<std::string>());
+        const int64_t n_vocab = c.at("n_vocab");
+        ASSERT_EQ((int64_t)gold.size(), rows * n_vocab);
+        const float* ours = logits->data() + ((int64_t)tokens.size() - rows) * n_vocab;
+        double num = 0, den = 0;
+        int agree = 0;
+        for (int64_t r = 0; r < rows; ++r) {
+            int64_t a = 0, b = 0;
+            for (int64_t i = 0; i < n_vocab; ++i) {
+                const double x = ours[r * n_vocab + i], g = gold[(size_t)(r * n_vocab + i)];
+                num += (x - g) * (x - g);
+                den += g * g;
+                if (x > ours[r * n_vocab + a]) a = i;
+                if (g > gold[(size_t)(r * n_vocab + b)]) b = i;
+            }
+            agree += a == b;
+        }
+        const double nrmse = std::sqrt(num / den);
+        std::printf("%-12s %-8s nrmse %.2e top-1 %d/%lld\n", name.c_str(), GetParam().c_str(), nrmse,
+                    agree, (long long)rows);
+        // (f32 weights land near 1e-4, q8_0 near 1e-2; a wrong rotation or a fused matrix
+        // split wrongly lands far above)
+        EXPECT_LT(nrmse, 3e-2);
+        EXPECT_GE(agree, rows - 1);
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(KernelSets, FamilyGolden, ::testing::ValuesIn(available_kernel_sets()),
+                         [](const auto& info) {
+                             std::string n = info.param;  // (amx-bf16: no '-' in a test name)
+                             for (char& ch : n)
+                                 if (ch == '-') ch = '_';
+                             return n;
+                         });
+
+}  // namespace
