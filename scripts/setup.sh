@@ -6,6 +6,7 @@
 #   SETUP_SKIP_BUILD=1 ...      no build
 #   SETUP_SKIP_MODELS=1 ...     do not fetch the default model
 #   SETUP_MODELS="a b" ...      fetch these models (names from scripts/fetch-models.sh --list)
+#   SETUP_SKIP_VOCABS=1 ...     do not fetch llama.cpp's vocabularies (scripts/fetch-vocabs.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -60,6 +61,14 @@ if [ "${SETUP_SKIP_MODELS:-0}" != "1" ]; then
   # shellcheck disable=SC2086  # a list of model names
   scripts/fetch-models.sh ${SETUP_MODELS:-qwen2.5-coder-1.5b} ||
     echo "setup: WARNING: could not fetch the default model; see the message above"
+fi
+
+# llama.cpp's vocabulary-only GGUFs with its tokenizer test cases (the tokenizer tests),
+# unless SETUP_SKIP_VOCABS=1. As with the models, a failed download only makes those
+# tests skip with a reason.
+if [ "${SETUP_SKIP_VOCABS:-0}" != "1" ]; then
+  scripts/fetch-vocabs.sh ||
+    echo "setup: WARNING: could not fetch llama.cpp's vocabularies; the tokenizer tests that need them will skip"
 fi
 
 # Python for the server's integration tests (tests/server/test_serve.py, run by CTest with

@@ -27,6 +27,22 @@ inline std::filesystem::path models_dir() {
     return std::filesystem::path(home ? home : "/root") / ".cache" / "edgellm" / "models";
 }
 
+// Where scripts/fetch-vocabs.sh puts llama.cpp's vocabulary-only GGUFs and their test
+// cases: $EDGELLM_VOCABS, else ~/.cache/edgellm/vocab.
+inline std::filesystem::path vocab_dir() {
+    if (const char* env = std::getenv("EDGELLM_VOCABS"); env && *env) return env;
+    const char* home = std::getenv("HOME");
+    return std::filesystem::path(home ? home : "/root") / ".cache" / "edgellm" / "vocab";
+}
+
+// llama.cpp's file models/<name> (e.g. "ggml-vocab-gpt-2.gguf"): from vocab_dir(), else
+// from the shared reference data, which holds some of them; empty when neither has it.
+inline std::filesystem::path vocab_file(const std::string& name) {
+    for (const auto& dir : {vocab_dir(), shared_dir() / "reference" / "tokenizer"})
+        if (std::filesystem::exists(dir / name)) return dir / name;
+    return {};
+}
+
 // The first of the named model files that has been fetched; empty when none has.
 inline std::filesystem::path real_model(std::initializer_list<const char*> files) {
     for (const char* f : files)

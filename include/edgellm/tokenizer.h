@@ -1,7 +1,8 @@
-// Text <-> token ids, as the model's own tokenizer does it: byte-level BPE (GPT-2 style,
-// with the pre-tokenizer named by tokenizer.ggml.pre) or SentencePiece-style (scores,
-// byte fallback), with special tokens, BOS/EOS from metadata, and a streaming
-// detokenizer that never emits half a UTF-8 character.
+// Text <-> token ids, as the model's own tokenizer does it: BPE (GPT-2's byte-level style
+// with the pre-tokenizer named by tokenizer.ggml.pre, or Gemma 4's over raw UTF-8),
+// SentencePiece-style (scores, byte fallback) or WordPiece (BERT), with special tokens,
+// BOS/EOS from metadata, and a streaming detokenizer that never emits half a UTF-8
+// character.
 #pragma once
 
 #include <cstdint>
@@ -29,7 +30,9 @@ enum class TokenAttr : uint8_t {
 
 class Tokenizer {
   public:
-    enum class Kind { Bpe, Spm };
+    // llama.cpp's vocabulary types (LLAMA_VOCAB_TYPE_*): BPE also covers Gemma 4's.
+    enum class Kind { Bpe, Spm, Wpm };
+    static const char* kind_name(Kind k);  // "BPE", "SentencePiece", "WordPiece"
 
     // Read the vocabulary from GGUF metadata. Refuses tokenizer models it does not know.
     static Result<std::unique_ptr<Tokenizer>> load(const GgufFile& f);
@@ -70,7 +73,10 @@ class Tokenizer {
     std::vector<float> score_;
     std::vector<TokenAttr> attr_;
     int32_t bos_ = -1, eos_ = -1, eot_ = -1, unk_ = -1;
+    int32_t sep_ = -1;  // WordPiece: ends the input when special tokens are added
     bool add_bos_ = false, add_eos_ = false, add_space_prefix_ = false;
+    // Token texts spell ' ' as U+2581 (SentencePiece, WordPiece, Gemma 4's BPE).
+    bool escaped_spaces_ = false;
     std::vector<int32_t> eog_;
     std::string pre_name_;
     std::unique_ptr<Impl> impl_;

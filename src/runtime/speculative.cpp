@@ -45,9 +45,8 @@ std::string shown(const std::string& s) {
 
 std::string draft_vocab_mismatch(const Tokenizer& main, const Tokenizer& draft) {
     if (main.kind() != draft.kind())
-        return std::string("the draft model's tokenizer is ") +
-               (draft.kind() == Tokenizer::Kind::Bpe ? "BPE" : "SentencePiece") +
-               ", the model's is " + (main.kind() == Tokenizer::Kind::Bpe ? "BPE" : "SentencePiece");
+        return std::string("the draft model's tokenizer is ") + Tokenizer::kind_name(draft.kind()) +
+               ", the model's is " + Tokenizer::kind_name(main.kind());
     if (main.add_bos() != draft.add_bos() || (main.add_bos() && main.bos() != draft.bos()))
         return "the draft model's BOS token (" + std::to_string(draft.bos()) + ", added: " +
                (draft.add_bos() ? "yes" : "no") + ") is not the model's (" +

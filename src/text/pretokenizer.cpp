@@ -20,6 +20,11 @@ const char* const kLlama3 =
 const char* const kQwen2 =
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
     "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+// Qwen 3.5: Qwen 2's, with combining marks (\p{M}) part of words rather than punctuation.
+const char* const kQwen35 =
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|"
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}|"
+    " ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 // Letters of the scripts DeepSeek's tokenizer lists explicitly, as code point ranges.
 const char* const kDeepseekLetters =
     "\\s?[A-Za-z\\x{b5}\\x{c0}-\\x{d6}\\x{d8}-\\x{f6}\\x{f8}-\\x{1ba}\\x{1bc}-\\x{1bf}"
@@ -46,31 +51,59 @@ const char* const kCjk = "[\\x{4e00}-\\x{9fa5}\\x{800}-\\x{4e00}\\x{ac00}-\\x{d7
 struct Family {
     std::vector<const char*> names;
     std::vector<const char*> regexes;
-    bool ignore_merges;
+    PreTokenizer::Traits traits;
 };
 
+// The names llama.cpp gives each family (src/llama-vocab.cpp), with its flags.
 const std::vector<Family>& families() {
+    using T = PreTokenizer::Traits;
     static const std::vector<Family> f = {
-        {{"default"}, {"[\\p{P}\\$\\+<=>\\^~\\|]+", kGpt2, "\\p{N}+", "[0-9][0-9][0-9]"}, false},
+        {{"default"}, {"[\\p{P}\\$\\+<=>\\^~\\|]+", kGpt2, "\\p{N}+", "[0-9][0-9][0-9]"}, {}},
         {{"gpt-2", "gpt2", "phi-2", "mpt", "olmo", "jina-es", "jina-de", "jina-v1-en", "jina-v2-es",
-          "jina-v2-de", "gigachat", "jais", "trillion"},
+          "jina-v2-de", "gigachat", "jais", "trillion", "a.x-4.0", "mellum", "modern-bert",
+          "exaone4", "granite-docling"},
          {kGpt2},
-         false},
-        {{"llama-bpe", "llama3", "llama-v3", "falcon3", "pixtral", "dbrx", "smaug-bpe"},
+         {}},
+        // Llama 3 (and SmolLM3, LFM2, ...): whole-token words, BOS by default.
+        {{"llama-bpe", "llama3", "llama-v3", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2",
+          "jina-v5-nano"},
          {kLlama3},
-         true},
-        {{"qwen2", "deepseek-r1-qwen", "stablelm2", "hunyuan", "grok-2"}, {kQwen2}, false},
+         T{.ignore_merges = true, .add_bos = true}},
+        // The same expression without Llama 3's whole-token words.
+        {{"dbrx", "smaug-bpe", "chatglm-bpe"}, {kLlama3}, {}},
+        {{"qwen2", "deepseek-r1-qwen", "kormo", "f2llmv2", "megrez", "stablelm2", "hunyuan",
+          "grok-2", "solar-open"},
+         {kQwen2},
+         {}},
+        {{"qwen35"}, {kQwen35}, {}},
         {{"deepseek-llm"},
          {"[\\r\\n]", kDeepseekLetters, kDeepseekPunct, "\\s+$", kCjk, "\\p{N}+"},
-         false},
-        {{"deepseek-coder"}, {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", kCjk, "\\p{N}"}, false},
-        {{"falcon"}, {"[\\p{P}\\$\\+<=>\\^~\\|`]+", kGpt2, "[0-9][0-9][0-9]"}, false},
-        {{"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b"},
+         {}},
+        {{"deepseek-coder"}, {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", kCjk, "\\p{N}"}, {}},
+        {{"falcon"}, {"[\\p{P}\\$\\+<=>\\^~\\|`]+", kGpt2, "[0-9][0-9][0-9]"}, {}},
+        // SmolLM and SmolLM2 too ("smollm").
+        {{"starcoder", "refact", "command-r", "smollm", "codeshell", "exaone", "minerva-7b",
+          "mellum2"},
          {"\\p{N}", kGpt2},
-         false},
-        {{"chatglm-bpe"}, {kLlama3}, false},
+         {}},
+        // Gemma 4: SentencePiece-style BPE. Spaces become U+2581 and merges run over whole
+        // lines of raw UTF-8 (a newline is never inside a merge).
+        {{"gemma4", "granite-embed-multi-311m"},
+         {"[^\\n]+|[\\n]+"},
+         T{.force_bos = true,
+           .byte_level = false,
+           .spaces_as_u2581 = true,
+           .whole_newline_runs = true}},
     };
     return f;
+}
+
+// Every name, for the error that refuses another.
+std::string known_names() {
+    std::string s;
+    for (const Family& f : families())
+        for (const char* n : f.names) s += (s.empty() ? "" : ", ") + std::string(n);
+    return s;
 }
 
 }  // namespace
@@ -92,10 +125,12 @@ Result<std::unique_ptr<PreTokenizer>> PreTokenizer::create(const std::string& na
     for (const Family& f : families())
         for (const char* n : f.names)
             if (name == n) fam = &f;
-    if (!fam) return R::fail("pre-tokenizer \"" + name + "\" is not supported");
+    if (!fam)
+        return R::fail("pre-tokenizer \"" + name +
+                       "\" (tokenizer.ggml.pre) is not supported; supported: " + known_names());
     std::unique_ptr<PreTokenizer> p(new PreTokenizer());
     p->name_ = name;
-    p->ignore_merges_ = fam->ignore_merges;
+    p->traits_ = fam->traits;
     for (const char* src : fam->regexes) {
         auto re = std::make_unique<Regex>();
         int err = 0;

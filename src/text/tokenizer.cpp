@@ -1,4 +1,5 @@
-// Byte-level BPE and SentencePiece-style tokenization over a GGUF vocabulary.
+// BPE (byte-level, or Gemma 4's over raw UTF-8), SentencePiece-style and WordPiece
+// tokenization over a GGUF vocabulary, as llama.cpp does it.
 #include "edgellm/tokenizer.h"
 
 #include <algorithm>
@@ -100,7 +101,9 @@ struct Tokenizer::Impl {
     std::unordered_map<std::string, int32_t> bpe_rank;  // "left right" -> merge rank
     std::unique_ptr<PreTokenizer> pre;
     std::vector<int32_t> special;  // matched in raw text, longest first
-    int32_t byte_token[256];       // SPM byte fallback tokens (-1 when missing)
+    int32_t byte_token[256];       // <0xAB> byte fallback tokens (-1 when missing)
+    size_t max_token_len = 0;      // WordPiece: the longest match worth trying, in bytes
+    bool lowercase = true, strip_accents = true;  // WordPiece's normalizer
 };
 
 Tokenizer::~Tokenizer() = default;
@@ -113,14 +116,16 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::load(const GgufFile& f) {
     std::unique_ptr<Tokenizer> t(new Tokenizer());
     t->impl_ = std::make_unique<Impl>();
     Impl& d = *t->impl_;
-    if (*model == "gpt2")
+    if (*model == "gpt2" || *model == "gemma4")
         t->kind_ = Kind::Bpe;
     else if (*model == "llama")
         t->kind_ = Kind::Spm;
+    else if (*model == "bert")
+        t->kind_ = Kind::Wpm;
     else
-        return R::fail(
-            where + "tokenizer model \"" + *model +
-            "\" is not supported (supported: gpt2 = byte-level BPE, llama = SentencePiece)");
+        return R::fail(where + "tokenizer model \"" + *model +
+                       "\" is not supported (supported: gpt2 = byte-level BPE, gemma4 = Gemma "
+                       "4's BPE, llama = SentencePiece, bert = WordPiece)");
 
     const GgufArray* tokens = f.get_array("tokenizer.ggml.tokens");
     if (!tokens || tokens->elem_type != GgufType::STRING || tokens->count == 0)
@@ -141,39 +146,62 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::load(const GgufFile& f) {
         }
     }
     d.token_to_id.reserve(n);  // (no rehashing while 150k names go in: start-up time)
-    for (size_t i = 0; i < n; ++i) d.token_to_id[t->text_[i]] = (int32_t)i;
+    for (size_t i = 0; i < n; ++i) {
+        d.token_to_id[t->text_[i]] = (int32_t)i;
+        d.max_token_len = std::max(d.max_token_len, t->text_[i].size());
+    }
 
     auto id_key = [&](const char* key, int32_t def) -> int32_t {
         const auto v = f.get_int(key);
         if (!v) return def;
         return (*v >= 0 && *v < (int64_t)n) ? (int32_t)*v : -1;
     };
+    // The defaults of each kind (llama.cpp's), then what the metadata says.
     if (t->kind_ == Kind::Spm) {
         t->bos_ = id_key("tokenizer.ggml.bos_token_id", 1);
         t->eos_ = id_key("tokenizer.ggml.eos_token_id", 2);
         t->unk_ = id_key("tokenizer.ggml.unknown_token_id", 0);
         t->add_bos_ = true;
         t->add_space_prefix_ = true;
+        t->escaped_spaces_ = true;
+    } else if (t->kind_ == Kind::Wpm) {
+        // [CLS] text [SEP]; words are "▁word" and the pieces that continue them
+        t->bos_ = id_key("tokenizer.ggml.bos_token_id", 101);
+        t->eos_ = id_key("tokenizer.ggml.eos_token_id", -1);
+        t->unk_ = id_key("tokenizer.ggml.unknown_token_id", 100);
+        t->sep_ = id_key("tokenizer.ggml.seperator_token_id", 102);  // (sic: llama.cpp's key)
+        t->add_bos_ = true;
+        t->escaped_spaces_ = true;
+        d.lowercase = f.get_bool("tokenizer.ggml.normalizer.lowercase").value_or(true);
+        d.strip_accents =
+            f.get_bool("tokenizer.ggml.normalizer.strip_accents").value_or(d.lowercase);
     } else {
-        t->bos_ = id_key("tokenizer.ggml.bos_token_id", 11);
-        t->eos_ = id_key("tokenizer.ggml.eos_token_id", 11);
+        // Gemma 4's vocabulary names no pre-tokenizer: its model implies it. Without one,
+        // a byte-level vocabulary gets llama.cpp's "default" expressions, as there.
+        t->pre_name_ =
+            *model == "gemma4" ? "gemma4" : f.get_string("tokenizer.ggml.pre").value_or("default");
+        auto pre = PreTokenizer::create(t->pre_name_);
+        if (!pre) return R::fail(where + pre.error());
+        d.pre = std::move(*pre);
+        const PreTokenizer::Traits& tr = d.pre->traits();
+        const int32_t def = *model == "gemma4" ? -1 : 11;
+        t->bos_ = id_key("tokenizer.ggml.bos_token_id", def);
+        t->eos_ = id_key("tokenizer.ggml.eos_token_id", def);
         t->unk_ = id_key("tokenizer.ggml.unknown_token_id", -1);
-        t->add_bos_ = false;
+        t->add_bos_ = tr.add_bos;
+        t->escaped_spaces_ = tr.spaces_as_u2581;
     }
     t->eot_ = id_key("tokenizer.ggml.eot_token_id", -1);
     t->add_bos_ = f.get_bool("tokenizer.ggml.add_bos_token").value_or(t->add_bos_);
+    if (d.pre && d.pre->traits().force_bos) t->add_bos_ = true;
     t->add_eos_ = f.get_bool("tokenizer.ggml.add_eos_token").value_or(false);
     t->add_space_prefix_ =
         f.get_bool("tokenizer.ggml.add_space_prefix").value_or(t->add_space_prefix_);
 
     if (t->kind_ == Kind::Bpe) {
-        t->pre_name_ = f.get_string("tokenizer.ggml.pre").value_or("default");
-        auto pre = PreTokenizer::create(t->pre_name_);
-        if (!pre) return R::fail(where + pre.error());
-        d.pre = std::move(*pre);
         const GgufArray* merges = f.get_array("tokenizer.ggml.merges");
         if (!merges || merges->elem_type != GgufType::STRING)
-            return R::fail(where + "byte-level BPE needs tokenizer.ggml.merges");
+            return R::fail(where + "BPE needs tokenizer.ggml.merges");
         d.bpe_rank.reserve(merges->strings.size());
         for (size_t i = 0; i < merges->strings.size(); ++i) {
             const std::string& m = merges->strings[i];
@@ -185,7 +213,7 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::load(const GgufFile& f) {
         }
     }
 
-    // Byte fallback tokens "<0xAB>" (SentencePiece).
+    // Byte fallback tokens "<0xAB>" (SentencePiece, Gemma 4).
     for (int b = 0; b < 256; ++b) {
         char buf[8];
         std::snprintf(buf, sizeof buf, "<0x%02X>", b);
@@ -222,6 +250,11 @@ Result<std::unique_ptr<Tokenizer>> Tokenizer::load(const GgufFile& f) {
         }
     }
     return t;
+}
+
+const char* Tokenizer::kind_name(Kind k) {
+    static const char* const names[] = {"BPE", "SentencePiece", "WordPiece"};  // Kind's order
+    return names[(size_t)k];
 }
 
 std::optional<int32_t> Tokenizer::find(std::string_view text) const {
@@ -266,13 +299,80 @@ std::vector<Fragment> partition(const Tokenizer& t, const std::vector<int32_t>& 
     return frags;
 }
 
+// BERT's normalizer and pre-tokenizer, as llama.cpp has them: accents stripped (a
+// character becomes the first of its canonical decomposition, marks are dropped),
+// lowercase, control characters dropped; words end at whitespace, and each punctuation
+// mark, ASCII symbol and CJK ideograph is a word of its own.
+std::vector<std::string> wordpiece_words(std::string_view text, bool lowercase,
+                                         bool strip_accents) {
+    auto is_cjk = [](uint32_t c) {
+        return (c >= 0x4E00 && c <= 0x9FFF) || (c >= 0x3400 && c <= 0x4DBF) ||
+               (c >= 0x20000 && c <= 0x2A6DF) || (c >= 0x2A700 && c <= 0x2B73F) ||
+               (c >= 0x2B740 && c <= 0x2B81F) ||
+               (c >= 0x2B920 && c <= 0x2CEAF) ||  // (BERT's is 0x2B820; HF's, llama.cpp's 0x2B920)
+               (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x2F800 && c <= 0x2FA1F);
+    };
+    auto is_ascii_symbol = [](uint32_t c) {
+        return c > 0x20 && c < 0x7F && !(c >= '0' && c <= '9') && !(c >= 'A' && c <= 'Z') &&
+               !(c >= 'a' && c <= 'z');
+    };
+    std::vector<std::string> words(1);
+    for (size_t pos = 0; pos < text.size();) {
+        uint32_t cp = unicode::decode(text, &pos);
+        if (strip_accents) cp = unicode::decomposition_base(cp);
+        if (unicode::is_whitespace(cp)) {
+            if (!words.back().empty()) words.emplace_back();
+            continue;
+        }
+        if (cp == 0 || cp == 0xFFFD || unicode::is_control(cp)) continue;
+        if (strip_accents && unicode::is_mark(cp)) continue;
+        std::string ch;
+        unicode::append_utf8(lowercase ? unicode::to_lower(cp) : cp, &ch);
+        if (unicode::is_punctuation(cp) || is_ascii_symbol(cp) || is_cjk(cp)) {
+            if (!words.back().empty()) words.emplace_back();
+            words.back() = std::move(ch);
+            words.emplace_back();
+        } else {
+            words.back() += ch;
+        }
+    }
+    if (words.back().empty()) words.pop_back();
+    return words;
+}
+
+// WordPiece: each word, as "▁word", becomes the longest tokens that spell it from the left;
+// a word that cannot be spelled entirely is one unknown token.
+void wordpiece(const Tokenizer::Impl& d, std::string_view text, int32_t unk,
+               std::vector<int32_t>* out) {
+    for (const std::string& word : wordpiece_words(text, d.lowercase, d.strip_accents)) {
+        const std::string w = kSpmSpace + word;
+        const size_t start = out->size();
+        for (size_t i = 0; i < w.size();) {
+            size_t j = std::min(w.size(), i + d.max_token_len);
+            for (; j > i; --j) {
+                auto it = d.token_to_id.find(w.substr(i, j - i));
+                if (it == d.token_to_id.end()) continue;
+                out->push_back(it->second);
+                break;
+            }
+            if (j == i) {
+                out->resize(start);
+                break;
+            }
+            i = j;
+        }
+        if (out->size() == start && unk >= 0) out->push_back(unk);
+    }
+}
+
 }  // namespace
 
 std::vector<int32_t> Tokenizer::tokenize(std::string_view text, bool add_special,
                                          bool parse_special) const {
     const Impl& d = *impl_;
     std::vector<int32_t> out;
-    if (add_special && add_bos_ && bos_ >= 0) out.push_back(bos_);
+    // (WordPiece always opens with [CLS] when special tokens are added, as in llama.cpp)
+    if (add_special && (add_bos_ || kind_ == Kind::Wpm) && bos_ >= 0) out.push_back(bos_);
     const std::vector<Fragment> frags = partition(*this, d.special, text, parse_special);
 
     if (kind_ == Kind::Spm) {
@@ -332,18 +432,31 @@ std::vector<int32_t> Tokenizer::tokenize(std::string_view text, bool add_special
             for (int i = sym.empty() ? -1 : 0; i >= 0; i = sym[(size_t)i].next)
                 emit(sym[(size_t)i].text, sym[(size_t)i].n);
         }
+    } else if (kind_ == Kind::Wpm) {
+        for (const Fragment& f : frags) {
+            if (f.token >= 0)
+                out.push_back(f.token);
+            else
+                wordpiece(d, f.text, unk_, &out);
+        }
     } else {
+        const PreTokenizer::Traits& tr = d.pre->traits();
         for (const Fragment& f : frags) {
             if (f.token >= 0) {
                 out.push_back(f.token);
                 continue;
             }
-            const std::string clean = unicode::sanitize(f.text);
+            std::string clean = unicode::sanitize(f.text);
+            if (tr.spaces_as_u2581) clean = replace_all(std::move(clean), " ", kSpmSpace);
             for (std::string_view word : d.pre->split(clean)) {
                 // Byte-level: every byte of the word becomes its printable character.
                 std::string w;
-                for (unsigned char c : word) w += unicode::byte_to_text(c);
-                if (d.pre->ignore_merges()) {
+                if (tr.byte_level)
+                    for (unsigned char c : word) w += unicode::byte_to_text(c);
+                else
+                    w.assign(word);
+                if (tr.ignore_merges ||
+                    (tr.whole_newline_runs && word.find_first_not_of('\n') == word.npos)) {
                     auto it = d.token_to_id.find(w);
                     if (it != d.token_to_id.end()) {
                         out.push_back(it->second);
@@ -371,16 +484,22 @@ std::vector<int32_t> Tokenizer::tokenize(std::string_view text, bool add_special
                         out.push_back(it->second);
                         continue;
                     }
-                    // Not a token (a vocabulary without every byte): its bytes one by one.
-                    for (char c : piece) {
-                        auto bt = d.token_to_id.find(std::string(1, c));
+                    // Not a token: its bytes one by one, as single-character tokens
+                    // (byte-level: a vocabulary without every byte) or <0xAB> tokens.
+                    for (unsigned char c : piece) {
+                        if (!tr.byte_level) {
+                            if (d.byte_token[c] >= 0) out.push_back(d.byte_token[c]);
+                            continue;
+                        }
+                        auto bt = d.token_to_id.find(std::string(1, (char)c));
                         if (bt != d.token_to_id.end()) out.push_back(bt->second);
                     }
                 }
             }
         }
     }
-    if (add_special && add_eos_ && eos_ >= 0) out.push_back(eos_);
+    if (add_special && kind_ == Kind::Wpm && sep_ >= 0) out.push_back(sep_);
+    if (add_special && add_eos_ && eos_ >= 0 && kind_ != Kind::Wpm) out.push_back(eos_);
     return out;
 }
 
@@ -394,15 +513,16 @@ std::string Tokenizer::token_to_piece(int32_t id, bool special) const {
             return special ? text : std::string("\xE2\x96\x85");  // U+2585 as llama.cpp shows it
         case TokenAttr::Unused:
             return {};
+        case TokenAttr::UserDefined:
+            return text;
         case TokenAttr::Byte:
-            if (kind_ == Kind::Spm && text.size() == 6 && text.rfind("<0x", 0) == 0)
+            if (escaped_spaces_ && text.size() == 6 && text.rfind("<0x", 0) == 0)
                 return std::string(1, (char)std::stoi(text.substr(3, 2), nullptr, 16));
             [[fallthrough]];
         default:
             break;
     }
-    if (kind_ == Kind::Spm) return replace_all(text, kSpmSpace, " ");
-    if (attr_[(size_t)id] == TokenAttr::UserDefined) return text;
+    if (escaped_spaces_) return replace_all(text, kSpmSpace, " ");
     // Byte-level BPE: every character of the token text is one byte.
     std::string out;
     size_t pos = 0;

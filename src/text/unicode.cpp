@@ -1,6 +1,9 @@
 #include "text/unicode.h"
 
+#include <algorithm>
 #include <array>
+
+#include "text/unicode_tables.h"
 
 namespace edgellm::unicode {
 
@@ -120,6 +123,54 @@ const std::string& byte_to_text(uint8_t b) {
 
 int text_to_byte(uint32_t cp) {
     return cp < 512 ? tables().to_byte[cp] : -1;
+}
+
+bool is_whitespace(uint32_t cp) {
+    return (cp >= 0x09 && cp <= 0x0D) || cp == 0x20 || cp == 0x85 || cp == 0xA0 || cp == 0x1680 ||
+           (cp >= 0x2000 && cp <= 0x200A) || cp == 0x2028 || cp == 0x2029 || cp == 0x202F ||
+           cp == 0x205F || cp == 0x3000;
+}
+
+namespace {
+
+// The entry of a table sorted by `first` whose range may hold cp: the last one that starts
+// at or before it (none when the first starts after it).
+template <typename T>
+const T* entry_for(std::span<const T> table, uint32_t cp) {
+    auto it = std::upper_bound(table.begin(), table.end(), cp,
+                               [](uint32_t c, const T& e) { return c < e.first; });
+    return it == table.begin() ? nullptr : &*std::prev(it);
+}
+
+ucd::Group group_of(uint32_t cp) {
+    const ucd::GroupStart* g = entry_for(ucd::groups(), cp);
+    return g ? g->group : ucd::Group::Other;
+}
+
+}  // namespace
+
+bool is_control(uint32_t cp) {
+    return group_of(cp) == ucd::Group::Control;
+}
+
+bool is_mark(uint32_t cp) {
+    return group_of(cp) == ucd::Group::Mark;
+}
+
+bool is_punctuation(uint32_t cp) {
+    return group_of(cp) == ucd::Group::Punctuation;
+}
+
+uint32_t to_lower(uint32_t cp) {
+    if (cp < 0x80) return (cp >= 'A' && cp <= 'Z') ? cp + 32 : cp;
+    const ucd::LowerRun* r = entry_for(ucd::lower_runs(), cp);
+    if (!r || cp > r->last || (cp - r->first) % r->step != 0) return cp;
+    return (uint32_t)((int64_t)cp + r->delta);
+}
+
+uint32_t decomposition_base(uint32_t cp) {
+    const ucd::Decomposition* d = entry_for(ucd::decompositions(), cp);
+    return d && cp <= d->last ? d->base : cp;
 }
 
 }  // namespace edgellm::unicode

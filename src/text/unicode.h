@@ -1,4 +1,5 @@
-// UTF-8 helpers and the byte <-> character mapping of byte-level BPE.
+// UTF-8 helpers, the byte <-> character mapping of byte-level BPE, and the character
+// properties of the WordPiece (BERT) normalizer.
 #pragma once
 
 #include <cstdint>
@@ -33,5 +34,15 @@ size_t complete_prefix(std::string_view s);
 // (-1 when the code point is not a byte's character).
 const std::string& byte_to_text(uint8_t b);
 int text_to_byte(uint32_t cp);
+
+// Character properties (text/unicode_tables.h has the data and its Unicode version).
+bool is_whitespace(uint32_t cp);   // Unicode's White_Space
+bool is_control(uint32_t cp);      // general category Cc, Cf, Co or Cs
+bool is_mark(uint32_t cp);         // M*: combining marks, accents among them
+bool is_punctuation(uint32_t cp);  // P*
+uint32_t to_lower(uint32_t cp);    // the simple lowercase mapping
+// The first code point of cp's canonical decomposition (NFD): the base letter of an
+// accented one, cp itself when it does not decompose.
+uint32_t decomposition_base(uint32_t cp);
 
 }  // namespace edgellm::unicode

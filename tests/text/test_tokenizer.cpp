@@ -1,6 +1,7 @@
-// Tokenizers against llama.cpp's tokenizer tests: every line of each
-// reference/tokenizer/<vocab>.inp must tokenize (no BOS, special tokens not parsed) to the
-// ids on the same line of <vocab>.out. Plus round trips and the streaming detokenizer.
+// Tokenizers against llama.cpp's tokenizer tests: every case of each vocabulary's
+// ggml-vocab-<name>.gguf.inp (llama.cpp's models/, fetched by scripts/fetch-vocabs.sh; some
+// are also in the shared reference data) must tokenize (no BOS, special tokens not parsed)
+// to the ids on the same line of its .out. Plus round trips and the streaming detokenizer.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -28,16 +29,18 @@ struct Case {
     std::vector<int32_t> ids;
 };
 
-// The format of llama.cpp's test-tokenizer-0: inputs separated by a marker line, outputs
-// one line of ids per input.
+// The format of llama.cpp's test-tokenizer-0: inputs separated by a marker line (text after
+// the last marker is one more input), outputs one line of ids per input.
 std::vector<Case> read_cases(const fs::path& inp, const fs::path& out) {
     const std::string raw = read_all(inp);
     const std::string sep = "\n__ggml_vocab_test__\n";
     std::vector<std::string> texts;
-    size_t pos = 0;
-    for (;;) {
+    for (size_t pos = 0; pos < raw.size();) {
         const size_t next = raw.find(sep, pos);
-        if (next == std::string::npos) break;
+        if (next == std::string::npos) {
+            texts.push_back(raw.substr(pos));
+            break;
+        }
         texts.push_back(raw.substr(pos, next - pos));
         pos = next + sep.size();
     }
@@ -51,6 +54,7 @@ std::vector<Case> read_cases(const fs::path& inp, const fs::path& out) {
         while (ids >> id) c.ids.push_back(id);
         cases.push_back(std::move(c));
     }
+    EXPECT_EQ(cases.size(), texts.size()) << out << " has fewer lines than " << inp << " inputs";
     return cases;
 }
 
@@ -79,23 +83,65 @@ int check_vocab(const fs::path& gguf, const fs::path& inp, const fs::path& out) 
     return n;
 }
 
-const fs::path kTok = test::shared_dir() / "reference" / "tokenizer";
+// llama.cpp's vocabulary file models/ggml-vocab-<name>.gguf, or empty.
+fs::path vocab(const std::string& name) {
+    return test::vocab_file("ggml-vocab-" + name + ".gguf");
+}
+
+// Why a test that needs that file skips.
+std::string missing(const std::string& name) {
+    return "no ggml-vocab-" + name + ".gguf in " + test::vocab_dir().string() + " or " +
+           (test::shared_dir() / "reference" / "tokenizer").string() +
+           " (scripts/fetch-vocabs.sh fetches llama.cpp's vocabularies)";
+}
 
 }  // namespace
 
+// Every vocabulary of llama.cpp's models/ that comes with test cases, for the families
+// edgellm runs (llama-bpe: Llama 3 and SmolLM3; llama-spm; phi-3; qwen2, qwen35; gemma-4;
+// bert-bge) and the others that share their tokenizers' machinery.
 class VocabTest : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(VocabTest, ReproducesLlamaCppTokenization) {
-    const fs::path gguf = kTok / ("ggml-vocab-" + GetParam() + ".gguf");
-    if (!fs::exists(gguf)) GTEST_SKIP() << "no vocabulary at " << gguf;
-    const int n =
-        check_vocab(gguf, fs::path(gguf.string() + ".inp"), fs::path(gguf.string() + ".out"));
+    const fs::path gguf = vocab(GetParam());
+    if (gguf.empty()) GTEST_SKIP() << missing(GetParam());
+    const fs::path inp = gguf.string() + ".inp", out = gguf.string() + ".out";
+    if (!fs::exists(inp) || !fs::exists(out)) GTEST_SKIP() << "no " << inp << " or " << out;
+    const int n = check_vocab(gguf, inp, out);
     std::printf("%s: %d lines checked\n", GetParam().c_str(), n);
 }
 
+// More texts for the same vocabularies, where llama.cpp's cases are thin: other scripts,
+// combining marks, Unicode spaces, control characters, digits (tests/data/tokenizer/, with
+// how it was made).
+TEST_P(VocabTest, ReproducesLlamaCppOnMoreScripts) {
+    const fs::path gguf = vocab(GetParam());
+    if (gguf.empty()) GTEST_SKIP() << missing(GetParam());
+    const fs::path data = fs::path(__FILE__).parent_path().parent_path() / "data" / "tokenizer" /
+                          "vocab-cases-llama-cpp.json";
+    std::ifstream in(data);
+    ASSERT_TRUE(in) << data;
+    const auto j = nlohmann::json::parse(in);
+    const auto& texts = j.at("texts");
+    const auto& ids = j.at("ids").at(GetParam());
+    ASSERT_EQ(texts.size(), ids.size());
+    auto f = GgufFile::open(gguf.string());
+    ASSERT_TRUE(f.ok()) << f.error();
+    auto t = Tokenizer::load(**f);
+    ASSERT_TRUE(t.ok()) << t.error();
+    for (size_t i = 0; i < texts.size(); ++i) {
+        const std::string text = texts[i];
+        EXPECT_EQ(show((*t)->tokenize(text, false, false)),
+                  show(ids[i].get<std::vector<int32_t>>()))
+            << GetParam() << ": \"" << text << "\"";
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Reference, VocabTest,
-                         ::testing::Values("gpt-2", "llama-spm", "phi-3", "deepseek-llm", "falcon",
-                                           "starcoder"),
+                         ::testing::Values("llama-bpe", "llama-spm", "phi-3", "qwen2", "qwen35",
+                                           "gemma-4", "bert-bge", "gpt-2", "deepseek-llm",
+                                           "deepseek-coder", "falcon", "starcoder", "refact",
+                                           "command-r", "mpt"),
                          [](const auto& info) {
                              std::string s = info.param;
                              for (char& c : s)
@@ -103,32 +149,74 @@ INSTANTIATE_TEST_SUITE_P(Reference, VocabTest,
                              return s;
                          });
 
-// The reference has the inputs and llama.cpp's ids for these pre-tokenizers but no
-// vocabulary: the real models of the family supply it.
+// The same cases against the vocabulary of the real Qwen2.5 models we ship.
 TEST(RealVocab, Qwen2ReproducesLlamaCppTokenization) {
     const fs::path model = test::qwen_model();
     if (model.empty())
         GTEST_SKIP() << "no Qwen2.5 model in " << test::models_dir()
                      << " (scripts/fetch-models.sh qwen2.5-coder-0.5b fetches one)";
-    const fs::path inp = kTok / "ggml-vocab-qwen2.gguf.inp";
-    if (!fs::exists(inp)) GTEST_SKIP() << "no reference data at " << inp;
-    const int n = check_vocab(model, inp, kTok / "ggml-vocab-qwen2.gguf.out");
+    const fs::path inp = test::vocab_file("ggml-vocab-qwen2.gguf.inp");
+    const fs::path out = test::vocab_file("ggml-vocab-qwen2.gguf.out");
+    if (inp.empty() || out.empty())
+        GTEST_SKIP() << "no ggml-vocab-qwen2.gguf.inp/.out (scripts/fetch-vocabs.sh)";
+    const int n = check_vocab(model, inp, out);
     std::printf("qwen2 (%s): %d lines checked\n", model.filename().c_str(), n);
 }
 
-TEST(RealVocab, LlamaBpeReproducesLlamaCppTokenization) {
-    const fs::path model = test::real_model({"llama-3.2-1b-instruct-q4_k_m.gguf"});
-    if (model.empty())
-        GTEST_SKIP() << "no Llama 3 model in " << test::models_dir()
-                     << ": none of the model packages carries a llama-bpe vocabulary";
-    check_vocab(model, kTok / "ggml-vocab-llama-bpe.gguf.inp",
-                kTok / "ggml-vocab-llama-bpe.gguf.out");
+// A vocabulary naming a pre-tokenizer we do not know is refused, by name: tokenizing with
+// another family's expressions would give ids the model was not trained on.
+TEST(Tokenizer, RefusesAnUnknownPreTokenizerByName) {
+    test::TempDir dir;
+    const fs::path path = dir.path / "vocab.gguf";
+    GgufWriter w;
+    w.set("general.architecture", gguf_value("llama"));
+    w.set("tokenizer.ggml.model", gguf_value("gpt2"));
+    w.set("tokenizer.ggml.pre", gguf_value("no-such-pre"));
+    w.set("tokenizer.ggml.tokens", gguf_value(gguf_string_array({"a", "b", "ab"})));
+    w.set("tokenizer.ggml.merges", gguf_value(gguf_string_array({"a b"})));
+    ASSERT_TRUE(w.write(path.string()).ok());
+    auto f = GgufFile::open(path.string());
+    ASSERT_TRUE(f.ok()) << f.error();
+    auto t = Tokenizer::load(**f);
+    ASSERT_FALSE(t.ok());
+    EXPECT_NE(t.error().find("\"no-such-pre\""), std::string::npos) << t.error();
+    EXPECT_NE(t.error().find("tokenizer.ggml.pre"), std::string::npos) << t.error();
+
+    // A known name loads (the same file otherwise).
+    w.set("tokenizer.ggml.pre", gguf_value("qwen2"));
+    ASSERT_TRUE(w.write(path.string()).ok());
+    auto g = GgufFile::open(path.string());
+    ASSERT_TRUE(g.ok()) << g.error();
+    auto u = Tokenizer::load(**g);
+    ASSERT_TRUE(u.ok()) << u.error();
+    EXPECT_EQ((*u)->tokenize("ab", false, false), std::vector<int32_t>{2});
+}
+
+// What "add special tokens" adds, per family, as llama.cpp does: Llama 3's BOS although its
+// vocabulary does not say add_bos_token, Gemma 4's BOS, BERT's [CLS] ... [SEP], nothing
+// for Qwen 2.
+TEST(Tokenizer, AddsEachFamilysSpecialTokens) {
+    const std::vector<std::pair<std::string, std::vector<int32_t>>> want = {
+        {"llama-bpe", {128000, 9906, 1917}},
+        {"gemma-4", {2, 9259, 1902}},
+        {"bert-bge", {101, 7592, 2088, 102}},
+        {"qwen2", {9707, 1879}},
+    };
+    for (const auto& [name, ids] : want) {
+        const fs::path gguf = vocab(name);
+        if (gguf.empty()) GTEST_SKIP() << missing(name);
+        auto f = GgufFile::open(gguf.string());
+        ASSERT_TRUE(f.ok()) << f.error();
+        auto t = Tokenizer::load(**f);
+        ASSERT_TRUE(t.ok()) << t.error();
+        EXPECT_EQ((*t)->tokenize("Hello world", true, false), ids) << name;
+    }
 }
 
 TEST(Tokenizer, RoundTripsText) {
-    for (const char* name : {"gpt-2", "llama-spm", "deepseek-llm"}) {
-        const fs::path gguf = kTok / (std::string("ggml-vocab-") + name + ".gguf");
-        if (!fs::exists(gguf)) GTEST_SKIP() << "no vocabulary at " << gguf;
+    for (const char* name : {"gpt-2", "llama-spm", "deepseek-llm", "llama-bpe", "gemma-4"}) {
+        const fs::path gguf = vocab(name);
+        if (gguf.empty()) GTEST_SKIP() << missing(name);
         auto f = GgufFile::open(gguf.string());
         ASSERT_TRUE(f.ok());
         auto t = Tokenizer::load(**f);
@@ -143,8 +231,8 @@ TEST(Tokenizer, RoundTripsText) {
 }
 
 TEST(Tokenizer, StreamingNeverSplitsACharacter) {
-    const fs::path gguf = kTok / "ggml-vocab-llama-spm.gguf";
-    if (!fs::exists(gguf)) GTEST_SKIP() << "no vocabulary at " << gguf;
+    const fs::path gguf = vocab("llama-spm");
+    if (gguf.empty()) GTEST_SKIP() << missing("llama-spm");
     auto f = GgufFile::open(gguf.string());
     auto t = Tokenizer::load(**f);
     ASSERT_TRUE(t.ok());
@@ -172,8 +260,8 @@ TEST(Tokenizer, StreamingNeverSplitsACharacter) {
 }
 
 TEST(Tokenizer, SpecialTokensOnlyWhenAsked) {
-    const fs::path gguf = kTok / "ggml-vocab-phi-3.gguf";
-    if (!fs::exists(gguf)) GTEST_SKIP() << "no vocabulary at " << gguf;
+    const fs::path gguf = vocab("phi-3");
+    if (gguf.empty()) GTEST_SKIP() << missing("phi-3");
     auto f = GgufFile::open(gguf.string());
     auto t = Tokenizer::load(**f);
     ASSERT_TRUE(t.ok());
@@ -195,8 +283,8 @@ TEST(Tokenizer, SpecialTokensOnlyWhenAsked) {
 }
 
 TEST(Tokenizer, InvalidUtf8DoesNotCrash) {
-    const fs::path gguf = kTok / "ggml-vocab-gpt-2.gguf";
-    if (!fs::exists(gguf)) GTEST_SKIP() << "no vocabulary at " << gguf;
+    const fs::path gguf = vocab("gpt-2");
+    if (gguf.empty()) GTEST_SKIP() << missing("gpt-2");
     auto f = GgufFile::open(gguf.string());
     auto t = Tokenizer::load(**f);
     ASSERT_TRUE(t.ok());

@@ -64,7 +64,11 @@ void Server::Impl::models(http::Response& res) {
 
 json Server::Impl::models_json() const {
     const HParams& h = live.model->hparams();
-    json meta = {{"vocab_type", live.tok->kind() == Tokenizer::Kind::Bpe ? 2 : 1},
+    // llama.cpp's LLAMA_VOCAB_TYPE_*: SPM 1, BPE 2, WPM 3
+    const Tokenizer::Kind kind = live.tok->kind();
+    json meta = {{"vocab_type", kind == Tokenizer::Kind::Spm   ? 1
+                                : kind == Tokenizer::Kind::Bpe ? 2
+                                                               : 3},
                  {"n_vocab", h.n_vocab},
                  {"n_ctx_train", h.n_ctx_train},
                  {"n_embd", h.n_embd},
