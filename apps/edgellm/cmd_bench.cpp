@@ -428,7 +428,8 @@ int cmd_bench(const std::vector<std::string>& args) {
     const std::string mtype = m.main_weight_type();
 
     // Bytes one generated token reads: every weight matrix once (the embedding table only
-    // when it doubles as the output projection), plus on average half the KV cache.
+    // when it doubles as the output projection; a table read lazily, a row of it), plus on
+    // average half the KV cache (of the layers with a cache of their own).
     size_t weight_read = 0;
     int64_t n_params = 0;
     for (const auto& t : m.file().tensors()) {
@@ -436,8 +437,12 @@ int cmd_bench(const std::vector<std::string>& args) {
         if (t.name == "token_embd.weight" && !h.tied_output) continue;
         weight_read += t.n_bytes;
     }
-    const double kv_per_token = (double)h.n_layer * (double)(row_size(type_k, h.n_embd_kv()) +
-                                                             row_size(type_v, h.n_embd_kv()));
+    weight_read -= m.lazy_bytes();
+    double kv_per_token = 0;
+    for (int64_t il = 0; il < h.n_layer; ++il)
+        if (h.has_kv(il))
+            kv_per_token += (double)(row_size(type_k, h.n_embd_kv_at(il)) +
+                                     row_size(type_v, h.n_embd_kv_at(il)));
 
     // The layers' matrix multiply-adds per prompt token (the output projection runs for the
     // last token only): what a pp row's speed is in int8 multiply-adds.

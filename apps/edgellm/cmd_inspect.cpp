@@ -1,5 +1,6 @@
 // edgellm inspect MODEL [-c CTX] [--kv-type T]: metadata, tensors, hyper-parameters,
 // kernels chosen, and the memory bill (weights + KV cache + scratch).
+#include <algorithm>
 #include <cstdio>
 #include <map>
 
@@ -68,6 +69,34 @@ int cmd_inspect(const std::vector<std::string>& args) {
         std::printf("  sliding window %lld (rope base %g) except global layers %s\n",
                     (long long)h.n_swa, h.rope_freq_base_swa, global.c_str());
     }
+    // (Gemma 4: each kind of layer its own heads; layers reading another's cache; the
+    // per-layer embeddings)
+    if (h.head_dim_swa > 0 || !h.n_head_kv_arr.empty() || !h.n_ff_arr.empty()) {
+        int64_t s = -1, g = -1;
+        for (int64_t il = 0; il < h.n_layer; ++il) (h.is_swa(il) ? s : g) = il;
+        for (int64_t il : {s, g})
+            if (il >= 0)
+                std::printf("  %s layers: head_dim %lld, n_rot %lld, n_head_kv %lld%s\n",
+                            h.is_swa(il) ? "sliding" : "global", (long long)h.head_dim_at(il),
+                            (long long)h.n_rot_at(il), (long long)h.n_head_kv_at(il),
+                            h.rope_factors_global && !h.is_swa(il) ? ", rope_freqs factors" : "");
+        if (!h.n_ff_arr.empty())
+            std::printf("  n_ff per layer: %lld (first) to %lld (widest)\n", (long long)h.n_ff,
+                        (long long)h.n_ff_max());
+    }
+    if (h.n_kv_shared > 0) {
+        const int64_t first = h.n_layer - h.n_kv_shared;
+        std::printf("  layers %lld-%lld have no K/V of their own: they read", (long long)first,
+                    (long long)h.n_layer - 1);
+        for (int64_t il = first; il < h.n_layer; ++il)
+            std::printf("%s %lld->%lld", il == first ? "" : ",", (long long)il,
+                        (long long)h.kv_layer(il));
+        std::printf("\n");
+    }
+    if (h.n_embd_per_layer > 0)
+        std::printf("  per-layer embeddings: %lld per layer, from per_layer_token_embd (read "
+                    "lazily, a token's row at a time)\n",
+                    (long long)h.n_embd_per_layer);
 
     std::map<std::string, std::pair<size_t, size_t>> by_type;  // count, bytes
     if (!s.io.no_tensors) std::printf("\ntensors:\n");
@@ -99,7 +128,6 @@ int cmd_inspect(const std::vector<std::string>& args) {
     const std::string kv_name = type_k == type_v ? std::string(tensor_type_name(type_k))
                                                  : std::string("K ") + tensor_type_name(type_k) +
                                                        " / V " + tensor_type_name(type_v);
-    const size_t kv_row = row_size(type_k, h.n_embd_kv()) + row_size(type_v, h.n_embd_kv());
     std::printf("\nmemory bill (context %lld, KV %s, batch %lld):\n", (long long)ctx_used,
                 kv_name.c_str(), (long long)std::min(n_batch, ctx_used));
     std::printf("  weights   %s  (mapped from the file)\n", mib(bill->weights).c_str());
@@ -107,17 +135,36 @@ int cmd_inspect(const std::vector<std::string>& args) {
         std::printf("    of which %s repacked at load for decode (row-interleaved, in memory of "
                     "their own in place of the file's pages)\n",
                     mib(bill->weights_repacked).c_str());
-    if (bill->kv_ring_layers > 0)
-        std::printf("  kv cache  %s  ((%lld layers x %lld cells + %lld sliding-window layers "
-                    "x %lld cells) x %zu bytes of K and V)\n",
-                    mib(bill->kv_cache).c_str(), (long long)(h.n_layer - bill->kv_ring_layers),
-                    (long long)ctx_used, (long long)bill->kv_ring_layers,
-                    (long long)bill->kv_ring_cells, kv_row);
-    else
-        std::printf("  kv cache  %s  (%lld layers x %lld cells x %zu bytes of K and V)\n",
-                    mib(bill->kv_cache).c_str(), (long long)h.n_layer, (long long)ctx_used, kv_row);
+    // The layers with a cache of their own, grouped by cells and row bytes: "(2 layers x
+    // 4096 cells x 1024 bytes + ...)".
+    std::vector<std::pair<std::pair<int64_t, size_t>, int64_t>> groups;  // (cells, row) -> layers
+    for (int64_t il = 0; il < h.n_layer; ++il) {
+        if (!h.has_kv(il)) continue;
+        const bool ring = h.is_swa(il) && bill->kv_ring_layers > 0;
+        const std::pair<int64_t, size_t> key{ring ? bill->kv_ring_cells : ctx_used,
+                                             row_size(type_k, h.n_embd_kv_at(il)) +
+                                                 row_size(type_v, h.n_embd_kv_at(il))};
+        auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& e) { return e.first == key; });
+        if (g == groups.end())
+            groups.push_back({key, 1});
+        else
+            ++g->second;
+    }
+    std::string parts;
+    for (const auto& [key, layers] : groups)
+        parts += (parts.empty() ? "" : " + ") + std::to_string(layers) + " layers x " +
+                 std::to_string(key.first) + " cells x " + std::to_string(key.second) + " bytes";
+    std::printf("  kv cache  %s  (%s of K and V%s)\n", mib(bill->kv_cache).c_str(), parts.c_str(),
+                bill->kv_layers < h.n_layer
+                    ? (", " + std::to_string(h.n_layer - bill->kv_layers) + " layers sharing them").c_str()
+                    : "");
     std::printf("  scratch   %s\n", mib(bill->scratch).c_str());
     std::printf("  total     %s\n", mib(bill->total()).c_str());
+    if (bill->weights_lazy)
+        std::printf("  and read lazily, apart: %s of per-layer token embeddings (mapped from the "
+                    "file, never repacked or locked; only the rows of the tokens seen are read, "
+                    "and their pages stay the page cache's to drop)\n",
+                    mib(bill->weights_lazy).c_str());
     return 0;
 }
 

@@ -27,16 +27,21 @@ enum class Dim : uint8_t {
     Kv,         // n_head_kv * head_dim
     Qkv,        // Q + 2 Kv: q, k and v in one matrix (Phi-3)
     HeadDim,    // head_dim
+    HeadHalf,   // head_dim / 2 (Gemma 4's RoPE frequency factors)
     RotHalf,    // n_rot / 2 (RoPE frequency factors)
+    PerLayer,     // n_embd_per_layer (Gemma 4's per-layer embeddings)
+    PerLayerAll,  // n_embd_per_layer x n_layer
 };
 
 // Where the engine keeps a bound tensor.
 enum class Slot : uint8_t {
     // the model's
     TokEmbd, Output, OutputNorm, RopeFreqs, RopeLong, RopeShort,
+    PerLayerTokEmbd, PerLayerModelProj, PerLayerProjNorm,
     // each layer's
     AttnNorm, Wq, Wk, Wv, Wqkv, Bq, Bk, Bv, Wo, QNorm, KNorm, PostAttnNorm,
     FfnNorm, Gate, Up, Down, PostFfnNorm,
+    PerLayerGate, PerLayerProj, PerLayerPostNorm, OutScale,
 };
 
 // How llama.cpp's quantizer treats a tensor (llama_tensor_get_type's cases).
@@ -56,6 +61,13 @@ enum class HfMap : uint8_t {
     PlusOne,       // Gemma's norms store w - 1
 };
 
+// When a tensor is part of a model at all (its `required` holds only then).
+enum class When : uint8_t {
+    Always,
+    KvLayer,       // on layers with K/V of their own (Gemma 4's shared layers have none)
+    PerLayerEmbd,  // in models with per-layer embeddings (n_embd_per_layer > 0)
+};
+
 struct ArchTensor {
     const char* gguf;  // "attn_q.weight" (a layer's: "blk.N." in front)
     const char* hf;    // "model.layers.%d.self_attn.q_proj.weight" (null: not in checkpoints)
@@ -68,13 +80,23 @@ struct ArchTensor {
     const char* instead;
     QuantRole quant;
     HfMap hf_map;
+    When when = When::Always;
+    // Read lazily from the mapping (a token table read row by row): never repacked, locked
+    // or warmed, and billed apart (MemoryBill::weights_lazy).
+    bool lazy = false;
 };
 
 // Which HParams field a metadata key fills.
 enum class Field : uint8_t {
     CtxTrain, Embd, Layers, Ff, Heads, HeadsKv, KeyLength, ValueLength, RmsEps, Rot,
     RopeBase, RopeBaseSwa, Swa, SwaPattern, FinalSoftcap, RopeCtxOrig, RopeAttnFactor,
+    // Gemma 4
+    KeyLengthSwa, ValueLengthSwa, RotSwa, SharedKvLayers, EmbdPerLayer,
 };
+
+// Whether a key's value is one number, one per layer (an array of block_count values), or
+// either (llama.cpp's get_key_or_arr).
+enum class KeyForm : uint8_t { Scalar, PerLayer, Either };
 
 inline constexpr double kNoDefault = -1e300;
 
@@ -85,6 +107,16 @@ struct ArchKey {
     bool is_float;
     bool required;
     double def = kNoDefault;  // an optional key absent: this, else HParams' default
+    KeyForm form = KeyForm::Scalar;
+};
+
+// Tensors a family's files may carry that edgellm refuses by name, saying why (Gemma 4's
+// image and audio encoders, its mixture of experts): a name starting with `prefix`, or
+// (prefix null) containing `part`.
+struct ArchRefusal {
+    const char* prefix;
+    const char* part;
+    const char* why;
 };
 
 struct ArchInfo {
@@ -98,6 +130,7 @@ struct ArchInfo {
     bool gemma = false;          // Gemma's post-norms, GELU FFN, scaled embeddings, windows
     int64_t nope_every = 0;      // SmolLM3: no RoPE on layers with (il + 1) % nope_every == 0
     bool longrope = false;       // Phi-3: short/long RoPE factors chosen by the context
+    std::vector<ArchRefusal> refused;
     const char* tokenizer_pre = "default";  // what synth writes
     // What the table cannot say: defaults and checks of the family (null: none). Returns
     // an error ("" : fine).
@@ -117,5 +150,10 @@ std::string tensor_name(const ArchTensor& t, int64_t il);
 // The entry and layer a GGUF tensor name belongs to (null: not one of the family's).
 const ArchTensor* find_tensor(const ArchInfo& a, std::string_view gguf_name,
                               int64_t* layer = nullptr);
+// Why the family refuses a tensor of this name (null: it does not).
+const char* refusal(const ArchInfo& a, std::string_view gguf_name);
+// Whether tensor t is part of layer il (il < 0: the model's) of a model of these
+// hyper-parameters (its When).
+bool tensor_present(const ArchTensor& t, const HParams& hp, int64_t il);
 
 }  // namespace edgellm

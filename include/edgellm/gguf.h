@@ -88,6 +88,7 @@ GgufValue gguf_value(GgufArray a);
 GgufArray gguf_string_array(std::vector<std::string> v);
 GgufArray gguf_float_array(const std::vector<float>& v);
 GgufArray gguf_int32_array(const std::vector<int32_t>& v);
+GgufArray gguf_bool_array(const std::vector<bool>& v);
 
 inline constexpr int kMaxDims = 4;
 

@@ -43,12 +43,16 @@ struct HParams {
     float q_scale = 0.0f;     // queries multiplied by this before attention; 0: 1/sqrt(head_dim)
     float final_softcap = 0.0f;  // logits = cap * tanh(logits / cap) when > 0
     // Sliding-window attention (Gemma 3): layers with il % swa_period < swa_period - 1
-    // see only the last n_swa positions and rotate with rope_freq_base_swa.
+    // see only the last n_swa positions and rotate with rope_freq_base_swa. Gemma 4 names
+    // its sliding layers one by one instead (swa_layers, n_layer flags).
     int64_t n_swa = 0;
     int64_t swa_period = 0;
+    std::vector<uint8_t> swa_layers;
     float rope_freq_base_swa = 10000.0f;
     bool is_swa(int64_t il) const {
-        return n_swa > 0 && swa_period > 0 && il % swa_period < swa_period - 1;
+        if (il < 0 || n_swa <= 0) return false;  // (il < 0: the model's own tensors)
+        if (!swa_layers.empty()) return il < (int64_t)swa_layers.size() && swa_layers[(size_t)il];
+        return swa_period > 0 && il % swa_period < swa_period - 1;
     }
     // SmolLM3: layers with (il + 1) % nope_every == 0 use no rotary positions.
     int64_t nope_every = 0;
@@ -59,8 +63,49 @@ struct HParams {
     int64_t n_ctx_orig = 0;
     float rope_attn_factor = 1.0f;
 
+    // Gemma 4: what differs from layer to layer. Arrays of n_layer values where the file
+    // gives one per layer (KV heads, FFN width), else empty and the scalar holds for every
+    // layer; the sliding layers' own head size and rotated dimensions (0: head_dim, n_rot).
+    std::vector<int64_t> n_head_kv_arr, n_ff_arr;
+    int64_t head_dim_swa = 0;
+    int64_t n_rot_swa = 0;
+    // The last n_kv_shared layers have no K/V of their own: they attend over the cache of
+    // an earlier layer of their kind (kv_layer), as llama.cpp's Gemma 4 does.
+    int64_t n_kv_shared = 0;
+    bool v_norm = false;               // V RMS-normed per head, without a weight (Gemma 4)
+    bool rope_factors_global = false;  // the frequency factors rotate global layers only
+                                       // (Gemma 4's "proportional" RoPE)
+    // Per-layer embeddings (Gemma 4 E2B/E4B): each layer gets n_embd_per_layer more inputs
+    // from a token table of its own (per_layer_token_embd) and a projection of the
+    // embedding. 0: none.
+    int64_t n_embd_per_layer = 0;
+
     int64_t n_embd_kv() const { return n_head_kv * head_dim; }
     int64_t n_embd_q() const { return n_head * head_dim; }
+    // Layer il's (il < 0: the model's, as the scalars say).
+    int64_t head_dim_at(int64_t il) const {
+        return is_swa(il) && head_dim_swa > 0 ? head_dim_swa : head_dim;
+    }
+    int64_t n_rot_at(int64_t il) const { return is_swa(il) && n_rot_swa > 0 ? n_rot_swa : n_rot; }
+    int64_t n_head_kv_at(int64_t il) const {
+        return il >= 0 && il < (int64_t)n_head_kv_arr.size() ? n_head_kv_arr[(size_t)il] : n_head_kv;
+    }
+    int64_t n_ff_at(int64_t il) const {
+        return il >= 0 && il < (int64_t)n_ff_arr.size() ? n_ff_arr[(size_t)il] : n_ff;
+    }
+    int64_t n_embd_kv_at(int64_t il) const { return n_head_kv_at(il) * head_dim_at(il); }
+    int64_t n_embd_q_at(int64_t il) const { return n_head * head_dim_at(il); }
+    // The widest of any layer (scratch buffers).
+    int64_t n_embd_kv_max() const;
+    int64_t n_embd_q_max() const;
+    int64_t n_ff_max() const;
+    // Whether layer il keeps K/V of its own, and the layer whose cache it reads (itself, or
+    // for a shared layer llama.cpp's choice: the last layer with a cache when il is global,
+    // the one before it when il slides; hparams check they are of il's kind).
+    bool has_kv(int64_t il) const { return il < n_layer - n_kv_shared; }
+    int64_t kv_layer(int64_t il) const {
+        return has_kv(il) ? il : n_layer - n_kv_shared - (is_swa(il) ? 2 : 1);
+    }
 };
 
 struct LoadOptions {
@@ -99,6 +144,9 @@ class Model {
     const HParams& hparams() const { return hp_; }
     const GgufFile& file() const { return *file_; }
     size_t weight_bytes() const { return file_->tensor_bytes(); }
+    // Of those, the bytes of tensors read lazily from the mapping, row by row as tokens
+    // need them (Gemma 4's per-layer token table): never repacked, locked or warmed.
+    size_t lazy_bytes() const;
     // The most common weight type, e.g. "q4_K" for a Q4_K_M file.
     std::string main_weight_type() const;
 
@@ -209,12 +257,19 @@ const std::vector<TensorType>& kv_cache_types();
 
 // Bytes a context will allocate, before allocating it.
 struct MemoryBill {
-    size_t weights = 0;   // tensor bytes, mapped from the file (or repacked at load)
+    size_t weights = 0;   // tensor bytes, mapped from the file (or repacked at load), but
+                          // those read lazily
     size_t weights_repacked = 0;  // of those, repacked into memory of their own
-    size_t kv_cache = 0;  // n_ctx x (row_size(type_k) + row_size(type_v)) x n_embd_kv per global layer
+    // Tensors read lazily from the mapping, not counted in `weights` nor the total: only
+    // the rows of the tokens seen are read (Gemma 4's per_layer_token_embd), and their
+    // pages stay the page cache's to drop.
+    size_t weights_lazy = 0;
+    size_t kv_cache = 0;  // n_ctx x (row_size(type_k) + row_size(type_v)) x the layer's
+                          // n_embd_kv per global layer with a cache of its own
                           // (sliding-window layers: their ring's cells instead of n_ctx),
                           // times n_seq
-    int64_t kv_ring_layers = 0;  // layers with a ring
+    int64_t kv_layers = 0;       // layers with a cache of their own
+    int64_t kv_ring_layers = 0;  // of those, layers with a ring
     int64_t kv_ring_cells = 0;   // cells of each ring
     size_t scratch = 0;   // activations, logits, per-thread buffers
     size_t total() const { return weights + kv_cache + scratch; }

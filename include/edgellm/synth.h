@@ -23,6 +23,15 @@ struct ModelShape {
     float rope_base = 1e4f, rms_eps = 1e-6f;
     int64_t n_rot = 0;       // rotated dimensions per head (0: all)
     int64_t n_ctx_orig = 0;  // Phi-3's LongRoPE: the original context (0: none)
+    // Gemma 4: every swa_period-th layer global, the others sliding over n_swa positions
+    // with heads of head_dim_swa (head_dim: the global ones'), n_head_kv_global KV heads on
+    // the global layers (0: n_head_kv), per-layer embeddings of n_embd_per_layer, the last
+    // n_kv_shared layers without K/V of their own (and, double_wide_shared, an FFN twice
+    // as wide), the global layers rotating rope_partial of their dimensions.
+    int64_t swa_period = 0, n_swa = 0, head_dim_swa = 0, n_head_kv_global = 0;
+    int64_t n_embd_per_layer = 0, n_kv_shared = 0;
+    bool double_wide_shared = false;
+    float rope_base_swa = 1e4f, rope_partial = 1.0f, final_softcap = 0.0f;
 };
 
 const std::vector<ModelShape>& model_shapes();

@@ -21,6 +21,10 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
     double sum = 0.0;
     for (int64_t i = 0; i < n; ++i) sum += (double)x[i] * x[i];
     const float scale = 1.0f / std::sqrt((float)(sum / (double)n) + eps);
+    if (!w) {
+        for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale;
+        return;
+    }
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
 }
 

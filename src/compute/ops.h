@@ -5,7 +5,8 @@
 
 namespace edgellm {
 
-// y = x / sqrt(mean(x^2) + eps) * w   (RMSNorm; the sum of squares in double as ggml does)
+// y = x / sqrt(mean(x^2) + eps) * w   (RMSNorm; the sum of squares in double as ggml does;
+// w null: no weight)
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 
 // y = silu(gate) * up, in place over gate.  silu(x) = x / (1 + exp(-x))

@@ -249,6 +249,14 @@ GgufArray gguf_float_array(const std::vector<float>& v) {
     return a;
 }
 
+GgufArray gguf_bool_array(const std::vector<bool>& v) {
+    GgufArray a;
+    a.elem_type = GgufType::BOOL;
+    a.count = v.size();
+    for (bool b : v) a.bytes.push_back(b ? 1 : 0);
+    return a;
+}
+
 GgufArray gguf_int32_array(const std::vector<int32_t>& v) {
     GgufArray a;
     a.elem_type = GgufType::INT32;

@@ -70,8 +70,11 @@ size_t largest_activation_buffer(const Model& m, int64_t n_batch, int64_t n_outp
     for (const WeightSet* s : std::array<const WeightSet*, 2>{&w.bound, w.later.get()}) {
         if (!s) continue;
         most = std::max(most, activation_buffer_size(s->output, n_outputs, n_threads));
+        if (s->pl_model_proj)
+            most = std::max(most, activation_buffer_size(s->pl_model_proj, n_batch, n_threads));
         for (const LayerWeights& l : s->layers)
-            for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+            for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.w_gate, &l.w_up,
+                                        &l.w_down, &l.pl_gate, &l.pl_proj})
                 if (*t) most = std::max(most, activation_buffer_size(*t, n_batch, n_threads));
     }
     return most;
@@ -82,14 +85,20 @@ void lay_out(Arena& a, const Model& m, const ContextParams& p, int n_threads, Co
     const size_t nb = (size_t)p.n_batch;
     Context::Impl tmp;
     Context::Impl& d = c ? *c : tmp;
+    const int64_t n_q = h.n_embd_q_max(), n_kv = h.n_embd_kv_max(), n_ff = h.n_ff_max();
     d.x = a.take<float>(nb * h.n_embd);
-    d.xn = a.take<float>(nb * std::max(h.n_embd, h.n_embd_q()));
-    d.q = a.take<float>(nb * h.n_embd_q());
-    d.k = a.take<float>(nb * h.n_embd_kv());
-    d.v = a.take<float>(nb * h.n_embd_kv());
-    d.attn = a.take<float>(nb * h.n_embd_q());
-    d.gate = a.take<float>(nb * h.n_ff);
-    d.up = a.take<float>(nb * h.n_ff);
+    d.xn = a.take<float>(nb * std::max(h.n_embd, n_q));
+    d.q = a.take<float>(nb * n_q);
+    d.k = a.take<float>(nb * n_kv);
+    d.v = a.take<float>(nb * n_kv);
+    d.attn = a.take<float>(nb * n_q);
+    d.gate = a.take<float>(nb * n_ff);
+    d.up = a.take<float>(nb * n_ff);
+    if (h.n_embd_per_layer > 0) {
+        d.pl_in = a.take<float>(nb * (size_t)(h.n_layer * h.n_embd_per_layer));
+        d.pl_gate = a.take<float>(nb * (size_t)h.n_embd_per_layer);
+        d.pl_row = a.take<float>((size_t)n_threads * (size_t)(h.n_layer * h.n_embd_per_layer));
+    }
     int64_t fused = 0;  // the widest fused matrix's output
     for (const LayerWeights& l : m.impl().bound.layers) {
         if (l.wqkv) fused = std::max(fused, l.wqkv.ne[1]);
@@ -101,8 +110,12 @@ void lay_out(Arena& a, const Model& m, const ContextParams& p, int n_threads, Co
     d.out_rows = a.take<int64_t>((size_t)std::max(p.n_batch, p.n_outputs));
     d.tokens = a.take<int32_t>((size_t)p.n_batch);
     d.pos = a.take<int32_t>(nb);
-    AttentionShape s{(int)h.n_head, (int)h.n_head_kv, (int)h.head_dim, 1.0f};
-    d.attn_scratch_per_thread = attention_scratch_per_thread(s, p.type_k, p.n_ctx);
+    d.attn_scratch_per_thread = 0;
+    for (int64_t il = 0; il < h.n_layer; ++il) {
+        const AttentionShape s{(int)h.n_head, (int)h.n_head_kv_at(il), (int)h.head_dim_at(il), 1.0f};
+        d.attn_scratch_per_thread =
+            std::max(d.attn_scratch_per_thread, attention_scratch_per_thread(s, p.type_k, p.n_ctx));
+    }
     d.attn_scratch = a.take<uint8_t>(d.attn_scratch_per_thread * n_threads);
 }
 
@@ -147,10 +160,11 @@ std::string check_params(const Model& m, const ContextParams& p) {
                    names + ")";
         }
         const int64_t block = tensor_type_info(t).block_size;
-        if (m.hparams().head_dim % block != 0)
-            return std::string("a ") + tensor_type_name(t) + " KV cache needs a head dimension that is a "
-                   "multiple of " + std::to_string(block) + " (this model's is " +
-                   std::to_string(m.hparams().head_dim) + ")";
+        for (int64_t il = 0; il < m.hparams().n_layer; ++il)
+            if (m.hparams().head_dim_at(il) % block != 0)
+                return std::string("a ") + tensor_type_name(t) + " KV cache needs a head dimension "
+                       "that is a multiple of " + std::to_string(block) + " (this model's is " +
+                       std::to_string(m.hparams().head_dim_at(il)) + ")";
     }
     if (p.n_ctx > (int64_t)1 << 30) return "context size " + std::to_string(p.n_ctx) + " is absurd";
     if (p.n_seq > (int)kMaxSeq) return std::to_string(p.n_seq) + " sequences is more than 256";
@@ -180,30 +194,41 @@ const std::vector<TensorType>& kv_cache_types() {
     return types;
 }
 
-KvRotation kv_rotation(const HParams& h, TensorType k, TensorType v) {
+KvRotation kv_rotation(const HParams& h, int64_t il, TensorType k, TensorType v) {
     KvRotation r;
-    if (h.head_dim % 64 != 0) return r;
+    const int64_t head = h.head_dim_at(il);
+    if (head % 64 != 0) return r;
     if (tensor_type_info(k).quantized) {
         r.k = 64;  // the largest power of two that divides the head
-        while (h.head_dim % (r.k * 2) == 0) r.k *= 2;
+        while (head % (r.k * 2) == 0) r.k *= 2;
     }
     if (tensor_type_info(v).quantized) r.v = 64;  // (smaller blocks do better for V)
     return r;
 }
 
-// The cache's shape: sliding-window layers keep a ring of window + batch cells.
+// The cache's shape: the layers with K/V of their own (the first ones: the others read
+// theirs), each as wide as its heads; sliding-window layers keep a ring of window + batch
+// cells.
 KvLayout kv_layout(const Model& m, const ContextParams& p) {
     const HParams& h = m.hparams();
     KvLayout l;
-    l.n_layer = h.n_layer;
+    l.n_layer = h.n_layer - h.n_kv_shared;
     l.n_ctx = p.n_ctx;
-    l.n_embd_kv = h.n_embd_kv();
-    l.n_head_kv = h.n_head_kv;
+    l.n_embd_kv = h.n_embd_kv_at(0);
+    l.n_head_kv = h.n_head_kv_at(0);
+    for (int64_t il = 0; il < l.n_layer; ++il)
+        if (h.n_embd_kv_at(il) != l.n_embd_kv || h.n_head_kv_at(il) != l.n_head_kv) {
+            for (int64_t j = 0; j < l.n_layer; ++j) {
+                l.layer_embd_kv.push_back(h.n_embd_kv_at(j));
+                l.layer_head_kv.push_back(h.n_head_kv_at(j));
+            }
+            break;
+        }
     l.type_k = p.type_k;
     l.type_v = p.type_v;
     l.lazy = p.kv_lazy;
     if (h.n_swa > 0 && !p.swa_full) {
-        for (int64_t il = 0; il < h.n_layer; ++il) l.ring.push_back(h.is_swa(il));
+        for (int64_t il = 0; il < l.n_layer; ++il) l.ring.push_back(h.is_swa(il));
         l.window = h.n_swa;
         l.ring_cells = h.n_swa + p.n_batch;
     }
@@ -221,6 +246,16 @@ static const float* rope_factors(const Model& m, int64_t n_ctx) {
     return w.rope_freqs;
 }
 
+// Layer il's rotation: its rotated dimensions and base, and the frequency factors (Gemma 4:
+// the global layers' only).
+static void layer_rope(const HParams& h, int64_t il, const float* factors, RopeParams* rp) {
+    const bool swa = h.is_swa(il);
+    rp->n_rot = (int)h.n_rot_at(il);
+    rp->freq_base = swa ? h.rope_freq_base_swa : h.rope_freq_base;
+    rp->freq_factors = h.rope_factors_global && swa ? nullptr : factors;
+    rp->mscale = h.rope_attn_factor;
+}
+
 size_t scratch_bytes(const Model& m, const ContextParams& p, int n_threads) {
     Arena a;
     lay_out(a, m, p, n_threads, nullptr);
@@ -232,10 +267,12 @@ Result<MemoryBill> Context::memory_bill(const Model& m, const ContextParams& par
     const std::string err = check_params(m, p);
     if (!err.empty()) return Result<MemoryBill>::fail(err);
     MemoryBill b;
-    b.weights = m.weight_bytes();
+    b.weights_lazy = m.lazy_bytes();
+    b.weights = m.weight_bytes() - b.weights_lazy;
     b.weights_repacked = m.repacked_bytes();
     const KvLayout kl = kv_layout(m, p);
     b.kv_cache = KvCache::bytes_needed(kl) * (size_t)p.n_seq;
+    b.kv_layers = kl.n_layer;
     for (int64_t il = 0; il < kl.n_layer; ++il)
         if (kl.cells(il) < kl.n_ctx) {
             ++b.kv_ring_layers;
@@ -311,25 +348,25 @@ int64_t Context::shift(int64_t n_keep, int64_t n_discard, int seq) {
     KvCache& kv = *impl_->kv[(size_t)seq];
     const HParams& h = impl_->model->hparams();
     const TypeKernels& tk = type_kernels(kv.type_k());
-    std::vector<float> row((size_t)h.head_dim);
+    std::vector<float> row((size_t)h.n_embd_q_max());
     RopeParams rp;
-    rp.n_rot = (int)h.n_rot;
     rp.freq_scale = h.rope_freq_scale;
     rp.neox = h.rope_neox;
-    rp.freq_factors = impl_->rope_factors;  // (and mscale 1: a turn, not a scaling)
     // RoPE turns by an angle proportional to the position, so a key rotated for position p
     // becomes the key of p - n_discard when turned by -n_discard.
     const int64_t before = kv.n_used();
-    // A key turned by the Hadamard matrix is turned back first (H H = I), then again.
-    const KvRotation rot = kv_rotation(h, kv.type_k(), kv.type_v());
     kv.shift(n_keep, n_discard, [&](int64_t layer, uint8_t* k) {
         if (!h.uses_rope(layer)) return;
-        rp.freq_base = h.is_swa(layer) ? h.rope_freq_base_swa : h.rope_freq_base;
-        tk.to_float(k, row.data(), h.head_dim);
-        if (rot.k) hadamard(row.data(), h.head_dim, rot.k);
+        layer_rope(h, layer, impl_->rope_factors, &rp);
+        rp.mscale = 1.0f;  // (a turn, not a scaling)
+        const int64_t head = h.head_dim_at(layer);
+        // A key turned by the Hadamard matrix is turned back first (H H = I), then again.
+        const KvRotation rot = kv_rotation(h, layer, kv.type_k(), kv.type_v());
+        tk.to_float(k, row.data(), head);
+        if (rot.k) hadamard(row.data(), head, rot.k);
         rope(row.data(), -n_discard, rp);
-        if (rot.k) hadamard(row.data(), h.head_dim, rot.k);
-        tk.from_float(row.data(), k, h.head_dim);
+        if (rot.k) hadamard(row.data(), head, rot.k);
+        tk.from_float(row.data(), k, head);
     });
     return before - kv.n_used();
 }
@@ -433,6 +470,58 @@ void apply_lora(Context::Impl& c, std::span<const Segment> segs, int64_t layer, 
     });
 }
 
+// Gemma 4's per-layer inputs of a step's tokens into c.pl_in (llama.cpp's
+// build_inp_per_layer and project_per_layer_inputs): for each token and layer,
+//   (rms_norm(x P / sqrt(n_embd)) * proj_norm + sqrt(n_embd_per_layer) * table[token]) / sqrt(2)
+// with x the token's scaled embedding (c.x) and P the embedding's projection. The table is
+// read from the file's mapping, the token's row only.
+void per_layer_inputs(Context::Impl& c, const WeightSet& w, const int32_t* tokens, int64_t n) {
+    const Model::Impl& mw = c.model->impl();
+    const HParams& h = c.model->hparams();
+    const int64_t npl = h.n_embd_per_layer, width = npl * h.n_layer;
+    ThreadPool& pool = *c.pool;
+    matmul(pool, w.pl_model_proj, c.x, h.n_embd, n, c.act_q, c.pl_in, width);
+    const float proj_scale = 1.0f / std::sqrt((float)h.n_embd);
+    const float table_scale = std::sqrt((float)npl), in_scale = 1.0f / std::sqrt(2.0f);
+    pool.run([&](int ith, int nth) {
+        int64_t t0, t1;
+        ThreadPool::split(n, ith, nth, &t0, &t1);
+        float* row = c.pl_row + (size_t)ith * (size_t)width;
+        for (int64_t t = t0; t < t1; ++t) {
+            row_to_float(mw.pl_tok_embd, tokens[t], row);
+            for (int64_t il = 0; il < h.n_layer; ++il) {
+                float* p = c.pl_in + t * width + il * npl;
+                const float* r = row + il * npl;
+                scale(p, npl, proj_scale);
+                rms_norm(p, mw.pl_proj_norm, p, npl, h.rms_eps);
+                for (int64_t i = 0; i < npl; ++i) p[i] = (p[i] + r[i] * table_scale) * in_scale;
+            }
+        }
+    });
+    if (c.trace) c.trace("inp_per_layer", -1, c.pl_in, n, width);
+}
+
+// Layer il's per-layer embedding added to the residual stream (Gemma 4):
+//   x += rms_norm((gelu(x G) * in_il) Proj) * post_norm
+// with in_il the layer's per-layer input (per_layer_inputs).
+void add_per_layer_embd(Context::Impl& c, const LayerWeights& l, int64_t il, int64_t n) {
+    const HParams& h = c.model->hparams();
+    const int64_t npl = h.n_embd_per_layer, width = npl * h.n_layer, n_embd = h.n_embd;
+    ThreadPool& pool = *c.pool;
+    matmul(pool, l.pl_gate, c.x, n_embd, n, c.act_q, c.pl_gate, npl);
+    // (gelu(g) * in: ggml's gelu and mul, as the FFN's GELU gate computes them)
+    for_each_row(pool, n, [&](int64_t t) {
+        geglu(c.pl_gate + t * npl, c.pl_in + t * width + il * npl, npl);
+    });
+    matmul(pool, l.pl_proj, c.pl_gate, npl, n, c.act_q, c.xn, n_embd);
+    for_each_row(pool, n, [&](int64_t t) {
+        float* o = c.xn + t * n_embd;
+        rms_norm(o, l.pl_post_norm, o, n_embd, h.rms_eps);
+        add(c.x + t * n_embd, o, n_embd);
+    });
+    if (c.trace) c.trace("per_layer_embd_out", (int)il, c.x, n, n_embd);
+}
+
 // One forward step over n tokens made of segments (one per sequence, in row order). Writes
 // the logits of the rows listed in out_rows, in that order, to `logits`. Returns false
 // when the abort flag stopped it between layers.
@@ -466,7 +555,7 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
     }
     if (n > c.most_tokens.load(std::memory_order_relaxed))
         c.most_tokens.store(n, std::memory_order_relaxed);
-    const int64_t n_embd = h.n_embd, n_q = h.n_embd_q(), n_kv = h.n_embd_kv();
+    const int64_t n_embd = h.n_embd;
     auto trace = [&](const char* name, int layer, const float* data, int64_t rows, int64_t width) {
         if (c.trace) c.trace(name, layer, data, rows, width);
     };
@@ -486,25 +575,13 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
     });
     trace("inp_embd", -1, c.x, n, n_embd);
 
+    if (h.n_embd_per_layer > 0) per_layer_inputs(c, w, tokens, n);
+
     RopeParams rope_p;
-    rope_p.n_rot = (int)h.n_rot;
-    rope_p.freq_base = h.rope_freq_base;
     rope_p.freq_scale = h.rope_freq_scale;
     rope_p.neox = h.rope_neox;
-    rope_p.freq_factors = c.rope_factors;
-    rope_p.mscale = h.rope_attn_factor;
-    // Queries scaled before attention (Gemma's query_pre_attn_scalar, as llama.cpp does it)
-    // or the scores scaled inside it.
-    const AttentionShape shape{(int)h.n_head, (int)h.n_head_kv, (int)h.head_dim,
-                               h.q_scale > 0.0f ? 1.0f : 1.0f / std::sqrt((float)h.head_dim)};
     const TypeKernels& kv_k = type_kernels(kv0.type_k());
     const TypeKernels& kv_v = type_kernels(kv0.type_v());
-    const KvRotation rot = kv_rotation(h, kv0.type_k(), kv0.type_v());
-    const size_t k_head_bytes = row_size(kv0.type_k(), h.head_dim);
-    const size_t v_head_bytes = row_size(kv0.type_v(), h.head_dim);
-    EDGELLM_ASSERT(k_head_bytes * (size_t)h.n_head_kv == kv0.k_row_bytes() &&
-                       v_head_bytes * (size_t)h.n_head_kv == kv0.v_row_bytes(),
-                   "KV rows split into whole blocks per head");
 
     for (int64_t il = 0; il < h.n_layer; ++il) {
         if (c.abort && c.abort->load(std::memory_order_relaxed)) return false;
@@ -512,12 +589,28 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
         const int L = (int)il;
         const bool swa = h.is_swa(il);
         const bool roped = h.uses_rope(il);
-        rope_p.freq_base = swa ? h.rope_freq_base_swa : h.rope_freq_base;
-        AttentionShape layer_shape = shape;
-        layer_shape.window = swa ? h.n_swa : 0;
+        layer_rope(h, il, c.rope_factors, &rope_p);
+        // This layer's widths, and the cache layer it writes (when it has K/V of its own)
+        // and reads: its own, or the earlier layer's it shares (of its kind: the same
+        // widths).
+        const int64_t head = h.head_dim_at(il), n_head_kv = h.n_head_kv_at(il);
+        const int64_t n_q = h.n_embd_q_at(il), n_kv = h.n_embd_kv_at(il);
+        const bool own_kv = h.has_kv(il);
+        const int64_t kl = h.kv_layer(il);
+        // Queries scaled before attention (Gemma's query_pre_attn_scalar, as llama.cpp does
+        // it; Gemma 4 scales nothing) or the scores scaled inside it.
+        const AttentionShape layer_shape{(int)h.n_head, (int)n_head_kv, (int)head,
+                                         h.q_scale > 0.0f ? 1.0f : 1.0f / std::sqrt((float)head),
+                                         swa ? h.n_swa : 0};
+        const KvRotation rot = kv_rotation(h, il, kv0.type_k(), kv0.type_v());
+        const size_t k_head_bytes = row_size(kv0.type_k(), head);
+        const size_t v_head_bytes = row_size(kv0.type_v(), head);
+        EDGELLM_ASSERT(k_head_bytes * (size_t)n_head_kv == kv0.k_row_bytes(kl) &&
+                           v_head_bytes * (size_t)n_head_kv == kv0.v_row_bytes(kl),
+                       "KV rows split into whole blocks per head");
         // (head-major: each KV head's cells of this layer contiguous)
-        const size_t k_head_stride = k_head_bytes * (size_t)kv0.n_cells(il);
-        const size_t v_head_stride = v_head_bytes * (size_t)kv0.n_cells(il);
+        const size_t k_head_stride = k_head_bytes * (size_t)kv0.n_cells(kl);
+        const size_t v_head_stride = v_head_bytes * (size_t)kv0.n_cells(kl);
 
         // Attention block.
         for_each_row(pool, n, [&](int64_t t) {
@@ -536,34 +629,42 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
         } else {
             matmul(pool, l.wq, c.xn, n_embd, n, c.act_q, c.q, n_q);
             apply_lora(c, segs, il, LoraSite::Q, c.xn, n_embd, c.q, n_q, n);
-            if (!same_activations(l.wk, l.wq, n))
-                quantize_activations(pool, l.wk, c.xn, n_embd, n, c.act_q);
-            matmul_quantized(pool, l.wk, c.act_q, n, c.k, n_kv);
-            apply_lora(c, segs, il, LoraSite::K, c.xn, n_embd, c.k, n_kv, n);
-            if (!same_activations(l.wv, l.wk, n))
-                quantize_activations(pool, l.wv, c.xn, n_embd, n, c.act_q);
-            matmul_quantized(pool, l.wv, c.act_q, n, c.v, n_kv);
-            apply_lora(c, segs, il, LoraSite::V, c.xn, n_embd, c.v, n_kv, n);
+            if (own_kv) {
+                if (!same_activations(l.wk, l.wq, n))
+                    quantize_activations(pool, l.wk, c.xn, n_embd, n, c.act_q);
+                matmul_quantized(pool, l.wk, c.act_q, n, c.k, n_kv);
+                apply_lora(c, segs, il, LoraSite::K, c.xn, n_embd, c.k, n_kv, n);
+            }
+            if (own_kv && l.wv) {
+                if (!same_activations(l.wv, l.wk, n))
+                    quantize_activations(pool, l.wv, c.xn, n_embd, n, c.act_q);
+                matmul_quantized(pool, l.wv, c.act_q, n, c.v, n_kv);
+                apply_lora(c, segs, il, LoraSite::V, c.xn, n_embd, c.v, n_kv, n);
+            } else if (own_kv) {  // no V of its own (Gemma 4): the keys, before their norm
+                std::copy(c.k, c.k + n * n_kv, c.v);
+            }
         }
         for_each_row(pool, n, [&](int64_t t) {
             float* qt = c.q + t * n_q;
+            if (l.bq) add(qt, l.bq, n_q);
+            for (int64_t hh = 0; hh < h.n_head; ++hh) {
+                float* qh = qt + hh * head;
+                if (l.q_norm) rms_norm(qh, l.q_norm, qh, head, h.rms_eps);
+                if (roped) rope(qh, c.pos[t], rope_p);
+                if (h.q_scale > 0.0f && h.q_scale != 1.0f) scale(qh, head, h.q_scale);
+                if (rot.k) hadamard(qh, head, rot.k);
+            }
+            if (!own_kv) return;
             float* kt = c.k + t * n_kv;
             float* vt = c.v + t * n_kv;
-            if (l.bq) add(qt, l.bq, n_q);
             if (l.bk) add(kt, l.bk, n_kv);
             if (l.bv) add(vt, l.bv, n_kv);
-            for (int64_t hh = 0; hh < h.n_head; ++hh) {
-                float* qh = qt + hh * h.head_dim;
-                if (l.q_norm) rms_norm(qh, l.q_norm, qh, h.head_dim, h.rms_eps);
-                if (roped) rope(qh, c.pos[t], rope_p);
-                if (h.q_scale > 0.0f) scale(qh, h.head_dim, h.q_scale);
-                if (rot.k) hadamard(qh, h.head_dim, rot.k);
-            }
-            for (int64_t hh = 0; hh < h.n_head_kv; ++hh) {
-                float* kh = kt + hh * h.head_dim;
-                if (l.k_norm) rms_norm(kh, l.k_norm, kh, h.head_dim, h.rms_eps);
+            for (int64_t hh = 0; hh < n_head_kv; ++hh) {
+                float* kh = kt + hh * head;
+                if (l.k_norm) rms_norm(kh, l.k_norm, kh, head, h.rms_eps);
                 if (roped) rope(kh, c.pos[t], rope_p);
-                if (rot.k) hadamard(kh, h.head_dim, rot.k);
+                if (rot.k) hadamard(kh, head, rot.k);
+                if (h.v_norm) rms_norm(vt + hh * head, nullptr, vt + hh * head, head, h.rms_eps);
             }
             if (rot.v) hadamard(vt, n_kv, rot.v);
             // Head-major cache: each KV head's rows are contiguous over the cells, so
@@ -571,22 +672,24 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
             const Segment& sg = seg_of(t);
             KvCache& kv = *sg.kv;
             const size_t cell = (size_t)kv.cell_of(il, sg.first_cell + (t - sg.row0));
-            for (int64_t hh = 0; hh < h.n_head_kv; ++hh) {
-                kv_k.from_float(kt + hh * h.head_dim,
-                                kv.k_rows(il) + (size_t)hh * k_head_stride + cell * k_head_bytes, h.head_dim);
-                kv_v.from_float(vt + hh * h.head_dim,
-                                kv.v_rows(il) + (size_t)hh * v_head_stride + cell * v_head_bytes, h.head_dim);
+            for (int64_t hh = 0; hh < n_head_kv; ++hh) {
+                kv_k.from_float(kt + hh * head,
+                                kv.k_rows(il) + (size_t)hh * k_head_stride + cell * k_head_bytes, head);
+                kv_v.from_float(vt + hh * head,
+                                kv.v_rows(il) + (size_t)hh * v_head_stride + cell * v_head_bytes, head);
             }
         });
         trace("q", L, c.q, n, n_q);
-        trace("k", L, c.k, n, n_kv);
-        trace("v", L, c.v, n, n_kv);
+        if (own_kv) {
+            trace("k", L, c.k, n, n_kv);
+            trace("v", L, c.v, n, n_kv);
+        }
         for (const Segment& sg : segs) {
             KvCache& kv = *sg.kv;
-            const KvLayerView view{kv.type_k(),  kv.type_v(),   kv.k_rows(il), kv.v_rows(il),
+            const KvLayerView view{kv.type_k(),  kv.type_v(),   kv.k_rows(kl), kv.v_rows(kl),
                                    k_head_bytes,  v_head_bytes,  k_head_stride, v_head_stride};
             attention(pool, layer_shape, c.q + sg.row0 * n_q, c.pos + sg.row0, sg.n, view,
-                      kv.cell_pos(il), kv.n_cells_used(il), c.attn + sg.row0 * n_q,
+                      kv.cell_pos(kl), kv.n_cells_used(kl), c.attn + sg.row0 * n_q,
                       c.attn_scratch, c.attn_scratch_per_thread);
         }
         if (rot.v)  // the values were turned: turn the weighted sums back
@@ -602,16 +705,17 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
         trace("ffn_inp", L, c.x, n, n_embd);
 
         // Feed-forward block (SwiGLU, or GELU-gated for Gemma).
+        const int64_t n_ff = h.n_ff_at(il);
         for_each_row(pool, n, [&](int64_t t) {
             rms_norm(c.x + t * n_embd, l.ffn_norm, c.xn + t * n_embd, n_embd, h.rms_eps);
         });
         if (!l.w_gate) {  // gate and up in one matrix: its rows' halves apart
-            matmul(pool, l.w_up, c.xn, n_embd, n, c.act_q, c.fused, 2 * h.n_ff);
-            apply_lora(c, segs, il, LoraSite::Up, c.xn, n_embd, c.fused, 2 * h.n_ff, n);
+            matmul(pool, l.w_up, c.xn, n_embd, n, c.act_q, c.fused, 2 * n_ff);
+            apply_lora(c, segs, il, LoraSite::Up, c.xn, n_embd, c.fused, 2 * n_ff, n);
             for_each_row(pool, n, [&](int64_t t) {
-                const float* r = c.fused + t * 2 * h.n_ff;
-                std::copy(r, r + h.n_ff, c.gate + t * h.n_ff);
-                std::copy(r + h.n_ff, r + 2 * h.n_ff, c.up + t * h.n_ff);
+                const float* r = c.fused + t * 2 * n_ff;
+                std::copy(r, r + n_ff, c.gate + t * n_ff);
+                std::copy(r + n_ff, r + 2 * n_ff, c.up + t * n_ff);
             });
         } else {
             quantize_activations(pool, l.w_gate, c.xn, n_embd, n, c.act_q);
@@ -620,14 +724,14 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
         // they take the panel GEMM alike and no adapter changes them in between.
         const GluFn glu_fn = h.gelu_ffn ? geglu : swiglu;
         const bool joined = l.w_gate && !c.lora_on_step && same_activations(l.w_up, l.w_gate, n) &&
-                            matmul_glu(pool, l.w_gate, l.w_up, glu_fn, c.act_q, n, c.gate, h.n_ff);
+                            matmul_glu(pool, l.w_gate, l.w_up, glu_fn, c.act_q, n, c.gate, n_ff);
         if (!joined && l.w_gate) {
-            matmul_quantized(pool, l.w_gate, c.act_q, n, c.gate, h.n_ff);
-            apply_lora(c, segs, il, LoraSite::Gate, c.xn, n_embd, c.gate, h.n_ff, n);
+            matmul_quantized(pool, l.w_gate, c.act_q, n, c.gate, n_ff);
+            apply_lora(c, segs, il, LoraSite::Gate, c.xn, n_embd, c.gate, n_ff, n);
             if (!same_activations(l.w_up, l.w_gate, n))
                 quantize_activations(pool, l.w_up, c.xn, n_embd, n, c.act_q);
-            matmul_quantized(pool, l.w_up, c.act_q, n, c.up, h.n_ff);
-            apply_lora(c, segs, il, LoraSite::Up, c.xn, n_embd, c.up, h.n_ff, n);
+            matmul_quantized(pool, l.w_up, c.act_q, n, c.up, n_ff);
+            apply_lora(c, segs, il, LoraSite::Up, c.xn, n_embd, c.up, n_ff, n);
         }
         // Otherwise the gate's rows become h = glu(gate, up) as the down matmul quantizes
         // them.
@@ -636,20 +740,23 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
             float* gate;
             const float* up;
             int64_t n_ff;
-        } glu{glu_fn, c.gate, c.up, h.n_ff};
+        } glu{glu_fn, c.gate, c.up, n_ff};
         const RowPrep glu_row{joined ? nullptr : +[](void* p, int64_t t) {
                                   const Glu& g = *(const Glu*)p;
                                   g.fn(g.gate + t * g.n_ff, g.up + t * g.n_ff, g.n_ff);
                               },
                               &glu};
-        quantize_activations(pool, l.w_down, c.gate, h.n_ff, n, c.act_q, glu_row);
+        quantize_activations(pool, l.w_down, c.gate, n_ff, n, c.act_q, glu_row);
         matmul_quantized(pool, l.w_down, c.act_q, n, c.xn, n_embd);
-        apply_lora(c, segs, il, LoraSite::Down, c.gate, h.n_ff, c.xn, n_embd, n);
+        apply_lora(c, segs, il, LoraSite::Down, c.gate, n_ff, c.xn, n_embd, n);
         for_each_row(pool, n, [&](int64_t t) {
             float* o = c.xn + t * n_embd;
             if (l.post_ffn_norm) rms_norm(o, l.post_ffn_norm, o, n_embd, h.rms_eps);
             add(c.x + t * n_embd, o, n_embd);
         });
+        if (l.pl_gate) add_per_layer_embd(c, l, il, n);
+        if (l.out_scale)
+            for_each_row(pool, n, [&](int64_t t) { scale(c.x + t * n_embd, n_embd, l.out_scale[0]); });
         trace("l_out", L, c.x, n, n_embd);
     }
 

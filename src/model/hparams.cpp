@@ -1,5 +1,6 @@
 // Hyper-parameters of a model, read from its GGUF metadata as its family's table entry
 // (edgellm/arch.h) says.
+#include <algorithm>
 #include <cmath>
 #include <optional>
 
@@ -29,10 +30,53 @@ void set_field(HParams& hp, Field f, double v) {
         case Field::FinalSoftcap: hp.final_softcap = (float)v; break;
         case Field::RopeCtxOrig: hp.n_ctx_orig = (int64_t)v; break;
         case Field::RopeAttnFactor: hp.rope_attn_factor = (float)v; break;
+        case Field::KeyLengthSwa: hp.head_dim_swa = (int64_t)v; break;
+        case Field::ValueLengthSwa: break;  // checked by the family against the key length
+        case Field::RotSwa: hp.n_rot_swa = (int64_t)v; break;
+        case Field::SharedKvLayers: hp.n_kv_shared = (int64_t)v; break;
+        case Field::EmbdPerLayer: hp.n_embd_per_layer = (int64_t)v; break;
+    }
+}
+
+// A key given per layer; "" or why it cannot be.
+std::string set_field_array(HParams& hp, Field f, const std::vector<int64_t>& v) {
+    switch (f) {
+        case Field::Ff:
+            hp.n_ff_arr = v;
+            hp.n_ff = v[0];  // (llama.cpp's n_ff(): the first layer's)
+            return {};
+        case Field::HeadsKv:
+            hp.n_head_kv_arr = v;
+            hp.n_head_kv = v[0];
+            return {};
+        case Field::SwaPattern:
+            hp.swa_layers.assign(v.size(), 0);
+            for (size_t i = 0; i < v.size(); ++i) hp.swa_layers[i] = v[i] != 0;
+            return {};
+        default:
+            return "cannot be given per layer";
     }
 }
 
 }  // namespace
+
+int64_t HParams::n_embd_kv_max() const {
+    int64_t m = n_embd_kv();
+    for (int64_t il = 0; il < n_layer; ++il) m = std::max(m, n_embd_kv_at(il));
+    return m;
+}
+
+int64_t HParams::n_embd_q_max() const {
+    int64_t m = n_embd_q();
+    for (int64_t il = 0; il < n_layer; ++il) m = std::max(m, n_embd_q_at(il));
+    return m;
+}
+
+int64_t HParams::n_ff_max() const {
+    int64_t m = n_ff;
+    for (int64_t il = 0; il < n_layer; ++il) m = std::max(m, n_ff_at(il));
+    return m;
+}
 
 Result<HParams> read_hparams(const GgufFile& f) {
     using R = Result<HParams>;
@@ -51,8 +95,38 @@ Result<HParams> read_hparams(const GgufFile& f) {
     int64_t v_len = -1;
     hp.n_head_kv = hp.head_dim = hp.n_rot = -1;  // (absent: derived below)
     for (const ArchKey& k : arch->keys) {
+        if (k.field == Field::Layers) {
+            if (auto x = f.get_int(p + k.key)) hp.n_layer = *x;
+        }
+    }
+    for (const ArchKey& k : arch->keys) {
         const std::string key = p + k.key;
         std::optional<double> v;
+        if (k.form != KeyForm::Scalar) {
+            // an array of one value per layer (the only form a PerLayer key takes)
+            if (const GgufArray* a = f.get_array(key)) {
+                std::vector<int64_t> vals;
+                for (size_t i = 0; i < a->count; ++i)
+                    if (auto x = a->int_at(i)) vals.push_back(*x);
+                std::string why;
+                if (hp.n_layer <= 0 || (int64_t)vals.size() != hp.n_layer)
+                    why = "has " + std::to_string(a->count) + " values for " +
+                          std::to_string(hp.n_layer) + " layers";
+                else if (k.field != Field::SwaPattern &&
+                         std::any_of(vals.begin(), vals.end(), [](int64_t x) { return x <= 0; }))
+                    why = "has a value that is not positive";
+                else
+                    why = set_field_array(hp, k.field, vals);
+                if (!why.empty()) missing += (missing.empty() ? "" : ", ") + key + " (" + why + ")";
+                continue;
+            }
+            if (k.form == KeyForm::PerLayer) {
+                if (k.required || f.find(key) != nullptr)
+                    missing += (missing.empty() ? "" : ", ") + key +
+                               (f.find(key) ? " (not an array of one value per layer)" : "");
+                continue;
+            }
+        }
         if (k.is_float) {
             if (auto x = f.get_float(key)) v = *x;
         } else if (auto x = f.get_int(key)) {
@@ -75,10 +149,13 @@ Result<HParams> read_hparams(const GgufFile& f) {
 
     if (hp.n_ctx_train <= 0) hp.n_ctx_train = 4096;
     if (hp.n_head_kv == -1) hp.n_head_kv = hp.n_head;
-    if (hp.n_head_kv <= 0 || hp.n_head % hp.n_head_kv != 0)
-        return R::fail(f.path() + ": " + p +
-                       "attention.head_count_kv = " + std::to_string(hp.n_head_kv) +
-                       " does not divide head_count " + std::to_string(hp.n_head));
+    for (int64_t il = -1; il < hp.n_layer; ++il) {
+        const int64_t kv = hp.n_head_kv_at(il);
+        if (kv <= 0 || hp.n_head % kv != 0)
+            return R::fail(f.path() + ": " + p + "attention.head_count_kv = " + std::to_string(kv) +
+                           (il >= 0 ? " (layer " + std::to_string(il) + ")" : std::string()) +
+                           " does not divide head_count " + std::to_string(hp.n_head));
+    }
     if (hp.head_dim == -1) hp.head_dim = hp.n_embd / hp.n_head;
     if (v_len >= 0 && v_len != hp.head_dim)
         return R::fail(f.path() + ": key_length " + std::to_string(hp.head_dim) +

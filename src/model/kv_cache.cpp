@@ -12,21 +12,21 @@ namespace edgellm {
 size_t KvLayout::bytes() const {
     size_t total = 0;
     for (int64_t l = 0; l < n_layer; ++l)
-        total += (size_t)cells(l) * (row_size(type_k, n_embd_kv) + row_size(type_v, n_embd_kv));
+        total += (size_t)cells(l) * (row_size(type_k, embd_kv(l)) + row_size(type_v, embd_kv(l)));
     return total;
 }
 
 KvCache::KvCache(const KvLayout& layout)
     : l_(layout),
-      k_row_(row_size(layout.type_k, layout.n_embd_kv)),
-      v_row_(row_size(layout.type_v, layout.n_embd_kv)),
       data_(layout.bytes(), layout.lazy),
       cell_pos_((size_t)layout.n_ctx, -1),
       ring_pos_((size_t)std::max<int64_t>(0, layout.ring_cells), -1) {
     size_t at = 0;
     for (int64_t l = 0; l < l_.n_layer; ++l) {
+        k_row_.push_back(row_size(l_.type_k, l_.embd_kv(l)));
+        v_row_.push_back(row_size(l_.type_v, l_.embd_kv(l)));
         offset_.push_back(at);
-        at += (size_t)n_cells(l) * (k_row_ + v_row_);
+        at += (size_t)n_cells(l) * (k_row_.back() + v_row_.back());
     }
     // Touch every page now so the token loop never page-faults on the cache.
     if (!data_.mapped) std::memset(data_.get(), 0, l_.bytes());
@@ -88,15 +88,16 @@ void KvCache::shift(int64_t n_keep, int64_t n_discard,
     n_discard = std::clamp<int64_t>(n_discard, 0, n_used_ - n_keep);
     if (n_discard == 0) return;
     const int64_t n_move = n_used_ - n_keep - n_discard;
-    const size_t hbs[2] = {k_row_ / (size_t)l_.n_head_kv, v_row_ / (size_t)l_.n_head_kv};
     std::vector<uint8_t> tmp;
     for (int64_t l = 0; l < l_.n_layer; ++l) {
+        const int64_t n_head = l_.head_kv(l);
+        const size_t hbs[2] = {k_row_[(size_t)l] / (size_t)n_head, v_row_[(size_t)l] / (size_t)n_head};
         const size_t cells = (size_t)n_cells(l);
         uint8_t* blocks[2] = {k_rows(l), v_rows(l)};
         if (!is_ring(l)) {
             // Cell = position: each head's later rows slide down over the dropped ones.
             for (int b = 0; b < 2; ++b)
-                for (int64_t hh = 0; hh < l_.n_head_kv; ++hh) {
+                for (int64_t hh = 0; hh < n_head; ++hh) {
                     const size_t hb = hbs[b];
                     uint8_t* head = blocks[b] + (size_t)hh * cells * hb;
                     std::memmove(head + (size_t)n_keep * hb, head + (size_t)(n_keep + n_discard) * hb,
@@ -108,14 +109,14 @@ void KvCache::shift(int64_t n_keep, int64_t n_discard,
         }
         // A ring: cell = position % ring_cells. Each row goes from its old position's cell
         // to its new one's (distinct: the ring holds fewer than ring_cells positions).
-        tmp.assign(blocks[0], blocks[0] + cells * (k_row_ + v_row_));
-        const uint8_t* old_blocks[2] = {tmp.data(), tmp.data() + cells * k_row_};
+        tmp.assign(blocks[0], blocks[0] + cells * (k_row_[(size_t)l] + v_row_[(size_t)l]));
+        const uint8_t* old_blocks[2] = {tmp.data(), tmp.data() + cells * k_row_[(size_t)l]};
         for (size_t c = 0; c < cells; ++c) {
             const int32_t p = ring_pos_[c];
             if (p < 0 || p < n_keep + n_discard) continue;  // empty, kept in place, or dropped
             const size_t to = (size_t)((p - n_discard) % l_.ring_cells);
             for (int b = 0; b < 2; ++b)
-                for (int64_t hh = 0; hh < l_.n_head_kv; ++hh) {
+                for (int64_t hh = 0; hh < n_head; ++hh) {
                     const size_t hb = hbs[b], head = (size_t)hh * cells * hb;
                     uint8_t* dst = blocks[b] + head + to * hb;
                     std::memcpy(dst, old_blocks[b] + head + c * hb, hb);
@@ -169,17 +170,18 @@ void KvCache::snapshot(std::vector<uint8_t>* out) const {
     h.n_used = n_used_;
     size_t total = sizeof h + ring_pos_.size() * sizeof(int32_t);
     for (int64_t l = 0; l < l_.n_layer; ++l)
-        total += (k_row_ + v_row_) * (size_t)(is_ring(l) ? n_cells(l) : n_used_);
+        total += (k_row_[(size_t)l] + v_row_[(size_t)l]) * (size_t)(is_ring(l) ? n_cells(l) : n_used_);
     out->reserve(out->size() + total);
     put_bytes(out, &h, sizeof h);
     if (!ring_pos_.empty()) put_bytes(out, ring_pos_.data(), ring_pos_.size() * sizeof(int32_t));
-    const size_t hbs[2] = {k_row_ / (size_t)l_.n_head_kv, v_row_ / (size_t)l_.n_head_kv};
     for (int64_t l = 0; l < l_.n_layer; ++l) {
+        const int64_t n_head = l_.head_kv(l);
+        const size_t hbs[2] = {k_row_[(size_t)l] / (size_t)n_head, v_row_[(size_t)l] / (size_t)n_head};
         const size_t cells = (size_t)n_cells(l), used = is_ring(l) ? cells : (size_t)n_used_;
         const uint8_t* blocks[2] = {data_.get() + offset_[(size_t)l],
-                                    data_.get() + offset_[(size_t)l] + k_row_ * cells};
+                                    data_.get() + offset_[(size_t)l] + k_row_[(size_t)l] * cells};
         for (int b = 0; b < 2; ++b)
-            for (int64_t hh = 0; hh < l_.n_head_kv; ++hh)
+            for (int64_t hh = 0; hh < n_head; ++hh)
                 put_bytes(out, blocks[b] + (size_t)hh * cells * hbs[b], used * hbs[b]);
     }
 }
@@ -197,19 +199,20 @@ std::string KvCache::restore(std::span<const uint8_t> blob) {
     if (h.n_used < 0 || h.n_used > l_.n_ctx) return "it is damaged (position count)";
     size_t need = sizeof h + ring_pos_.size() * sizeof(int32_t);
     for (int64_t l = 0; l < l_.n_layer; ++l)
-        need += (k_row_ + v_row_) * (size_t)(is_ring(l) ? n_cells(l) : h.n_used);
+        need += (k_row_[(size_t)l] + v_row_[(size_t)l]) * (size_t)(is_ring(l) ? n_cells(l) : h.n_used);
     if (blob.size() != need) return blob.size() < need ? "it is too short" : "it is damaged (size)";
     const uint8_t* at = blob.data() + sizeof h;
     std::vector<int32_t> ring(ring_pos_.size());
     if (!ring.empty()) std::memcpy(ring.data(), at, ring.size() * sizeof(int32_t));
     at += ring.size() * sizeof(int32_t);
-    const size_t hbs[2] = {k_row_ / (size_t)l_.n_head_kv, v_row_ / (size_t)l_.n_head_kv};
     for (int64_t l = 0; l < l_.n_layer; ++l) {
+        const int64_t n_head = l_.head_kv(l);
+        const size_t hbs[2] = {k_row_[(size_t)l] / (size_t)n_head, v_row_[(size_t)l] / (size_t)n_head};
         const size_t cells = (size_t)n_cells(l), used = is_ring(l) ? cells : (size_t)h.n_used;
         uint8_t* blocks[2] = {data_.get() + offset_[(size_t)l],
-                              data_.get() + offset_[(size_t)l] + k_row_ * cells};
+                              data_.get() + offset_[(size_t)l] + k_row_[(size_t)l] * cells};
         for (int b = 0; b < 2; ++b)
-            for (int64_t hh = 0; hh < l_.n_head_kv; ++hh) {
+            for (int64_t hh = 0; hh < n_head; ++hh) {
                 std::memcpy(blocks[b] + (size_t)hh * cells * hbs[b], at, used * hbs[b]);
                 at += used * hbs[b];
             }

@@ -1,8 +1,10 @@
 // The KV cache of one sequence: per layer, a block of keys and one of values, allocated
 // once. Within a block the model keeps the cache head-major (src/model/forward.cpp):
 // KV head h's row for cell c at h * n_cells(layer) * head_bytes + c * head_bytes, so each
-// head's cells are contiguous for attention; k_row_bytes() is all heads' key bytes for one
-// cell (v_row_bytes() their values': K and V may have different types).
+// head's cells are contiguous for attention; k_row_bytes(layer) is all heads' key bytes for
+// one cell (v_row_bytes(layer) their values': K and V may have different types). Layers
+// may differ in width (Gemma 4's sliding and global layers); layers that read another
+// layer's K/V (Gemma 4's shared layers) are not in the cache at all.
 //
 // Global layers have one cell per position (cell = position). Sliding-window layers
 // (Gemma 3) may instead keep a ring of ring_cells cells (cell = position % ring_cells):
@@ -27,17 +29,25 @@ namespace edgellm {
 // Orders of the Hadamard turns applied to a quantized cache's keys (with the queries) and
 // values (and attention's output turned back), 0 for none (compute/ops.h, hadamard): as
 // llama.cpp, K in blocks of the largest power of two dividing the head, V in blocks of
-// 64, when the head is a multiple of 64.
+// 64, when the head is a multiple of 64. Layer il's (its head).
 struct KvRotation {
     int k = 0, v = 0;
 };
-KvRotation kv_rotation(const HParams& h, TensorType k, TensorType v);
+KvRotation kv_rotation(const HParams& h, int64_t il, TensorType k, TensorType v);
 
 struct KvLayout {
-    int64_t n_layer = 0;
+    int64_t n_layer = 0;     // layers with a cache of their own
     int64_t n_ctx = 0;
-    int64_t n_embd_kv = 0;
+    int64_t n_embd_kv = 0;   // K (or V) values of one cell, all heads
     int64_t n_head_kv = 1;   // heads in a row (the cache is head-major within a layer)
+    // Per layer where the layers differ (empty: every layer the two above).
+    std::vector<int64_t> layer_embd_kv, layer_head_kv;
+    int64_t embd_kv(int64_t layer) const {
+        return layer < (int64_t)layer_embd_kv.size() ? layer_embd_kv[(size_t)layer] : n_embd_kv;
+    }
+    int64_t head_kv(int64_t layer) const {
+        return layer < (int64_t)layer_head_kv.size() ? layer_head_kv[(size_t)layer] : n_head_kv;
+    }
     TensorType type_k = TensorType::F16, type_v = TensorType::F16;
     std::vector<bool> ring;  // per layer: a ring of ring_cells cells (empty: none)
     int64_t ring_cells = 0;
@@ -63,8 +73,9 @@ class KvCache {
     TensorType type_v() const { return l_.type_v; }
     int64_t n_ctx() const { return l_.n_ctx; }
     int64_t n_used() const { return n_used_; }
-    size_t k_row_bytes() const { return k_row_; }
-    size_t v_row_bytes() const { return v_row_; }
+    size_t k_row_bytes(int64_t layer = 0) const { return k_row_[(size_t)layer]; }
+    size_t v_row_bytes(int64_t layer = 0) const { return v_row_[(size_t)layer]; }
+    int64_t n_layer() const { return l_.n_layer; }
     size_t total_bytes() const { return l_.bytes(); }
 
     // Cells of a layer, the cell of a position in it, and each cell's position (-1: empty).
@@ -83,7 +94,7 @@ class KvCache {
 
     uint8_t* k_rows(int64_t layer) { return data_.get() + offset_[(size_t)layer]; }
     uint8_t* v_rows(int64_t layer) {
-        return data_.get() + offset_[(size_t)layer] + k_row_ * (size_t)n_cells(layer);
+        return data_.get() + offset_[(size_t)layer] + k_row_[(size_t)layer] * (size_t)n_cells(layer);
     }
 
     // Claim cells for positions n_used() .. n_used()+n-1; false when they do not fit.
@@ -108,7 +119,7 @@ class KvCache {
 
   private:
     KvLayout l_;
-    size_t k_row_, v_row_;
+    std::vector<size_t> k_row_, v_row_;  // per layer
     int64_t n_used_ = 0;
     std::vector<size_t> offset_;  // per layer: its K block; V follows
     // The blocks: new[] and touched, or (lazy) an anonymous mapping whose pages the kernel

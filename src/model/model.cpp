@@ -93,8 +93,10 @@ class Binder {
 std::vector<TensorView*> matrices(WeightSet& s, bool tied) {
     std::vector<TensorView*> views = {&s.tok_embd};
     if (!tied) views.push_back(&s.output);
+    if (s.pl_model_proj) views.push_back(&s.pl_model_proj);
     for (LayerWeights& l : s.layers)
-        for (TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+        for (TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.w_gate, &l.w_up, &l.w_down,
+                              &l.pl_gate, &l.pl_proj})
             if (*t) views.push_back(t);
     return views;
 }
@@ -257,6 +259,13 @@ void repack_for_decode(Model::Impl& w, bool tied, const LoadOptions& opts, const
     release_file_pages(w, src, entries);
 }
 
+// Whether p is in a tensor read lazily (Gemma 4's per-layer token table).
+bool is_lazy(const Model::Impl& w, const uint8_t* p) {
+    const TensorView& t = w.pl_tok_embd;
+    const uint8_t* start = (const uint8_t*)t.data;
+    return t && p >= start && p < start + (size_t)t.n_rows() * t.row_bytes();
+}
+
 bool is_released(const Model::Impl& w, const uint8_t* p) {
     std::lock_guard<std::mutex> lock(w.released_mu);
     for (const auto& [start, bytes] : w.released)
@@ -303,6 +312,10 @@ TensorView* matrix_slot(Model::Impl& w, LayerWeights* l, Slot s) {
     switch (s) {
         case Slot::TokEmbd: return &w.bound.tok_embd;
         case Slot::Output: return &w.bound.output;
+        case Slot::PerLayerTokEmbd: return &w.pl_tok_embd;
+        case Slot::PerLayerModelProj: return &w.bound.pl_model_proj;
+        case Slot::PerLayerGate: return &l->pl_gate;
+        case Slot::PerLayerProj: return &l->pl_proj;
         case Slot::Wq: return &l->wq;
         case Slot::Wk: return &l->wk;
         case Slot::Wv: return &l->wv;
@@ -330,6 +343,9 @@ const float** vector_slot(Model::Impl& w, LayerWeights* l, Slot s) {
         case Slot::PostAttnNorm: return &l->post_attn_norm;
         case Slot::FfnNorm: return &l->ffn_norm;
         case Slot::PostFfnNorm: return &l->post_ffn_norm;
+        case Slot::PerLayerProjNorm: return &w.pl_proj_norm;
+        case Slot::PerLayerPostNorm: return &l->pl_post_norm;
+        case Slot::OutScale: return &l->out_scale;
         default: return nullptr;
     }
 }
@@ -351,6 +367,7 @@ void bind_weights(const GgufFile& f, const HParams& h, Model::Impl& w) {
             required = f.tensor(tensor_name(other, il)) == nullptr;
         }
         if (t.slot == Slot::Output && h.tied_output) return;
+        if (!tensor_present(t, h, il)) return;  // (one the file may carry is not read)
         const int64_t ne0 = dim_length(t.ne0, h, il), ne1 = dim_length(t.ne1, h, il);
         if (TensorView* m = matrix_slot(w, l, t.slot))
             *m = b.matrix(name, ne0, ne1, required);
@@ -366,15 +383,18 @@ void bind_weights(const GgufFile& f, const HParams& h, Model::Impl& w) {
     for (const auto& t : f.tensors()) {
         int64_t il = -1;
         const ArchTensor* known = find_tensor(arch, t.name, &il);
+        if (const char* why = refusal(arch, t.name))
+            throw Error(f.path() + ": tensor \"" + t.name + "\" is " + why);
         if (!known || il >= h.n_layer)
             throw Error(f.path() + ": tensor \"" + t.name + "\" is not part of a " + h.arch +
                         " model (a variant edgellm does not run yet?)");
     }
+    // (the table's `required` and `instead` saw to the rest: each of q, k and v where the
+    // fused matrix is absent, and k on every layer with a cache of its own)
     for (const LayerWeights& l : w.bound.layers) {
         if (l.wqkv && (l.wq || l.wk || l.wv))
             throw Error(f.path() + ": a layer has both attn_qkv and attn_q/k/v");
-        if (!l.wqkv && !(l.wq && l.wk && l.wv))
-            throw Error(f.path() + ": a layer has neither attn_qkv nor all of attn_q/k/v");
+        if (!l.wqkv && !l.wq) throw Error(f.path() + ": a layer has neither attn_qkv nor attn_q");
     }
 }
 
@@ -414,6 +434,13 @@ Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const GgufFile> file,
     } catch (const Error& e) {
         return R::fail(e.what());
     }
+    if (const TensorView& t = w.pl_tok_embd) {
+        // A token's row is a few pages of a table of gigabytes: no read-around of the pages
+        // beside it (the kernel's default reads up to 128 KiB around a fault).
+        const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+        const uintptr_t a = (uintptr_t)t.data / page * page;
+        madvise((void*)a, (uintptr_t)t.data + (size_t)t.n_rows() * t.row_bytes() - a, MADV_RANDOM);
+    }
     const char* env = std::getenv("EDGELLM_REPACK");
     if (opts.repack && !(env && std::string(env) == "0")) {
         const auto t0 = std::chrono::steady_clock::now();
@@ -450,7 +477,7 @@ void Model::warm_up() const {
         populate(impl_->repacked->data, impl_->repacked->bytes);
     for (const auto& t : file_->tensors()) {
         const uint8_t* p = (const uint8_t*)t.data;
-        if (is_released(*impl_, p)) continue;
+        if (is_released(*impl_, p) || is_lazy(*impl_, p)) continue;
         populate(p, t.n_bytes);
     }
 }
@@ -466,7 +493,8 @@ Result<std::monostate> Model::lock_memory() const {
         return std::monostate{};
     };
     for (const auto& t : file_->tensors()) {
-        if (is_released(*impl_, (const uint8_t*)t.data)) continue;
+        if (is_released(*impl_, (const uint8_t*)t.data) || is_lazy(*impl_, (const uint8_t*)t.data))
+            continue;  // (locking the lazily read table would read all of it in)
         auto r = lock(t.data, t.n_bytes);
         if (!r) return r;
     }
@@ -636,6 +664,11 @@ void Model::finish_in_background(std::function<void(const std::string&)> note,
         // no thread to be had: the weights stay in the file's layout, and the next start
         // repacks again
     }
+}
+
+size_t Model::lazy_bytes() const {
+    const TensorView& t = impl_->pl_tok_embd;
+    return t ? (size_t)t.n_rows() * t.row_bytes() : 0;
 }
 
 size_t Model::repacked_bytes() const {

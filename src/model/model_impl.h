@@ -45,6 +45,12 @@ struct LayerWeights {
     const float* k_norm = nullptr;     // [head_dim]   (qwen3, gemma3)
     const float* post_attn_norm = nullptr;  // [n_embd] (gemma3)
     const float* post_ffn_norm = nullptr;   // [n_embd] (gemma3)
+    // Gemma 4: the per-layer embedding's gate and projection, the norm after it, and the
+    // scalar the layer's output is multiplied by (null: none)
+    TensorView pl_gate;                     // [n_embd, n_embd_per_layer]
+    TensorView pl_proj;                     // [n_embd_per_layer, n_embd]
+    const float* pl_post_norm = nullptr;    // [n_embd]
+    const float* out_scale = nullptr;       // [1]
 };
 
 // The matrices a forward step reads: the file's (or a mapped repack cache's), or once a
@@ -53,6 +59,7 @@ struct LayerWeights {
 struct WeightSet {
     TensorView tok_embd;  // [n_embd, n_vocab]
     TensorView output;    // [n_embd, n_vocab] (tok_embd when tied)
+    TensorView pl_model_proj;  // [n_embd, n_embd_per_layer x n_layer] (Gemma 4)
     std::vector<LayerWeights> layers;
 };
 
@@ -65,6 +72,11 @@ struct Model::Impl {
     const float* rope_freqs = nullptr;   // [n_rot / 2] or null
     const float* rope_long = nullptr;    // [n_rot / 2] or null (phi3's LongRoPE factors)
     const float* rope_short = nullptr;
+    // Gemma 4's per-layer token table, read row by row from the file's mapping (never
+    // repacked, locked or warmed: a step reads the rows of its tokens), and the norm of
+    // the embedding's projection.
+    TensorView pl_tok_embd;              // [n_embd_per_layer x n_layer, n_vocab]
+    const float* pl_proj_norm = nullptr; // [n_embd_per_layer]
     std::vector<std::unique_ptr<float[]>> owned;  // vectors converted to f32 at load
     double repack_ms = 0;  // load's time repacking
     std::string repack_note;  // what became of the repack cache ("" : none)
@@ -153,6 +165,11 @@ struct Context::Impl {
     float* up = nullptr;              // [n_batch][n_ff]
     float* fused = nullptr;           // [n_batch][n_embd_q + 2 n_embd_kv or 2 n_ff] (phi3's
                                       // fused matrices' outputs; null: none)
+    float* pl_in = nullptr;           // [n_batch][n_layer][n_embd_per_layer] each layer's
+                                      // per-layer input (Gemma 4; null: none)
+    float* pl_gate = nullptr;         // [n_batch][n_embd_per_layer]
+    float* pl_row = nullptr;          // [n_threads][n_layer x n_embd_per_layer] a token's
+                                      // row of the per-layer table
     const float* rope_factors = nullptr;  // the RoPE frequency factors of this context's size
     void* act_q = nullptr;            // quantized activations, largest of all matmuls
     float* logits = nullptr;          // [n_outputs][n_vocab]

@@ -251,7 +251,11 @@ Result<QuantizeStats> quantize_file(const std::string& in, const std::string& ou
     const std::vector<TensorSpec> specs = tensor_specs(f);
     const std::string arch = f.get_string("general.architecture").value_or("");
     const int64_t n_head = f.get_int(arch + ".attention.head_count").value_or(1);
-    const int64_t n_head_kv = f.get_int(arch + ".attention.head_count_kv").value_or(n_head);
+    // (given per layer, Gemma 4: llama.cpp's n_gqa() takes the first layer's)
+    const GgufArray* kv_arr = f.get_array(arch + ".attention.head_count_kv");
+    const int64_t n_head_kv = kv_arr && kv_arr->count > 0
+                                  ? kv_arr->int_at(0).value_or(n_head)
+                                  : f.get_int(arch + ".attention.head_count_kv").value_or(n_head);
     const int64_t n_gqa = n_head_kv > 0 ? n_head / n_head_kv : 1;
     std::vector<std::string> notes;
     QuantizeOptions qo = ro.opts;

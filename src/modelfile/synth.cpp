@@ -1,5 +1,6 @@
 #include "edgellm/synth.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <thread>
@@ -50,6 +51,22 @@ const std::vector<ModelShape> kShapes = {
     {.name = "gemma3-270m", .arch = "gemma3", .n_embd = 640, .n_ff = 2048, .n_layer = 18,
      .n_head = 4, .n_head_kv = 1, .n_vocab = 262144, .n_ctx_train = 32768, .head_dim = 256,
      .tied_output = true, .rope_base = 1e6f},
+    // tiny Gemma 4: layers 2, 5, 8 global (heads of 64, one KV head, a quarter of their
+    // dimensions rotated), the others sliding over 8 positions (heads of 32, two KV heads);
+    // layers 6-8 read the caches of layers 4 (sliding) and 5 (global), with FFNs twice as
+    // wide; per-layer embeddings of 32
+    {.name = "tiny-gemma4", .arch = "gemma4", .n_embd = 256, .n_ff = 512, .n_layer = 9,
+     .n_head = 4, .n_head_kv = 2, .n_vocab = 4096, .n_ctx_train = 2048, .head_dim = 64,
+     .tied_output = true, .rope_base = 1e6f, .swa_period = 3, .n_swa = 8, .head_dim_swa = 32,
+     .n_head_kv_global = 1, .n_embd_per_layer = 32, .n_kv_shared = 3,
+     .double_wide_shared = true, .rope_partial = 0.25f, .final_softcap = 30.0f},
+    // Gemma 4 E2B (google/gemma-4-E2B's text_config; see docs/architectures.md for where
+    // each value comes from)
+    {.name = "gemma4-e2b", .arch = "gemma4", .n_embd = 1536, .n_ff = 6144, .n_layer = 35,
+     .n_head = 8, .n_head_kv = 1, .n_vocab = 262144, .n_ctx_train = 131072, .head_dim = 512,
+     .tied_output = true, .rope_base = 1e6f, .swa_period = 5, .n_swa = 512,
+     .head_dim_swa = 256, .n_embd_per_layer = 256, .n_kv_shared = 20,
+     .double_wide_shared = true, .rope_partial = 0.25f, .final_softcap = 30.0f},
 };
 
 uint64_t splitmix64(uint64_t* s) {
@@ -73,7 +90,17 @@ struct TensorDef {
     std::string name;
     std::vector<int64_t> ne;
     float stddev, offset;  // weights: 1/sqrt(fan_in), 0; norms: small, 1
+    std::vector<float> values = {};  // these instead of random ones (a single row)
 };
+
+// Gemma 4's global layers' frequency factors, as its converter makes them: 1 for the
+// rotated pairs (partial of the head), 1e30 (not turning) for the others.
+std::vector<float> proportional_rope(int64_t head_dim, float partial) {
+    const int64_t rotated = (int64_t)((float)head_dim * partial / 2.0f);
+    std::vector<float> v((size_t)(head_dim / 2), 1e30f);
+    std::fill(v.begin(), v.begin() + rotated, 1.0f);
+    return v;
+}
 
 Result<SynthStats> synth_write(const std::string* path, const SynthOptions& o);
 
@@ -127,6 +154,23 @@ Result<SynthStats> synth_write(const std::string* path, const SynthOptions& o) {
     if (arch_name == "phi3" && hp.n_embd_q() != hp.n_embd)
         return R::fail("phi3 needs heads x head dimension = embedding width; shape " +
                        std::string(sh->name) + " has not");
+    const bool gemma4 = arch_name == "gemma4";
+    if (gemma4) {
+        if (sh->swa_period <= 0)
+            return R::fail("shape " + std::string(sh->name) + " has no Gemma 4 layout (sliding " +
+                           "and global layers): use tiny-gemma4 or gemma4-e2b");
+        hp.n_swa = sh->n_swa;
+        hp.head_dim_swa = hp.n_rot_swa = sh->head_dim_swa;
+        for (int64_t il = 0; il < sh->n_layer; ++il)
+            hp.swa_layers.push_back(il % sh->swa_period != sh->swa_period - 1);
+        hp.n_kv_shared = sh->n_kv_shared;
+        hp.n_embd_per_layer = sh->n_embd_per_layer;
+        for (int64_t il = 0; il < sh->n_layer; ++il) {
+            if (sh->n_head_kv_global)
+                hp.n_head_kv_arr.push_back(hp.is_swa(il) ? sh->n_head_kv : sh->n_head_kv_global);
+            if (sh->double_wide_shared) hp.n_ff_arr.push_back(hp.has_kv(il) ? sh->n_ff : 2 * sh->n_ff);
+        }
+    }
 
     // Tensors in the order convert scripts write them: embeddings, blocks, the rest; of two
     // forms the checkpoint's (fused q/k/v for Phi-3); frequency factors of the family too.
@@ -134,6 +178,7 @@ Result<SynthStats> synth_write(const std::string* path, const SynthOptions& o) {
     auto add = [&](const ArchTensor& t, int64_t il) {
         if (t.instead && !t.hf) return;
         if (t.slot == Slot::Output && sh->tied_output) return;
+        if (!tensor_present(t, hp, il)) return;
         const std::string name = tensor_name(t, il);
         const int64_t ne0 = dim_length(t.ne0, hp, il), ne1 = dim_length(t.ne1, hp, il);
         if (t.ne1 != Dim::One) {
@@ -144,10 +189,27 @@ Result<SynthStats> synth_write(const std::string* path, const SynthOptions& o) {
             case Slot::Bq: case Slot::Bk: case Slot::Bv:
                 defs.push_back({name, {ne0}, 0.02f, 0.0f});
                 break;
-            case Slot::RopeFreqs: case Slot::RopeLong: case Slot::RopeShort:
+            case Slot::RopeFreqs:
+                if (gemma4) {
+                    defs.push_back({name, {ne0}, 0.0f, 0.0f, proportional_rope(hp.head_dim, sh->rope_partial)});
+                    break;
+                }
+                [[fallthrough]];
+            case Slot::RopeLong: case Slot::RopeShort:
                 // (factors >= 1, as real ones: low frequencies slowed down)
                 defs.push_back({name, {ne0}, 0.5f, t.slot == Slot::RopeShort ? 1.2f : 2.0f});
                 break;
+            case Slot::QNorm: case Slot::KNorm:
+                if (gemma4) {
+                    // Gemma 4 scales no scores by 1/sqrt(head_dim): trained q and k norms
+                    // carry it, about head_dim^-1/4 each (with norms of 1 the scores' spread
+                    // is sqrt(head_dim) times a real model's, and a nearly hard softmax makes
+                    // any rounding a different answer)
+                    const float w = std::pow((float)ne0, -0.25f);
+                    defs.push_back({name, {ne0}, 0.05f * w, w});
+                    break;
+                }
+                [[fallthrough]];
             default:  // norms
                 defs.push_back({name, {ne0}, 0.05f, 1.0f});
         }
@@ -190,9 +252,14 @@ Result<SynthStats> synth_write(const std::string* path, const SynthOptions& o) {
     gw.set(a + "context_length", gguf_value((uint32_t)sh->n_ctx_train));
     gw.set(a + "embedding_length", gguf_value((uint32_t)sh->n_embd));
     gw.set(a + "block_count", gguf_value((uint32_t)sh->n_layer));
-    gw.set(a + "feed_forward_length", gguf_value((uint32_t)sh->n_ff));
+    // (per layer, as Gemma 4's converter writes them, where the layers differ)
+    auto per_layer = [&](const std::vector<int64_t>& v, int64_t scalar) {
+        if (v.empty()) return gguf_value((uint32_t)scalar);
+        return gguf_value(gguf_int32_array(std::vector<int32_t>(v.begin(), v.end())));
+    };
+    gw.set(a + "feed_forward_length", per_layer(hp.n_ff_arr, sh->n_ff));
     gw.set(a + "attention.head_count", gguf_value((uint32_t)sh->n_head));
-    gw.set(a + "attention.head_count_kv", gguf_value((uint32_t)sh->n_head_kv));
+    gw.set(a + "attention.head_count_kv", per_layer(hp.n_head_kv_arr, sh->n_head_kv));
     if (sh->head_dim) {
         gw.set(a + "attention.key_length", gguf_value((uint32_t)hp.head_dim));
         gw.set(a + "attention.value_length", gguf_value((uint32_t)hp.head_dim));
@@ -208,10 +275,26 @@ Result<SynthStats> synth_write(const std::string* path, const SynthOptions& o) {
                gguf_value((float)(scale > 1.0 ? std::sqrt(1.0 + std::log(scale) / std::log((double)sh->n_ctx_orig))
                                               : 1.0)));
     }
-    // (the tiny shape's window is short, so a few dozen tokens already cross it)
-    if (gemma)
-        gw.set(a + "attention.sliding_window",
-               gguf_value((uint32_t)(std::string(sh->name) == "tiny" ? 8 : 512)));
+    // (the tiny shapes' windows are short, so a few dozen tokens already cross them)
+    if (gemma) {
+        const int64_t window = sh->n_swa ? sh->n_swa : std::string(sh->name) == "tiny" ? 8 : 512;
+        gw.set(a + "attention.sliding_window", gguf_value((uint32_t)window));
+    }
+    if (gemma4) {
+        // as conversion/gemma.py's Gemma4Model: the global layers rotate their whole head
+        // (the factors leave part of it still), the sliding ones theirs
+        std::vector<bool> pattern;
+        for (int64_t il = 0; il < sh->n_layer; ++il) pattern.push_back(hp.is_swa(il));
+        gw.set(a + "attention.sliding_window_pattern", gguf_value(gguf_bool_array(pattern)));
+        gw.set(a + "attention.key_length_swa", gguf_value((uint32_t)sh->head_dim_swa));
+        gw.set(a + "attention.value_length_swa", gguf_value((uint32_t)sh->head_dim_swa));
+        gw.set(a + "rope.dimension_count", gguf_value((uint32_t)hp.head_dim));
+        gw.set(a + "rope.dimension_count_swa", gguf_value((uint32_t)sh->head_dim_swa));
+        gw.set(a + "rope.freq_base_swa", gguf_value(sh->rope_base_swa));
+        gw.set(a + "attention.shared_kv_layers", gguf_value((uint32_t)sh->n_kv_shared));
+        gw.set(a + "embedding_length_per_layer_input", gguf_value((uint32_t)sh->n_embd_per_layer));
+        gw.set(a + "final_logit_softcapping", gguf_value(sh->final_softcap));
+    }
 
     // A byte-level vocabulary of the right size: the 256 byte characters, then distinct
     // two- or three-character strings, then the chat format's control tokens.
@@ -271,9 +354,12 @@ Result<SynthStats> synth_write(const std::string* path, const SynthOptions& o) {
                 std::vector<float> buf((size_t)row);
                 for (int64_t r; (r = next.fetch_add(1)) < rows;) {
                     // Each row has its own seed: the bytes do not depend on the threads.
-                    fill_uniform(
-                        buf.data(), row, t.stddev, t.offset,
-                        o.seed * 0x100000001B3ull + (uint64_t)i * 0x1000003ull + (uint64_t)r);
+                    if (!t.values.empty())
+                        std::copy(t.values.begin(), t.values.end(), buf.begin());
+                    else
+                        fill_uniform(
+                            buf.data(), row, t.stddev, t.offset,
+                            o.seed * 0x100000001B3ull + (uint64_t)i * 0x1000003ull + (uint64_t)r);
                     if (!quantize_row(to, buf.data(), dst + (size_t)r * out_row, row)) ok = false;
                 }
             };

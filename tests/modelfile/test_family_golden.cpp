@@ -83,6 +83,9 @@ TEST_P(FamilyGolden, EveryFamilyMatchesLlamaCpp) {
         ASSERT_TRUE(m.ok()) << m.error();
         ContextParams cp;
         cp.n_ctx = c.at("ctx");
+        const auto kv = tensor_type_from_name(c.at("kv_type").get<std::string>());
+        ASSERT_TRUE(kv.has_value()) << c.at("kv_type");
+        cp.type_k = cp.type_v = *kv;
         cp.n_batch = cp.n_outputs = (int64_t)tokens.size();
         cp.n_threads = 2;
         auto ctx = Context::create(**m, cp);

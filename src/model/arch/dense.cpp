@@ -40,6 +40,13 @@ std::vector<ArchTensor> dense_tensors(const DenseOptions& o) {
     t.insert(t.end(), rest.begin(), rest.end());
     if (o.rope_freqs)
         t.push_back({"rope_freqs.weight", nullptr, S::RopeFreqs, D::RotHalf, D::One, false, false, nullptr, Q::Keep, HfMap::Copy});
+    if (o.post_norms) {
+        tensor(t, "ffn_norm.weight").hf = "model.layers.%d.pre_feedforward_layernorm.weight";
+        t.push_back({"post_attention_norm.weight", "model.layers.%d.post_attention_layernorm.weight", S::PostAttnNorm,
+                     D::Embd, D::One, true, true, nullptr, Q::Keep, HfMap::Copy});
+        t.push_back({"post_ffw_norm.weight", "model.layers.%d.post_feedforward_layernorm.weight", S::PostFfnNorm,
+                     D::Embd, D::One, true, true, nullptr, Q::Keep, HfMap::Copy});
+    }
     return t;
 }
 

@@ -13,6 +13,7 @@ struct DenseOptions {
     bool qkv_bias = false;      // q/k/v biases (Qwen2)
     bool qk_norm = false;       // RMS norm per q and k head (Qwen3, Gemma 3)
     bool rope_freqs = false;    // optional rope_freqs.weight (Llama 3's scaling, made by convert)
+    bool post_norms = false;    // Gemma's norms after attention and FFN (and its names)
 };
 
 std::vector<ArchTensor> dense_tensors(const DenseOptions& o);

@@ -9,6 +9,7 @@ const ArchInfo& llama();
 const ArchInfo& qwen2();
 const ArchInfo& qwen3();
 const ArchInfo& gemma3();
+const ArchInfo& gemma4();
 const ArchInfo& phi3();
 const ArchInfo& smollm3();
 

@@ -33,14 +33,8 @@ const ArchInfo& gemma3() {
         a.keys.push_back({"attention.sliding_window_pattern", "sliding_window_pattern", Field::SwaPattern, false, false, 6});
         a.keys.push_back({"rope.freq_base_swa", "rope_local_base_freq", Field::RopeBaseSwa, true, false, 10000.0});
         a.keys.push_back({"final_logit_softcapping", "final_logit_softcapping", Field::FinalSoftcap, true, false, 0.0});
-        a.tensors = dense_tensors({.qk_norm = true});
-        // Gemma's names for the norms around the FFN, and its own two after each half;
+        a.tensors = dense_tensors({.qk_norm = true, .post_norms = true});
         // every norm stored as w - 1 in the checkpoint
-        tensor(a.tensors, "ffn_norm.weight").hf = "model.layers.%d.pre_feedforward_layernorm.weight";
-        a.tensors.push_back({"post_attention_norm.weight", "model.layers.%d.post_attention_layernorm.weight", Slot::PostAttnNorm,
-                             Dim::Embd, Dim::One, true, true, nullptr, QuantRole::Keep, HfMap::Copy});
-        a.tensors.push_back({"post_ffw_norm.weight", "model.layers.%d.post_feedforward_layernorm.weight", Slot::PostFfnNorm,
-                             Dim::Embd, Dim::One, true, true, nullptr, QuantRole::Keep, HfMap::Copy});
         for (ArchTensor& t : a.tensors)
             if (t.quant == QuantRole::Keep) t.hf_map = HfMap::PlusOne;
         a.rope_neox = true;

@@ -9,7 +9,8 @@ namespace edgellm {
 
 const std::vector<const ArchInfo*>& architectures() {
     static const std::vector<const ArchInfo*> all = {&arch::llama(), &arch::qwen2(), &arch::qwen3(),
-                                                     &arch::gemma3(), &arch::phi3(), &arch::smollm3()};
+                                                     &arch::gemma3(), &arch::gemma4(), &arch::phi3(),
+                                                     &arch::smollm3()};
     return all;
 }
 
@@ -25,20 +26,39 @@ std::string arch_names() {
     return s;
 }
 
-int64_t dim_length(Dim d, const HParams& h, int64_t) {
+int64_t dim_length(Dim d, const HParams& h, int64_t il) {
     switch (d) {
         case Dim::One: return 1;
         case Dim::Embd: return h.n_embd;
         case Dim::Vocab: return h.n_vocab;
-        case Dim::Ff: return h.n_ff;
-        case Dim::FfPair: return 2 * h.n_ff;
-        case Dim::Q: return h.n_embd_q();
-        case Dim::Kv: return h.n_embd_kv();
-        case Dim::Qkv: return h.n_embd_q() + 2 * h.n_embd_kv();
-        case Dim::HeadDim: return h.head_dim;
-        case Dim::RotHalf: return h.n_rot / 2;
+        case Dim::Ff: return h.n_ff_at(il);
+        case Dim::FfPair: return 2 * h.n_ff_at(il);
+        case Dim::Q: return h.n_embd_q_at(il);
+        case Dim::Kv: return h.n_embd_kv_at(il);
+        case Dim::Qkv: return h.n_embd_q_at(il) + 2 * h.n_embd_kv_at(il);
+        case Dim::HeadDim: return h.head_dim_at(il);
+        case Dim::HeadHalf: return h.head_dim_at(il) / 2;
+        case Dim::RotHalf: return h.n_rot_at(il) / 2;
+        case Dim::PerLayer: return h.n_embd_per_layer;
+        case Dim::PerLayerAll: return h.n_embd_per_layer * h.n_layer;
     }
     return 0;
+}
+
+bool tensor_present(const ArchTensor& t, const HParams& h, int64_t il) {
+    switch (t.when) {
+        case When::Always: return true;
+        case When::KvLayer: return il < 0 || h.has_kv(il);
+        case When::PerLayerEmbd: return h.n_embd_per_layer > 0;
+    }
+    return true;
+}
+
+const char* refusal(const ArchInfo& a, std::string_view name) {
+    for (const ArchRefusal& r : a.refused)
+        if (r.prefix ? name.starts_with(r.prefix) : name.find(r.part) != std::string_view::npos)
+            return r.why;
+    return nullptr;
 }
 
 std::string tensor_name(const ArchTensor& t, int64_t il) {
