@@ -238,7 +238,12 @@ Result<SynthStats> synth_write(const std::string* path, const SynthOptions& o) {
     QuantizeOptions qo;
     qo.ftype = o.type;
     qo.arch = arch_name;
-    const std::vector<TensorType> plan = plan_tensor_types(specs, sh->n_head / sh->n_head_kv, qo);
+    std::vector<TensorType> plan = plan_tensor_types(specs, sh->n_head / sh->n_head_kv, qo);
+    // A matrix the quantizer keeps (Gemma 4's per_layer_model_proj) stays as the converter
+    // wrote it: in 16 bits but in an f32 file.
+    for (size_t i = 0; i < plan.size(); ++i)
+        if (specs[i].n_dims == 2 && plan[i] == TensorType::F32 && o.type != FileType::F32)
+            plan[i] = o.type == FileType::BF16 ? TensorType::BF16 : TensorType::F16;
     for (TensorType t : plan)
         if (!can_quantize(t))
             return R::fail(std::string("cannot write tensors of type ") + tensor_type_name(t));
