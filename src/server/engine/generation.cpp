@@ -90,6 +90,8 @@ std::string Server::Impl::render(const GenRequest& g, bool* bos_in_text) const {
                     kwargs, g.tools_json, cfg.chat_template);
     if (!cp.warning.empty()) log("warning: %s; using the %s format", cp.warning.c_str(), cp.how.c_str());
     *bos_in_text = cp.bos_in_text;
+    if (g.add_generation_prompt && !g.continue_final && cp.how == "template")
+        return complete_generation_prompt(template_text(), cp.text);
     return cp.text + g.continue_text;
 }
 

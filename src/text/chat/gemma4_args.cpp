@@ -2,6 +2,8 @@
 
 #include "text/chat/text_scan.h"
 
+#include "edgellm/grammar.h"
+
 #include <cctype>
 #include <cstdio>
 
@@ -224,6 +226,116 @@ std::optional<std::string> gemma4_args_to_json(std::string_view s, size_t* used)
         }
     }
     return std::nullopt;
+}
+
+const char* const kGemma4ValueRules =
+    "g-dict ::= \"{\" tc-ws ( g-kv ( \",\" tc-ws g-kv )* tc-ws )? \"}\"\n"
+    "g-kv ::= g-key \":\" tc-ws g-value\n"
+    "g-key ::= [A-Za-z_$] [A-Za-z0-9_$.-]{0,63}\n"
+    "g-value ::= g-string | g-dict | g-array | g-number | \"true\" | \"false\" | \"null\"\n"
+    "g-array ::= \"[\" tc-ws ( g-value ( \",\" tc-ws g-value )* tc-ws )? \"]\"\n"
+    "g-string ::= \"<|\\\"|>\" g-char* \"<|\\\"|>\"\n"
+    "g-char ::= [^<] | \"<\" [^|] | \"<|\" [^\"] | \"<|\\\"\" [^|] | \"<|\\\"|\" [^>]\n"
+    "g-int ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} )\n"
+    "g-number ::= g-int ( \".\" [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?\n";
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+// The deepest schema nesting written out; below it, any value.
+constexpr int kMaxSchemaDepth = 8;
+
+// A key the notation writes bare (the parser reads a key up to its ':').
+bool bare_key(const std::string& k) {
+    if (k.empty() || k.size() > 64) return false;
+    for (char c : k)
+        if (!std::isalnum((unsigned char)c) && c != '_' && c != '$' && c != '.' && c != '-') return false;
+    return true;
+}
+
+// A constant in the notation (an enum's member).
+std::optional<std::string> literal_of(const json& v) {
+    if (v.is_string()) {
+        const std::string s = v.get<std::string>();
+        if (s.find(std::string(kQuote)) != std::string::npos) return std::nullopt;
+        return gbnf_literal(std::string(kQuote) + s + std::string(kQuote));
+    }
+    if (v.is_number() || v.is_boolean() || v.is_null()) return gbnf_literal(v.dump());
+    return std::nullopt;
+}
+
+std::string schema_rule(const json& s, const std::string& name, std::string* rules, int depth) {
+    if (!s.is_object() || depth > kMaxSchemaDepth) return "g-value";
+    std::vector<std::string> alts;
+    if (s.contains("enum") || s.contains("const")) {
+        const json members = s.contains("const") ? json::array({s["const"]}) : s["enum"];
+        if (!members.is_array() || members.empty()) return "g-value";
+        for (const json& m : members) {
+            auto lit = literal_of(m);
+            if (!lit) return "g-value";
+            alts.push_back(*lit);
+        }
+    } else {
+        const json types = s.contains("type") ? (s["type"].is_array() ? s["type"] : json::array({s["type"]}))
+                                              : json::array();
+        if (types.empty()) return "g-value";
+        int part = 0;
+        for (const json& t : types) {
+            const std::string type = t.is_string() ? t.get<std::string>() : "";
+            if (type == "string") {
+                alts.push_back("g-string");
+            } else if (type == "integer") {
+                alts.push_back("g-int");
+            } else if (type == "number") {
+                alts.push_back("g-number");
+            } else if (type == "boolean") {
+                alts.push_back("( \"true\" | \"false\" )");
+            } else if (type == "null") {
+                alts.push_back("\"null\"");
+            } else if (type == "array") {
+                const std::string item = schema_rule(s.contains("items") ? s["items"] : json(),
+                                                     name + "-" + std::to_string(part++) + "-item", rules,
+                                                     depth + 1);
+                alts.push_back("\"[\" tc-ws ( " + item + " ( \",\" tc-ws " + item + " )* tc-ws )? \"]\"");
+            } else if (type == "object") {
+                const json props = s.contains("properties") ? s["properties"] : json();
+                bool typed = props.is_object() && !props.empty();
+                std::vector<std::string> members;
+                if (typed) {
+                    for (const auto& [k, v] : props.items()) {
+                        if (!bare_key(k)) {
+                            typed = false;
+                            break;
+                        }
+                        members.push_back(gbnf_literal(k) + " \":\" tc-ws " +
+                                          schema_rule(v, name + "-" + std::to_string(part++), rules, depth + 1));
+                    }
+                }
+                if (!typed) {
+                    alts.push_back("g-dict");
+                    continue;
+                }
+                const std::string kv = name + "-kv" + std::to_string(part++);
+                *rules += kv + " ::= ";
+                for (size_t i = 0; i < members.size(); ++i) *rules += (i ? " | " : "") + members[i];
+                *rules += "\n";
+                alts.push_back("\"{\" tc-ws ( " + kv + " ( \",\" tc-ws " + kv + " )* tc-ws )? \"}\"");
+            } else {
+                return "g-value";
+            }
+        }
+    }
+    *rules += name + " ::= ";
+    for (size_t i = 0; i < alts.size(); ++i) *rules += (i ? " | " : "") + alts[i];
+    *rules += "\n";
+    return name;
+}
+
+}  // namespace
+
+std::string gemma4_schema_rule(const json& schema, const std::string& name, std::string* rules) {
+    return schema_rule(schema, name, rules, 0);
 }
 
 }  // namespace edgellm

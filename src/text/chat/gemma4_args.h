@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 namespace edgellm {
 
 class Gemma4Args {
@@ -41,5 +43,17 @@ class Gemma4Args {
 // The JSON text of the Gemma 4 arguments object at the start of s (after blanks), and in
 // *used how many bytes of s it took; nullopt when s does not start with a whole, valid one.
 std::optional<std::string> gemma4_args_to_json(std::string_view s, size_t* used);
+
+// GBNF for the notation, for the tool-call grammar (rules named g-*; blanks are its tc-ws).
+// The generic rules: g-value (any value), g-dict (any object), g-string, g-number.
+extern const char* const kGemma4ValueRules;
+// The rule for a value of this JSON schema, added to *rules under names starting with
+// `name`: the keys of an object's properties (in any order, each at most as often as the
+// model writes it) with values of their schemas, strings with their enum, integers,
+// numbers, booleans, null, arrays of their items. What the notation or this rule cannot
+// say (required keys, bounds, patterns, combinations) is left to a check of the finished
+// call; a schema of none of these types is any value.
+std::string gemma4_schema_rule(const nlohmann::ordered_json& schema, const std::string& name,
+                               std::string* rules);
 
 }  // namespace edgellm

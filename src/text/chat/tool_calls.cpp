@@ -281,18 +281,8 @@ std::string answer_schema_prompt(const json& schema) {
 
 namespace {
 
-// Gemma 4's notation for a call's arguments (gemma4_args.h): any object in it, as llama.cpp
-// constrains them (its notation is not JSON, so the tool's schema is not applied).
-constexpr const char* kGemmaValueRules =
-    "g-dict ::= \"{\" tc-ws ( g-kv ( \",\" tc-ws g-kv )* tc-ws )? \"}\"\n"
-    "g-kv ::= g-key \":\" tc-ws g-value\n"
-    "g-key ::= [A-Za-z_$] [A-Za-z0-9_$.-]{0,63}\n"
-    "g-value ::= g-string | g-dict | g-array | g-number | \"true\" | \"false\" | \"null\"\n"
-    "g-array ::= \"[\" tc-ws ( g-value ( \",\" tc-ws g-value )* tc-ws )? \"]\"\n"
-    "g-string ::= \"<|\\\"|>\" g-char* \"<|\\\"|>\"\n"
-    "g-char ::= [^<] | \"<\" [^|] | \"<|\" [^\"] | \"<|\\\"\" [^|] | \"<|\\\"|\" [^>]\n"
-    "g-number ::= \"-\"? ( \"0\" | [1-9] [0-9]{0,15} ) ( \".\" [0-9]{1,16} )? ( [eE] [-+]? [0-9]{1,3} )?\n"
-    // its thinking channel, which may come before the calls or the answer
+// Gemma 4's thinking channel, which may come before its calls or the answer
+constexpr const char* kGemmaThought =
     "tc-thought ::= \"<|channel>thought\" ( [^<] | \"<\" [^c] )* \"<channel|>\"\n";
 
 }  // namespace
@@ -302,13 +292,18 @@ std::optional<ToolGrammar> tool_call_grammar(const json& tools, ToolFormat fmt,
                                              SchemaRefusal* why, const json* answer) {
     JsonSchemaGrammar b;
     std::vector<std::string> alts;
+    std::string gemma_rules;  // (Gemma 4: the rules of its tools' arguments)
     const std::string args_key = fmt == ToolFormat::Llama3 ? "parameters" : "arguments";
     for (size_t i = 0; i < tools.size(); ++i) {
         const json& fn = tools[i]["function"];
         const std::string name = fn["name"].get<std::string>();
         if (choice != "auto" && choice != "required" && choice != name) continue;
-        if (fmt == ToolFormat::Gemma4) {  // call:NAME{...}
-            alts.push_back(gbnf_literal(name) + " g-dict");
+        if (fmt == ToolFormat::Gemma4) {  // call:NAME{...}, in its notation
+            json params = fn.contains("parameters") && fn["parameters"].is_object() ? fn["parameters"]
+                                                                                    : json{{"type", "object"}};
+            if (!params.contains("type")) params["type"] = "object";
+            alts.push_back(gbnf_literal(name) + " " +
+                           gemma4_schema_rule(params, "g-t" + std::to_string(i), &gemma_rules));
             continue;
         }
         json params = fn.contains("parameters") && fn["parameters"].is_object()
@@ -371,10 +366,12 @@ std::optional<ToolGrammar> tool_call_grammar(const json& tools, ToolFormat fmt,
     }
     if (fmt == ToolFormat::Gemma4) {
         // Its calls back to back, after its thinking channel when it opens one; auto: lazy,
-        // from the first "<|tool_call>" (which free text before it does not reach).
+        // from the first "<|tool_call>" (which free text before it does not reach). The
+        // arguments follow their schemas as far as gemma4_schema_rule() says: the rest is
+        // checked on the finished call.
         out.arguments_typed = false;
         rules += "tc-call ::= \"<|tool_call>call:\" tc-fn \"<tool_call|>\"\n";
-        rules += kGemmaValueRules;
+        rules += kGemma4ValueRules + gemma_rules + kGemmaThought;
         if (choice == "auto" && answer_rule.empty()) {
             out.triggers = {{"<|tool_call>", false}};
             out.gbnf = root + "\n" + rules + b.gbnf("");

@@ -95,9 +95,9 @@ std::string answer_schema_prompt(const nlohmann::ordered_json& schema);
 struct ToolGrammar {
     std::string gbnf;
     std::vector<GrammarTrigger> triggers;
-    // The calls' arguments are held to their tools' schemas. Not for Gemma 4, whose
-    // notation only the grammar's generic object rule follows (as in llama.cpp): its
-    // arguments still need checking against the schema.
+    // The calls' arguments are held to their tools' schemas. Not wholly for Gemma 4, whose
+    // notation the grammar follows for the keys and types of the schema but not for the
+    // rest (required keys, bounds: gemma4_schema_rule()): its arguments still need checking.
     bool arguments_typed = true;
 };
 std::optional<ToolGrammar> tool_call_grammar(const nlohmann::ordered_json& tools, ToolFormat fmt,

@@ -129,4 +129,16 @@ void prepare_tool_prompt(const std::string& t, const json& tools, std::vector<Ch
     }
 }
 
+std::string complete_generation_prompt(const std::string& t, std::string prompt) {
+    if (tool_format_for_template(t) != ToolFormat::Gemma4) return prompt;
+    // (with thinking off the first template still adds its empty thought after the <turn|>)
+    for (std::string_view tail : {"<turn|>\n", "<turn|>\n<|channel>thought\n<channel|>"}) {
+        if (prompt.size() >= tail.size() && prompt.compare(prompt.size() - tail.size(), tail.size(), tail) == 0) {
+            prompt.insert(prompt.size() - tail.size() + 8, "<|turn>model\n");  // after "<turn|>\n"
+            break;
+        }
+    }
+    return prompt;
+}
+
 }  // namespace edgellm

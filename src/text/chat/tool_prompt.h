@@ -29,4 +29,11 @@ namespace edgellm {
 void prepare_tool_prompt(const std::string& template_text, const nlohmann::ordered_json& tools,
                          std::vector<ChatMessage>* messages, nlohmann::ordered_json* kwargs);
 
+// A prompt rendered with a generation prompt, completed where the template leaves it out:
+// Gemma 4's first template closes a model turn that answered after tool results with
+// <turn|> and opens no next one (its generation prompt only follows a turn of another
+// kind, though with thinking off it still writes the empty thought): as llama.cpp does
+// (with thinking on), the model's turn is opened there.
+std::string complete_generation_prompt(const std::string& template_text, std::string prompt);
+
 }  // namespace edgellm

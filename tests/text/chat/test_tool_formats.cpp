@@ -181,15 +181,20 @@ TEST(ToolFormats, Gemma4Grammar) {
     const std::string call = "<|tool_call>call:get_weather{city:<|\"|>Paris \"la\" <3<|\"|>,days:3}<tool_call|>";
     auto req = grammar(ToolFormat::Gemma4, "required", true);
     EXPECT_TRUE(req.triggers.empty());
-    EXPECT_FALSE(req.arguments_typed) << "its notation is not JSON: the schema is checked after";
+    EXPECT_FALSE(req.arguments_typed) << "required keys and bounds are checked after";
     EXPECT_TRUE(grammar_accepts(req.gbnf, call));
     EXPECT_TRUE(grammar_accepts(req.gbnf, call + call)) << "parallel";
     EXPECT_TRUE(grammar_accepts(req.gbnf, "<|channel>thought\nParis, so the weather.<channel|>" + call))
         << "its thinking channel first";
-    EXPECT_TRUE(grammar_accepts(req.gbnf, "<|tool_call>call:play_music{song:<|\"|>a<|\"|>,o:{x:[1,true,null,{}]}}<tool_call|>"));
+    EXPECT_TRUE(grammar_accepts(req.gbnf, "<|tool_call>call:play_music{song:<|\"|>a<|\"|>}<tool_call|>"));
     EXPECT_FALSE(grammar_accepts(req.gbnf, "It is sunny.")) << "required: no free text";
     EXPECT_FALSE(grammar_accepts(req.gbnf, "<|tool_call>call:rm{}<tool_call|>")) << "undeclared";
     EXPECT_FALSE(grammar_accepts(req.gbnf, "<|tool_call>call:get_weather{city:Paris}<tool_call|>"));
+    // the schema's keys, in any order, with their types
+    EXPECT_TRUE(grammar_accepts(req.gbnf, "<|tool_call>call:get_weather{days:2,city:<|\"|>Oslo<|\"|>}<tool_call|>"));
+    EXPECT_FALSE(grammar_accepts(req.gbnf, "<|tool_call>call:get_weather{town:<|\"|>Oslo<|\"|>}<tool_call|>"));
+    EXPECT_FALSE(grammar_accepts(req.gbnf, "<|tool_call>call:get_weather{city:3}<tool_call|>"));
+    EXPECT_FALSE(grammar_accepts(req.gbnf, "<|tool_call>call:get_weather{city:<|\"|>Oslo<|\"|>,days:1.5}<tool_call|>"));
     auto single = grammar(ToolFormat::Gemma4, "required", false);
     EXPECT_FALSE(grammar_accepts(single.gbnf, call + call));
     auto named = grammar(ToolFormat::Gemma4, "play_music");
@@ -209,6 +214,31 @@ TEST(ToolFormats, Gemma4Grammar) {
     EXPECT_TRUE(grammar_accepts(mix.gbnf, "{\"answer\": \"sunny\"}"));
     EXPECT_FALSE(grammar_accepts(mix.gbnf, "{\"answer\": 1}"));
     EXPECT_FALSE(grammar_accepts(mix.gbnf, "It is sunny."));
+}
+
+TEST(ToolFormats, Gemma4SchemaRule) {
+    const json schema = json::parse(R"({"type": "object", "properties": {
+        "unit": {"type": "string", "enum": ["celsius", "fahrenheit"]},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "filter": {"type": "object", "properties": {"after": {"type": "string"}, "limit": {"type": ["integer", "null"]}}},
+        "extra": {"description": "anything"}}})");
+    std::string rules;
+    const std::string root = gemma4_schema_rule(schema, "g-t0", &rules);
+    const std::string gbnf = "root ::= " + root + "\ntc-ws ::= [ \\t\\n]{0,4}\n" + kGemma4ValueRules + rules;
+    const std::string q = "<|\"|>";
+    EXPECT_TRUE(grammar_accepts(gbnf, "{unit:" + q + "celsius" + q + ",tags:[" + q + "a" + q + "," + q + "b" + q +
+                                          "],filter:{limit:null,after:" + q + "x" + q + "},extra:{any:[1]}}"));
+    EXPECT_TRUE(grammar_accepts(gbnf, "{}"));
+    EXPECT_FALSE(grammar_accepts(gbnf, "{unit:" + q + "kelvin" + q + "}")) << "enum";
+    EXPECT_FALSE(grammar_accepts(gbnf, "{tags:[1]}")) << "items";
+    EXPECT_FALSE(grammar_accepts(gbnf, "{filter:{limit:" + q + "5" + q + "}}")) << "nested types";
+    EXPECT_FALSE(grammar_accepts(gbnf, "{filter:{before:1}}")) << "nested keys";
+    // a key the notation cannot write bare: that object takes any keys
+    rules.clear();
+    const std::string odd = gemma4_schema_rule(
+        json::parse(R"({"type": "object", "properties": {"a b": {"type": "string"}}})"), "g-t1", &rules);
+    EXPECT_TRUE(grammar_accepts("root ::= " + odd + "\ntc-ws ::= [ \\t\\n]{0,4}\n" + kGemma4ValueRules + rules,
+                                "{whatever:1}"));
 }
 
 TEST(ToolFormats, Phi4MiniGrammar) {
@@ -349,6 +379,19 @@ TEST(ToolFormats, Gemma4FirstTemplateGetsToolResponses) {
     json vars = ctx;
     vars.erase("messages");
     EXPECT_EQ(render(tmpl, messages, vars), read(templates_dir() / "gemma4_interleaved.tool_responses.txt"));
+    // Ending on that answer, the template opens no next model turn: it is opened (as
+    // llama.cpp does); other prompts are left as they are.
+    messages.pop_back();
+    const std::string off = render(tmpl, messages, vars);  // (thinking off)
+    const std::string answer_end = "sunny.<turn|>\n", empty_thought = "<|channel>thought\n<channel|>";
+    ASSERT_EQ(off.substr(off.size() - answer_end.size() - empty_thought.size()), answer_end + empty_thought);
+    EXPECT_EQ(complete_generation_prompt(tmpl, off),
+              off.substr(0, off.size() - empty_thought.size()) + "<|turn>model\n" + empty_thought);
+    vars["enable_thinking"] = true;
+    const std::string on = render(tmpl, messages, vars);
+    ASSERT_EQ(on.substr(on.size() - answer_end.size()), answer_end);
+    EXPECT_EQ(complete_generation_prompt(tmpl, on), on + "<|turn>model\n");
+    EXPECT_EQ(complete_generation_prompt(template_text("qwen3"), "x<turn|>\n"), "x<turn|>\n");
     // The later template reads role "tool" messages itself: left as they are.
     std::vector<ChatMessage> same = {{"user", "x"}, {"assistant", "", json{{"tool_calls", m[2]["tool_calls"]}}.dump()},
                                      {"tool", "18"}};
