@@ -119,8 +119,64 @@ TEST_P(FamilyGolden, EveryFamilyMatchesLlamaCpp) {
     }
 }
 
-// The real files the packages ship (families.json's "real"): llama.cpp's tokens of the
-// text are ours too, and its logits of the last rows (float16) ours, on the best kernels.
+// A case with a real vocabulary and llama.cpp's logits of its last rows as float16: the
+// model's tokens of the text are llama.cpp's, and its logits close to them (normalized RMSE
+// and the mean KL divergence of the softmaxes: llama.cpp's own Q4 files against F16 are
+// 0.03-0.05 for small models, a faithful engine lands well below 0.01).
+void check_with_vocabulary(const nlohmann::json& c, const fs::path& model, double max_nrmse) {
+    auto f = GgufFile::open(model.string());
+    ASSERT_TRUE(f.ok()) << f.error();
+    auto tok = Tokenizer::load(**f);
+    ASSERT_TRUE(tok.ok()) << tok.error();
+    const std::vector<int32_t> tokens = c.at("tokens").get<std::vector<int32_t>>();
+    EXPECT_EQ((*tok)->tokenize(c.at("text").get<std::string>(), true, true), tokens);
+    auto m = Model::load(model.string());
+    ASSERT_TRUE(m.ok()) << m.error();
+    ContextParams cp;
+    cp.n_ctx = c.at("ctx");
+    cp.n_batch = cp.n_outputs = (int64_t)tokens.size();
+    cp.n_threads = 2;
+    auto ctx = Context::create(**m, cp);
+    ASSERT_TRUE(ctx.ok()) << ctx.error();
+    auto logits = (*ctx)->eval(tokens, true);
+    ASSERT_TRUE(logits.ok()) << logits.error();
+    const int64_t rows = c.at("rows"), n_vocab = c.at("n_vocab");
+    std::ifstream lf(kDir / c.at("logits").get<std::string>(), std::ios::binary);
+    std::vector<fp16_t> half((size_t)(rows * n_vocab));
+    lf.read((char*)half.data(), (std::streamsize)(half.size() * sizeof(fp16_t)));
+    ASSERT_TRUE(lf) << "short logits file";
+    std::vector<float> gold(half.size());
+    for (size_t i = 0; i < half.size(); ++i) gold[i] = fp16_to_f32(half[i]);
+    const float* ours = logits->data() + ((int64_t)tokens.size() - rows) * n_vocab;
+    double num = 0, den = 0, kl = 0;
+    int agree = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+        const float* o = ours + r * n_vocab;
+        const float* g = gold.data() + r * n_vocab;
+        const int64_t a = std::max_element(o, o + n_vocab) - o, b = std::max_element(g, g + n_vocab) - g;
+        agree += a == b;
+        double zo = 0, zg = 0;
+        for (int64_t i = 0; i < n_vocab; ++i) {
+            num += ((double)o[i] - g[i]) * ((double)o[i] - g[i]);
+            den += (double)g[i] * g[i];
+            zo += std::exp((double)o[i] - o[a]);
+            zg += std::exp((double)g[i] - g[b]);
+        }
+        for (int64_t i = 0; i < n_vocab; ++i) {
+            const double lg = g[i] - g[b] - std::log(zg), lo = o[i] - o[a] - std::log(zo);
+            kl += std::exp(lg) * (lg - lo);
+        }
+    }
+    kl /= (double)rows;
+    const double nrmse = std::sqrt(num / den);
+    std::printf("%s (%s): nrmse %.2e, mean KL %.2e, top-1 %d/%lld\n", c.at("name").get<std::string>().c_str(),
+                model.filename().c_str(), nrmse, kl, agree, (long long)rows);
+    EXPECT_LT(kl, 1e-2);
+    EXPECT_LT(nrmse, max_nrmse);
+    EXPECT_EQ(agree, rows);
+}
+
+// The real files the packages ship (families.json's "real").
 TEST(FamilyGoldenReal, PackagedModelsMatchLlamaCpp) {
     std::ifstream in(kDir / "families.json");
     ASSERT_TRUE(in);
@@ -134,72 +190,40 @@ TEST(FamilyGoldenReal, PackagedModelsMatchLlamaCpp) {
             std::printf("%s: not fetched (scripts/fetch-models.sh %s), skipped\n", name.c_str(), name.c_str());
             continue;
         }
-        auto f = GgufFile::open(model.string());
-        ASSERT_TRUE(f.ok()) << f.error();
-        auto tok = Tokenizer::load(**f);
-        ASSERT_TRUE(tok.ok()) << tok.error();
-        const std::vector<int32_t> tokens = c.at("tokens").get<std::vector<int32_t>>();
-        EXPECT_EQ((*tok)->tokenize(c.at("text").get<std::string>(), true, true), tokens);
-        auto m = Model::load(model.string());
-        ASSERT_TRUE(m.ok()) << m.error();
-        ContextParams cp;
-        cp.n_ctx = c.at("ctx");
-        cp.n_batch = cp.n_outputs = (int64_t)tokens.size();
-        cp.n_threads = 2;
-        auto ctx = Context::create(**m, cp);
-        ASSERT_TRUE(ctx.ok()) << ctx.error();
-        auto logits = (*ctx)->eval(tokens, true);
-        ASSERT_TRUE(logits.ok()) << logits.error();
-        const int64_t rows = c.at("rows"), n_vocab = c.at("n_vocab");
-        std::ifstream lf(kDir / c.at("logits").get<std::string>(), std::ios::binary);
-        std::vector<fp16_t> half((size_t)(rows * n_vocab));
-        lf.read((char*)half.data(), (std::streamsize)(half.size() * sizeof(fp16_t)));
-        ASSERT_TRUE(lf) << "short logits file";
-        const float* ours = logits->data() + ((int64_t)tokens.size() - rows) * n_vocab;
-        double num = 0, den = 0;
-        int agree = 0;
-        for (int64_t r = 0; r < rows; ++r) {
-            int64_t a = 0, b = 0;
-            for (int64_t i = 0; i < n_vocab; ++i) {
-                const double x = ours[r * n_vocab + i], g = fp16_to_f32(half[(size_t)(r * n_vocab + i)]);
-                num += (x - g) * (x - g);
-                den += g * g;
-                if (x > ours[r * n_vocab + a]) a = i;
-                if (g > fp16_to_f32(half[(size_t)(r * n_vocab + b)])) b = i;
-            }
-            agree += a == b;
-        }
-        // Mean KL divergence of the softmaxes: llama.cpp's own Q4 files against F16 are
-        // 0.03-0.05 for models of this size; a faithful engine lands well below 0.01.
-        double kl = 0;
-        for (int64_t r = 0; r < rows; ++r) {
-            const float* o = ours + r * n_vocab;
-            double mo = -1e30, mg = -1e30;
-            for (int64_t i = 0; i < n_vocab; ++i) {
-                mo = std::max(mo, (double)o[i]);
-                mg = std::max(mg, (double)fp16_to_f32(half[(size_t)(r * n_vocab + i)]));
-            }
-            double zo = 0, zg = 0;
-            for (int64_t i = 0; i < n_vocab; ++i) {
-                zo += std::exp(o[i] - mo);
-                zg += std::exp(fp16_to_f32(half[(size_t)(r * n_vocab + i)]) - mg);
-            }
-            for (int64_t i = 0; i < n_vocab; ++i) {
-                const double lg = fp16_to_f32(half[(size_t)(r * n_vocab + i)]) - mg - std::log(zg);
-                const double lo = o[i] - mo - std::log(zo);
-                kl += std::exp(lg) * (lg - lo);
-            }
-        }
-        kl /= (double)rows;
-        const double nrmse = std::sqrt(num / den);
-        std::printf("%s (%s): nrmse %.2e, mean KL %.2e, top-1 %d/%lld\n", name.c_str(),
-                    model.filename().c_str(), nrmse, kl, agree, (long long)rows);
-        EXPECT_LT(kl, 1e-2);
-        EXPECT_LT(nrmse, 0.1);
-        EXPECT_EQ(agree, rows);
+        check_with_vocabulary(c, model, 0.1);  // (Q4 weights: activations rounded apart)
         ++checked;
     }
     if (checked == 0) GTEST_SKIP() << "none of the packaged models is fetched";
+}
+
+// Synthetic weights with a real vocabulary (families.json's "vocab_cases": llama.cpp's
+// vocabulary-only files, scripts/fetch-vocabs.sh).
+TEST(FamilyGoldenReal, RealVocabulariesMatchLlamaCpp) {
+    std::ifstream in(kDir / "families.json");
+    ASSERT_TRUE(in);
+    const auto j = nlohmann::json::parse(in);
+    int checked = 0;
+    test::TempDir tmp("edgellm-family");
+    for (const auto& c : j.at("vocab_cases")) {
+        const std::string name = c.at("name");
+        SCOPED_TRACE(name);
+        const fs::path vocab = test::vocab_file(c.at("vocab").get<std::string>());
+        if (!fs::exists(vocab)) {
+            std::printf("%s: no %s (scripts/fetch-vocabs.sh), skipped\n", name.c_str(), vocab.c_str());
+            continue;
+        }
+        const fs::path model = tmp.path / (name + ".gguf");
+        SynthOptions o = synth_options(c.at("synth"));
+        o.vocab = vocab.string();
+        o.n_threads = 2;
+        ASSERT_TRUE(synth_model(model.string(), o).ok());
+        ASSERT_EQ(sha256_of(model), c.at("sha256").get<std::string>())
+            << "synth writes other bytes than the file the golden logits were made from: "
+               "run scripts/family-goldens.py";
+        check_with_vocabulary(c, model, 3e-2);
+        ++checked;
+    }
+    if (checked == 0) GTEST_SKIP() << "llama.cpp's vocabularies are not fetched (scripts/fetch-vocabs.sh)";
 }
 
 INSTANTIATE_TEST_SUITE_P(KernelSets, FamilyGolden, ::testing::ValuesIn(available_kernel_sets()),
