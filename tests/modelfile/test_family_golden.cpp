@@ -13,6 +13,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "edgellm/gguf.h"
 #include "edgellm/model.h"
 #include "edgellm/synth.h"
 #include "edgellm/tokenizer.h"
@@ -224,6 +225,64 @@ TEST(FamilyGoldenReal, RealVocabulariesMatchLlamaCpp) {
         ++checked;
     }
     if (checked == 0) GTEST_SKIP() << "llama.cpp's vocabularies are not fetched (scripts/fetch-vocabs.sh)";
+}
+
+// A copy of a file's metadata and tensors, less `drop`, with `extra` tensors (copies of
+// existing ones under new names) and metadata overrides.
+void rewrite(const fs::path& from, const fs::path& to, const std::vector<std::string>& drop,
+             const std::vector<std::pair<std::string, std::string>>& extra,
+             const std::vector<std::pair<std::string, GgufValue>>& set = {}) {
+    auto f = GgufFile::open(from.string());
+    ASSERT_TRUE(f.ok());
+    GgufWriter w;
+    for (const auto& [k, v] : (*f)->metadata()) w.set(k, v);
+    for (const auto& [k, v] : set) w.set(k, v);
+    auto add = [&](const std::string& name, const GgufTensorInfo& t) {
+        w.add_tensor(name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), t.data);
+    };
+    for (const auto& t : (*f)->tensors())
+        if (std::find(drop.begin(), drop.end(), t.name) == drop.end()) add(t.name, t);
+    for (const auto& [name, like] : extra) add(name, *(*f)->tensor(like));
+    ASSERT_TRUE(w.write(to.string()).ok());
+}
+
+// What the table does not describe is refused by name, never run without it: a tensor the
+// family does not have, fused and split q/k/v at once or neither, a RoPE scaling type
+// without its factors, one edgellm does not compute.
+TEST(ArchTable, RefusesWhatTheEntryDoesNotDescribe) {
+    test::TempDir tmp("edgellm-arch");
+    const fs::path llama = tmp.path / "llama.gguf", phi3 = tmp.path / "phi3.gguf",
+                   bad = tmp.path / "bad.gguf";
+    SynthOptions o;
+    o.arch = "llama";
+    o.type = FileType::F32;
+    ASSERT_TRUE(synth_model(llama.string(), o).ok());
+    o.arch = "";
+    o.shape = "tiny-longrope";
+    ASSERT_TRUE(synth_model(phi3.string(), o).ok());
+    ASSERT_TRUE(Model::load(llama.string()).ok());
+    ASSERT_TRUE(Model::load(phi3.string()).ok());
+    auto refusal = [&](const std::string& want) {
+        auto m = Model::load(bad.string());
+        EXPECT_FALSE(m.ok());
+        if (!m.ok()) {
+            EXPECT_NE(m.error().find(want), std::string::npos) << m.error();
+        }
+    };
+    rewrite(llama, bad, {}, {{"blk.0.ffn_gate_inp.weight", "blk.0.ffn_up.weight"}});
+    refusal("tensor \"blk.0.ffn_gate_inp.weight\" is not part of a llama model");
+    rewrite(llama, bad, {}, {{"blk.9.ffn_up.weight", "blk.0.ffn_up.weight"}});  // a 10th layer
+    refusal("blk.9.ffn_up.weight");
+    rewrite(phi3, bad, {}, {{"blk.0.attn_q.weight", "blk.0.attn_output.weight"}});
+    refusal("a layer has both attn_qkv and attn_q/k/v");
+    rewrite(phi3, bad, {"blk.1.attn_qkv.weight"}, {});
+    refusal("missing tensor \"blk.1.attn_qkv.weight\" (or \"blk.1.attn_q.weight\")");
+    rewrite(llama, bad, {"rope_freqs.weight"}, {}, {{"llama.rope.scaling.type", gguf_value("llama3")}});
+    refusal("rope scaling type \"llama3\" without its frequency factor tensors");
+    rewrite(llama, bad, {}, {}, {{"llama.rope.scaling.type", gguf_value("yarn")}});
+    refusal("rope scaling type \"yarn\" is not supported");
+    rewrite(phi3, bad, {}, {}, {{"phi3.rope.scaling.attn_factor", gguf_value(-1.0f)}});
+    refusal("attn_factor must be positive");
 }
 
 INSTANTIATE_TEST_SUITE_P(KernelSets, FamilyGolden, ::testing::ValuesIn(available_kernel_sets()),
