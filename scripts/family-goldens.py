@@ -15,6 +15,7 @@ import argparse
 import hashlib
 import json
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -38,6 +39,24 @@ CASES = [
     ("gemma4", "tiny-gemma4", None, "F32", 256, "f16"),
     ("gemma4-kv-f32", "tiny-gemma4", None, "F32", 256, "f32"),
     ("gemma4-q8_0", "tiny-gemma4", None, "Q8_0", 256, "f32"),
+]
+
+
+# Real files the packages ship (scripts/fetch-models.sh NAME): llama.cpp's tokens of the text
+# (the test checks edgellm's tokenizer gives the same), the last REAL_ROWS rows as float16.
+REAL = [
+    ("smollm2-135m", "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
+     "What is the capital of France, and why is it famous? Answer in two sentences.<|im_end|>\n"
+     "<|im_start|>assistant\nThe capital of France is Paris. It is famous for", 1024, "f16"),
+]
+REAL_ROWS = 4
+
+# Synthetic weights with a real vocabulary (llama.cpp's vocabulary-only GGUFs,
+# scripts/fetch-vocabs.sh): name, shape, --arch, type, context, KV type, vocabulary, text.
+VOCAB_CASES = [
+    ("phi3-vocab", "tiny-longrope", None, "F32", 1024, "f16", "phi-3",
+     "<|system|>\nYou are a helpful assistant.<|end|>\n<|user|>\nWhat is the capital of France?"
+     "<|end|>\n<|assistant|>\nThe capital of France is Paris."),
 ]
 
 
@@ -79,6 +98,62 @@ def main():
                                  "kv_type": kv, "n_vocab": n_vocab,
                                  "logits": name + ".last16.f32"})
             print("%-16s %s %s ctx %d: %d rows x %d" % (name, shape, ftype, ctx, ROWS, n_vocab))
+    out["vocab_cases"] = []
+    vocab_dir = os.environ.get("EDGELLM_VOCABS", os.path.expanduser("~/.cache/edgellm/vocab"))
+    for name, shape, arch, ftype, ctx, kv, vocab_name, text in VOCAB_CASES:
+        vocab = os.path.join(vocab_dir, "ggml-vocab-%s.gguf" % vocab_name)
+        if not os.path.isfile(vocab):
+            sys.exit("family-goldens: no %s (scripts/fetch-vocabs.sh)" % vocab)
+        with tempfile.TemporaryDirectory() as tmp:
+            model = os.path.join(tmp, name + ".gguf")
+            synth = ["synth", "--shape", shape, "--type", ftype, "--seed", "1"]
+            if arch:
+                synth += ["--arch", arch]
+            subprocess.run([a.bin] + synth + ["--vocab", vocab, "-o", model], check=True,
+                           stderr=subprocess.DEVNULL)
+            ids = subprocess.run([dump, "--model", model, "--tokenize", text], stdout=subprocess.PIPE,
+                                 text=True, check=True).stdout.strip().splitlines()[-1]
+            logits = os.path.join(tmp, "l.f32")
+            subprocess.run([dump, "--model", model, "--tokens", ids, "--out", logits, "--threads", "2",
+                            "--ctx", str(ctx), "--kv", kv, "--last", str(REAL_ROWS)], check=True,
+                           stdout=subprocess.DEVNULL)
+            data = open(logits, "rb").read()
+            digest = sha256(model)
+        floats = struct.unpack("<%df" % (len(data) // 4), data)
+        with open(os.path.join(OUT, name + ".last%d.f16" % REAL_ROWS), "wb") as f:
+            f.write(struct.pack("<%de" % len(floats), *floats))
+        out["vocab_cases"].append({"name": name, "synth": synth, "vocab": "ggml-vocab-%s.gguf" % vocab_name,
+                                   "sha256": digest, "text": text,
+                                   "tokens": [int(t) for t in ids.split(",")], "ctx": ctx,
+                                   "kv_type": kv, "rows": REAL_ROWS,
+                                   "n_vocab": len(floats) // REAL_ROWS,
+                                   "logits": name + ".last%d.f16" % REAL_ROWS})
+        print("%-12s %s + %s: %d tokens, %d rows x %d" % (name, shape, vocab_name, len(ids.split(",")),
+                                                       REAL_ROWS, len(floats) // REAL_ROWS))
+    out["real"] = []
+    for name, text, ctx, kv in REAL:
+        r = subprocess.run([os.path.join(ROOT, "scripts", "fetch-models.sh"), "--print-path", name],
+                           stdout=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            sys.exit("family-goldens: %s is not fetched (scripts/fetch-models.sh %s)" % (name, name))
+        model = r.stdout.strip()
+        ids = subprocess.run([dump, "--model", model, "--tokenize", text], stdout=subprocess.PIPE,
+                             text=True, check=True).stdout.strip().splitlines()[-1]
+        with tempfile.TemporaryDirectory() as tmp:
+            logits = os.path.join(tmp, "l.f32")
+            subprocess.run([dump, "--model", model, "--tokens", ids, "--out", logits, "--threads", "2",
+                            "--ctx", str(ctx), "--kv", kv, "--last", str(REAL_ROWS)], check=True,
+                           stdout=subprocess.DEVNULL)
+            data = open(logits, "rb").read()
+        floats = struct.unpack("<%df" % (len(data) // 4), data)
+        with open(os.path.join(OUT, name + ".last%d.f16" % REAL_ROWS), "wb") as f:
+            f.write(struct.pack("<%de" % len(floats), *floats))
+        out["real"].append({"name": name, "file": os.path.basename(model), "text": text, "tokens": [int(t) for t in ids.split(",")],
+                            "sha256": sha256(model), "ctx": ctx, "kv_type": kv, "rows": REAL_ROWS,
+                            "n_vocab": len(floats) // REAL_ROWS,
+                            "logits": name + ".last%d.f16" % REAL_ROWS})
+        print("%-12s real: %d tokens, %d rows x %d" % (name, len(ids.split(",")), REAL_ROWS,
+                                                      len(floats) // REAL_ROWS))
     with open(os.path.join(OUT, "families.json"), "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")

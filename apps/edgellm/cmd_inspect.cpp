@@ -62,6 +62,13 @@ int cmd_inspect(const std::vector<std::string>& args) {
                     h.gelu_ffn ? "gelu-tanh gated" : "silu gated", h.embd_scale,
                     h.final_softcap > 0 ? (", logit soft-cap " + std::to_string(h.final_softcap)).c_str()
                                         : "");
+    if (h.longrope)
+        std::printf("  LongRoPE: short factors up to %lld positions of context, long beyond; "
+                    "rotations x %g\n",
+                    (long long)h.n_ctx_orig, h.rope_attn_factor);
+    if (h.nope_every > 0)
+        std::printf("  no RoPE on every layer %lld (layers with (il + 1) %% %lld == 0)\n",
+                    (long long)h.nope_every, (long long)h.nope_every);
     if (h.n_swa > 0) {
         std::string global;
         for (int64_t il = 0; il < h.n_layer; ++il)

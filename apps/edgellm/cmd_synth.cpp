@@ -1,4 +1,4 @@
-// edgellm synth --shape NAME [--arch A] -o OUT.gguf [--type T] [--seed S] [-t N]
+// edgellm synth --shape NAME [--arch A] [--vocab GGUF] -o OUT.gguf [--type T] [--seed S] [-t N]
 #include <cstdio>
 #include <cstdlib>
 
@@ -14,6 +14,7 @@ int cmd_synth(const std::vector<std::string>& args) {
     SynthOptions o;
     if (s.synth.arch) o.arch = *s.synth.arch;
     o.shape = *s.synth.shape;
+    if (s.synth.vocab) o.vocab = *s.synth.vocab;
     o.type = s.synth.type;
     o.seed = (uint64_t)s.synth.seed;
     o.n_threads = (int)s.synth.n_threads;

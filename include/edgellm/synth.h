@@ -40,6 +40,10 @@ const ModelShape* find_model_shape(const std::string& name);
 struct SynthOptions {
     std::string arch;  // a family of the architecture table ("": the shape's)
     std::string shape = "tiny";
+    // A GGUF whose tokenizer.* keys the model gets (its vocabulary, merges or scores,
+    // special tokens, chat template), the embedding and output sized for it ("": a
+    // synthetic byte-level vocabulary of the shape's size).
+    std::string vocab;
     FileType type = FileType::F16;
     uint64_t seed = 1;
     int n_threads = 0;

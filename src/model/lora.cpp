@@ -120,6 +120,9 @@ Result<std::shared_ptr<const LoraAdapter>> LoraAdapter::load(const std::string& 
         if (site == LoraSite::Output && h.tied_output)
             return R::fail(path + ": " + name + ": the model has no output matrix of its own (tied to token_embd)");
         const TensorView& w = base_matrix(base, layer, site);
+        if (!w)
+            return R::fail(path + ": " + name + ": the model has no such matrix of its own (its q/k/v "
+                           "or gate/up are fused, as Phi-3's): adapters for it are not supported");
         const int64_t n_in = w.ne[0], n_out = w.ne[1], rank = a->ne[1];
         if (a->ne[2] * a->ne[3] != 1 || b->ne[2] * b->ne[3] != 1 || a->ne[0] != n_in || b->ne[1] != n_out ||
             b->ne[0] != rank || rank <= 0)

@@ -364,7 +364,10 @@ void bind_weights(const GgufFile& f, const HParams& h, Model::Impl& w) {
         if (t.instead) {  // one of the two forms must be there
             ArchTensor other = t;
             other.gguf = t.instead;
-            required = f.tensor(tensor_name(other, il)) == nullptr;
+            const std::string other_name = tensor_name(other, il);
+            required = f.tensor(other_name) == nullptr;
+            if (required && !f.tensor(name))
+                throw Error(f.path() + ": missing tensor \"" + name + "\" (or \"" + other_name + "\")");
         }
         if (t.slot == Slot::Output && h.tied_output) return;
         if (!tensor_present(t, h, il)) return;  // (one the file may carry is not read)

@@ -126,6 +126,44 @@ Result<SynthStats> synth_model(const std::string& path, const SynthOptions& o) {
 
 namespace {
 
+// A byte-level vocabulary of the right size: the 256 byte characters, then distinct
+// two- or three-character strings, then the chat format's control tokens.
+void synthetic_vocabulary(GgufWriter& gw, int64_t n_vocab, bool qwen, bool gemma) {
+    const std::vector<std::string> specials =
+        qwen    ? std::vector<std::string>{"<|endoftext|>", "<|im_start|>", "<|im_end|>"}
+        : gemma ? std::vector<std::string>{"<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>"}
+                : std::vector<std::string>{"<|begin_of_text|>", "<|end_of_text|>",
+                                           "<|start_header_id|>", "<|end_header_id|>",
+                                           "<|eot_id|>"};
+    std::vector<std::string> tokens;
+    std::vector<int32_t> types;
+    tokens.reserve((size_t)n_vocab);
+    auto byte_char = [](int b) { return unicode::byte_to_text((uint8_t)b); };
+    const int64_t n_plain = n_vocab - (int64_t)specials.size();
+    for (int64_t id = 0; id < n_plain; ++id) {
+        if (id < 256)
+            tokens.push_back(byte_char((int)id));
+        else {
+            std::string t;
+            for (int64_t x = id; x > 0; x /= 256) t += byte_char((int)(x % 256));
+            tokens.push_back(t);
+        }
+        types.push_back(1);
+    }
+    for (const auto& s : specials) {
+        tokens.push_back(s);
+        types.push_back(3);
+    }
+    gw.set("tokenizer.ggml.model", gguf_value("gpt2"));
+    gw.set("tokenizer.ggml.pre", gguf_value(qwen ? "qwen2" : "llama-bpe"));  // (a byte-level BPE)
+    gw.set("tokenizer.ggml.tokens", gguf_value(gguf_string_array(std::move(tokens))));
+    gw.set("tokenizer.ggml.token_type", gguf_value(gguf_int32_array(types)));
+    gw.set("tokenizer.ggml.merges", gguf_value(gguf_string_array({})));
+    gw.set("tokenizer.ggml.bos_token_id", gguf_value((uint32_t)n_plain));
+    gw.set("tokenizer.ggml.eos_token_id", gguf_value((uint32_t)(qwen ? n_plain + 2 : n_plain + 1)));
+    gw.set("tokenizer.ggml.add_bos_token", gguf_value(!qwen));
+}
+
 // Lays out the model and, when path is given, writes it.
 Result<SynthStats> synth_write(const std::string* path, const SynthOptions& o) {
     using R = Result<SynthStats>;
@@ -151,6 +189,18 @@ Result<SynthStats> synth_write(const std::string* path, const SynthOptions& o) {
     hp.head_dim = sh->head_dim ? sh->head_dim : sh->n_embd / sh->n_head;
     hp.n_rot = sh->n_rot ? sh->n_rot : hp.head_dim;
     hp.n_vocab = sh->n_vocab;
+    // A real vocabulary (a GGUF's tokenizer.* keys, e.g. llama.cpp's vocabulary-only files):
+    // the embedding and output get its size.
+    std::unique_ptr<GgufFile> vocab;
+    if (!o.vocab.empty()) {
+        auto v = GgufFile::open(o.vocab);
+        if (!v) return R::fail(v.error());
+        vocab = std::move(*v);
+        const GgufValue* toks = vocab->find("tokenizer.ggml.tokens");
+        if (!toks || !toks->as_array() || toks->as_array()->count == 0)
+            return R::fail(o.vocab + ": no tokenizer.ggml.tokens");
+        hp.n_vocab = (int64_t)toks->as_array()->count;
+    }
     if (arch_name == "phi3" && hp.n_embd_q() != hp.n_embd)
         return R::fail("phi3 needs heads x head dimension = embedding width; shape " +
                        std::string(sh->name) + " has not");
@@ -301,41 +351,13 @@ Result<SynthStats> synth_write(const std::string* path, const SynthOptions& o) {
         gw.set(a + "final_logit_softcapping", gguf_value(sh->final_softcap));
     }
 
-    // A byte-level vocabulary of the right size: the 256 byte characters, then distinct
-    // two- or three-character strings, then the chat format's control tokens.
-    const std::vector<std::string> specials =
-        qwen    ? std::vector<std::string>{"<|endoftext|>", "<|im_start|>", "<|im_end|>"}
-        : gemma ? std::vector<std::string>{"<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>"}
-                : std::vector<std::string>{"<|begin_of_text|>", "<|end_of_text|>",
-                                           "<|start_header_id|>", "<|end_header_id|>",
-                                           "<|eot_id|>"};
-    std::vector<std::string> tokens;
-    std::vector<int32_t> types;
-    tokens.reserve((size_t)sh->n_vocab);
-    auto byte_char = [](int b) { return unicode::byte_to_text((uint8_t)b); };
-    const int64_t n_plain = sh->n_vocab - (int64_t)specials.size();
-    for (int64_t id = 0; id < n_plain; ++id) {
-        if (id < 256)
-            tokens.push_back(byte_char((int)id));
-        else {
-            std::string t;
-            for (int64_t x = id; x > 0; x /= 256) t += byte_char((int)(x % 256));
-            tokens.push_back(t);
-        }
-        types.push_back(1);
+    if (vocab) {
+        for (const auto& [k, v] : vocab->metadata())
+            if (k.starts_with("tokenizer.")) gw.set(k, v);
+        gw.set(a + "vocab_size", gguf_value((uint32_t)hp.n_vocab));
+    } else {
+        synthetic_vocabulary(gw, sh->n_vocab, qwen, gemma);
     }
-    for (const auto& s : specials) {
-        tokens.push_back(s);
-        types.push_back(3);
-    }
-    gw.set("tokenizer.ggml.model", gguf_value("gpt2"));
-    gw.set("tokenizer.ggml.pre", gguf_value(qwen ? "qwen2" : "llama-bpe"));  // (a byte-level BPE)
-    gw.set("tokenizer.ggml.tokens", gguf_value(gguf_string_array(std::move(tokens))));
-    gw.set("tokenizer.ggml.token_type", gguf_value(gguf_int32_array(types)));
-    gw.set("tokenizer.ggml.merges", gguf_value(gguf_string_array({})));
-    gw.set("tokenizer.ggml.bos_token_id", gguf_value((uint32_t)n_plain));
-    gw.set("tokenizer.ggml.eos_token_id", gguf_value((uint32_t)(qwen ? n_plain + 2 : n_plain + 1)));
-    gw.set("tokenizer.ggml.add_bos_token", gguf_value(!qwen));
 
     const int n_threads =
         o.n_threads > 0 ? o.n_threads : (int)std::max(1u, std::thread::hardware_concurrency());

@@ -58,6 +58,7 @@ struct Prepared {
     GenerateParams gp;
     std::string constraint;  // what constrains the output, for the log ("" for nothing)
     bool tool_grammar = false;  // the constraint is the tool calls' grammar
+    bool tool_args_typed = false;  // ... and it holds the calls' arguments to their schemas
 };
 
 struct Server::Impl {

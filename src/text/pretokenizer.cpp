@@ -25,6 +25,15 @@ const char* const kQwen35 =
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|"
     "[^\\r\\n\\p{L}\\p{N}]?[\\p{L}\\p{M}]+|\\p{N}|"
     " ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+// GPT-4o's (o200k, Phi-4-mini, Llama 4): upper-case runs split from the next word, the
+// contractions case-blind, digits in threes; tokenizer.json's own expression (PCRE2 takes
+// it as it is; llama.cpp also lists a lookahead rewrite of it for its own engine).
+const char* const kGpt4o =
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]*[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]+"
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+    "[^\\r\\n\\p{L}\\p{N}]?[\\p{Lu}\\p{Lt}\\p{Lm}\\p{Lo}\\p{M}]+[\\p{Ll}\\p{Lm}\\p{Lo}\\p{M}]*"
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)?|"
+    "\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 // Letters of the scripts DeepSeek's tokenizer lists explicitly, as code point ranges.
 const char* const kDeepseekLetters =
     "\\s?[A-Za-z\\x{b5}\\x{c0}-\\x{d6}\\x{d8}-\\x{f6}\\x{f8}-\\x{1ba}\\x{1bc}-\\x{1bf}"
@@ -76,6 +85,7 @@ const std::vector<Family>& families() {
          {kQwen2},
          {}},
         {{"qwen35"}, {kQwen35}, {}},
+        {{"gpt-4o", "llama4", "kanana2", "talkie"}, {kGpt4o}, {}},
         {{"deepseek-llm"},
          {"[\\r\\n]", kDeepseekLetters, kDeepseekPunct, "\\s+$", kCjk, "\\p{N}+"},
          {}},

@@ -28,7 +28,7 @@ class PreTokenizer {
     };
 
     // The pre-tokenizer a vocabulary names in tokenizer.ggml.pre (llama.cpp's names: default,
-    // gpt-2, llama-bpe, qwen2, qwen35, gemma4, smollm, ...). An unknown name is an error that
+    // gpt-2, llama-bpe, qwen2, qwen35, gemma4, smollm, gpt-4o, ...). An unknown name is an error that
     // names it: another family's expressions would give ids the model was not trained on.
     static Result<std::unique_ptr<PreTokenizer>> create(const std::string& name);
     ~PreTokenizer();

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <fstream>
 
 #include "edgellm/model.h"
@@ -89,6 +90,33 @@ TEST(QuantizePlan, MatchesLlamaCppFiles) {
         }
     }
     EXPECT_GE(files, 15);
+}
+
+// Phi-3's fused q/k/v matrix takes llama.cpp's rules for attn_v (its quantizer counts them
+// as attn_v-like: more bits in the first and last eighth and every third layer between) —
+// the plan its table role gives; llama-quantize's Q4_K_M of the tiny Phi-3 has these types
+// (and the same bytes, checked by hand with scripts/reference.sh's llama-quantize).
+TEST(Quantize, FusedQkvTakesTheValueMatrixRules) {
+    SynthOptions so;
+    so.shape = "tiny-longrope";
+    so.type = FileType::F32;
+    test::TempDir tmp;
+    const std::string path = (tmp.path / "phi3.gguf").string();
+    ASSERT_TRUE(synth_model(path, so).ok());
+    auto f = GgufFile::open(path);
+    ASSERT_TRUE(f.ok());
+    QuantizeOptions o;
+    o.ftype = FileType::Q4_K_M;
+    o.arch = "phi3";
+    const auto specs = tensor_specs(**f);
+    const auto plan = plan_tensor_types(specs, 4, o);
+    std::map<std::string, std::string> type;
+    for (size_t i = 0; i < specs.size(); ++i) type[specs[i].name] = tensor_type_name(plan[i]);
+    EXPECT_EQ(type["blk.0.attn_qkv.weight"], "q4_K");
+    EXPECT_EQ(type["blk.2.attn_qkv.weight"], "q6_K");
+    EXPECT_EQ(type["blk.0.ffn_up.weight"], "q4_K");  // gate and up fused: a plain matrix
+    EXPECT_EQ(type["rope_factors_long.weight"], "f32");
+    EXPECT_EQ(type["token_embd.weight"], "q6_K");  // tied: the output's bits
 }
 
 // The published sizes: Qwen2.5-0.5B Q4_K_M 373.7 MiB, 1.5B 934.7 MiB

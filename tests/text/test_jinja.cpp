@@ -475,6 +475,15 @@ const LangCase kLanguage[] = {
      "nothing|map('upper')|list }} {{ 0|select|list }}",
      "{\"messages\": [{\"role\": \"user\", \"content\": \"u\"}]}",
      "yes always ['3', '1'] [2, 1] [] []"},
+    // (SmolLM3's own template prints each tool with |string: Python's repr of a dict)
+    {"filter_string_repr",
+     "{% for tool in xml_tools[:] %}{{ tool | string }};{% endfor %}{{ d | string ~ '|' ~ (l | "
+     "string) }}",
+     "{\"xml_tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", \"description\": "
+     "\"it's \\\"x\\\"\", \"parameters\": {\"a\": [1, 2.5, true, null, \"é\\n\"]}}}], \"d\": {\"k\": "
+     "\"v\"}, \"l\": [\"a\", \"b'c\"]}",
+     "{'type': 'function', 'function': {'name': 'f', 'description': 'it\\'s \"x\"', 'parameters': "
+     "{'a': [1, 2.5, True, None, 'é\\n']}}};{'k': 'v'}|['a', \"b'c\"]"},
     {"odd_even_floats", "{{ 2.5 is odd }} {{ 3.0 is odd }} {{ 4.0 is even }}", "{}",
      "False True True"},
     {"undefined_is_callable", "{{ nothing is callable }} {{ 'x' is callable }}", "{}",

@@ -12,6 +12,7 @@
 
 #include "edgellm/chat.h"
 #include "edgellm/tokenizer.h"
+#include "text/pretokenizer.h"
 #include "test_paths.h"
 
 using namespace edgellm;
@@ -161,6 +162,25 @@ TEST(RealVocab, Qwen2ReproducesLlamaCppTokenization) {
         GTEST_SKIP() << "no ggml-vocab-qwen2.gguf.inp/.out (scripts/fetch-vocabs.sh)";
     const int n = check_vocab(model, inp, out);
     std::printf("qwen2 (%s): %d lines checked\n", model.filename().c_str(), n);
+}
+
+// GPT-4o's pre-tokenizer (Phi-4-mini's o200k vocabulary; no llama.cpp fixture has it): the
+// words Python's `regex` module gives for tokenizer.json's expression.
+TEST(PreTokenizer, Gpt4oSplitsAsItsTokenizerJsonDoes) {
+    auto p = PreTokenizer::create("gpt-4o");
+    ASSERT_TRUE(p.ok()) << p.error();
+    auto words = [&](std::string_view t) {
+        std::vector<std::string> out;
+        for (auto w : (*p)->split(t)) out.emplace_back(w);
+        return out;
+    };
+    using V = std::vector<std::string>;
+    EXPECT_EQ(words("Hello World's HTTPServer 1234567 ok!!\n\n  x"),
+              (V{"Hello", " World's", " HTTPServer", " ", "123", "456", "7", " ok", "!!\n\n", " ", " x"}));
+    EXPECT_EQ(words("naïve café déjà-vu // path/to\tTAB"),
+              (V{"naïve", " café", " déjà", "-vu", " //", " path", "/to", "\tTAB"}));
+    EXPECT_EQ(words("CamelCaseWORDS and I'M here"),
+              (V{"Camel", "Case", "WORDS", " and", " I'M", " here"}));
 }
 
 // A vocabulary naming a pre-tokenizer we do not know is refused, by name: tokenizing with

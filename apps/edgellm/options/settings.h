@@ -88,7 +88,7 @@ struct QuantizeSettings {
 };
 
 struct SynthSettings {
-    std::optional<std::string> arch, shape, out;
+    std::optional<std::string> arch, shape, out, vocab;
     FileType type = FileType::F16;
     int64_t seed = 1, n_threads = 0;
 };

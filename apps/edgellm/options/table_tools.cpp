@@ -205,6 +205,10 @@ std::vector<Option> tool_options() {
              s.synth.shape = a.value;
              return true;
          }},
+        {.names = {"--vocab"}, .metavar = "GGUF", .scope = kSynth, .group = Group::Model,
+         .help = "take this GGUF's vocabulary (tokenizer.* keys: tokens, merges or scores, "
+                 "special tokens, chat template), e.g. llama.cpp's ggml-vocab-*.gguf",
+         .apply = store([](Settings& s, const std::string& v) { s.synth.vocab = v; })},
         {.names = {"-o", "--out"}, .metavar = "FILE", .scope = kSynth, .group = Group::Output,
          .help = "output GGUF",
          .apply = store([](Settings& s, const std::string& v) { s.synth.out = v; })},

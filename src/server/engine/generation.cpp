@@ -13,6 +13,7 @@
 #include "server/http/disconnect_watch.h"
 #include "text/chat/reasoning.h"
 #include "text/chat/tool_calls.h"
+#include "text/chat/tool_prompt.h"
 
 namespace edgellm::server {
 
@@ -64,6 +65,10 @@ std::string Server::Impl::render(const GenRequest& g, bool* bos_in_text) const {
     // gives it that way; empty without tools).
     if (template_text().find("functools") != std::string::npos)
         kw["functions"] = g.tools.empty() ? std::string() : g.tools.dump(2);
+    // The tools and earlier results as the template takes them (a system prompt of ours for
+    // one that takes none, Gemma 3).
+    std::vector<ChatMessage> messages = g.messages;
+    prepare_tool_prompt(template_text(), g.tools_json.empty() ? json::array() : g.tools, &messages, &kw);
     for (const std::string* src : {&cfg.chat_template_kwargs, &g.template_kwargs_json}) {
         if (src->empty()) continue;
         const json given = json::parse(*src, nullptr, false);
@@ -71,16 +76,6 @@ std::string Server::Impl::render(const GenRequest& g, bool* bos_in_text) const {
             for (const auto& [k, v] : given.items()) kw[k] = v;
     }
     const std::string kwargs = kw.dump();
-    std::vector<ChatMessage> messages = g.messages;
-    if (!g.tools_json.empty() && !template_renders_tools(template_text())) {
-        // A template without tools (Gemma 3): our system prompt declares them and the
-        // documented call format.
-        const std::string decl = tool_system_prompt(g.tools);
-        if (!messages.empty() && messages[0].role == "system")
-            messages[0].content = decl + "\n\n" + messages[0].content;
-        else
-            messages.insert(messages.begin(), ChatMessage("system", decl));
-    }
     if (!g.tool_names.empty() && g.answer_schema && g.tool_choice == "auto") {
         // tools and a typed answer: the grammar allows a call or the answer; the model is told
         // the answer's form (as OpenAI does)
@@ -95,6 +90,8 @@ std::string Server::Impl::render(const GenRequest& g, bool* bos_in_text) const {
                     kwargs, g.tools_json, cfg.chat_template);
     if (!cp.warning.empty()) log("warning: %s; using the %s format", cp.warning.c_str(), cp.how.c_str());
     *bos_in_text = cp.bos_in_text;
+    if (g.add_generation_prompt && !g.continue_final && cp.how == "template")
+        return complete_generation_prompt(template_text(), cp.text);
     return cp.text + g.continue_text;
 }
 
@@ -230,6 +227,7 @@ std::optional<ApiError> Server::Impl::prepare(Api api, GenRequest& g, Prepared* 
             p->constraint = "tool calls (" + choice + ")" +
                             (answer && choice == "auto" ? " or " + g.grammar_source : "");
             p->tool_grammar = true;
+            p->tool_args_typed = tg->arguments_typed;
         } else if (g.grammar) {
             s.grammar = g.grammar;
             p->constraint = g.grammar_source;
@@ -384,11 +382,11 @@ void Server::Impl::run_choice(Api api, const GenRequest& g, const Prepared& p, S
     }
     const bool cut = o.result.stop == StopReason::Length || o.result.stop == StopReason::ContextFull;
     // Tool calls from the finished reply, unless they went out as they were written. Without
-    // the grammar (constrain: false) a call whose arguments do not fit its tool's parameters
-    // is sent as content.
+    // a grammar that types them (constrain: false; Gemma 4's notation) a call whose
+    // arguments do not fit its tool's parameters is sent as content.
     if (!g.tool_names.empty() && !(w && w->streamed_calls())) {
         o.parsed = parse_tool_calls(o.content, g.tool_names, cut);
-        if (o.parsed && !p.tool_grammar && !arguments_valid(g.tools, *o.parsed)) {
+        if (o.parsed && !p.tool_args_typed && !arguments_valid(g.tools, *o.parsed)) {
             log("tool call with arguments that do not match the tool's parameters: sent as content");
             o.parsed.reset();
         }

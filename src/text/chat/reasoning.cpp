@@ -8,6 +8,19 @@ namespace {
 
 constexpr std::string_view kOpen = "<think>";
 constexpr std::string_view kClose = "</think>";
+// Gemma 4: its thought channel, and its channel tokens on their own
+constexpr std::string_view kChannel = "<|channel>";
+constexpr std::string_view kThought = "<|channel>thought";
+constexpr std::string_view kChannelEnd = "<channel|>";
+
+bool starts_with(std::string_view s, std::string_view word) {
+    return s.substr(0, word.size()) == word;
+}
+
+// s may still become word when more arrives (s is a proper prefix of it).
+bool may_become(std::string_view s, std::string_view word) {
+    return s.size() < word.size() && word.substr(0, s.size()) == s;
+}
 
 }  // namespace
 
@@ -17,28 +30,16 @@ bool prompt_opens_thinking(std::string_view prompt) {
 }
 
 ReasoningSplit split_reasoning(std::string_view reply, bool opened_in_prompt) {
+    // (the stream's own rules, so a streamed reply splits as the whole one does)
     ReasoningSplit out;
-    std::string_view rest = reply;
-    if (!opened_in_prompt) {
-        const std::string_view lead = trim_left(rest);
-        if (lead.substr(0, kOpen.size()) != kOpen) {
-            out.content = std::string(reply);
-            return out;
-        }
-        rest = lead.substr(kOpen.size());
-    }
-    const size_t close = rest.find(kClose);
-    if (close == std::string_view::npos) {
-        out.reasoning = std::string(rest);
-        return out;
-    }
-    out.reasoning = std::string(rest.substr(0, close));
-    out.content = std::string(trim_left(rest.substr(close + kClose.size())));
+    ReasoningStream s(opened_in_prompt);
+    s.push(reply, &out.reasoning, &out.content);
+    s.finish(&out.reasoning, &out.content);
     return out;
 }
 
 ReasoningStream::ReasoningStream(bool opened_in_prompt)
-    : state_(opened_in_prompt ? State::Thinking : State::Start) {}
+    : state_(opened_in_prompt ? State::Thinking : State::Start), close_(kClose) {}
 
 void ReasoningStream::push(std::string_view piece, std::string* reasoning, std::string* content) {
     held_.append(piece);
@@ -49,45 +50,83 @@ void ReasoningStream::advance(std::string* reasoning, std::string* content) {
     for (;;) {
         if (state_ == State::Start) {
             const std::string_view lead = trim_left(held_);
-            if (lead.size() < kOpen.size() && kOpen.substr(0, lead.size()) == lead)
+            if (may_become(lead, kOpen) || may_become(lead, kThought))
                 return;  // blanks, or "<thi": may still open the block
-            if (lead.substr(0, kOpen.size()) == kOpen) {
-                held_ = std::string(lead.substr(kOpen.size()));
+            const std::string_view open = starts_with(lead, kOpen) ? kOpen : kThought;
+            if (starts_with(lead, open)) {
+                held_ = std::string(lead.substr(open.size()));
                 state_ = State::Thinking;
+                close_ = open == kOpen ? kClose : kChannelEnd;
+                skip_thought_blank_ = open == kThought;
                 continue;
             }
             state_ = State::Answer;
             continue;
         }
         if (state_ == State::Thinking) {
-            const size_t close = held_.find(kClose);
+            if (skip_thought_blank_) {
+                size_t i = 0;
+                while (i < held_.size() && is_blank(held_[i])) ++i;
+                held_.erase(0, i);
+                if (held_.empty()) return;
+                skip_thought_blank_ = false;
+            }
+            const size_t close = held_.find(close_);
             if (close == std::string::npos) {
-                const size_t keep = partial_suffix(held_, kClose);
+                const size_t keep = partial_suffix(held_, close_);
                 reasoning->append(held_, 0, held_.size() - keep);
                 held_.erase(0, held_.size() - keep);
                 return;
             }
             reasoning->append(held_, 0, close);
-            held_.erase(0, close + kClose.size());
+            held_.erase(0, close + close_.size());
             state_ = State::Answer;
             skip_blank_ = true;
             continue;
         }
-        // Answer
-        if (skip_blank_) {
-            size_t i = 0;
-            while (i < held_.size() && is_blank(held_[i])) ++i;
-            held_.erase(0, i);
-            if (held_.empty()) return;
-            skip_blank_ = false;
-        }
-        content->append(held_);
-        held_.clear();
-        return;
+        if (!answer(content)) return;
     }
 }
 
+bool ReasoningStream::answer(std::string* content) {
+    if (skip_blank_) {
+        size_t i = 0;
+        while (i < held_.size() && is_blank(held_[i])) ++i;
+        held_.erase(0, i);
+        if (held_.empty()) return false;
+        skip_blank_ = false;
+    }
+    // Gemma 4's channel tokens never belong to the answer: a thought block in it is
+    // reasoning, a lone <|channel> or <channel|> is dropped.
+    const size_t a = held_.find(kChannel), b = held_.find(kChannelEnd);
+    const size_t at = std::min(a, b);
+    if (at == std::string::npos) {
+        const size_t keep = std::max(partial_suffix(held_, kChannel), partial_suffix(held_, kChannelEnd));
+        content->append(held_, 0, held_.size() - keep);
+        held_.erase(0, held_.size() - keep);
+        return false;
+    }
+    content->append(held_, 0, at);
+    held_.erase(0, at);
+    if (starts_with(held_, kChannelEnd)) {
+        held_.erase(0, kChannelEnd.size());
+        return true;
+    }
+    if (may_become(held_, kThought)) return false;
+    if (starts_with(held_, kThought)) {
+        held_.erase(0, kThought.size());
+        state_ = State::Thinking;
+        close_ = kChannelEnd;
+        skip_thought_blank_ = true;
+        return true;
+    }
+    held_.erase(0, kChannel.size());
+    return true;
+}
+
 void ReasoningStream::finish(std::string* reasoning, std::string* content) {
+    // (a channel token the reply ended on, perhaps a thought block's start: not the answer)
+    if (state_ == State::Answer && starts_with(held_, kChannel)) held_.clear();
     if (state_ == State::Thinking)
         reasoning->append(held_);
     else if (!skip_blank_)

@@ -1,6 +1,7 @@
-// Thinking models (Qwen3, DeepSeek-R1) write their reasoning between <think> and </think>
-// before the answer. As llama-server does with --reasoning-format deepseek (its default,
-// "auto"), the chat API sends it as `reasoning_content` and the answer as `content`.
+// Thinking models write their reasoning before the answer: Qwen3, DeepSeek-R1 and SmolLM3
+// between <think> and </think>, Gemma 4 in its thought channel, <|channel>thought ...
+// <channel|>. As llama-server does with --reasoning-format deepseek (its default, "auto"),
+// the chat API sends it as `reasoning_content` and the answer as `content`.
 #pragma once
 
 #include <string>
@@ -20,7 +21,10 @@ bool prompt_opens_thinking(std::string_view prompt);
 // A whole reply: reasoning is what stands between a leading <think> (or the reply's start,
 // when the prompt opened the block) and </think>, all of the reply when it ended before
 // </think>; content is the rest, without the blank lines after </think>. A reply that does
-// not start with <think> is all content.
+// not start with <think> is all content. Gemma 4's thought channel counts the same way
+// (the blanks after "<|channel>thought" are not reasoning), and as in llama.cpp a further
+// thought block later in its answer is reasoning too and a stray <|channel> or <channel|>
+// token is dropped.
 ReasoningSplit split_reasoning(std::string_view reply, bool opened_in_prompt);
 
 // The same while streaming: each push says which new text can go out as reasoning and
@@ -35,8 +39,11 @@ class ReasoningStream {
   private:
     enum class State { Start, Thinking, Answer };
     void advance(std::string* reasoning, std::string* content);
+    bool answer(std::string* content);  // false: wait for more text
     State state_;
-    bool skip_blank_ = false;  // just after </think>: blank lines before the answer
+    std::string_view close_;           // the tag that ends the block being read
+    bool skip_blank_ = false;          // just after the block: blank lines before the answer
+    bool skip_thought_blank_ = false;  // just after <|channel>thought: blanks before it
     std::string held_;
 };
 

@@ -1,8 +1,11 @@
 #include "text/chat/tool_calls.h"
 
+#include "text/chat/gemma4_args.h"
+#include "text/chat/call_tags.h"
 #include "text/chat/text_scan.h"
 
 #include <algorithm>
+#include <functional>
 #include <string_view>
 
 namespace edgellm {
@@ -11,9 +14,10 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-constexpr std::string_view kOpen = "<tool_call>";
-constexpr std::string_view kClose = "</tool_call>";
-constexpr std::string_view kPythonTag = "<|python_tag|>";
+using namespace call_tags;
+
+// What may open a call after some text: held back while streaming without a grammar.
+constexpr std::string_view kOpeners[] = {kOpen, kPhiOpen, kGemmaOpen};
 // The most calls one reply may make when parallel calls are allowed.
 constexpr int kMaxParallelCalls = 8;
 
@@ -123,38 +127,92 @@ std::vector<std::string> tool_names(const json& tools) {
     return names;
 }
 
+namespace {
+
+// Calls in blocks between open and close tags (<tool_call>...</tool_call>), text around
+// them content: nullopt when the reply has no such block, or when a block holds anything
+// but calls (then the reply is content). call_at reads one block's body: the calls, and in
+// *end where the body ends (its close tag, or the end of the reply when it never came).
+using BlockReader = std::function<std::optional<std::vector<ToolCall>>(std::string_view t, size_t body,
+                                                                        size_t* end)>;
+std::optional<ParsedReply> calls_in_blocks(std::string_view t, std::string_view open, std::string_view close,
+                                           const BlockReader& call_at, bool cut) {
+    if (t.find(open) == std::string_view::npos) return std::nullopt;
+    ParsedReply out;
+    std::string content;
+    size_t at = 0;
+    while (at < t.size()) {
+        const size_t start = t.find(open, at);
+        if (start == std::string_view::npos) {
+            content.append(t.substr(at));
+            break;
+        }
+        content.append(t.substr(at, start - at));
+        size_t end = t.size();
+        auto calls = call_at(t, start + open.size(), &end);
+        const bool closed = end < t.size() && t.substr(end, close.size()) == close;
+        if (!calls && cut && !closed && !out.calls.empty()) break;
+        if (!calls) return std::nullopt;
+        for (auto& c : *calls) out.calls.push_back(std::move(c));
+        at = closed ? end + close.size() : end;
+    }
+    // (cut short: the start of a next block that never came is not content)
+    if (cut) content.resize(content.size() - partial_suffix(content, open));
+    out.content = std::string(trim(content));
+    return out;
+}
+
+// A JSON block's body: one call, or an array of calls, possibly fenced.
+BlockReader json_block(std::string_view close, const std::vector<std::string>& names) {
+    return [close, &names](std::string_view t, size_t body, size_t* end) {
+        const size_t c = t.find(close, body);
+        *end = c == std::string_view::npos ? t.size() : c;
+        return calls_from_json(strip_fence(t.substr(body, *end - body)), names);
+    };
+}
+
+// A Gemma 4 call's body: call:NAME{arguments}, up to <tool_call|> (or the reply's end).
+std::optional<std::vector<ToolCall>> gemma4_call(std::string_view t, size_t body, size_t* end,
+                                                 const std::vector<std::string>& names) {
+    *end = t.size();
+    if (t.substr(body, kGemmaCall.size()) != kGemmaCall) return std::nullopt;
+    const size_t name_at = body + kGemmaCall.size();
+    const size_t brace = t.find('{', name_at);
+    if (brace == std::string_view::npos) return std::nullopt;
+    const std::string name(t.substr(name_at, brace - name_at));
+    if (std::find(names.begin(), names.end(), name) == names.end()) return std::nullopt;
+    size_t used = 0;
+    const auto args = gemma4_args_to_json(t.substr(brace), &used);
+    if (!args) return std::nullopt;
+    const json obj = json::parse(*args, nullptr, false);
+    if (!obj.is_object()) return std::nullopt;
+    size_t after = brace + used;
+    while (after < t.size() && is_blank(t[after])) ++after;
+    if (t.substr(after, kGemmaClose.size()) == kGemmaClose) *end = after;
+    else *end = brace + used;
+    return std::vector<ToolCall>{{name, obj.dump(-1, ' ', false, json::error_handler_t::replace)}};
+}
+
+}  // namespace
+
 std::optional<ParsedReply> parse_tool_calls(const std::string& text,
                                             const std::vector<std::string>& names, bool cut) {
     if (names.empty()) return std::nullopt;
     const std::string_view t = text;
+    // Tagged blocks: every block must hold calls, else the reply stays content.
+    if (t.find(kGemmaOpen) != std::string_view::npos)
+        return calls_in_blocks(
+            t, kGemmaOpen, kGemmaClose,
+            [&](std::string_view s, size_t body, size_t* end) { return gemma4_call(s, body, end, names); },
+            cut);
+    if (t.find(kOpen) != std::string_view::npos)
+        return calls_in_blocks(t, kOpen, kClose, json_block(kClose, names), cut);
+    if (t.find(kPhiOpen) != std::string_view::npos)
+        return calls_in_blocks(t, kPhiOpen, kPhiClose, json_block(kPhiClose, names), cut);
     ParsedReply out;
-    // Hermes blocks: every block must hold a call, else the reply stays content.
-    if (t.find(kOpen) != std::string_view::npos) {
-        std::string content;
-        size_t at = 0;
-        while (at < t.size()) {
-            const size_t open = t.find(kOpen, at);
-            if (open == std::string_view::npos) {
-                content.append(t.substr(at));
-                break;
-            }
-            content.append(t.substr(at, open - at));
-            const size_t body = open + kOpen.size();
-            size_t close = t.find(kClose, body);
-            const size_t end = close == std::string_view::npos ? t.size() : close;
-            auto calls = calls_from_json(strip_fence(t.substr(body, end - body)), names);
-            if (!calls && cut && close == std::string_view::npos && !out.calls.empty()) break;
-            if (!calls) return std::nullopt;
-            for (auto& c : *calls) out.calls.push_back(std::move(c));
-            at = close == std::string_view::npos ? t.size() : close + kClose.size();
-        }
-        // (cut short: the start of a next block that never came is not content)
-        if (cut) content.resize(content.size() - partial_suffix(content, kOpen));
-        out.content = std::string(trim(content));
-        return out;
-    }
     std::string_view s = trim(t);
-    if (s.substr(0, kPythonTag.size()) == kPythonTag) s.remove_prefix(kPythonTag.size());
+    for (std::string_view prefix : {kPythonTag, kFunctools})
+        if (s.substr(0, prefix.size()) == prefix) s = trim(s.substr(prefix.size()));
     s = strip_fence(s);
     if (s.empty() || (s.front() != '{' && s.front() != '[')) return std::nullopt;
     auto calls = calls_from_json(s, names);
@@ -181,15 +239,20 @@ size_t tool_safe_prefix(const std::string& text) {
     const std::string_view rest = t.substr(lead);
     // A reply that opens like JSON, a code fence or a tag may be one call: all held.
     if (rest.front() == '{' || rest.front() == '[' || rest.front() == '`') return 0;
-    for (std::string_view word : {kPythonTag, kOpen})
+    for (std::string_view word : {kPythonTag, kOpen, kPhiOpen, kGemmaOpen, kFunctools})
         if (word.substr(0, std::min(word.size(), rest.size())) == rest.substr(0, word.size()))
             return 0;
-    const size_t open = t.find(kOpen);
-    if (open != std::string_view::npos) return open;
-    return t.size() - partial_suffix(t, kOpen);
+    size_t safe = t.size();
+    for (std::string_view word : kOpeners) {
+        const size_t open = t.find(word);
+        safe = std::min(safe, open != std::string_view::npos ? open : t.size() - partial_suffix(t, word));
+    }
+    return safe;
 }
 
 ToolFormat tool_format_for_template(const std::string& t) {
+    if (t.find("'<|tool_call>call:'") != std::string::npos) return ToolFormat::Gemma4;
+    if (t.find("<|tool|>") != std::string::npos) return ToolFormat::Phi4Mini;
     if (t.find("<tool_call>") != std::string::npos) return ToolFormat::Hermes;
     if (t.find("<|python_tag|>") != std::string::npos || t.find("\"parameters\"") != std::string::npos ||
         (t.find("<|start_header_id|>") != std::string::npos && t.find("tools") != std::string::npos))
@@ -216,17 +279,33 @@ std::string answer_schema_prompt(const json& schema) {
            "answer is one JSON object valid against this JSON schema:\n" + schema.dump();
 }
 
+namespace {
+
+// Gemma 4's thinking channel, which may come before its calls or the answer
+constexpr const char* kGemmaThought =
+    "tc-thought ::= \"<|channel>thought\" ( [^<] | \"<\" [^c] )* \"<channel|>\"\n";
+
+}  // namespace
+
 std::optional<ToolGrammar> tool_call_grammar(const json& tools, ToolFormat fmt,
                                              const std::string& choice, bool parallel,
                                              SchemaRefusal* why, const json* answer) {
     JsonSchemaGrammar b;
     std::vector<std::string> alts;
-    const bool hermes = fmt == ToolFormat::Hermes;
-    const std::string args_key = hermes ? "arguments" : "parameters";
+    std::string gemma_rules;  // (Gemma 4: the rules of its tools' arguments)
+    const std::string args_key = fmt == ToolFormat::Llama3 ? "parameters" : "arguments";
     for (size_t i = 0; i < tools.size(); ++i) {
         const json& fn = tools[i]["function"];
         const std::string name = fn["name"].get<std::string>();
         if (choice != "auto" && choice != "required" && choice != name) continue;
+        if (fmt == ToolFormat::Gemma4) {  // call:NAME{...}, in its notation
+            json params = fn.contains("parameters") && fn["parameters"].is_object() ? fn["parameters"]
+                                                                                    : json{{"type", "object"}};
+            if (!params.contains("type")) params["type"] = "object";
+            alts.push_back(gbnf_literal(name) + " " +
+                           gemma4_schema_rule(params, "g-t" + std::to_string(i), &gemma_rules));
+            continue;
+        }
         json params = fn.contains("parameters") && fn["parameters"].is_object()
                           ? fn["parameters"]
                           : json{{"type", "object"}};
@@ -264,20 +343,43 @@ std::optional<ToolGrammar> tool_call_grammar(const json& tools, ToolFormat fmt,
     rules += "tc-fn ::= ";
     for (size_t i = 0; i < alts.size(); ++i) rules += (i ? " | " : "") + alts[i];
     rules += "\n";
-    rules += "tc-obj ::= \"{\" tc-ws \"\\\"name\\\"\" tc-ws \":\" tc-ws tc-fn tc-ws \"}\"\n";
+    if (fmt != ToolFormat::Gemma4)
+        rules += "tc-obj ::= \"{\" tc-ws \"\\\"name\\\"\" tc-ws \":\" tc-ws tc-fn tc-ws \"}\"\n";
     ToolGrammar out;
     // (at most kMaxParallelCalls: a small model may repeat one call until max_tokens)
-    const std::string calls = parallel ? "tc-call ( tc-ws tc-call ){0," +
-                                             std::to_string(kMaxParallelCalls - 1) + "}"
-                                       : "tc-call";
-    rules += "tc-calls ::= " + calls + "\n";
+    const std::string more = "{0," + std::to_string(kMaxParallelCalls - 1) + "}";
+    rules += "tc-calls ::= " + std::string(parallel ? "tc-call ( tc-ws tc-call )" + more : "tc-call") + "\n";
     // calls or the answer, nothing else
     const std::string root = answer_rule.empty() ? "root ::= tc-calls" : "root ::= tc-calls | " + answer_rule;
-    if (!hermes) {
-        // Llama 3: a reply that opens with "{" is a call (lazy: free text otherwise).
-        rules += "tc-call ::= tc-obj\n";
-        if (choice == "auto" && answer_rule.empty()) out.triggers = {{"{", true}};
+    if (fmt == ToolFormat::Llama3 || fmt == ToolFormat::Phi4Mini) {
+        // Llama 3: a reply that opens with "{" is a call; Phi-4-mini: one that opens with "["
+        // (its calls are one array; its <|tool_call|> tag is a control token, outside what a
+        // grammar matches). Lazy: free text otherwise.
+        const bool phi = fmt == ToolFormat::Phi4Mini;
+        rules += phi ? "tc-call ::= \"[\" tc-ws tc-obj " +
+                           std::string(parallel ? "( tc-ws \",\" tc-ws tc-obj )" + more + " " : "") +
+                           "tc-ws \"]\"\n"
+                     : "tc-call ::= tc-obj\n";
+        if (choice == "auto" && answer_rule.empty()) out.triggers = {{phi ? "[" : "{", true}};
         out.gbnf = root + "\n" + rules + b.gbnf("");
+        return out;
+    }
+    if (fmt == ToolFormat::Gemma4) {
+        // Its calls back to back, after its thinking channel when it opens one; auto: lazy,
+        // from the first "<|tool_call>" (which free text before it does not reach). The
+        // arguments follow their schemas as far as gemma4_schema_rule() says: the rest is
+        // checked on the finished call.
+        out.arguments_typed = false;
+        rules += "tc-call ::= \"<|tool_call>call:\" tc-fn \"<tool_call|>\"\n";
+        rules += kGemma4ValueRules + gemma_rules + kGemmaThought;
+        if (choice == "auto" && answer_rule.empty()) {
+            out.triggers = {{"<|tool_call>", false}};
+            out.gbnf = root + "\n" + rules + b.gbnf("");
+        } else {
+            out.gbnf = "root ::= tc-thought? ( tc-calls" +
+                       (answer_rule.empty() ? std::string() : " | " + answer_rule) + " )\n" + rules +
+                       b.gbnf("");
+        }
         return out;
     }
     if (choice != "auto") {  // a call from the first token, in the template's form
@@ -292,7 +394,8 @@ std::optional<ToolGrammar> tool_call_grammar(const json& tools, ToolFormat fmt,
     // like any of them ({, [, `, <; a thinking model's <think> may) nor contain "<to"
     // outside a call.
     rules += "tc-call ::= \"<tool_call>\" tc-ws tc-obj tc-ws \"</tool_call>\" | tc-obj | "
-             "\"```\" [a-z]{0,10} tc-ws tc-obj tc-ws \"```\"\n";    if (!answer_rule.empty()) {  // calls in any of those forms, or the answer: no free text
+             "\"```\" [a-z]{0,10} tc-ws tc-obj tc-ws \"```\"\n";
+    if (!answer_rule.empty()) {  // calls in any of those forms, or the answer: no free text
         out.gbnf = root + "\n" + rules + b.gbnf("");
         return out;
     }

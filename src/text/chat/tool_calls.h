@@ -1,12 +1,17 @@
 // Tool calls in a model's reply, turned into OpenAI's `tool_calls`.
 //
 // A model given tools (rendered into its prompt by its chat template) answers a call as
-// text. The forms recognised:
-//   - Hermes / Qwen 2.5 / Qwen 3: <tool_call>{"name": ..., "arguments": {...}}</tool_call>,
+// text. The forms recognised, whatever the model:
+//   - Hermes / Qwen 2.5 / Qwen 3 / SmolLM3: <tool_call>{"name": ..., "arguments": {...}}</tool_call>,
 //     one block per call, possibly after some text; an unclosed last block counts when
 //     the reply ended there;
+//   - Phi-4-mini: <|tool_call|>[{"name": ..., "arguments": {...}}, ...]<|/tool_call|> (the
+//     tags are control tokens, so usually only the array is left in the text), or vLLM's
+//     functools[...];
 //   - Llama 3.x: <|python_tag|>{...} or the whole reply one JSON object with "name" and
 //     "parameters";
+//   - Gemma 4: <|tool_call>call:NAME{key:value,...}<tool_call|>, its own notation for the
+//     arguments (gemma4_args.h), possibly after some text;
 //   - small models' habit: the whole reply one JSON object (or an array of them) with
 //     "name" and "arguments" / "parameters", possibly inside a ``` code fence.
 // A call counts only when its name is one of the request's tools and its arguments are a
@@ -51,12 +56,17 @@ std::optional<ParsedReply> parse_tool_calls(const std::string& text,
 size_t tool_safe_prefix(const std::string& text);
 
 // How a model family writes a call, and so what the tool-call grammar makes it write:
-//   Hermes: <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>  (Qwen 2.5 / 3,
-//           Hermes; also the format edgellm documents for families without one, Gemma 3,
-//           whose template is then given the tools in a system prompt of ours)
-//   Llama3: {"name": "f", "parameters": {...}}  (Llama 3.1 / 3.2 JSON tool calling)
-enum class ToolFormat { Hermes, Llama3 };
-// The format a chat template asks for (Hermes when it names none).
+//   Hermes:   <tool_call>\n{"name": "f", "arguments": {...}}\n</tool_call>  (Qwen 2.5 / 3,
+//             Hermes, SmolLM3; also the format edgellm documents for families without one,
+//             Gemma 3, whose template is then given the tools in a system prompt of ours)
+//   Llama3:   {"name": "f", "parameters": {...}}  (Llama 3.1 / 3.2 JSON tool calling)
+//   Phi4Mini: [{"name": "f", "arguments": {...}}, ...]  (what is left of Phi-4-mini's
+//             <|tool_call|>[...]<|/tool_call|> once its control tokens are taken out)
+//   Gemma4:   <|tool_call>call:f{key:<|"|>text<|"|>,n:1}<tool_call|>
+enum class ToolFormat { Hermes, Llama3, Phi4Mini, Gemma4 };
+// The format a chat template asks for (Hermes when it names none): Gemma 4's templates
+// write '<|tool_call>call:' (as llama.cpp detects them), Phi-4-mini's declare tools
+// between <|tool|> and <|/tool|>, Llama 3.x's have <|python_tag|> or "parameters".
 ToolFormat tool_format_for_template(const std::string& template_text);
 // Whether the template renders `tools` itself (else tool_system_prompt() describes them).
 bool template_renders_tools(const std::string& template_text);
@@ -71,18 +81,24 @@ std::string answer_schema_prompt(const nlohmann::ordered_json& schema);
 // The grammar of a reply that calls tools: each call's name one of the tools (or only the
 // named one) and its arguments constrained to that tool's `parameters` schema.
 // choice "required" or a function name: the reply is calls from its first token (no
-// triggers). "auto", Hermes: the reply is calls, or text that may end in calls, where text
-// may not open like bare or fenced JSON or a tag (so a call is always a constrained
-// <tool_call> block, bare or fenced object) nor contain "<to" outside a call; Llama 3: lazy, a reply that opens with "{" is a
-// call, anything else free text.
+// triggers; Gemma 4: after its thinking channel, when it opens one). "auto", Hermes: the
+// reply is calls, or text that may end in calls, where text may not open like bare or
+// fenced JSON or a tag (so a call is always a constrained <tool_call> block, bare or fenced
+// object) nor contain "<to" outside a call; Llama 3 / Phi-4-mini: lazy, a reply that opens
+// with "{" / "[" is calls, anything else free text; Gemma 4: lazy from the first
+// "<|tool_call>", free text before it.
 // parallel: several calls may follow each other. answer (not null, choice "auto"): the
 // request's response schema; the reply is then calls, or an answer valid against it (no
-// free text; Llama 3: not lazy). nullopt with *why when a tool's parameters (or the answer's
+// free text; not lazy). nullopt with *why when a tool's parameters (or the answer's
 // schema: why->path starts "$.response_format") cannot be enforced (why->path starts
 // "$.tools[i].function.parameters").
 struct ToolGrammar {
     std::string gbnf;
     std::vector<GrammarTrigger> triggers;
+    // The calls' arguments are held to their tools' schemas. Not wholly for Gemma 4, whose
+    // notation the grammar follows for the keys and types of the schema but not for the
+    // rest (required keys, bounds: gemma4_schema_rule()): its arguments still need checking.
+    bool arguments_typed = true;
 };
 std::optional<ToolGrammar> tool_call_grammar(const nlohmann::ordered_json& tools, ToolFormat fmt,
                                              const std::string& choice, bool parallel,

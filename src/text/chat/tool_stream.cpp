@@ -1,5 +1,6 @@
 #include "text/chat/tool_stream.h"
 
+#include "text/chat/call_tags.h"
 #include "text/chat/text_scan.h"
 
 #include <algorithm>
@@ -11,9 +12,10 @@ namespace {
 
 using Kind = ToolStreamEvent::Kind;
 
-constexpr std::string_view kOpen = "<tool_call>";
-constexpr std::string_view kClose = "</tool_call>";
-constexpr std::string_view kPythonTag = "<|python_tag|>";
+using namespace call_tags;
+
+// The longest function name a Gemma 4 call may have before it counts as no call.
+constexpr size_t kMaxGemmaName = 256;
 
 bool starts(std::string_view word, std::string_view s) {
     return s.size() <= word.size() && word.substr(0, s.size()) == s;
@@ -177,7 +179,8 @@ void ToolCallStreamer::finish(std::vector<ToolStreamEvent>* out) {
         } else if (calls_ == 0) {
             emit(Kind::Content, lead_);  // blanks after a call are dropped, else they are text
         }
-    } else if (state_ != State::AfterObject && !started_) {
+    } else if (state_ != State::AfterObject && state_ != State::ArrayNext && !started_ &&
+               !(in_array_ && trim(raw_).empty())) {
         emit(Kind::Content, lead_);  // a block that never became a call
         emit(Kind::Content, raw_);
     }
@@ -186,7 +189,7 @@ void ToolCallStreamer::finish(std::vector<ToolStreamEvent>* out) {
     tag_.clear();
     raw_.clear();
     args_held_.clear();
-    started_ = false;
+    started_ = in_array_ = false;
     state_ = State::Text;
     bare_start_ = false;
     out_ = nullptr;
@@ -224,6 +227,11 @@ void ToolCallStreamer::start_object(bool bare) {
     state_ = State::Open;
     bare_ = bare;
     fence_ok_ = !bare;
+    in_array_ = false;
+    next_object();
+}
+
+void ToolCallStreamer::next_object() {
     started_ = named_ = args_seen_ = false;
     args_held_.clear();
 }
@@ -245,7 +253,7 @@ void ToolCallStreamer::not_a_call() {
     raw_.clear();
     args_held_.clear();
     state_ = State::Text;
-    bare_start_ = false;
+    bare_start_ = in_array_ = false;
 }
 
 bool ToolCallStreamer::bad(bool used) {
@@ -263,7 +271,9 @@ void ToolCallStreamer::end_object() {
     }
     if (!args_seen_) emit(Kind::Arguments, "{}");
     started_ = false;
-    if (bare_) {
+    if (in_array_) {
+        state_ = State::ArrayNext;
+    } else if (bare_) {
         state_ = State::Text;
         bare_start_ = true;  // Llama 3 writes parallel calls as objects one after another
     } else {
@@ -275,18 +285,29 @@ void ToolCallStreamer::end_object() {
 bool ToolCallStreamer::text(char c) {
     if (!tag_.empty() || c == '<') {
         const std::string t = tag_ + c;
-        if (t == kOpen || (bare_start_ && t == kPythonTag)) {
+        if (t == kOpen || t == kPhiOpen || (bare_start_ && t == kPythonTag)) {
             raw_ = t;
             tag_.clear();
-            start_object(t != kOpen);
+            start_object(t == kPythonTag);
+            close_ = t == kOpen ? kClose : kPhiClose;
             return true;
         }
-        if (starts(kOpen, t) || (bare_start_ && starts(kPythonTag, t))) {
+        if (t == kGemmaOpen) {
+            raw_ = t;
+            tag_.clear();
+            start_object(false);
+            close_ = kGemmaClose;
+            name_.clear();
+            state_ = State::GemmaHead;
+            return true;
+        }
+        if (starts(kOpen, t) || starts(kPhiOpen, t) || starts(kGemmaOpen, t) ||
+            (bare_start_ && starts(kPythonTag, t))) {
             tag_ = t;
             return true;
         }
-        // Not a tag after all: what was held is text, and c starts afresh (neither tag
-        // has another '<', so no later start of one can begin inside tag_).
+        // Not a tag after all: what was held is text, and c starts afresh (no tag has
+        // another '<', so no later start of one can begin inside tag_).
         emit(Kind::Content, lead_);
         emit(Kind::Content, tag_);
         lead_.clear();
@@ -298,7 +319,7 @@ bool ToolCallStreamer::text(char c) {
         lead_ += c;
         return true;
     }
-    if (bare_start_ && c == '{') {
+    if (bare_start_ && (c == '{' || c == '[')) {
         raw_.clear();
         start_object(true);
         return false;
@@ -321,22 +342,73 @@ bool ToolCallStreamer::after_object(char c) {
         return false;
     }
     const std::string t = tag_ + c;
-    if (t == kClose) {
+    if (t == close_) {
         tag_.clear();
         state_ = State::Text;
         return true;
     }
-    if (starts(kClose, t)) {
+    if (starts(close_, t)) {
         tag_ = t;
         return true;
     }
-    // Not </tool_call> (perhaps the next <tool_call> without one): the held bytes are
-    // read again as text.
+    // Not the closing tag (perhaps the next block's opening tag without one): the held
+    // bytes are read again as text.
     state_ = State::Text;
     const std::string again = std::move(tag_);
     tag_.clear();
     for (char x : again) step(x);
     return false;
+}
+
+bool ToolCallStreamer::array_next(char c) {
+    if (is_blank(c)) return true;  // (separators are dropped)
+    if (c == ',') {
+        next_object();
+        state_ = State::Open;
+        return true;
+    }
+    in_array_ = false;
+    if (c == ']') {
+        if (bare_) {
+            state_ = State::Text;
+            bare_start_ = true;
+        } else {
+            state_ = State::AfterObject;
+            tag_.clear();
+        }
+        return true;
+    }
+    state_ = State::Text;  // an unclosed array: what follows is text
+    bare_start_ = false;
+    return false;
+}
+
+bool ToolCallStreamer::gemma(char c) {
+    if (state_ == State::GemmaHead) {
+        hold(c);
+        if (c != '{') {
+            // call:NAME, short, without blanks or tags in it
+            name_ += c;
+            const size_t n = std::min(name_.size(), kGemmaCall.size());
+            if (name_.compare(0, n, kGemmaCall, 0, n) != 0 || is_blank(c) || c == '<' ||
+                name_.size() > kGemmaCall.size() + kMaxGemmaName)
+                return bad(true);
+            return true;
+        }
+        if (name_.size() <= kGemmaCall.size()) return bad(true);
+        name_.erase(0, kGemmaCall.size());
+        if (std::find(names_.begin(), names_.end(), name_) == names_.end()) return bad(true);
+        commit();
+        args_seen_ = true;
+        gemma_.reset();
+        state_ = State::GemmaArgs;
+    }
+    std::string json;
+    const Gemma4Args::Step step = gemma_.feed(c, &json);
+    emit(Kind::Arguments, json);
+    if (step == Gemma4Args::Step::Bad) return bad(true);
+    if (step == Gemma4Args::Step::End) end_object();
+    return true;
 }
 
 bool ToolCallStreamer::consume(char c) {
@@ -345,12 +417,23 @@ bool ToolCallStreamer::consume(char c) {
             return text(c);
         case State::AfterObject:
             return after_object(c);
+        case State::ArrayNext:
+            return array_next(c);
+        case State::GemmaHead:
+        case State::GemmaArgs:
+            return gemma(c);
         case State::Open:
             if (is_blank(c)) {
                 hold(c);
             } else if (c == '{') {
                 hold(c);
                 state_ = State::KeyOrEnd;
+            } else if (c == '[' && !in_array_) {
+                hold(c);
+                in_array_ = true;
+                fence_ok_ = false;
+            } else if (c == ']' && in_array_ && trim(raw_).empty()) {
+                return array_next(c);  // after a trailing ','
             } else if (c == '`' && fence_ok_) {
                 hold(c);
                 state_ = State::Fence;

@@ -4,6 +4,10 @@
 // streaming counterpart for the forms a tool-call grammar makes a model write:
 //   Hermes / Qwen:  text <tool_call>{"name": "f", "arguments": {...}}</tool_call> text ...
 //   Llama 3.x:      {"name": "f", "parameters": {...}}  (the reply, or <|python_tag|>{...})
+//   Phi-4-mini:     [{"name": "f", "arguments": {...}}, ...]  (the reply, or inside
+//                   <|tool_call|> ... <|/tool_call|>)
+//   Gemma 4:        text <|tool_call>call:f{key:<|"|>v<|"|>}<tool_call|> ...  (its arguments
+//                   stream converted to JSON as they are read, gemma4_args.h)
 //
 // The reply is read byte by byte by one state machine, so what comes out depends only on
 // the text, never on how it was cut into pieces (a test feeds every chunking).
@@ -14,11 +18,11 @@
 //
 // What is held back, and how long:
 //   - in text: a trailing run of blanks (dropped when a call follows it or the reply ends
-//     after a call, else sent before the next text) and a partial "<tool_call>";
-//   - a block (or, llama3, a reply whose first non-blank char is '{') until its "name"
-//     is read: a declared tool's name makes it a call; anything else (an undeclared name,
-//     no name, a name that is not a string, bad JSON, the reply ending first) sends all
-//     of it as content the moment that is certain;
+//     after a call, else sent before the next text) and a partial tag;
+//   - a block (or, llama3, a reply whose first non-blank char is '{' or '[') until its
+//     "name" is read (Gemma 4: until the name's '{'): a declared tool's name makes it a
+//     call; anything else (an undeclared name, no name, a name that is not a string, bad
+//     JSON, the reply ending first) sends all of it as content the moment that is certain;
 //   - arguments written before the name: until the name.
 // Once a call started it stays one: its arguments stream as written, tracking nesting
 // (braces, brackets, strings with escapes) so the fragments end exactly at the value's
@@ -26,11 +30,12 @@
 // decoded; a call with no arguments, or arguments that are neither an object nor a
 // string, gets "{}" when its object closes. A reply cut off inside a call ends without
 // more events for it. After a call's object, blanks, a closing ``` fence and stray '}'
-// before </tool_call> are dropped.
+// before the block's closing tag are dropped. In an array of calls each object is a call
+// of its own; the separators are dropped.
 //
 // Differences from parse_tool_calls() on the finished reply, which can take back what a
-// stream cannot: one non-call block does not make the other blocks content; an array of
-// calls ([{...}, {...}]) is content here; in Hermes mode a bare JSON reply is content.
+// stream cannot: one non-call block (or array element) does not make the other calls
+// content; in Hermes mode a bare JSON reply is content.
 //
 // Events split the text only at piece boundaries and at ASCII bytes, so pieces of whole
 // UTF-8 characters give events of whole characters.
@@ -40,6 +45,8 @@
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "text/chat/gemma4_args.h"
 
 namespace edgellm {
 
@@ -53,9 +60,11 @@ struct ToolStreamEvent {
 
 class ToolCallStreamer {
   public:
-    // names: the declared tools; llama3: the model writes bare {"name": ..., "parameters":
-    // {...}} objects (Llama 3.x) instead of Hermes/Qwen <tool_call>{"name": ...,
-    // "arguments": {...}}</tool_call> blocks. <tool_call> blocks are recognised in both.
+    // names: the declared tools; llama3: the model may write bare {"name": ..., "parameters":
+    // {...}} objects (Llama 3.x) or an array of them (Phi-4-mini) at the reply's start
+    // instead of Hermes/Qwen <tool_call>{"name": ..., "arguments": {...}}</tool_call>
+    // blocks. Tagged blocks (<tool_call>, <|tool_call|>, Gemma 4's <|tool_call>) are
+    // recognised in both.
     ToolCallStreamer(std::vector<std::string> names, bool llama3);
     // Feed the next piece of the reply; appends the events it makes final to *out (events
     // of one push of the same kind and call are merged; earlier events are left alone).
@@ -99,7 +108,8 @@ class ToolCallStreamer {
   private:
     enum class State {
         Text,         // outside calls
-        Open,         // after <tool_call> / <|python_tag|>: blanks, then '{' (or a ``` fence)
+        Open,         // after <tool_call> / <|python_tag|>: blanks, then '{' (or a ``` fence, or
+                      // the '[' of an array of calls)
         Fence,        // the rest of a ```json line
         KeyOrEnd,     // in the call object: a key or '}'
         Key,          // a key's string
@@ -110,7 +120,10 @@ class ToolCallStreamer {
         ArgsString,   // the arguments as a JSON string, decoded
         Skip,         // another key's value
         AfterValue,   // ',' or '}'
-        AfterObject,  // a Hermes call's object ended: up to </tool_call>
+        AfterObject,  // a tagged call's object ended: up to its closing tag
+        ArrayNext,    // a call in an array ended: ',' and the next, or ']'
+        GemmaHead,    // after <|tool_call>: "call:" and the name, up to '{'
+        GemmaArgs,    // the arguments in Gemma 4's notation, converted to JSON
     };
     // One byte in the current state; false when the byte was not used there (the state
     // changed and the byte goes to the new one).
@@ -118,8 +131,11 @@ class ToolCallStreamer {
     void step(char c);
     bool text(char c);
     bool after_object(char c);
+    bool array_next(char c);
+    bool gemma(char c);
     void hold(char c);
     void start_object(bool bare);
+    void next_object();  // the per-object state, for the next object of a block or array
     void emit(ToolStreamEvent::Kind kind, std::string_view text);
     void args_out(std::string_view text);
     void commit();        // the name is a declared tool's: the call starts
@@ -137,9 +153,11 @@ class ToolCallStreamer {
     State state_ = State::Text;
     bool bare_start_;    // a bare {...} call may start here (llama3: reply start, after one)
     std::string lead_;   // Text: blanks held before what may be a call
-    std::string tag_;    // Text / AfterObject: a partial <tool_call>, <|python_tag|>, </tool_call>
+    std::string tag_;    // Text / AfterObject: a partial opening tag or closing tag
+    std::string_view close_;  // the closing tag of the block being read
     std::string raw_;    // a block not yet a call, as written (content if it never is one)
-    bool bare_ = false;  // the object is a bare llama3 one (no </tool_call> after it)
+    bool bare_ = false;  // the object is a bare llama3 one (no closing tag after it)
+    bool in_array_ = false;  // the object is an element of an array of calls
     bool fence_ok_ = false;
     bool started_ = false;  // the object's call started (CallStart sent)
     bool named_ = false, args_seen_ = false;
@@ -147,6 +165,7 @@ class ToolCallStreamer {
     std::string args_held_;  // arguments read before the name
     StringDecoder str_;
     ValueScanner scan_;
+    Gemma4Args gemma_;
 };
 
 }  // namespace edgellm

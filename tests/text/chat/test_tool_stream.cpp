@@ -360,7 +360,9 @@ TEST(ToolStream, Llama3Prose) {
              std::string("{\"name\": \"unknown_tool\", \"parameters\": {}}"),
              std::string("{not json at all"),
              std::string("<|python_tag|>print(1)"),
-             std::string("[{\"name\": \"search\", \"parameters\": {}}]"),
+             std::string("[1, 2] are the numbers."),
+             std::string("[{\"name\": \"unknown_tool\", \"parameters\": {}}]"),
+             std::string("[]"),
          }) {
         const auto o = stream(text, true);
         EXPECT_EQ(o.content, text);
@@ -374,6 +376,74 @@ TEST(ToolStream, Llama3Prose) {
     ToolCallStreamer t(kTools, true);
     EXPECT_TRUE(events_of(t, "{\"city\": \"Paris\"").empty());
     EXPECT_EQ(show(events_of(t, "} ok")), "C0[{\"city\": \"Paris\"} ok] ");
+}
+
+// Phi-4-mini writes its calls as one array (after <|tool_call|>, a control token that is
+// usually not in the text): each element is a call of its own.
+TEST(ToolStream, ArrayOfCalls) {
+    const std::string a = R"({"city": "Paris"})", b = R"({"q": [1, {"x": "]"}]})";
+    auto o = stream(" [{\"name\": \"get_weather\", \"arguments\": " + a + "},\n {\"name\": \"search\", "
+                    "\"arguments\": " + b + "}]",
+                    true);
+    EXPECT_EQ(show(o.events), "S0[get_weather] A0[" + a + "] S1[search] A1[" + b + "] ");
+    // in Phi-4-mini's tags, when they are text; text after them is content
+    o = stream("Sure.<|tool_call|>[{\"name\": \"search\", \"arguments\": " + b + "}]<|/tool_call|> Done.");
+    EXPECT_EQ(show(o.events), "C0[Sure.] S0[search] A0[" + b + "] C0[ Done.] ");
+    // a call, then an element that is not one: the call stands, the rest is content
+    o = stream("[{\"name\": \"search\", \"arguments\": {}}, {\"name\": \"rm\", \"arguments\": {}}]", true);
+    EXPECT_EQ(show(o.events),
+              "S0[search] A0[{}] C0[ {\"name\": \"rm\", \"arguments\": {}}]] ");
+    // a trailing ',' and the reply cut after a complete call: no stray content
+    o = stream("[{\"name\": \"search\", \"arguments\": {}},]", true);
+    EXPECT_EQ(show(o.events), "S0[search] A0[{}] ");
+    o = stream("[{\"name\": \"search\", \"arguments\": {}}, ", true);
+    EXPECT_EQ(show(o.events), "S0[search] A0[{}] ");
+}
+
+// Gemma 4: <|tool_call>call:NAME{...}<tool_call|>, the arguments converted to JSON as they
+// are read.
+TEST(ToolStream, Gemma4Calls) {
+    const std::string text =
+        "Let me look.<|tool_call>call:get_weather{city:<|\"|>Paris<|\"|>,days:3}<tool_call|>"
+        "<|tool_call>call:search{q:<|\"|>a \"quoted\" <b> & \\ back\n<|\"|>,opts:{deep:true,"
+        "tags:[<|\"|>x<|\"|>,null,-1.5e3]},empty:{}}<tool_call|>";
+    for (bool llama3 : {false, true}) {
+        const auto o = stream(text, llama3);
+        ASSERT_EQ(o.calls.size(), 2u) << show(o.events);
+        EXPECT_EQ(o.content, "Let me look.");
+        EXPECT_EQ(o.calls[0].first, "get_weather");
+        EXPECT_EQ(o.calls[0].second, R"({"city":"Paris","days":3})");
+        EXPECT_EQ(o.calls[1].first, "search");
+        EXPECT_EQ(o.calls[1].second,
+                  R"({"q":"a \"quoted\" <b> & \\ back\n","opts":{"deep":true,"tags":["x",null,-1.5e3]},"empty":{}})");
+        EXPECT_TRUE(valid_json(o.calls[1].second));
+    }
+    // The name is known at its '{'; the arguments go out as they are read.
+    ToolCallStreamer s(kTools, false);
+    EXPECT_EQ(show(events_of(s, "<|tool_call>call:get_wea")), "");
+    EXPECT_EQ(show(events_of(s, "ther{city:<|\"|>Par")), "S0[get_weather] A0[{\"city\":\"Par] ");
+    EXPECT_EQ(show(events_of(s, "is<|\"")), "A0[is] ");
+    EXPECT_EQ(show(events_of(s, "|>}<tool_call|>")), "A0[\"}] ");
+}
+
+TEST(ToolStream, Gemma4NotCalls) {
+    for (const std::string& text : {
+             std::string("Hi <|tool_call>call:delete_all{x:1}<tool_call|> bye"),  // undeclared
+             std::string("<|tool_call>cal get_weather{}"),                       // no "call:"
+             std::string("<|tool_call>call:get weather{}"),                      // a blank in the name
+             std::string("<|tool_call>call:{}"),                                 // no name
+             std::string("<|tool_call>call:get_weather"),                        // ended before '{'
+         }) {
+        const auto o = stream(text);
+        EXPECT_EQ(o.content, text);
+        EXPECT_EQ(o.n_calls, 0) << text;
+    }
+    // A call cut off inside its arguments ends there; bad notation ends the call (what
+    // follows up to its closing tag is dropped), and the text after it is content.
+    auto o = stream("<|tool_call>call:search{q:<|\"|>unfinished");
+    EXPECT_EQ(show(o.events), "S0[search] A0[{\"q\":\"unfinished] ");
+    o = stream("<|tool_call>call:search{q:1 2}<tool_call|>ok");
+    EXPECT_EQ(show(o.events), "S0[search] A0[{\"q\":1] C0[ok] ");
 }
 
 TEST(ToolStream, EventsAreWholeUtf8WhenPiecesAre) {
@@ -421,31 +491,100 @@ TEST(ToolStream, StringDecoder) {
 // Random replies of text and calls, the arguments random JSON (Chinese, escapes, braces in
 // strings, nesting) written compactly or indented, keys in either order: every call comes
 // out with its name and its arguments exactly as written, the text around them as content.
+namespace {
+
+// The strings of random replies: JSON's and the tags' special characters, CJK, an emoji.
+// (No concatenation of them makes Gemma 4's <|"|> mark, which its strings cannot hold.)
+const std::vector<std::string> kWords = {"天气", "{",   "}", "\"", "\\",         "[x]",       "a<b",
+                                         "é",    "\n", ":", ",",  "\\\"}",       "😀",        "<|x",
+                                         "\"|>", "tool_call", "</tool_call>", "<tool_call|>"};
+
+// A random JSON value: a number, a boolean, null, a string of kWords, or (to depth 2) an
+// array or an object with keys of kWords.
+nlohmann::ordered_json random_value(std::mt19937& rng, int depth) {
+    const int kind = (int)(rng() % (depth > 2 ? 4 : 6));
+    if (kind == 0) return (int)(rng() % 1000) - 500;
+    if (kind == 1) return rng() % 2 == 0;
+    if (kind == 2) return nullptr;
+    if (kind == 3) {
+        std::string s;
+        for (int i = (int)(rng() % 4); i > 0; --i) s += kWords[rng() % kWords.size()];
+        return s;
+    }
+    auto c = kind == 4 ? nlohmann::ordered_json::array() : nlohmann::ordered_json::object();
+    for (int i = (int)(rng() % 3); i > 0; --i) {
+        auto v = random_value(rng, depth + 1);
+        if (c.is_array())
+            c.push_back(std::move(v));
+        else
+            c[kWords[rng() % kWords.size()] + std::to_string(i)] = std::move(v);
+    }
+    return c;
+}
+
+// A JSON value in Gemma 4's notation (gemma4_args.h), with its object keys renamed k0, k1,
+// ... (its bare keys cannot hold every character) in *renamed.
+std::string to_gemma(const nlohmann::ordered_json& v, nlohmann::ordered_json* renamed) {
+    if (v.is_string()) {
+        *renamed = v;
+        return "<|\"|>" + v.get<std::string>() + "<|\"|>";
+    }
+    std::string out;
+    if (v.is_object() || v.is_array()) {
+        *renamed = v.is_object() ? nlohmann::ordered_json::object() : nlohmann::ordered_json::array();
+        out += v.is_object() ? "{" : "[";
+        size_t i = 0;
+        for (const auto& [k, x] : v.items()) {
+            if (i) out += ",";
+            nlohmann::ordered_json r;
+            const std::string key = "k" + std::to_string(i++);
+            out += (v.is_object() ? key + ":" : "") + to_gemma(x, &r);
+            if (v.is_object())
+                (*renamed)[key] = r;
+            else
+                renamed->push_back(r);
+        }
+        return out + (v.is_object() ? "}" : "]");
+    }
+    *renamed = v;
+    return v.dump();
+}
+
+}  // namespace
+
+// Gemma 4 calls with random arguments: streamed, they are the same JSON values.
+TEST(ToolStream, RandomGemma4Calls) {
+    std::mt19937 rng(7);
+    auto value = [&](int depth) { return random_value(rng, depth); };
+    for (int round = 0; round < 60; ++round) {
+        std::string reply = round % 2 ? "Checking." : "";
+        std::vector<std::pair<std::string, nlohmann::ordered_json>> want;
+        for (int i = 0, n = 1 + (int)(rng() % 3); i < n; ++i) {
+            auto args = nlohmann::ordered_json::object();
+            for (int k = (int)(rng() % 4); k > 0; --k) args["a" + std::to_string(k)] = value(1);
+            nlohmann::ordered_json renamed;
+            const std::string name = kTools[rng() % kTools.size()];
+            reply += "<|tool_call>call:" + name + to_gemma(args, &renamed) + "<tool_call|>";
+            want.push_back({name, renamed});
+        }
+        const Outcome whole = run(reply, {}, false);
+        ASSERT_EQ(whole.calls.size(), want.size()) << reply;
+        for (size_t i = 0; i < want.size(); ++i) {
+            EXPECT_EQ(whole.calls[i].first, want[i].first);
+            EXPECT_EQ(nlohmann::ordered_json::parse(whole.calls[i].second, nullptr, false), want[i].second)
+                << reply;
+        }
+        EXPECT_EQ(whole.content, round % 2 ? "Checking." : "");
+        std::vector<size_t> every;
+        for (size_t i = 1; i < reply.size(); ++i) every.push_back(i);
+        EXPECT_EQ(show(run(reply, every, false).events), show(whole.events)) << reply;
+    }
+}
+
 TEST(ToolStream, RandomReplies) {
     std::mt19937 rng(42);
-    const std::vector<std::string> words = {"天气", "{",         "}",           "\"", "\\",
-                                            "[x]",  "a<b",       "é",           "\n", "\\\"}",
-                                            "😀",    "tool_call", "</tool_call>"};
-    std::function<nlohmann::ordered_json(int)> value = [&](int depth) -> nlohmann::ordered_json {
-        const int kind = (int)(rng() % (depth > 2 ? 4 : 6));
-        if (kind == 0) return (int)(rng() % 1000) - 500;
-        if (kind == 1) return rng() % 2 == 0;
-        if (kind == 2) return nullptr;
-        if (kind == 3) {
-            std::string s;
-            for (int i = (int)(rng() % 4); i > 0; --i) s += words[rng() % words.size()];
-            return s;
-        }
-        if (kind == 4) {
-            auto a = nlohmann::ordered_json::array();
-            for (int i = (int)(rng() % 3); i > 0; --i) a.push_back(value(depth + 1));
-            return a;
-        }
-        auto o = nlohmann::ordered_json::object();
-        for (int i = (int)(rng() % 3); i > 0; --i)
-            o[words[rng() % words.size()] + std::to_string(i)] = value(depth + 1);
-        return o;
-    };
+    const auto& words = kWords;
+    auto value = [&](int depth) { return random_value(rng, depth); };
     const std::vector<std::string> texts = {"",      "",        "Let me see.",   "好的，马上。",
                                             "x < y", "a {b} c", "see <tool_call"};
     for (int round = 0; round < 60; ++round) {

@@ -90,8 +90,8 @@ void ChatStream::begin(GenOutcome& o, const std::vector<TokenProbs>* probs,
     if (s_.reasoning) thinking_.emplace(prompt_opens_thinking(prompt_text));
     // With a tool-call grammar the calls are valid as they are written, so they stream as
     // OpenAI streams them; without one (constrain: false) a call is checked first, so what
-    // may become one is held back until the reply ends. (The streamer reads <tool_call>
-    // blocks and bare objects; a fenced call is held whole.)
+    // may become one is held back until the reply ends. (The streamer reads tagged blocks,
+    // Gemma 4's calls, bare objects and arrays of them; a fenced call is held whole.)
     calls_.reset();
     if (s_.tool_grammar) calls_.emplace(s_.request->tool_names, true);
     events_.clear();
