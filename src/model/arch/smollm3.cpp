@@ -14,6 +14,9 @@ const ArchInfo& smollm3() {
         a.tensors = dense_tensors({.rope_permute = true});
         a.nope_every = 4;
         a.tokenizer_pre = "llama-bpe";
+        // (llama.cpp converts it as a Llama: the NoPE layers are fixed at every fourth)
+        a.convert = llama_convert;
+        a.convert_vocab = llama_convert_vocab;
         return a;
     }();
     return a;
