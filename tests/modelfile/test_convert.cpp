@@ -1,0 +1,404 @@
+// edgellm convert against llama.cpp's converter: the tiny checkpoints of every family in
+// tests/data/convert (scripts/convert-fixtures.py made them and ran llama.cpp's
+// convert_hf_to_gguf.py on each: llama.cpp.json) convert to the same metadata and the same
+// tensors, byte for byte; the BPE pre-tokenizer of llama.cpp's own vocabularies is named as
+// llama.cpp names it; bad checkpoints are refused with what is wrong and nothing written; the
+// result quantizes, loads and runs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "edgellm/convert.h"
+#include "edgellm/model.h"
+#include "edgellm/quantize.h"
+#include "edgellm/session.h"
+#include "modelfile/convert/general.h"
+#include "modelfile/convert/pre_tokenizer.h"
+#include "modelfile/convert/sha256.h"
+#include "test_paths.h"
+
+using namespace edgellm;
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace {
+
+const fs::path kData = fs::path(EDGELLM_TEST_DATA) / "convert";
+const char* const kFixtures[] = {"llama", "llama-spm", "qwen2", "qwen3", "gemma3", "phi3", "smollm3"};
+
+struct TempDir {
+    fs::path path;
+    TempDir() {
+        char tmpl[] = "/tmp/edgellm-convert-XXXXXX";
+        path = mkdtemp(tmpl);
+    }
+    ~TempDir() { fs::remove_all(path); }
+};
+
+json load_json(const fs::path& p) {
+    std::ifstream in(p);
+    return json::parse(in);
+}
+
+void save_json(const fs::path& p, const json& j) {
+    std::ofstream(p) << j.dump(2);
+}
+
+std::string sha256(const void* p, size_t n) {
+    convert::Sha256 h;
+    h.add(p, n);
+    return h.hex();
+}
+
+// A metadata value as the manifest writes it (arrays: count and the sha256 of the elements'
+// GGUF encoding).
+json manifest_value(const GgufValue& v) {
+    if (const GgufArray* a = v.as_array()) {
+        std::string bytes;
+        if (a->elem_type == GgufType::STRING) {
+            for (const std::string& s : a->strings) {
+                const uint64_t n = s.size();
+                bytes.append((const char*)&n, 8).append(s);
+            }
+        } else {
+            bytes.assign((const char*)a->bytes.data(), a->bytes.size());
+        }
+        return {{"type", "array"}, {"elem", gguf_type_name(a->elem_type)}, {"count", a->count},
+                {"sha256", sha256(bytes.data(), bytes.size())}};
+    }
+    json out = {{"type", gguf_type_name(v.type())}};
+    if (const std::string* s = v.as_string())
+        out["value"] = *s;
+    else if (v.type() == GgufType::BOOL)
+        out["value"] = std::get<bool>(v.v);
+    else if (v.type() == GgufType::FLOAT32)
+        out["value"] = (double)std::get<float>(v.v);
+    else
+        out["value"] = *v.as_int();
+    return out;
+}
+
+Result<ConvertStats> convert_to(const fs::path& dir, const fs::path& out, OutType t) {
+    ConvertOptions o;
+    o.outtype = t;
+    o.outfile = out.string();
+    o.n_threads = 2;
+    return convert_hf(dir.string(), o);
+}
+
+}  // namespace
+
+class ConvertFixture : public ::testing::TestWithParam<const char*> {};
+
+// Every outtype: the same keys with the same types and values, the same tensors in the same
+// order with the same types, shapes and bytes as llama.cpp's converter wrote.
+TEST_P(ConvertFixture, MatchesLlamaCppConverter) {
+    const fs::path dir = kData / GetParam();
+    const json manifest = load_json(dir / "llama.cpp.json");
+    TempDir tmp;
+    for (const auto& [outtype_name, expected] : manifest["outtypes"].items()) {
+        SCOPED_TRACE(outtype_name);
+        const fs::path out = tmp.path / (outtype_name + ".gguf");
+        auto r = convert_to(dir, out, *out_type_from_name(outtype_name));
+        ASSERT_TRUE(r.ok()) << r.error();
+        EXPECT_EQ(r->path, out.string());
+        auto f = GgufFile::open(out.string());
+        ASSERT_TRUE(f.ok()) << f.error();
+        json want = manifest["metadata"];
+        want["general.file_type"] = {{"type", "uint32"}, {"value", expected["general.file_type"]}};
+        size_t n_keys = 0;
+        for (const auto& [key, value] : (*f)->metadata()) {
+            json got = manifest_value(value);
+            if (want.contains(key) && want[key].contains("head")) got["head"] = want[key]["head"];
+            EXPECT_EQ(got, want.value(key, json())) << key << " (ours, then llama.cpp's)";
+            ++n_keys;
+        }
+        EXPECT_EQ(n_keys, want.size()) << "a key llama.cpp writes is missing";
+        const auto& tensors = (*f)->tensors();
+        ASSERT_EQ(tensors.size(), expected["tensors"].size());
+        for (size_t i = 0; i < tensors.size(); ++i) {
+            const GgufTensorInfo& t = tensors[i];
+            const json& e = expected["tensors"][i];
+            EXPECT_EQ(t.name, e["name"].get<std::string>()) << "tensor " << i;
+            std::string type = tensor_type_name(t.type);
+            for (char& c : type) c = (char)std::toupper((unsigned char)c);
+            EXPECT_EQ(type, e["type"].get<std::string>()) << t.name;
+            EXPECT_EQ(json(std::vector<int64_t>(t.ne, t.ne + t.n_dims)), e["shape"]) << t.name;
+            EXPECT_EQ(sha256(t.data, t.n_bytes), e["sha256"].get<std::string>()) << t.name << ": other bytes";
+        }
+    }
+}
+
+// --outtype auto picks what llama.cpp's does (bf16 for a bf16 checkpoint, else f16).
+TEST_P(ConvertFixture, AutoPicksLlamaCppsType) {
+    const fs::path dir = kData / GetParam();
+    const json manifest = load_json(dir / "llama.cpp.json");
+    TempDir tmp;
+    auto r = convert_to(dir, tmp.path / "auto.gguf", OutType::Auto);
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ((int)r->file_type, manifest["auto_file_type"].get<int>());
+}
+
+// The converted model loads and evaluates (finite logits for a few tokens), and quantizes as
+// a llama.cpp file does, the result loading too.
+TEST_P(ConvertFixture, LoadsRunsAndQuantizes) {
+    TempDir tmp;
+    const fs::path f32 = tmp.path / "f32.gguf", q = tmp.path / "q4_0.gguf";
+    auto r = convert_to(kData / GetParam(), f32, OutType::F32);
+    ASSERT_TRUE(r.ok()) << r.error();
+    for (const fs::path& path : {f32, q}) {
+        if (path == q) {
+            QuantizeRunOptions qo;
+            qo.opts.ftype = FileType::Q4_0;
+            qo.n_threads = 2;
+            auto qr = quantize_file(f32.string(), q.string(), qo);
+            ASSERT_TRUE(qr.ok()) << qr.error();
+            EXPECT_GT(qr->n_quantized, 0u);
+        }
+        auto m = Model::load(path.string());
+        ASSERT_TRUE(m.ok()) << m.error();
+        ContextParams p;
+        p.n_ctx = 32;
+        p.n_batch = 4;
+        p.n_outputs = 4;
+        p.n_threads = 2;
+        auto c = Context::create(**m, p);
+        ASSERT_TRUE(c.ok()) << c.error();
+        const std::vector<int32_t> tokens = {1, 5, 9, 12};
+        auto logits = (*c)->eval(tokens, true);
+        ASSERT_TRUE(logits.ok()) << logits.error();
+        ASSERT_EQ((int64_t)logits->size(), 4 * (*m)->hparams().n_vocab);
+        for (float x : *logits) ASSERT_TRUE(std::isfinite(x)) << path;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Families, ConvertFixture, ::testing::ValuesIn(kFixtures),
+                         [](const auto& info) {
+                             std::string n = info.param;
+                             for (char& c : n)
+                                 if (c == '-') c = '_';
+                             return n;
+                         });
+
+// llama.cpp's own vocabularies (its models/ggml-vocab-*.gguf, scripts/fetch-vocabs.sh) get
+// the pre-tokenizer name they carry, by the hash of the fixed text's token ids computed with
+// edgellm's tokenizer: the identification a real checkpoint's tokenizer.json goes through.
+TEST(ConvertPreTokenizer, NamesReleasedVocabulariesByTheirHash) {
+    // name, whether the released tokenizer adds BOS (its post-processor)
+    const std::pair<const char*, bool> cases[] = {
+        {"llama-bpe", true}, {"qwen2", false}, {"gpt-2", false}, {"starcoder", false},
+        {"refact", false}, {"falcon", false}, {"deepseek-llm", true}, {"deepseek-coder", true},
+        {"command-r", true}};
+    int checked = 0;
+    for (const auto& [name, bos] : cases) {
+        const fs::path path = test::vocab_file(std::string("ggml-vocab-") + name + ".gguf");
+        if (path.empty()) continue;
+        auto f = GgufFile::open(path.string());
+        ASSERT_TRUE(f.ok()) << f.error();
+        convert::Kv kv;
+        for (const auto& [k, v] : (*f)->metadata())
+            if (k.starts_with("tokenizer.ggml.") && k != "tokenizer.ggml.pre") kv.emplace_back(k, v);
+        kv.emplace_back("tokenizer.ggml.add_bos_token", gguf_value(bos));
+        const auto pre = convert::name_pre_tokenizer(kv, json::object(), "");
+        EXPECT_EQ(pre.name, name);
+        EXPECT_TRUE(pre.how.starts_with("chkhsh ")) << name << ": " << pre.how;
+        ++checked;
+    }
+    if (checked == 0) GTEST_SKIP() << "no llama.cpp vocabularies in " << test::vocab_dir() << " (scripts/fetch-vocabs.sh)";
+    // (the text hashed is llama.cpp's, byte for byte)
+    EXPECT_EQ(convert::sha256_hex(convert::kChkTxt),
+              "a36179c1e2b1cfcfbfad1dc779addad2ffc778201e4cf0d538bddeafa2c526da");
+}
+
+// A vocabulary of no released model whose pre_tokenizer is none edgellm knows is refused with
+// the hash and what its pre_tokenizer is.
+TEST(ConvertPreTokenizer, RefusesAnUnknownOne) {
+    TempDir tmp;
+    fs::copy(kData / "qwen2", tmp.path / "qwen2");
+    json tj = load_json(tmp.path / "qwen2" / "tokenizer.json");
+    tj["pre_tokenizer"]["pretokenizers"][0]["pattern"]["Regex"] = "\\p{L}+|\\p{N}+";
+    save_json(tmp.path / "qwen2" / "tokenizer.json", tj);
+    auto r = convert_to(tmp.path / "qwen2", tmp.path / "out.gguf", OutType::F16);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().find("chkhsh"), std::string::npos) << r.error();
+    EXPECT_NE(r.error().find("\\\\p{L}+|\\\\p{N}+"), std::string::npos) << r.error();
+    EXPECT_FALSE(fs::exists(tmp.path / "out.gguf"));
+}
+
+// Bad checkpoints: refused with what is wrong and where, nothing written.
+class ConvertRefusal : public ::testing::Test {
+  protected:
+    TempDir tmp;
+    fs::path dir;
+    fs::path out() const { return tmp.path / "out.gguf"; }
+    void copy(const char* fixture) {
+        dir = tmp.path / fixture;
+        fs::copy(kData / fixture, dir);
+    }
+    std::string refusal() {
+        auto r = convert_to(dir, out(), OutType::F16);
+        EXPECT_FALSE(r.ok());
+        EXPECT_FALSE(fs::exists(out())) << "a refused conversion wrote its output";
+        for (const auto& e : fs::directory_iterator(tmp.path))
+            EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+        return r.ok() ? "" : r.error();
+    }
+};
+
+TEST_F(ConvertRefusal, UnknownArchitectureByName) {
+    copy("qwen3");
+    json c = load_json(dir / "config.json");
+    c["architectures"] = {"MistralForCausalLM"};
+    save_json(dir / "config.json", c);
+    const std::string e = refusal();
+    EXPECT_NE(e.find("\"MistralForCausalLM\" is not one edgellm runs"), std::string::npos) << e;
+    EXPECT_NE(e.find("Qwen3ForCausalLM (qwen3)"), std::string::npos) << e;
+}
+
+TEST_F(ConvertRefusal, MissingShardByFile) {
+    copy("llama");
+    fs::remove(dir / "model-00002-of-00004.safetensors");
+    const std::string e = refusal();
+    EXPECT_NE(e.find("model-00002-of-00004.safetensors is missing"), std::string::npos) << e;
+}
+
+TEST_F(ConvertRefusal, TruncatedShardByFileAndOffset) {
+    copy("llama");
+    const fs::path shard = dir / "model-00003-of-00004.safetensors";
+    const auto size = fs::file_size(shard);
+    fs::resize_file(shard, size - 100);
+    const std::string e = refusal();
+    EXPECT_NE(e.find("model-00003-of-00004.safetensors: tensor"), std::string::npos) << e;
+    EXPECT_NE(e.find("runs past the end of the file at " + std::to_string(size - 100)), std::string::npos) << e;
+    // a header cut short too
+    fs::resize_file(shard, 20);
+    const std::string e2 = refusal();
+    EXPECT_NE(e2.find("model-00003-of-00004.safetensors: the header"), std::string::npos) << e2;
+    EXPECT_NE(e2.find("end of the file at 20"), std::string::npos) << e2;
+}
+
+TEST_F(ConvertRefusal, ShardMissingATensorTheIndexLists) {
+    copy("llama");
+    json idx = load_json(dir / "model.safetensors.index.json");
+    idx["weight_map"]["model.layers.0.mlp.extra.weight"] = "model-00001-of-00004.safetensors";
+    save_json(dir / "model.safetensors.index.json", idx);
+    const std::string e = refusal();
+    EXPECT_NE(e.find("model.layers.0.mlp.extra.weight\" is missing"), std::string::npos) << e;
+}
+
+TEST_F(ConvertRefusal, BadConfigFieldByName) {
+    copy("qwen2");
+    json c = load_json(dir / "config.json");
+    c["hidden_size"] = "64";
+    save_json(dir / "config.json", c);
+    std::string e = refusal();
+    EXPECT_NE(e.find("\"hidden_size\" is \"64\", not an integer"), std::string::npos) << e;
+
+    c["hidden_size"] = 64;
+    c.erase("num_attention_heads");
+    save_json(dir / "config.json", c);
+    e = refusal();
+    EXPECT_NE(e.find("\"num_attention_heads\" missing"), std::string::npos) << e;
+
+    c["num_attention_heads"] = 4;
+    c["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
+    save_json(dir / "config.json", c);
+    e = refusal();
+    EXPECT_NE(e.find("original_max_position_embeddings"), std::string::npos) << e;
+
+    std::ofstream(dir / "config.json") << "{ not json";
+    e = refusal();
+    EXPECT_NE(e.find("config.json: not JSON"), std::string::npos) << e;
+}
+
+// A config that does not match the weights: the result would not load, so nothing is written.
+TEST_F(ConvertRefusal, ShapesThatDoNotMatchTheConfig) {
+    copy("qwen3");
+    json c = load_json(dir / "config.json");
+    c["intermediate_size"] = 96;
+    save_json(dir / "config.json", c);
+    const std::string e = refusal();
+    EXPECT_NE(e.find("edgellm would not load the result"), std::string::npos) << e;
+    EXPECT_NE(e.find("ffn_"), std::string::npos) << e;
+}
+
+TEST_F(ConvertRefusal, TensorOfNoPlaceByName) {
+    copy("qwen3");
+    // a second file with one tensor the family does not have
+    const std::string header = R"({"model.layers.0.mlp.extra.weight":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
+    std::ofstream f(dir / "model-extra.safetensors", std::ios::binary);
+    const uint64_t n = header.size();
+    f.write((const char*)&n, 8);
+    f << header;
+    const float data[2] = {1, 2};
+    f.write((const char*)data, 8);
+    f.close();
+    const std::string e = refusal();
+    EXPECT_NE(e.find("tensor \"model.layers.0.mlp.extra.weight\" has no place in a qwen3 model"),
+              std::string::npos)
+        << e;
+}
+
+TEST_F(ConvertRefusal, NoTokenizer) {
+    copy("qwen3");
+    fs::remove(dir / "tokenizer.json");
+    const std::string e = refusal();
+    EXPECT_NE(e.find("tokenizer.json missing"), std::string::npos) << e;
+}
+
+// The default name, llama.cpp's: Basename-SizeLabel-Finetune-TYPE.gguf in the checkpoint's
+// directory, the name's parts as gguf-py's heuristics take them from the directory's name.
+TEST(Convert, DefaultOutputNameIsLlamaCpps) {
+    TempDir tmp;
+    fs::copy(kData / "qwen3", tmp.path / "Qwen3-Tiny-Instruct");
+    ConvertOptions o;
+    o.outtype = OutType::Q8_0;
+    o.n_threads = 2;
+    auto r = convert_hf((tmp.path / "Qwen3-Tiny-Instruct").string(), o);
+    ASSERT_TRUE(r.ok()) << r.error();
+    auto f = GgufFile::open(r->path);
+    ASSERT_TRUE(f.ok());
+    const std::string size = (*f)->get_string("general.size_label").value_or("?");
+    EXPECT_EQ(size, convert::size_label(r->n_params));
+    EXPECT_EQ(fs::path(r->path), tmp.path / "Qwen3-Tiny-Instruct" / ("Qwen3-Tiny-" + size + "-Instruct-Q8_0.gguf"));
+    EXPECT_EQ((*f)->get_string("general.name").value_or(""), "Qwen3 Tiny Instruct");
+    EXPECT_EQ((*f)->get_string("general.finetune").value_or(""), "Instruct");
+    EXPECT_EQ((*f)->get_string("general.basename").value_or(""), "Qwen3-Tiny");
+}
+
+// gguf-py's name heuristics and size labels (the values its functions return for these).
+TEST(Convert, NameHeuristicsAreGgufPys) {
+    struct Case {
+        const char* id;
+        int64_t params;
+        const char *title, *basename, *finetune, *version, *size;
+    };
+    const Case cases[] = {
+        {"Llama-3.2-1B-Instruct", 147456, "Llama 3.2 1B Instruct", "Llama-3.2", "1b-Instruct", "", ""},
+        {"Llama-3.2-1B-Instruct", 1235814400, "Llama 3.2 1B Instruct", "Llama-3.2", "Instruct", "", "1B"},
+        {"SmolLM2-135M-Instruct", 1235814400, "SmolLM2 135M Instruct", "SmolLM2", "135m-Instruct", "", ""},
+        {"Phi-4-mini-instruct", 147456, "Phi 4 Mini Instruct", "Phi-4", "instruct", "", "mini"},
+        {"gemma-3-270m-it", 1235814400, "Gemma 3 270m It", "gemma-3", "it", "", "270M"},
+        {"Qwen2.5-0.5B-Instruct", 1235814400, "Qwen2.5 0.5B Instruct", "Qwen2.5", "Instruct", "", "0.5B"},
+        {"mistral-7b-v0.1", 147456, "Mistral 7b v0.1", "mistral", "7b", "v0.1", ""},
+        {"bloom-7b1", 147456, "Bloom 7b1", "bloom", "7.1b", "", ""},
+        {"TinyLlama-1.1B-Chat-v1.0", 1235814400, "TinyLlama 1.1B Chat v1.0", "TinyLlama", "Chat", "v1.0", "1.1B"},
+    };
+    for (const Case& c : cases) {
+        const convert::ModelId m = convert::model_id_components(c.id, c.params);
+        EXPECT_EQ(convert::id_to_title(m.name.value_or("")), c.title) << c.id;
+        EXPECT_EQ(m.basename.value_or(""), c.basename) << c.id;
+        EXPECT_EQ(m.finetune.value_or(""), c.finetune) << c.id;
+        EXPECT_EQ(m.version.value_or(""), c.version) << c.id;
+        EXPECT_EQ(m.size_label.value_or(""), c.size) << c.id;
+    }
+    EXPECT_EQ(convert::size_label(147456), "147K");
+    EXPECT_EQ(convert::size_label(1235814400), "1.2B");
+    EXPECT_EQ(convert::size_label(999), "1.0K");
+    EXPECT_EQ(convert::size_label(99950), "100K");
+    EXPECT_EQ(convert::size_label(1500000), "1.5M");
+}
