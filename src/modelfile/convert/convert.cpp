@@ -336,25 +336,34 @@ int64_t source_row(const Plan& p, int64_t r) {
     return h * head_rows + (rem % 2) * half + rem / 2;
 }
 
-// Fill one output tensor, rows split over threads.
+// Fill one output tensor, rows split over threads. The source's pages go back as its rows
+// are read (those of a permuted tensor at the end: its rows are read out of order), so the
+// resident memory is the output tensor and a few rows.
 bool fill(const Plan& p, uint8_t* dst, int n_threads, std::string* err) {
     const int64_t ne0 = p.ne[0], rows = p.rows();
     const size_t out_row = row_size(p.type, ne0);
+    const size_t in_row = p.src ? (size_t)ne0 * st_type_size(p.src->type) : 0;
+    const bool in_order = p.map != HfMap::RopePermuteQ && p.map != HfMap::RopePermuteK;
+    auto release_rows = [&](int64_t r0, int64_t r1) {
+        if (p.src && in_order) p.src->file->release(p.src->data + (size_t)r0 * in_row, (size_t)(r1 - r0) * in_row);
+    };
     const bool plain = p.src && p.map == HfMap::Copy &&
                        ((p.src->type == StType::F32 && p.type == TensorType::F32) ||
                         (p.src->type == StType::F16 && p.type == TensorType::F16) ||
                         (p.src->type == StType::BF16 && p.type == TensorType::BF16));
-    if (plain) {
-        std::memcpy(dst, p.src->data, out_row * (size_t)rows);
-        return true;
-    }
+    const int64_t chunk = plain ? std::max<int64_t>(1, (16 << 20) / (int64_t)out_row) : 64;
     std::atomic<int64_t> next{0};
     std::atomic<bool> ok{true};
     auto work = [&] {
-        std::vector<float> buf((size_t)ne0);
-        constexpr int64_t kChunk = 64;
-        for (int64_t r0; (r0 = next.fetch_add(kChunk)) < rows;)
-            for (int64_t r = r0; r < std::min(rows, r0 + kChunk); ++r) {
+        std::vector<float> buf(plain ? 0 : (size_t)ne0);
+        for (int64_t r0; (r0 = next.fetch_add(chunk)) < rows;) {
+            const int64_t r1 = std::min(rows, r0 + chunk);
+            if (plain) {
+                std::memcpy(dst + (size_t)r0 * out_row, p.src->data + (size_t)r0 * in_row, (size_t)(r1 - r0) * out_row);
+                release_rows(r0, r1);
+                continue;
+            }
+            for (int64_t r = r0; r < r1; ++r) {
                 if (p.src)
                     load_row(*p.src, source_row(p, r), ne0, buf.data());
                 else
@@ -367,12 +376,14 @@ bool fill(const Plan& p, uint8_t* dst, int n_threads, std::string* err) {
                     }
                 if (!quantize_row(p.type, buf.data(), dst + (size_t)r * out_row, ne0)) ok = false;
             }
+            release_rows(r0, r1);
+        }
     };
     std::vector<std::thread> pool;
-    const int64_t useful = rows / 16;
-    for (int k = 1; k < n_threads && k < useful; ++k) pool.emplace_back(work);
+    for (int k = 1; k < n_threads && k * chunk < rows; ++k) pool.emplace_back(work);
     work();
     for (auto& t : pool) t.join();
+    if (p.src) p.src->release();
     if (!ok) *err = std::string("cannot write ") + tensor_type_name(p.type);
     return ok;
 }
@@ -468,7 +479,6 @@ ConvertStats Conversion::run(const Checkpoint& ck, const ConvertOptions& opts) {
         w.add_tensor(p.name, p.type, p.ne, [&, i](uint8_t* dst, std::string* err) {
             const Plan& q = plans[i];
             if (!fill(q, dst, n_threads, err)) return false;
-            if (q.src) q.src->release();
             done += row_size(q.type, q.ne[0]) * (size_t)q.rows();
             if (opts.progress) opts.progress({i, plans.size(), q.name, q.type, done, total});
             return true;
