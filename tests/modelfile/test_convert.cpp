@@ -94,42 +94,49 @@ Result<ConvertStats> convert_to(const fs::path& dir, const fs::path& out, OutTyp
 
 class ConvertFixture : public ::testing::TestWithParam<const char*> {};
 
+// The file at `out` has llama.cpp's keys (types and values) and tensors (order, types,
+// shapes, bytes) for one outtype of a manifest.
+static void expect_matches(const fs::path& out, const json& manifest, const std::string& outtype) {
+    const json& expected = manifest["outtypes"][outtype];
+    auto f = GgufFile::open(out.string());
+    ASSERT_TRUE(f.ok()) << f.error();
+    json want = manifest["metadata"];
+    want["general.file_type"] = {{"type", "uint32"}, {"value", expected["general.file_type"]}};
+    size_t n_keys = 0;
+    for (const auto& [key, value] : (*f)->metadata()) {
+        json got = manifest_value(value);
+        if (want.contains(key) && want[key].contains("head")) got["head"] = want[key]["head"];
+        EXPECT_EQ(got, want.value(key, json())) << key << " (ours, then llama.cpp's)";
+        ++n_keys;
+    }
+    EXPECT_EQ(n_keys, want.size()) << "a key llama.cpp writes is missing";
+    const auto& tensors = (*f)->tensors();
+    ASSERT_EQ(tensors.size(), expected["tensors"].size());
+    for (size_t i = 0; i < tensors.size(); ++i) {
+        const GgufTensorInfo& t = tensors[i];
+        const json& e = expected["tensors"][i];
+        EXPECT_EQ(t.name, e["name"].get<std::string>()) << "tensor " << i;
+        std::string type = tensor_type_name(t.type);
+        for (char& c : type) c = (char)std::toupper((unsigned char)c);
+        EXPECT_EQ(type, e["type"].get<std::string>()) << t.name;
+        EXPECT_EQ(json(std::vector<int64_t>(t.ne, t.ne + t.n_dims)), e["shape"]) << t.name;
+        EXPECT_EQ(sha256(t.data, t.n_bytes), e["sha256"].get<std::string>()) << t.name << ": other bytes";
+    }
+}
+
 // Every outtype: the same keys with the same types and values, the same tensors in the same
 // order with the same types, shapes and bytes as llama.cpp's converter wrote.
 TEST_P(ConvertFixture, MatchesLlamaCppConverter) {
     const fs::path dir = kData / GetParam();
     const json manifest = load_json(dir / "llama.cpp.json");
     TempDir tmp;
-    for (const auto& [outtype_name, expected] : manifest["outtypes"].items()) {
-        SCOPED_TRACE(outtype_name);
-        const fs::path out = tmp.path / (outtype_name + ".gguf");
-        auto r = convert_to(dir, out, *out_type_from_name(outtype_name));
+    for (const auto& [outtype, expected] : manifest["outtypes"].items()) {
+        SCOPED_TRACE(outtype);
+        const fs::path out = tmp.path / (outtype + ".gguf");
+        auto r = convert_to(dir, out, *out_type_from_name(outtype));
         ASSERT_TRUE(r.ok()) << r.error();
         EXPECT_EQ(r->path, out.string());
-        auto f = GgufFile::open(out.string());
-        ASSERT_TRUE(f.ok()) << f.error();
-        json want = manifest["metadata"];
-        want["general.file_type"] = {{"type", "uint32"}, {"value", expected["general.file_type"]}};
-        size_t n_keys = 0;
-        for (const auto& [key, value] : (*f)->metadata()) {
-            json got = manifest_value(value);
-            if (want.contains(key) && want[key].contains("head")) got["head"] = want[key]["head"];
-            EXPECT_EQ(got, want.value(key, json())) << key << " (ours, then llama.cpp's)";
-            ++n_keys;
-        }
-        EXPECT_EQ(n_keys, want.size()) << "a key llama.cpp writes is missing";
-        const auto& tensors = (*f)->tensors();
-        ASSERT_EQ(tensors.size(), expected["tensors"].size());
-        for (size_t i = 0; i < tensors.size(); ++i) {
-            const GgufTensorInfo& t = tensors[i];
-            const json& e = expected["tensors"][i];
-            EXPECT_EQ(t.name, e["name"].get<std::string>()) << "tensor " << i;
-            std::string type = tensor_type_name(t.type);
-            for (char& c : type) c = (char)std::toupper((unsigned char)c);
-            EXPECT_EQ(type, e["type"].get<std::string>()) << t.name;
-            EXPECT_EQ(json(std::vector<int64_t>(t.ne, t.ne + t.n_dims)), e["shape"]) << t.name;
-            EXPECT_EQ(sha256(t.data, t.n_bytes), e["sha256"].get<std::string>()) << t.name << ": other bytes";
-        }
+        expect_matches(out, manifest, outtype);
     }
 }
 
@@ -212,6 +219,56 @@ TEST(ConvertPreTokenizer, NamesReleasedVocabulariesByTheirHash) {
     // (the text hashed is llama.cpp's, byte for byte)
     EXPECT_EQ(convert::sha256_hex(convert::kChkTxt),
               "a36179c1e2b1cfcfbfad1dc779addad2ffc778201e4cf0d538bddeafa2c526da");
+}
+
+// Gemma 3's multimodal checkpoints (Gemma3ForConditionalGeneration: the text model's fields in
+// text_config, its tensors under model.language_model., a vision tower beside) convert to
+// the text model: what llama.cpp's converter wrote for the text checkpoint (it writes the
+// same for this variant of it: checked when this test was written).
+TEST(Convert, Gemma3MultimodalCheckpointGivesTheTextModel) {
+    TempDir tmp;
+    const fs::path dir = tmp.path / "gemma3";  // (the name: general.name)
+    fs::copy(kData / "gemma3", dir);
+    json text = load_json(dir / "config.json");
+    text["model_type"] = "gemma3_text";
+    text.erase("architectures");
+    save_json(dir / "config.json", {{"architectures", {"Gemma3ForConditionalGeneration"}},
+                                    {"model_type", "gemma3"},
+                                    {"text_config", text},
+                                    {"vision_config", {{"model_type", "siglip_vision_model"}, {"hidden_size", 32}}}});
+    // the tensors renamed, and two of the vision side
+    std::ifstream in(dir / "model.safetensors", std::ios::binary);
+    uint64_t n = 0;
+    in.read((char*)&n, 8);
+    std::string head(n, '\0');
+    in.read(head.data(), (std::streamsize)n);
+    const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    in.close();
+    json h_in = json::parse(head), h_out = json::object();
+    std::string out_data;
+    for (const auto& [name, t] : h_in.items()) {
+        if (name == "__metadata__") continue;
+        const auto b = t["data_offsets"][0].get<size_t>(), e = t["data_offsets"][1].get<size_t>();
+        const std::string renamed = name.starts_with("model.") ? "model.language_model." + name.substr(6) : name;
+        h_out[renamed] = {{"dtype", t["dtype"]}, {"shape", t["shape"]}, {"data_offsets", {out_data.size(), out_data.size() + e - b}}};
+        out_data += data.substr(b, e - b);
+    }
+    for (const char* v : {"model.vision_tower.vision_model.embeddings.patch_embedding.weight",
+                          "model.multi_modal_projector.mm_input_projection_weight"}) {
+        h_out[v] = {{"dtype", "BF16"}, {"shape", {4, 8}}, {"data_offsets", {out_data.size(), out_data.size() + 64}}};
+        out_data += std::string(64, '\0');
+    }
+    const std::string h = h_out.dump();
+    std::ofstream f(dir / "model.safetensors", std::ios::binary);
+    const uint64_t hn = h.size();
+    f.write((const char*)&hn, 8);
+    f << h << out_data;
+    f.close();
+
+    auto r = convert_to(dir, tmp.path / "out.gguf", OutType::BF16);
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(r->hf_arch, "Gemma3ForConditionalGeneration");
+    expect_matches(tmp.path / "out.gguf", load_json(kData / "gemma3" / "llama.cpp.json"), "bf16");
 }
 
 // A vocabulary of no released model whose pre_tokenizer is none edgellm knows is refused with
