@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "edgellm/arch.h"
 #include "edgellm/convert.h"
 #include "edgellm/model.h"
 #include "edgellm/quantize.h"
@@ -269,6 +270,73 @@ TEST(Convert, Gemma3MultimodalCheckpointGivesTheTextModel) {
     ASSERT_TRUE(r.ok()) << r.error();
     EXPECT_EQ(r->hf_arch, "Gemma3ForConditionalGeneration");
     expect_matches(tmp.path / "out.gguf", load_json(kData / "gemma3" / "llama.cpp.json"), "bf16");
+}
+
+// Llama 3.1's and 3.2's rope_scaling: the llama family's convert hook writes the
+// rope_freqs.weight llama.cpp's converter computes with torch (the sha256 of its bytes for
+// the real models' parameters; the same bits here: the frequencies are powers rounded once,
+// then float32 operations in torch's order).
+TEST(Convert, Llama3RopeFreqsAreTorchs) {
+    // (what the hook reads: config.json's fields and the rope parameters)
+    struct Config final : HfConvert {
+        json root, rope;
+        std::vector<float> freqs;
+        const json* at(std::string_view f) const {
+            const json& j = f.starts_with("rope.") ? rope : root;
+            const std::string k(f.starts_with("rope.") ? f.substr(5) : f);
+            return j.contains(k) ? &j[k] : nullptr;
+        }
+        std::optional<double> number(std::string_view f) const override {
+            return at(f) ? std::optional<double>(at(f)->get<double>()) : std::nullopt;
+        }
+        std::optional<int64_t> integer(std::string_view f) const override {
+            return at(f) ? std::optional<int64_t>(at(f)->get<int64_t>()) : std::nullopt;
+        }
+        std::optional<std::string> string(std::string_view f) const override {
+            return at(f) ? std::optional<std::string>(at(f)->get<std::string>()) : std::nullopt;
+        }
+        std::optional<std::vector<double>> numbers(std::string_view) const override { return std::nullopt; }
+        bool has(std::string_view f) const override { return at(f) != nullptr; }
+        bool has_file(std::string_view) const override { return false; }
+        int64_t json_entries(std::string_view, std::string_view) const override { return 0; }
+        std::optional<bool> file_flag(std::string_view, std::string_view) const override { return std::nullopt; }
+        std::optional<std::string> file_string(std::string_view, std::string_view) const override {
+            return std::nullopt;
+        }
+        void set_u32(const std::string&, uint32_t) override {}
+        void set_f32(const std::string&, float) override {}
+        void set_bool(const std::string&, bool) override {}
+        void set_string(const std::string&, const std::string&) override {}
+        void remove(const std::string&) override {}
+        void add_tensor(const std::string& name, std::vector<float> v) override {
+            EXPECT_EQ(name, "rope_freqs.weight");
+            freqs = std::move(v);
+        }
+        void keep_rows(const std::string&, int64_t) override {}
+        bool vocab_sentencepiece(SpmAdded) override { return false; }
+        void vocab_bpe() override {}
+        int64_t n_tokens() const override { return 0; }
+    };
+    struct Case {
+        int64_t head_dim;
+        double factor;
+        const char* sha256;
+    };
+    const Case cases[] = {
+        {64, 32.0, "d25a6d176d9313062b8f86440c88649f9e568d573ea66bfa4e85e2424cf35633"},   // Llama 3.2 1B
+        {128, 32.0, "af00a6286e9cba87733f6e5dd6b09a2bffd7326e6ac33d346f83f7c2f4857828"},  // Llama 3.2 3B
+        {128, 8.0, "8b516af9cb5db26ed32831eb6f493dd620843d1cd69ca7bbad760c76061cd565"},   // Llama 3.1 8B
+    };
+    for (const Case& c : cases) {
+        Config cfg;
+        cfg.root = {{"vocab_size", 128256}, {"head_dim", c.head_dim}};
+        cfg.rope = {{"rope_type", "llama3"}, {"rope_theta", 500000.0}, {"factor", c.factor},
+                    {"low_freq_factor", 1.0}, {"high_freq_factor", 4.0},
+                    {"original_max_position_embeddings", 8192}};
+        find_arch("llama")->convert(cfg);
+        ASSERT_EQ(cfg.freqs.size(), (size_t)c.head_dim / 2);
+        EXPECT_EQ(sha256(cfg.freqs.data(), cfg.freqs.size() * 4), c.sha256) << c.head_dim << " " << c.factor;
+    }
 }
 
 // A vocabulary of no released model whose pre_tokenizer is none edgellm knows is refused with
