@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Fixtures of `edgellm convert`: a tiny Hugging Face checkpoint of every family edgellm runs
 (random weights, fixed seeds; small real tokenizers: byte-level BPE in Llama 3's and Qwen 2's
-styles, SentencePiece models in Gemma's and Phi-3's) in tests/data/convert/NAME/, and what
+styles, SentencePiece models in Gemma's and Phi-3's; model cards for two) in
+tests/data/convert/NAME/, and what
 llama.cpp's converter (convert_hf_to_gguf.py of the pinned llama.cpp) makes of each with
 --outtype f32, f16, bf16, q8_0 and auto, as a manifest: every metadata key with its type and
 value (arrays as their count and the sha256 of their GGUF encoding) and every tensor's type,
@@ -50,6 +51,51 @@ CHAT_GEMMA = ("{{ bos_token }}{% for m in messages %}<start_of_turn>{{ 'model' i
               "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}")
 CHAT_PHI3 = ("{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}<|end|>\n{% endfor %}"
              "{% if add_generation_prompt %}<|assistant|>\n{% else %}{{ eos_token }}{% endif %}")
+
+
+README_LLAMA = """---
+language:
+- en
+- de
+library_name: transformers
+license: llama3.2
+pipeline_tag: text-generation
+tags:
+- facebook
+- meta
+- llama
+base_model:
+- meta-llama/Llama-3.2-1B
+extra_gated_prompt: >-
+  ### LLAMA 3.2 COMMUNITY LICENSE AGREEMENT
+
+  Llama 3.2 Version Release Date: September 25, 2024
+extra_gated_fields:
+  First Name: text
+  Country: country
+  ? By clicking Submit below I accept the terms of the license
+  : checkbox
+extra_gated_button_content: Submit
+---
+
+## A tiny Llama 3.2 style checkpoint with random weights
+"""
+
+README_QWEN2 = """---
+license: apache-2.0
+license_link: https://huggingface.co/Qwen/Qwen2.5-0.5B-Instruct/blob/main/LICENSE
+language:
+- en
+pipeline_tag: text-generation
+base_model: Qwen/Qwen2.5-0.5B
+tags:
+- chat
+library_name: transformers
+datasets: [HuggingFaceFW/fineweb, "allenai/c4"]
+---
+
+# A tiny Qwen2.5 style checkpoint with random weights
+"""
 
 
 def texts():
@@ -149,6 +195,8 @@ def make_llama(d):
     m = t.LlamaForCausalLM(cfg)
     randomize(m, 1)
     save_model(m, d, "bf16", shards=True)
+    with open(os.path.join(d, "README.md"), "w") as f:
+        f.write(README_LLAMA)
 
 
 def spm_tokenizer_json(d, slow, bos):
@@ -217,6 +265,8 @@ def make_qwen2(d):
     m = t.Qwen2ForCausalLM(cfg)
     randomize(m, 3)
     save_model(m, d, "f16")
+    with open(os.path.join(d, "README.md"), "w") as f:
+        f.write(README_QWEN2)
     patch_json(os.path.join(d, "generation_config.json"), do_sample=True, temperature=0.7, top_p=0.8,
                top_k=20, repetition_penalty=1.05)
 

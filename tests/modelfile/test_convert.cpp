@@ -18,6 +18,7 @@
 #include "edgellm/quantize.h"
 #include "edgellm/session.h"
 #include "modelfile/convert/general.h"
+#include "modelfile/convert/model_card.h"
 #include "modelfile/convert/pre_tokenizer.h"
 #include "modelfile/convert/sha256.h"
 #include "test_paths.h"
@@ -493,6 +494,50 @@ TEST(Convert, DefaultOutputNameIsLlamaCpps) {
     EXPECT_EQ((*f)->get_string("general.name").value_or(""), "Qwen3 Tiny Instruct");
     EXPECT_EQ((*f)->get_string("general.finetune").value_or(""), "Instruct");
     EXPECT_EQ((*f)->get_string("general.basename").value_or(""), "Qwen3-Tiny");
+}
+
+// The model card's front matter as PyYAML reads it (what it gave for this text), as far as
+// llama.cpp's converter uses it: scalars of YAML 1.1's types, quoted strings, block and flow
+// lists, lists of mappings, block scalars.
+TEST(Convert, ModelCardFrontMatterAsPyYaml) {
+    const std::string yaml = R"(license: other
+license_name: "tongyi-qianwen"
+license_link: 'https://example.com/it''s'
+version: 1.5
+count: 12
+gated: yes
+off_flag: off
+nothing: ~
+language: [en, "zh", 'fr']
+tags:
+  - chat   # a comment
+  - 'code'
+base_model:
+- org/Model-7B-Instruct-v0.2
+- https://huggingface.co/other/thing
+datasets:
+  - name: foo
+    url: http://x
+widget:
+  - text: "hi"
+description: |
+  line one
+  line two
+summary: >-
+  folded one
+  folded two
+colon_in_value: 'a: b'
+empty:
+after: 3
+)";
+    const json want = json::parse(R"({"after": 3, "base_model": ["org/Model-7B-Instruct-v0.2",
+        "https://huggingface.co/other/thing"], "colon_in_value": "a: b", "count": 12, "datasets":
+        [{"name": "foo", "url": "http://x"}], "description": "line one\nline two\n", "empty": null,
+        "gated": true, "language": ["en", "zh", "fr"], "license": "other", "license_link":
+        "https://example.com/it's", "license_name": "tongyi-qianwen", "nothing": null, "off_flag": false,
+        "summary": "folded one folded two", "tags": ["chat", "code"], "version": 1.5, "widget":
+        [{"text": "hi"}]})");
+    EXPECT_EQ(convert::parse_front_matter(yaml), want);
 }
 
 // gguf-py's name heuristics and size labels (the values its functions return for these).

@@ -460,9 +460,6 @@ ConvertStats Conversion::run(const Checkpoint& ck, const ConvertOptions& opts) {
     std::vector<Plan> plans = plan_tensors(ck, outtype, &st.notes);
     for (const Plan& p : plans) st.n_params += p.n_elements();
     const Kv general = general_metadata(dir_, cfg_.string("_name_or_path").value_or(""), st.n_params);
-    if (fs::is_regular_file(fs::path(dir_) / "README.md"))
-        st.notes.push_back("README.md's model card was not read (llama.cpp takes its licence, tags, "
-                           "languages and base models from it)");
 
     GgufWriter w;
     w.set("general.architecture", gguf_value(arch_.name));

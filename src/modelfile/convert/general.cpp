@@ -3,12 +3,14 @@
 #include <cctype>
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <regex>
 #include <set>
 #include <vector>
 
 #include "edgellm/error.h"
 #include "modelfile/convert/hf_config.h"
+#include "modelfile/convert/model_card.h"
 
 namespace edgellm::convert {
 
@@ -183,6 +185,41 @@ std::string size_label(int64_t n) {
     return buf;
 }
 
+namespace {
+
+// A JSON scalar as the string gguf-py would write (strings as they are).
+std::string text_of(const json& v) {
+    return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
+// A base model or a dataset of the model card: an id ("org/name"), a URL, or a mapping.
+json source_entry(const json& id, int64_t n_params) {
+    if (id.is_object()) return id;
+    json e = json::object();
+    if (!id.is_string()) return e;
+    const std::string s = id.get<std::string>();
+    auto fill = [&](const std::string& model_id, bool repo_url) {
+        const ModelId m = model_id_components(model_id, n_params);
+        if (m.name) e["name"] = id_to_title(*m.name);
+        if (m.organization) e["organization"] = id_to_title(*m.organization);
+        if (m.version) e["version"] = *m.version;
+        if (repo_url && m.organization && m.name)
+            e["repo_url"] = "https://huggingface.co/" + s.substr(0, s.find('/')) + "/" + *m.name;
+    };
+    if (s.starts_with("http://") || s.starts_with("https://") || s.starts_with("ssh://")) {
+        e["repo_url"] = s;
+        std::smatch mt;
+        if (s.find("huggingface.co") != std::string::npos &&
+            std::regex_match(s, mt, std::regex(R"(https?://huggingface.co/([^/]+/[^/]+))")))
+            fill(mt[1].str(), false);
+    } else {
+        fill(s, true);
+    }
+    return e;
+}
+
+}  // namespace
+
 Kv general_metadata(const std::string& dir, const std::string& name_or_path, int64_t n_params) {
     Kv kv;
     auto set = [&](const std::string& k, GgufValue v) { kv.emplace_back(k, std::move(v)); };
@@ -223,29 +260,93 @@ Kv general_metadata(const std::string& dir, const std::string& name_or_path, int
     sample("general.sampling.mirostat_tau", {"mirostat_tau"}, false);
     sample("general.sampling.mirostat_eta", {"mirostat_eta"}, false);
 
-    // the name's parts: config.json's _name_or_path first, then the directory's name
-    ModelId m;
-    auto take = [&](const ModelId& x, bool titled) {
-        if (!m.name && x.name) m.name = titled ? id_to_title(*x.name) : *x.name;
-        if (!m.organization && x.organization) m.organization = id_to_title(*x.organization);
-        for (auto [dst, src] : {std::pair{&m.basename, &x.basename}, {&m.finetune, &x.finetune},
-                                {&m.version, &x.version}, {&m.size_label, &x.size_label}})
-            if (!*dst && *src) *dst = *src;
+    // The model card's fields first (llama.cpp's own names, then model_*, then Hugging Face's),
+    // then what config.json's _name_or_path and the directory's name say.
+    std::map<std::string, json> m;  // field -> value
+    const json card = read_model_card((fs::path(dir) / "README.md").string()).value_or(json::object());
+    auto from_card = [&](const char* field, const char* key) {
+        if (card.contains(key) && (!m.count(field) || m[field].is_null())) m[field] = card[key];
+    };
+    for (const char* prefix : {"", "model_"})
+        for (auto [field, key] : {std::pair{"name", "name"}, {"author", "author"}, {"version", "version"},
+                                  {"organization", "organization"}, {"description", "description"},
+                                  {"finetune", "finetune"}, {"basename", "basename"}, {"size_label", "size_label"},
+                                  {"source.url", "url"}, {"source.doi", "doi"}, {"source.uuid", "uuid"},
+                                  {"source.repo_url", "repo_url"}})
+            from_card(field, (std::string(prefix) + key).c_str());
+    from_card("name", "model_name");
+    from_card("author", "model_creator");
+    from_card("basename", "model_type");
+    auto sources = [&](std::initializer_list<const char*> keys) {
+        std::vector<json> out;
+        for (const char* k : keys)
+            if (card.contains(k)) {
+                const json& v = card[k];
+                for (const json& id : v.is_array() ? v : json::array({v}))
+                    if (!id.is_null()) out.push_back(source_entry(id, n_params));
+                return std::optional<std::vector<json>>(out);
+            }
+        return std::optional<std::vector<json>>();
+    };
+    const auto base_models = sources({"base_model", "base_models", "base_model_sources"});
+    const auto datasets = sources({"datasets", "dataset", "dataset_sources"});
+    from_card("license", "license");
+    from_card("license.name", "license_name");
+    from_card("license.link", "license_link");
+    auto strings = [&](std::initializer_list<const char*> keys) {
+        std::optional<std::vector<std::string>> out;
+        for (const char* k : keys) {
+            if (!card.contains(k) || card[k].is_null()) continue;
+            if (!out) out.emplace();
+            for (const json& x : card[k].is_array() ? card[k] : json::array({card[k]})) out->push_back(text_of(x));
+        }
+        return out;
+    };
+    const auto tags = strings({"tags", "pipeline_tag"});
+    const auto languages = strings({"languages", "language"});
+
+    auto take = [&](const ModelId& x) {
+        for (auto [field, v] : {std::pair{"name", &x.name}, {"organization", &x.organization},
+                                {"basename", &x.basename}, {"finetune", &x.finetune}, {"version", &x.version},
+                                {"size_label", &x.size_label}})
+            if ((!m.count(field) || m[field].is_null()) && *v)
+                m[field] = std::string(field) == "name" || std::string(field) == "organization" ? id_to_title(**v) : **v;
     };
     if (!name_or_path.empty() && std::count(name_or_path.begin(), name_or_path.end(), '/') <= 1)
-        take(model_id_components(name_or_path, n_params), true);
-    take(model_id_components(fs::path(dir).lexically_normal().filename().string().empty()
-                                 ? fs::path(dir).lexically_normal().parent_path().filename().string()
-                                 : fs::path(dir).lexically_normal().filename().string(),
-                             n_params),
-         true);
-    if (!m.size_label && n_params > 0) m.size_label = size_label(n_params);
-    set("general.name", gguf_value(m.name ? *m.name : fs::path(dir).filename().string()));
-    if (m.version) set("general.version", gguf_value(*m.version));
-    if (m.organization) set("general.organization", gguf_value(*m.organization));
-    if (m.finetune) set("general.finetune", gguf_value(*m.finetune));
-    if (m.basename) set("general.basename", gguf_value(*m.basename));
-    if (m.size_label) set("general.size_label", gguf_value(*m.size_label));
+        take(model_id_components(name_or_path, n_params));
+    const fs::path norm = fs::path(dir).lexically_normal();
+    take(model_id_components(norm.has_filename() ? norm.filename().string() : norm.parent_path().filename().string(),
+                             n_params));
+    if ((!m.count("size_label") || m["size_label"].is_null()) && n_params > 0) m["size_label"] = size_label(n_params);
+
+    auto put = [&](const char* field) {
+        if (auto it = m.find(field); it != m.end() && !it->second.is_null())
+            set(std::string("general.") + field, gguf_value(text_of(it->second)));
+    };
+    for (const char* f : {"name", "author", "version", "organization", "finetune", "basename", "description",
+                          "size_label"})
+        put(f);
+    if (auto it = m.find("license"); it != m.end() && it->second.is_array()) {
+        std::string joined;
+        for (const json& x : it->second) joined += (joined.empty() ? "" : ",") + text_of(x);
+        set("general.license", gguf_value(joined));
+    } else {
+        put("license");
+    }
+    for (const char* f : {"license.name", "license.link", "source.url", "source.doi", "source.uuid", "source.repo_url"})
+        put(f);
+    for (const auto& [what, list] : {std::pair{"base_model", &base_models}, {"dataset", &datasets}}) {
+        if (!*list) continue;
+        const std::string p = std::string("general.") + what + ".";
+        set(p + "count", gguf_value((uint32_t)(*list)->size()));
+        for (size_t i = 0; i < (*list)->size(); ++i)
+            for (const char* f : {"name", "author", "version", "organization", "description", "url", "doi", "uuid",
+                                  "repo_url"})
+                if (const json& e = (**list)[i]; e.contains(f))
+                    set(p + std::to_string(i) + "." + f, gguf_value(text_of(e[f])));
+    }
+    if (tags) set("general.tags", gguf_value(gguf_string_array(*tags)));
+    if (languages) set("general.languages", gguf_value(gguf_string_array(*languages)));
     return kv;
 }
 

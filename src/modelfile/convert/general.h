@@ -1,7 +1,8 @@
-// The general.* metadata llama.cpp's converter writes (gguf-py's Metadata): the model's
-// name and what its name says (basename, size label, fine-tune, version, organization) from
-// config.json's _name_or_path and the directory's name, the size label from the parameter
-// count otherwise, and the sampling defaults of generation_config.json.
+// The general.* metadata llama.cpp's converter writes (gguf-py's Metadata): README.md's model
+// card (licence, tags, languages, base models, datasets, names), the model's name and what
+// its name says (basename, size label, fine-tune, version, organization) from config.json's
+// _name_or_path and the directory's name, the size label from the parameter count
+// otherwise, and the sampling defaults of generation_config.json.
 #pragma once
 
 #include <cstdint>
