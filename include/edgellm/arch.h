@@ -141,6 +141,16 @@ class HfConvert {
     virtual int64_t n_tokens() const = 0;
 };
 
+// A config.json field transformers' config class fills in when it is absent or null (llama.cpp's
+// converter reads the config through transformers): a value, or another field's (divided by
+// a third's).
+struct HfDefault {
+    const char* field;
+    double value = 0.0;
+    const char* from = nullptr;
+    const char* over = nullptr;
+};
+
 struct ArchInfo {
     const char* name;                   // general.architecture
     std::vector<const char*> hf_archs;  // config.json "architectures" convert takes
@@ -163,6 +173,9 @@ struct ArchInfo {
     // How convert reads the tokenizer (null: tokenizer.model when there is one, else
     // tokenizer.json's BPE: llama.cpp's Qwen2 converter).
     void (*convert_vocab)(HfConvert& c) = nullptr;
+    // What transformers' config class of the family fills in (the fields real checkpoints
+    // leave out: the KV heads, the head dimension, RoPE's base, the norms' epsilon...).
+    std::vector<HfDefault> hf_defaults;
 };
 
 // Every family, and the one named (null: none).

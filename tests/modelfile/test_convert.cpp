@@ -223,6 +223,27 @@ TEST(ConvertPreTokenizer, NamesReleasedVocabulariesByTheirHash) {
               "a36179c1e2b1cfcfbfad1dc779addad2ffc778201e4cf0d538bddeafa2c526da");
 }
 
+// A config.json that leaves out what transformers' config class fills in (the KV heads, the
+// head dimension, RoPE's base, the norms' epsilon: older checkpoints do) converts as the
+// complete one: llama.cpp's converter reads the config through transformers.
+TEST(Convert, FieldsTransformersFillsIn) {
+    for (const auto& [fixture, fields] :
+         {std::pair<const char*, std::vector<const char*>>{
+              "llama-spm", {"num_key_value_heads", "head_dim", "rope_theta", "rms_norm_eps"}},
+          {"phi3", {"rms_norm_eps"}}}) {
+        SCOPED_TRACE(fixture);
+        TempDir tmp;
+        const fs::path dir = tmp.path / fixture;
+        fs::copy(kData / fixture, dir);
+        json c = load_json(dir / "config.json");
+        for (const char* f : fields) ASSERT_EQ(c.erase(f), 1u) << f;
+        save_json(dir / "config.json", c);
+        auto r = convert_to(dir, tmp.path / "out.gguf", OutType::F16);
+        ASSERT_TRUE(r.ok()) << r.error();
+        expect_matches(tmp.path / "out.gguf", load_json(kData / fixture / "llama.cpp.json"), "f16");
+    }
+}
+
 // Gemma 3's multimodal checkpoints (Gemma3ForConditionalGeneration: the text model's fields in
 // text_config, its tensors under model.language_model., a vision tower beside) convert to
 // the text model: what llama.cpp's converter wrote for the text checkpoint (it writes the

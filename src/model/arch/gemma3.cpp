@@ -84,6 +84,13 @@ const ArchInfo& gemma3() {
         a.hf_archs = {"Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"};
         a.convert = convert;
         a.convert_vocab = convert_vocab;
+        // (transformers' Gemma3TextConfig: the text_config of the multimodal checkpoints
+        // leaves most of these out)
+        a.hf_defaults = {{"vocab_size", 262208},       {"num_attention_heads", 8},
+                         {"num_key_value_heads", 4},    {"head_dim", 256},
+                         {"rms_norm_eps", 1e-6},        {"rope_theta", 1000000.0},
+                         {"rope_local_base_freq", 10000.0}, {"max_position_embeddings", 131072},
+                         {"sliding_window", 4096},      {"query_pre_attn_scalar", 256}};
         return a;
     }();
     return a;

@@ -76,6 +76,12 @@ const ArchInfo& llama() {
         a.tokenizer_pre = "llama-bpe";
         a.convert = llama_convert;
         a.convert_vocab = llama_convert_vocab;
+        // (transformers' LlamaConfig)
+        a.hf_defaults = {{"num_key_value_heads", 0, "num_attention_heads"},
+                         {"head_dim", 0, "hidden_size", "num_attention_heads"},
+                         {"rope_theta", 10000.0},
+                         {"rms_norm_eps", 1e-6},
+                         {"max_position_embeddings", 2048}};
         return a;
     }();
     return a;

@@ -119,6 +119,10 @@ const ArchInfo& phi3() {
         a.finish = finish;
         a.convert = convert;
         a.convert_vocab = convert_vocab;
+        // (transformers' Phi3Config)
+        a.hf_defaults = {{"num_key_value_heads", 0, "num_attention_heads"}, {"rope_theta", 10000.0},
+                         {"rms_norm_eps", 1e-5}, {"max_position_embeddings", 4096},
+                         {"original_max_position_embeddings", 4096}, {"partial_rotary_factor", 1.0}};
         return a;
     }();
     return a;

@@ -498,7 +498,7 @@ Result<ConvertStats> convert_hf(const std::string& dir, const ConvertOptions& op
     try {
         std::error_code ec;
         if (!fs::is_directory(dir, ec)) return R::fail(dir + ": not a directory (a Hugging Face checkpoint's)");
-        const HfConfig cfg = HfConfig::load(dir);
+        HfConfig cfg = HfConfig::load(dir);
         const ArchInfo* arch = nullptr;
         std::string takes;
         for (const ArchInfo* a : architectures())
@@ -509,6 +509,7 @@ Result<ConvertStats> convert_hf(const std::string& dir, const ConvertOptions& op
         if (!arch)
             return R::fail("config.json: architecture \"" + cfg.architecture() +
                            "\" is not one edgellm runs (convert takes " + takes + ")");
+        cfg.fill_defaults(arch->hf_defaults);
         auto ck = Checkpoint::open(dir);
         if (!ck) return R::fail(ck.error());
         Conversion c(dir, cfg, *arch);

@@ -1,5 +1,6 @@
 #include "modelfile/convert/hf_config.h"
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -68,8 +69,29 @@ HfConfig HfConfig::load(const std::string& dir) {
         for (auto it = (*j)["text_config"].begin(); it != (*j)["text_config"].end(); ++it)
             c.root_[it.key()] = it.value();
 
-    // the rope parameters as llama.cpp's TextModel gathers them
-    const json& r = c.root_;
+    c.gather_rope();
+    return c;
+}
+
+void HfConfig::fill_defaults(const std::vector<HfDefault>& defaults) {
+    for (const HfDefault& d : defaults) {
+        if (root_.contains(d.field) && !root_[d.field].is_null()) continue;
+        if (d.from) {
+            const auto a = integer(d.from);
+            const auto b = d.over ? integer(d.over) : std::optional<int64_t>(1);
+            if (a && b && *b > 0) root_[d.field] = *a / *b;
+        } else if (d.value == std::floor(d.value) && std::abs(d.value) < 1e15) {
+            root_[d.field] = (int64_t)d.value;
+        } else {
+            root_[d.field] = d.value;
+        }
+    }
+    gather_rope();
+}
+
+// The rope parameters as llama.cpp's TextModel gathers them.
+void HfConfig::gather_rope() {
+    const json& r = root_;
     json rp = json::object();
     for (const char* k : {"rope_parameters", "rope_scaling"})
         if (r.contains(k) && r[k].is_object()) {
@@ -96,11 +118,9 @@ HfConfig HfConfig::load(const std::string& dir) {
         if (!rp.contains("original_max_position_embeddings") && orig && !orig->is_null())
             rp["original_max_position_embeddings"] = *orig;
     }
-    c.rope_ = rp.contains("full_attention") && rp["full_attention"].is_object() ? rp["full_attention"] : rp;
-    c.rope_swa_ = rp.contains("sliding_attention") && rp["sliding_attention"].is_object()
-                      ? rp["sliding_attention"]
-                      : json::object();
-    return c;
+    rope_ = rp.contains("full_attention") && rp["full_attention"].is_object() ? rp["full_attention"] : rp;
+    rope_swa_ = rp.contains("sliding_attention") && rp["sliding_attention"].is_object() ? rp["sliding_attention"]
+                                                                                        : json::object();
 }
 
 const json* HfConfig::find(std::string_view path) const {

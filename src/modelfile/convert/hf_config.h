@@ -14,6 +14,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "edgellm/arch.h"
+
 namespace edgellm::convert {
 
 // A JSON file of the checkpoint: nothing when absent; throws edgellm::Error naming the file
@@ -26,6 +28,8 @@ class HfConfig {
   public:
     // Throws edgellm::Error (no config.json, not JSON, no "architectures").
     static HfConfig load(const std::string& dir);
+    // Fill in what the family's transformers config fills in, as llama.cpp reads it.
+    void fill_defaults(const std::vector<HfDefault>& defaults);
 
     const std::string& architecture() const { return arch_; }  // architectures[0]
     const nlohmann::json& root() const { return root_; }
@@ -39,6 +43,7 @@ class HfConfig {
     std::optional<std::vector<double>> numbers(std::string_view path) const;
 
   private:
+    void gather_rope();
     std::string arch_;
     nlohmann::json root_;
     nlohmann::json rope_, rope_swa_;
