@@ -32,7 +32,7 @@ int cmd_convert(const std::vector<std::string>& args) {
         std::string bar(kWidth, ' ');
         for (int i = 0; i < filled; ++i) bar[(size_t)i] = '=';
         if (filled < kWidth) bar[(size_t)filled] = '>';
-        std::fprintf(stderr, "\r[%s] %3d%% %4zu/%zu %.0f/%.0f MiB %-32.32s %s\x1b[K", bar.c_str(), (int)(f * 100),
+        std::fprintf(stderr, "\r[%s] %3d%% %4zu/%zu %.1f/%.1f MiB %-32.32s %s\x1b[K", bar.c_str(), (int)(f * 100),
                      p.index + 1, p.count, (double)p.bytes_done * mib, (double)p.bytes_total * mib,
                      p.name.c_str(), tensor_type_name(p.type));
         if (p.index + 1 == p.count) std::fputc('\n', stderr);
@@ -40,9 +40,11 @@ int cmd_convert(const std::vector<std::string>& args) {
     auto r = convert_hf(s.positional[0], o);
     if (!r) return fail("convert", r.error());
     for (const std::string& n : r->notes) std::fprintf(stderr, "edgellm convert: %s\n", n.c_str());
-    std::fprintf(stderr, "edgellm convert: %s (%s) %s, %zu tensors, %.3f B parameters, %.1f MiB in %.1f s -> %s\n",
+    const bool billions = r->n_params >= 1000000000;
+    std::fprintf(stderr, "edgellm convert: %s (%s) %s, %zu tensors, %.3f %s parameters, %.1f MiB in %.1f s -> %s\n",
                  r->arch.c_str(), r->hf_arch.c_str(), file_type_name(r->file_type), r->n_tensors,
-                 (double)r->n_params / 1e9, (double)r->bytes / (1 << 20), r->seconds, r->path.c_str());
+                 (double)r->n_params / (billions ? 1e9 : 1e6), billions ? "B" : "M", (double)r->bytes / (1 << 20),
+                 r->seconds, r->path.c_str());
     return 0;
 }
 

@@ -490,6 +490,15 @@ TEST_F(ConvertRefusal, TensorOfNoPlaceByName) {
         << e;
 }
 
+TEST_F(ConvertRefusal, OutputOverTheCheckpoint) {
+    copy("qwen3");
+    const auto size = fs::file_size(dir / "model.safetensors");
+    auto r = convert_to(dir, dir / "model.safetensors", OutType::F16);
+    ASSERT_FALSE(r.ok());
+    EXPECT_NE(r.error().find("is one of the checkpoint's shards"), std::string::npos) << r.error();
+    EXPECT_EQ(fs::file_size(dir / "model.safetensors"), size);
+}
+
 TEST_F(ConvertRefusal, NoTokenizer) {
     copy("qwen3");
     fs::remove(dir / "tokenizer.json");

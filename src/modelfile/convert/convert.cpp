@@ -483,6 +483,12 @@ ConvertStats Conversion::run(const Checkpoint& ck, const ConvertOptions& opts) {
     }
     check_loads(w);
     st.path = output_path(dir_, opts.outfile, general, kFile.at(outtype).second);
+    std::error_code ec;
+    for (const fs::path& in : {fs::path(dir_) / "config.json", fs::path(dir_) / "tokenizer.json",
+                               fs::path(dir_) / "tokenizer.model"})
+        if (fs::equivalent(in, st.path, ec)) fail(st.path + " is the checkpoint's " + in.filename().string());
+    for (const StTensor* t : ck.tensors())
+        if (fs::equivalent(t->file->path(), st.path, ec)) fail(st.path + " is one of the checkpoint's shards");
     st.n_tensors = plans.size();
     st.bytes = total;
     auto written = w.write(st.path);
