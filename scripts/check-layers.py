@@ -66,7 +66,7 @@ PUBLIC = {
     "model": "model", "arch": "model", "tokenizer": "text", "chat": "text", "grammar": "text",
     "json_schema": "text", "sampler": "text", "session": "runtime",
     "prompt_cache": "runtime", "speculative": "runtime", "quantize": "modelfile",
-    "synth": "modelfile", "client": "client", "server": "server", "kernels": "kernels",
+    "synth": "modelfile", "convert": "modelfile", "client": "client", "server": "server", "kernels": "kernels",
     "cpu": "compute", "http": "http", "agent": "agent",
 }
 

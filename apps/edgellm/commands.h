@@ -15,6 +15,7 @@ int cmd_run(const std::vector<std::string>& args);
 int cmd_perplexity(const std::vector<std::string>& args);
 int cmd_quantize(const std::vector<std::string>& args);
 int cmd_synth(const std::vector<std::string>& args);
+int cmd_convert(const std::vector<std::string>& args);
 int cmd_bench(const std::vector<std::string>& args);
 int cmd_serve(const std::vector<std::string>& args);
 int cmd_accept(const std::vector<std::string>& args);

@@ -59,6 +59,7 @@ void usage(FILE* out) {
         "  detokenize          token ids -> text\n"
         "  inspect MODEL       metadata, tensors, kernels and the memory bill\n"
         "  quantize            convert a model to Q4_K_M, Q8_0, ... (llama.cpp's mixes)\n"
+        "  convert HF_DIR      a Hugging Face checkpoint to GGUF (llama.cpp's convert_hf_to_gguf.py)\n"
         "  synth               write a model with random weights in a real model's shapes\n"
         "  bench               prompt and generation speed, with the memory bandwidth share\n"
         "  perplexity          perplexity of a text; KL divergence from a saved reference\n"
@@ -86,6 +87,7 @@ int main(int argc, char** argv) {
     if (cmd == "perplexity") return cmd_perplexity(args);
     if (cmd == "quantize") return cmd_quantize(args);
     if (cmd == "synth") return cmd_synth(args);
+    if (cmd == "convert") return cmd_convert(args);
     if (cmd == "bench") return cmd_bench(args);
     if (cmd == "tokenize") return cmd_tokenize(args);
     if (cmd == "detokenize") return cmd_detokenize(args);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -119,6 +120,69 @@ struct ArchRefusal {
     const char* why;
 };
 
+// What `edgellm convert` (src/modelfile/convert) offers a family's hooks: config.json's
+// fields, the checkpoint's files and the GGUF being written. A field path is "a.b" into
+// config.json (text_config merged in); "rope.X" is the rope parameters as llama.cpp's
+// converter gathers them (rope_parameters or rope_scaling, with rope_theta,
+// partial_rotary_factor, original_max_position_embeddings; the full-attention ones when
+// there are two kinds) and "rope_swa.X" the sliding-window layers' ones. Getters give nothing
+// for an absent or null field and throw edgellm::Error naming a field of the wrong type; a
+// hook refuses a checkpoint the same way (fail).
+class HfConvert {
+  public:
+    virtual ~HfConvert() = default;
+    virtual std::optional<double> number(std::string_view field) const = 0;
+    virtual std::optional<int64_t> integer(std::string_view field) const = 0;
+    virtual std::optional<std::string> string(std::string_view field) const = 0;
+    virtual std::optional<std::vector<double>> numbers(std::string_view field) const = 0;
+    virtual bool has(std::string_view field) const = 0;  // present (null included)
+    // The field, or the refusal "config.json: FIELD missing".
+    int64_t need_integer(std::string_view field) const;
+    double need_number(std::string_view field) const;
+    [[noreturn]] void fail(const std::string& why) const;
+
+    virtual bool has_file(std::string_view name) const = 0;  // in the checkpoint's directory
+    // In one of its JSON files: the entries of the object or array at `path` (0: none), the
+    // boolean or string at `path` (nothing when absent or of another type).
+    virtual int64_t json_entries(std::string_view file, std::string_view path) const = 0;
+    virtual std::optional<bool> file_flag(std::string_view file, std::string_view path) const = 0;
+    virtual std::optional<std::string> file_string(std::string_view file,
+                                                   std::string_view path) const = 0;
+
+    // The GGUF's metadata; keys after "ARCH." (the family's) unless they start "general." or
+    // "tokenizer.".
+    virtual void set_u32(const std::string& key, uint32_t v) = 0;
+    virtual void set_f32(const std::string& key, float v) = 0;
+    virtual void set_bool(const std::string& key, bool v) = 0;
+    virtual void set_string(const std::string& key, const std::string& v) = 0;
+    virtual void remove(const std::string& key) = 0;
+    // A tensor computed from config.json (F32, one dimension), written before the
+    // checkpoint's, as llama.cpp's generate_extra_tensors.
+    virtual void add_tensor(const std::string& gguf_name, std::vector<float> values) = 0;
+    // Keep only the first `rows` rows (outer dimension) of a checkpoint tensor.
+    virtual void keep_rows(const std::string& gguf_name, int64_t rows) = 0;
+
+    // The tokenizer, as llama.cpp's set_vocab variants read it. SentencePiece's
+    // tokenizer.model with its added tokens read as llama.cpp's base converter does, or as
+    // its Phi-3 converter does (false: no tokenizer.model); byte-level BPE from
+    // tokenizer.json (its pre-tokenizer identified as llama.cpp names it).
+    enum class SpmAdded { Base, Phi3 };
+    virtual bool vocab_sentencepiece(SpmAdded how) = 0;
+    virtual void vocab_bpe() = 0;
+    // Tokens written to tokenizer.ggml.tokens (after the vocabulary hook).
+    virtual int64_t n_tokens() const = 0;
+};
+
+// A config.json field transformers' config class fills in when it is absent or null (llama.cpp's
+// converter reads the config through transformers): a value, or another field's (divided by
+// a third's).
+struct HfDefault {
+    const char* field;
+    double value = 0.0;
+    const char* from = nullptr;
+    const char* over = nullptr;
+};
+
 struct ArchInfo {
     const char* name;                   // general.architecture
     std::vector<const char*> hf_archs;  // config.json "architectures" convert takes
@@ -135,6 +199,16 @@ struct ArchInfo {
     // What the table cannot say: defaults and checks of the family (null: none). Returns
     // an error ("" : fine).
     std::string (*finish)(HParams& hp, const GgufFile& f) = nullptr;
+    // What convert writes beyond the keys whose `hf` names a config.json field (those it
+    // writes when present, refusing a required one that is absent) and the checkpoint's
+    // tensors: computed keys and tensors, llama.cpp's defaults and quirks (null: nothing).
+    void (*convert)(HfConvert& c) = nullptr;
+    // How convert reads the tokenizer (null: tokenizer.model when there is one, else
+    // tokenizer.json's BPE: llama.cpp's Qwen2 converter).
+    void (*convert_vocab)(HfConvert& c) = nullptr;
+    // What transformers' config class of the family fills in (the fields real checkpoints
+    // leave out: the KV heads, the head dimension, RoPE's base, the norms' epsilon...).
+    std::vector<HfDefault> hf_defaults;
 };
 
 // Every family, and the one named (null: none).

@@ -170,8 +170,17 @@ class GgufWriter {
     // Write to `path` through a temporary file in the same directory and a rename, so a
     // reader never sees half a file and an existing file survives a failed write.
     Result<std::monostate> write(const std::string& path) const;
+    // The metadata alone as a GGUF file without tensors (GgufFile::parse reads it back).
+    std::vector<uint8_t> metadata_bytes() const;
+    // What write() puts before the tensors' data (metadata, tensor index, padding), and the
+    // data's size: a reader's view of the file before it is written.
+    std::vector<uint8_t> header_bytes() const;
+    size_t data_bytes() const;
 
   private:
+    size_t alignment() const;
+    template <typename S>
+    void write_head(S& s) const;
     struct Tensor {
         std::string name;
         TensorType type;

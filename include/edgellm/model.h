@@ -140,6 +140,9 @@ class Model {
     static Result<std::unique_ptr<Model>> load(std::shared_ptr<const GgufFile> file,
                                               const LoadOptions& opts = {});
     ~Model();
+    // What load checks, without loading: the hyper-parameters of the metadata and every
+    // tensor's name, shape and type against the family's table entry (no data is read).
+    static Result<HParams> check(const GgufFile& file);
 
     const HParams& hparams() const { return hp_; }
     const GgufFile& file() const { return *file_; }

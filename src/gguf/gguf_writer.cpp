@@ -314,8 +314,12 @@ namespace {
 class Sink {
   public:
     explicit Sink(FILE* f) : f_(f) {}
+    explicit Sink(std::vector<uint8_t>* out) : out_(out) {}
     void raw(const void* p, size_t n) {
-        if (ok_ && n && std::fwrite(p, 1, n, f_) != n) ok_ = false;
+        if (out_ && n)
+            out_->insert(out_->end(), (const uint8_t*)p, (const uint8_t*)p + n);
+        else if (ok_ && n && std::fwrite(p, 1, n, f_) != n)
+            ok_ = false;
         pos_ += n;
     }
     template <typename T>
@@ -359,28 +363,27 @@ class Sink {
     bool ok() const { return ok_; }
 
   private:
-    FILE* f_;
+    FILE* f_ = nullptr;
+    std::vector<uint8_t>* out_ = nullptr;
     size_t pos_ = 0;
     bool ok_ = true;
 };
 
 }  // namespace
 
-Result<std::monostate> GgufWriter::write(const std::string& path) const {
-    using R = Result<std::monostate>;
-    size_t alignment = 32;
+size_t GgufWriter::alignment() const {
     for (const auto& [k, v] : kv_)
-        if (k == "general.alignment" && v.as_int() && *v.as_int() > 0)
-            alignment = (size_t)*v.as_int();
+        if (k == "general.alignment" && v.as_int() && *v.as_int() > 0) return (size_t)*v.as_int();
+    return 32;
+}
 
-    const std::string tmp = path + ".tmp." + std::to_string(getpid());
-    FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f) return R::fail(tmp + ": " + std::strerror(errno));
-    Sink s(f);
+template <typename S>
+void GgufWriter::write_head(S& s) const {
+    const size_t align = alignment();
     s.raw("GGUF", 4);
-    s.put<uint32_t>(3);
-    s.put<uint64_t>(tensors_.size());
-    s.put<uint64_t>(kv_.size());
+    s.template put<uint32_t>(3);
+    s.template put<uint64_t>(tensors_.size());
+    s.template put<uint64_t>(kv_.size());
     for (const auto& [k, v] : kv_) {
         s.str(k);
         s.value(v);
@@ -388,13 +391,46 @@ Result<std::monostate> GgufWriter::write(const std::string& path) const {
     size_t offset = 0;
     for (const auto& t : tensors_) {
         s.str(t.name);
-        s.put<uint32_t>((uint32_t)t.ne.size());
-        for (int64_t n : t.ne) s.put<uint64_t>((uint64_t)n);
-        s.put<uint32_t>((uint32_t)t.type);
-        s.put<uint64_t>(offset);
-        offset += (t.n_bytes + alignment - 1) / alignment * alignment;
+        s.template put<uint32_t>((uint32_t)t.ne.size());
+        for (int64_t n : t.ne) s.template put<uint64_t>((uint64_t)n);
+        s.template put<uint32_t>((uint32_t)t.type);
+        s.template put<uint64_t>(offset);
+        offset += (t.n_bytes + align - 1) / align * align;
     }
-    s.pad_to(alignment);
+    s.pad_to(align);
+}
+
+std::vector<uint8_t> GgufWriter::metadata_bytes() const {
+    std::vector<uint8_t> out;
+    Sink s(&out);
+    GgufWriter meta;
+    meta.kv_ = kv_;
+    meta.write_head(s);
+    return out;
+}
+
+std::vector<uint8_t> GgufWriter::header_bytes() const {
+    std::vector<uint8_t> out;
+    Sink s(&out);
+    write_head(s);
+    return out;
+}
+
+size_t GgufWriter::data_bytes() const {
+    const size_t align = alignment();
+    size_t n = 0;
+    for (const auto& t : tensors_) n += (t.n_bytes + align - 1) / align * align;
+    return n;
+}
+
+Result<std::monostate> GgufWriter::write(const std::string& path) const {
+    using R = Result<std::monostate>;
+    const size_t alignment = this->alignment();
+    const std::string tmp = path + ".tmp." + std::to_string(getpid());
+    FILE* f = std::fopen(tmp.c_str(), "wb");
+    if (!f) return R::fail(tmp + ": " + std::strerror(errno));
+    Sink s(f);
+    write_head(s);
     std::vector<uint8_t> buf;
     std::string fill_err;
     for (const auto& t : tensors_) {

@@ -409,6 +409,18 @@ std::future<void> kernels_in_background() {
 }
 }  // namespace
 
+Result<HParams> Model::check(const GgufFile& file) {
+    auto hp = read_hparams(file);
+    if (!hp) return hp;
+    Impl scratch;
+    try {
+        bind_weights(file, *hp, scratch);
+    } catch (const Error& e) {
+        return Result<HParams>::fail(e.what());
+    }
+    return hp;
+}
+
 Result<std::unique_ptr<Model>> Model::load(const std::string& path, const LoadOptions& opts) {
     // (the kernels' self-test starts in the other load, beside the hyper-parameters and
     // the binding; opening the file is only its header)

@@ -1,6 +1,7 @@
 // The commands, and their help and reference page written from the option table.
 #include <algorithm>
 
+#include "edgellm/arch.h"
 #include "edgellm/quantize.h"
 #include "edgellm/synth.h"
 #include "options.h"
@@ -46,6 +47,13 @@ std::string file_type_names() {
     for (FileType t : all_file_types())
         types += std::string(types.empty() ? "" : ", ") + file_type_name(t);
     return types;
+}
+
+std::string hf_arch_names() {
+    std::string s;
+    for (const ArchInfo* a : architectures())
+        for (const char* h : a->hf_archs) s += (s.empty() ? "" : ", ") + std::string(h);
+    return s;
 }
 
 std::string shape_names() {
@@ -118,6 +126,12 @@ const std::vector<CommandInfo>& commands() {
          true},
         {"quantize", kQuantize,
          "edgellm quantize IN.gguf OUT.gguf TYPE [THREADS] [options]\n\nTYPE: " + file_type_names(),
+         check_nothing, true},
+        {"convert", kConvert,
+         "edgellm convert HF_DIR [--outfile OUT.gguf] [--outtype f32|f16|bf16|q8_0|auto]\n\n"
+         "A Hugging Face checkpoint (config.json, model*.safetensors, the tokenizer's files) to\n"
+         "GGUF as llama.cpp's convert_hf_to_gguf.py writes it, for the architectures edgellm\n"
+         "runs: " + hf_arch_names() + ".",
          check_nothing, true},
         {"synth", kSynth,
          "edgellm synth --shape NAME [--arch A] -o OUT.gguf [--type T] "

@@ -33,6 +33,7 @@ enum Scope : uint32_t {
     kQuantize = 1u << 9,
     kSynth = 1u << 10,
     kAccept = 1u << 11,
+    kConvert = 1u << 12,
 };
 constexpr uint32_t kServeAll = kServe | kRouter;  // what serve's command line takes
 
@@ -148,6 +149,7 @@ bool read_text_file(const std::string& path, std::string* out);
 // ---- the commands (help.cpp) ----
 std::string file_type_names();  // quantize's and synth's TYPEs, comma-separated
 std::string shape_names();      // synth's --shape NAMEs, comma-separated
+std::string hf_arch_names();    // config.json architectures convert takes, comma-separated
 struct CommandInfo {
     const char* name;
     uint32_t scope;  // its Scope bits: the rows it takes

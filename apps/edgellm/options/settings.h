@@ -13,6 +13,7 @@
 
 #include "edgellm/grammar.h"
 #include "edgellm/model.h"
+#include "edgellm/convert.h"
 #include "edgellm/quantize.h"
 #include "edgellm/server.h"
 #include "edgellm/session.h"
@@ -93,6 +94,12 @@ struct SynthSettings {
     int64_t seed = 1, n_threads = 0;
 };
 
+struct ConvertSettings {
+    std::optional<std::string> outfile;
+    OutType outtype = OutType::Auto;
+    int64_t n_threads = 0;
+};
+
 struct AcceptSettings {
     static constexpr int kMaxTurns = 8;  // the conversation seed 000 has
     std::string url;
@@ -133,6 +140,7 @@ struct Settings {
     IoSettings io;
     QuantizeSettings quantize;
     SynthSettings synth;
+    ConvertSettings convert;
     AcceptSettings accept;
 };
 

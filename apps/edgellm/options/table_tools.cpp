@@ -1,5 +1,5 @@
 // The option table, part 7: the measuring and model-making commands (bench, perplexity,
-// accept, quantize, synth).
+// accept, quantize, convert, synth).
 #include "edgellm/arch.h"
 #include "edgellm/synth.h"
 #include "options.h"
@@ -183,6 +183,27 @@ std::vector<Option> tool_options() {
         {.names = {"--pure"}, .scope = kQuantize, .group = Group::Output,
          .help = "no mixture: every quantizable tensor gets TYPE's base type",
          .apply = set_flag([](Settings& s) { s.quantize.opts.pure = true; })},
+
+        // ---- convert ----
+        {.names = {"--outfile"}, .metavar = "FILE", .scope = kConvert, .group = Group::Output,
+         .help = "GGUF to write (default: llama.cpp's name for the model, in HF_DIR; a directory: "
+                 "that name in it); {ftype} becomes the type",
+         .apply = store([](Settings& s, const std::string& v) { s.convert.outfile = v; })},
+        {.names = {"--outtype"}, .metavar = "T", .scope = kConvert, .group = Group::Output,
+         .help = "type of the matrices: f32, f16, bf16, q8_0, or auto (default): bf16 for a bf16 "
+                 "checkpoint, else f16",
+         .apply = [](const Arg& a, Settings& s, std::string* err) {
+             const auto t = out_type_from_name(a.value);
+             if (!t) {
+                 *err = "unknown --outtype \"" + a.value + "\" (one of: " + out_type_names() + ")";
+                 return false;
+             }
+             s.convert.outtype = *t;
+             return true;
+         }},
+        {.names = {"-t", "--threads"}, .metavar = "N", .scope = kConvert, .group = Group::Cpu,
+         .help = "threads (default: all cores)",
+         .apply = integer(1, 1024, [](Settings& s, int64_t v) { s.convert.n_threads = v; })},
 
         // ---- synth ----
         {.names = {"--arch"}, .metavar = "A", .scope = kSynth, .group = Group::Model,

@@ -69,7 +69,7 @@ std::vector<ArchKey> dense_keys() {
         {"attention.value_length", "head_dim", F::ValueLength, false, false},
         {"attention.layer_norm_rms_epsilon", "rms_norm_eps", F::RmsEps, true, false},
         {"rope.dimension_count", nullptr, F::Rot, false, false},
-        {"rope.freq_base", "rope_theta", F::RopeBase, true, false},
+        {"rope.freq_base", "rope.rope_theta", F::RopeBase, true, false},
     };
 }
 

@@ -13,4 +13,8 @@ const ArchInfo& gemma4();
 const ArchInfo& phi3();
 const ArchInfo& smollm3();
 
+// llama.cpp's LlamaModel converter, which SmolLM3's extends (llama.cpp).
+void llama_convert(HfConvert& c);
+void llama_convert_vocab(HfConvert& c);
+
 }  // namespace edgellm::arch

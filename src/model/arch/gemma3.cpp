@@ -21,18 +21,52 @@ std::string finish(HParams& hp, const GgufFile&) {
     return {};
 }
 
+// llama.cpp's Gemma3Model converter: its defaults for what config.json leaves out, the
+// global layers' RoPE base, the soft-cap when set, the window unless every layer is global
+// (a pattern of 1), and the token embedding cut to the tokenizer's tokens.
+void convert(HfConvert& c) {
+    c.set_u32("context_length", (uint32_t)c.integer("max_position_embeddings").value_or(131072));
+    c.set_u32("attention.head_count", (uint32_t)c.integer("num_attention_heads").value_or(8));
+    c.set_f32("attention.layer_norm_rms_epsilon", (float)c.number("rms_norm_eps").value_or(1e-6));
+    const auto head_dim = (uint32_t)c.integer("head_dim").value_or(256);
+    c.set_u32("attention.key_length", head_dim);
+    c.set_u32("attention.value_length", head_dim);
+    c.set_f32("rope.freq_base", (float)c.number("rope.rope_theta").value_or(1e6));
+    if (c.number("attn_logit_softcapping"))
+        c.fail("config.json: \"attn_logit_softcapping\" is Gemma 2's, not Gemma 3's");
+    if (const auto cap = c.number("final_logit_softcapping"); cap && *cap != 0.0)
+        c.set_f32("final_logit_softcapping", (float)*cap);
+    if (c.integer("sliding_window_pattern") != 1)
+        c.set_u32("attention.sliding_window", (uint32_t)c.need_integer("sliding_window"));
+    c.set_u32("attention.head_count_kv", (uint32_t)c.integer("num_key_value_heads").value_or(4));
+    // (rows past the tokenizer's are never looked up)
+    c.keep_rows("token_embd.weight",
+                c.has_file("tokenizer.model") ? c.n_tokens()
+                                              : c.json_entries("tokenizer.json", "model.vocab") +
+                                                    c.json_entries("tokenizer.json", "added_tokens"));
+}
+
+// Its set_vocab: SentencePiece's tokenizer.model, with no space prefix, else tokenizer.json.
+void convert_vocab(HfConvert& c) {
+    if (c.vocab_sentencepiece(HfConvert::SpmAdded::Base))
+        c.set_bool("tokenizer.ggml.add_space_prefix", false);
+    else
+        c.vocab_bpe();
+}
+
 }  // namespace
 
 const ArchInfo& gemma3() {
     static const ArchInfo a = [] {
         ArchInfo a;
         a.name = "gemma3";
-        a.hf_archs = {"Gemma3ForCausalLM"};
         a.keys = dense_keys();
-        a.keys.push_back({"attention.sliding_window", "sliding_window", Field::Swa, false, false, 0});
-        a.keys.push_back({"attention.sliding_window_pattern", "sliding_window_pattern", Field::SwaPattern, false, false, 6});
-        a.keys.push_back({"rope.freq_base_swa", "rope_local_base_freq", Field::RopeBaseSwa, true, false, 10000.0});
-        a.keys.push_back({"final_logit_softcapping", "final_logit_softcapping", Field::FinalSoftcap, true, false, 0.0});
+        // (the window, its pattern and the soft-cap: the convert hook, as llama.cpp's
+        // converter writes them; it writes no pattern: llama.cpp's loader fixes it at 6)
+        a.keys.push_back({"attention.sliding_window", nullptr, Field::Swa, false, false, 0});
+        a.keys.push_back({"attention.sliding_window_pattern", nullptr, Field::SwaPattern, false, false, 6});
+        a.keys.push_back({"rope.freq_base_swa", "rope_swa.rope_theta", Field::RopeBaseSwa, true, false, 10000.0});
+        a.keys.push_back({"final_logit_softcapping", nullptr, Field::FinalSoftcap, true, false, 0.0});
         a.tensors = dense_tensors({.qk_norm = true, .post_norms = true});
         // every norm stored as w - 1 in the checkpoint
         for (ArchTensor& t : a.tensors)
@@ -41,6 +75,16 @@ const ArchInfo& gemma3() {
         a.qk_norm = true;
         a.gemma = true;
         a.finish = finish;
+        a.hf_archs = {"Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"};
+        a.convert = convert;
+        a.convert_vocab = convert_vocab;
+        // (transformers' Gemma3TextConfig: the text_config of the multimodal checkpoints
+        // leaves most of these out)
+        a.hf_defaults = {{"vocab_size", 262208},       {"num_attention_heads", 8},
+                         {"num_key_value_heads", 4},    {"head_dim", 256},
+                         {"rms_norm_eps", 1e-6},        {"rope_theta", 1000000.0},
+                         {"rope_local_base_freq", 10000.0}, {"max_position_embeddings", 131072},
+                         {"sliding_window", 4096},      {"query_pre_attn_scalar", 256}};
         return a;
     }();
     return a;

@@ -13,6 +13,9 @@ const ArchInfo& qwen2() {
         a.tensors = dense_tensors({.qkv_bias = true});
         a.rope_neox = true;
         a.tokenizer_pre = "qwen2";
+        // (transformers' Qwen2Config)
+        a.hf_defaults = {{"num_key_value_heads", 0, "num_attention_heads"}, {"rope_theta", 10000.0},
+                         {"rms_norm_eps", 1e-6}, {"max_position_embeddings", 32768}};
         return a;
     }();
     return a;
@@ -28,6 +31,9 @@ const ArchInfo& qwen3() {
         a.rope_neox = true;
         a.qk_norm = true;
         a.tokenizer_pre = "qwen2";
+        // (transformers' Qwen3Config)
+        a.hf_defaults = {{"num_key_value_heads", 0, "num_attention_heads"}, {"head_dim", 128},
+                         {"rope_theta", 10000.0}, {"rms_norm_eps", 1e-6}, {"max_position_embeddings", 32768}};
         return a;
     }();
     return a;

@@ -7,6 +7,22 @@
 
 namespace edgellm {
 
+int64_t HfConvert::need_integer(std::string_view field) const {
+    const auto v = integer(field);
+    if (!v) fail("config.json: \"" + std::string(field) + "\" missing");
+    return *v;
+}
+
+double HfConvert::need_number(std::string_view field) const {
+    const auto v = number(field);
+    if (!v) fail("config.json: \"" + std::string(field) + "\" missing");
+    return *v;
+}
+
+void HfConvert::fail(const std::string& why) const {
+    throw Error(why);
+}
+
 const std::vector<const ArchInfo*>& architectures() {
     static const std::vector<const ArchInfo*> all = {&arch::llama(), &arch::qwen2(), &arch::qwen3(),
                                                      &arch::gemma3(), &arch::gemma4(), &arch::phi3(),

@@ -14,6 +14,12 @@ const ArchInfo& smollm3() {
         a.tensors = dense_tensors({.rope_permute = true});
         a.nope_every = 4;
         a.tokenizer_pre = "llama-bpe";
+        // (llama.cpp converts it as a Llama: the NoPE layers are fixed at every fourth)
+        a.convert = llama_convert;
+        a.convert_vocab = llama_convert_vocab;
+        // (transformers' SmolLM3Config)
+        a.hf_defaults = {{"num_key_value_heads", 4}, {"rope_theta", 2000000.0}, {"rms_norm_eps", 1e-6},
+                         {"max_position_embeddings", 32768}};
         return a;
     }();
     return a;

@@ -1,0 +1,504 @@
+#!/usr/bin/env python3
+"""Fixtures of `edgellm convert`: a tiny Hugging Face checkpoint of every family edgellm runs
+(random weights, fixed seeds; small real tokenizers: byte-level BPE in Llama 3's and Qwen 2's
+styles, SentencePiece models in Gemma's and Phi-3's; model cards for two) in
+tests/data/convert/NAME/, and what
+llama.cpp's converter (convert_hf_to_gguf.py of the pinned llama.cpp) makes of each with
+--outtype f32, f16, bf16, q8_0 and auto, as a manifest: every metadata key with its type and
+value (arrays as their count and the sha256 of their GGUF encoding) and every tensor's type,
+shape and sha256. tests/modelfile/test_convert.cpp converts the same checkpoints and compares.
+
+  scripts/reference.sh --with-converter        # once: the converter's venv (torch)
+  ~/.cache/edgellm/convert-venv/bin/python scripts/convert-fixtures.py [--only NAME]
+
+The converter identifies a byte-level BPE pre-tokenizer by hashing the tokenization of a
+fixed text, which only the released vocabularies' hashes match; for these small
+vocabularies the wrapper below gives it the name instead when the hash is unknown (as
+edgellm convert names them, from tokenizer.json's pre_tokenizer). Nothing else of the
+converter is changed. The test command does not need torch: only this script does.
+"""
+import argparse
+import hashlib
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OUT = os.path.join(ROOT, "tests", "data", "convert")
+TEXT = "/usr/share/common-licenses/GPL-3"
+OUTTYPES = ["f32", "f16", "bf16", "q8_0"]
+
+LLAMA3_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+             r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+QWEN2_RE = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+            r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+
+# Some text beyond the licence's ASCII, so the vocabularies have multi-byte tokens.
+EXTRA = ["我想在apple工作1314151天～", "нещо на Български", "🚀 (normal) 😶‍🌫️ ✅ 🦙🦙",
+         "I've been 'told he's there, 'RE you sure? 'M not sure I'll make it, 'D you like some tea?"]
+
+CHAT_LLAMA3 = ("{{ bos_token }}{% for m in messages %}<|start_header_id|>{{ m['role'] }}<|end_header_id|>\n\n"
+               "{{ m['content'] | trim }}<|eot_id|>{% endfor %}"
+               "{% if add_generation_prompt %}<|start_header_id|>assistant<|end_header_id|>\n\n{% endif %}")
+CHAT_CHATML = ("{% for m in messages %}<|im_start|>{{ m['role'] }}\n{{ m['content'] }}<|im_end|>\n{% endfor %}"
+               "{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}")
+CHAT_GEMMA = ("{{ bos_token }}{% for m in messages %}<start_of_turn>{{ 'model' if m['role'] == 'assistant' "
+              "else m['role'] }}\n{{ m['content'] | trim }}<end_of_turn>\n{% endfor %}"
+              "{% if add_generation_prompt %}<start_of_turn>model\n{% endif %}")
+CHAT_PHI3 = ("{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}<|end|>\n{% endfor %}"
+             "{% if add_generation_prompt %}<|assistant|>\n{% else %}{{ eos_token }}{% endif %}")
+
+
+README_LLAMA = """---
+language:
+- en
+- de
+library_name: transformers
+license: llama3.2
+pipeline_tag: text-generation
+tags:
+- facebook
+- meta
+- llama
+base_model:
+- meta-llama/Llama-3.2-1B
+extra_gated_prompt: >-
+  ### LLAMA 3.2 COMMUNITY LICENSE AGREEMENT
+
+  Llama 3.2 Version Release Date: September 25, 2024
+extra_gated_fields:
+  First Name: text
+  Country: country
+  ? By clicking Submit below I accept the terms of the license
+  : checkbox
+extra_gated_button_content: Submit
+---
+
+## A tiny Llama 3.2 style checkpoint with random weights
+"""
+
+README_QWEN2 = """---
+license: apache-2.0
+license_link: https://huggingface.co/Qwen/Qwen2.5-0.5B-Instruct/blob/main/LICENSE
+language:
+- en
+pipeline_tag: text-generation
+base_model: Qwen/Qwen2.5-0.5B
+tags:
+- chat
+library_name: transformers
+datasets: [HuggingFaceFW/fineweb, "allenai/c4"]
+---
+
+# A tiny Qwen2.5 style checkpoint with random weights
+"""
+
+
+def texts():
+    with open(TEXT, encoding="utf-8") as f:
+        return [line for line in f.read().splitlines() if line.strip()] + EXTRA
+
+
+def bpe_tokenizer(style, vocab_size, specials, nonspecial=()):
+    """A byte-level BPE tokenizer.json in Llama 3's ("llama3") or Qwen 2's ("qwen2") style."""
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    tok = Tokenizer(models.BPE(ignore_merges=(style == "llama3")))
+    if style == "qwen2":
+        tok.normalizer = normalizers.NFC()
+    regex = LLAMA3_RE if style == "llama3" else QWEN2_RE
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(regex), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                                  show_progress=False)
+    tok.train_from_iterator(texts(), trainer)
+    from tokenizers import AddedToken
+    tok.add_special_tokens([AddedToken(s, special=True, normalized=False) for s in specials])
+    if nonspecial:
+        tok.add_tokens([AddedToken(s, special=False, normalized=False) for s in nonspecial])
+    if style == "llama3":
+        bos = specials[0]
+        tok.post_processor = processors.Sequence([
+            processors.ByteLevel(trim_offsets=False),
+            processors.TemplateProcessing(single=f"{bos} $A", pair=f"{bos} $A {bos} $B:1",
+                                          special_tokens=[(bos, tok.token_to_id(bos))])])
+    else:
+        tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    return tok
+
+
+def spm_model(path_prefix, vocab_size, ids, user_defined=()):
+    """A SentencePiece BPE model with byte fallback (no normalization rules: a small file)."""
+    import sentencepiece as spm
+    spm.SentencePieceTrainer.train(
+        sentence_iterator=iter(texts()), model_prefix=path_prefix, vocab_size=vocab_size, model_type="bpe",
+        byte_fallback=True, split_digits=True, normalization_rule_name="identity", character_coverage=0.99,
+        user_defined_symbols=list(user_defined), minloglevel=2, **ids)
+    return path_prefix + ".model"
+
+
+def randomize(model, seed):
+    """Every parameter random (norms around 0 or 1, so Gemma's +1 and the permutations show)."""
+    import torch
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            r = torch.randn(p.shape, generator=g, dtype=torch.float32)
+            p.copy_(r * (0.05 if p.dim() == 1 else 0.02) + (1.0 if p.dim() == 1 and "norm" in name
+                                                              and "gemma" not in type(model).__name__.lower()
+                                                              else 0.0))
+
+
+def save_model(model, d, dtype, shards=False):
+    import torch
+    model = model.to({"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[dtype])
+    model.save_pretrained(d, safe_serialization=True, max_shard_size="60KB" if shards else "10GB")
+
+
+def write_json(path, obj):
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(obj, f, indent=2, ensure_ascii=False)
+        f.write("\n")
+
+
+def patch_json(path, **changes):
+    with open(path, encoding="utf-8") as f:
+        obj = json.load(f)
+    obj.update(changes)
+    write_json(path, obj)
+
+
+# ---- the checkpoints ------------------------------------------------------------------
+
+def make_llama(d):
+    """Llama 3.2 style: byte-level BPE (llama-bpe), bf16, two shards with their index, tied
+    embeddings, Llama 3's rope_scaling (rope_freqs.weight), the chat template in
+    chat_template.jinja."""
+    import transformers as t
+    specials = ["<|begin_of_text|>", "<|end_of_text|>", "<|start_header_id|>", "<|end_header_id|>", "<|eot_id|>"]
+    tok = bpe_tokenizer("llama3", 400, specials)
+    fast = t.PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=specials[0], eos_token="<|eot_id|>")
+    fast.chat_template = CHAT_LLAMA3
+    fast.save_pretrained(d)
+    n = tok.get_vocab_size()
+    cfg = t.LlamaConfig(vocab_size=n, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                        rope_theta=500000.0, rms_norm_eps=1e-5, tie_word_embeddings=True,
+                        bos_token_id=fast.bos_token_id, eos_token_id=[fast.eos_token_id, n - 4],
+                        rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0,
+                                      "high_freq_factor": 4.0, "original_max_position_embeddings": 64})
+    m = t.LlamaForCausalLM(cfg)
+    randomize(m, 1)
+    save_model(m, d, "bf16", shards=True)
+    with open(os.path.join(d, "README.md"), "w") as f:
+        f.write(README_LLAMA)
+
+
+def spm_tokenizer_json(d, slow, bos):
+    """The tokenizer.json beside a SentencePiece model, as far as converters read it: the
+    added tokens (control pieces and added ones) and the post-processor that adds BOS. (Made
+    here rather than by transformers' slow-to-fast conversion, which needs a newer protobuf
+    than the converter's venv pins.)"""
+    sp = slow.sp_model
+    added = []
+    for i in range(sp.get_piece_size()):
+        if sp.is_control(i) or sp.is_unknown(i):
+            added.append({"id": i, "content": sp.id_to_piece(i), "special": True})
+    for i, tok in sorted(slow.added_tokens_decoder.items()):
+        if i >= sp.get_piece_size():
+            added.append({"id": i, "content": tok.content, "special": tok.special})
+    for a in added:
+        a.update(single_word=False, lstrip=False, rstrip=False, normalized=False)
+    tj = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added, "normalizer": None,
+          "pre_tokenizer": None,
+          "post_processor": {"type": "TemplateProcessing",
+                             "single": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+                             "pair": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                                      {"SpecialToken": {"id": bos, "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
+                             "special_tokens": {bos: {"id": bos, "ids": [sp.piece_to_id(bos)], "tokens": [bos]}}},
+          "decoder": None,
+          "model": {"type": "BPE", "dropout": None, "unk_token": None, "byte_fallback": True, "fuse_unk": True,
+                    "vocab": {sp.id_to_piece(i): i for i in range(sp.get_piece_size())}, "merges": []}}
+    write_json(os.path.join(d, "tokenizer.json"), tj)
+
+
+def make_llama_spm(d):
+    """Llama 2 / TinyLlama style: a SentencePiece tokenizer.model (no tokenizer.json: the
+    special tokens come from config.json), f32, an untied output."""
+    import transformers as t
+    with tempfile.TemporaryDirectory() as tmp:
+        path = spm_model(os.path.join(tmp, "sp"), 384, dict(unk_id=0, bos_id=1, eos_id=2, pad_id=-1))
+        slow = t.LlamaTokenizer(vocab_file=path, legacy=True, add_prefix_space=None)
+        slow.save_pretrained(d)
+        n = len(slow)
+    patch_json(os.path.join(d, "tokenizer_config.json"), chat_template=CHAT_LLAMA3.replace("<|eot_id|>", "</s>"),
+               add_prefix_space=True)
+    cfg = t.LlamaConfig(vocab_size=n, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=128,
+                        rope_theta=10000.0, rms_norm_eps=1e-6, tie_word_embeddings=False,
+                        bos_token_id=1, eos_token_id=2)
+    m = t.LlamaForCausalLM(cfg)
+    randomize(m, 2)
+    save_model(m, d, "f32")
+
+
+def make_qwen2(d):
+    """Qwen 2.5 style: byte-level BPE (qwen2: NFC, one digit per token), f16, q/k/v biases, an
+    untied output, config vocab_size above the tokenizer's (padding tokens), a non-special
+    added token, sampling defaults in generation_config.json."""
+    import transformers as t
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+    tok = bpe_tokenizer("qwen2", 420, specials, nonspecial=["<tool_call>", "</tool_call>"])
+    fast = t.PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    fast.save_pretrained(d)
+    patch_json(os.path.join(d, "tokenizer_config.json"), chat_template=CHAT_CHATML, add_bos_token=False)
+    n = tok.get_vocab_size() + 12
+    cfg = t.Qwen2Config(vocab_size=n, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                        rope_theta=1000000.0, rms_norm_eps=1e-6, tie_word_embeddings=False,
+                        bos_token_id=tok.token_to_id("<|endoftext|>"), eos_token_id=tok.token_to_id("<|im_end|>"))
+    m = t.Qwen2ForCausalLM(cfg)
+    randomize(m, 3)
+    save_model(m, d, "f16")
+    with open(os.path.join(d, "README.md"), "w") as f:
+        f.write(README_QWEN2)
+    patch_json(os.path.join(d, "generation_config.json"), do_sample=True, temperature=0.7, top_p=0.8,
+               top_k=20, repetition_penalty=1.05)
+
+
+def make_qwen3(d):
+    """Qwen 3 style: per-head q/k norms, head_dim 32 (not hidden / heads), f32, tied, an FFN
+    width of 80 (q8_0 falls back to f16 for ffn_down: its rows are not whole blocks)."""
+    import transformers as t
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<think>", "</think>"]
+    tok = bpe_tokenizer("qwen2", 380, specials)
+    fast = t.PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    fast.save_pretrained(d)
+    patch_json(os.path.join(d, "tokenizer_config.json"), chat_template=CHAT_CHATML)
+    cfg = t.Qwen3Config(vocab_size=tok.get_vocab_size(), hidden_size=64, intermediate_size=80,
+                        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=32,
+                        max_position_embeddings=1024, rope_theta=1000000.0, rms_norm_eps=1e-6,
+                        tie_word_embeddings=True, eos_token_id=tok.token_to_id("<|im_end|>"))
+    m = t.Qwen3ForCausalLM(cfg)
+    randomize(m, 4)
+    save_model(m, d, "f32")
+
+
+def make_gemma3(d):
+    """Gemma 3 text style: a SentencePiece tokenizer.model (pad 0, eos 1, bos 2, unk 3, the
+    turn markers user-defined pieces) with its tokenizer.json, bf16, norms stored as w - 1,
+    sliding windows with their own RoPE base, a final logit soft-cap."""
+    import transformers as t
+    with tempfile.TemporaryDirectory() as tmp:
+        path = spm_model(os.path.join(tmp, "sp"), 400, dict(pad_id=0, eos_id=1, bos_id=2, unk_id=3, pad_piece="<pad>",
+                                                             eos_piece="<eos>", bos_piece="<bos>", unk_piece="<unk>"),
+                         user_defined=["<start_of_turn>", "<end_of_turn>"])
+        slow = t.GemmaTokenizer(vocab_file=path)
+        slow.save_pretrained(d)
+        spm_tokenizer_json(d, slow, "<bos>")
+        n = len(slow)
+    patch_json(os.path.join(d, "tokenizer_config.json"), chat_template=CHAT_GEMMA)
+    cfg = t.Gemma3TextConfig(vocab_size=n, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                             num_attention_heads=4, num_key_value_heads=1, head_dim=16,
+                             max_position_embeddings=1024, rope_theta=1000000.0, rope_local_base_freq=10000.0,
+                             sliding_window=16, query_pre_attn_scalar=16, final_logit_softcapping=30.0,
+                             rms_norm_eps=1e-6, pad_token_id=0, eos_token_id=1, bos_token_id=2)
+    m = t.Gemma3ForCausalLM(cfg)
+    randomize(m, 5)
+    save_model(m, d, "bf16")
+
+
+def make_phi3(d):
+    """Phi-3.5 / Phi-4-mini style: fused qkv_proj and gate_up_proj, a SentencePiece
+    tokenizer.model with added special tokens (added_tokens.json, tokenizer_config.json and
+    tokenizer.json all list them), partial rotary dimensions, LongRoPE's long and short
+    factors, a sliding window, f32, tied."""
+    import transformers as t
+    with tempfile.TemporaryDirectory() as tmp:
+        path = spm_model(os.path.join(tmp, "sp"), 384, dict(unk_id=0, bos_id=1, eos_id=2, pad_id=-1))
+        slow = t.LlamaTokenizer(vocab_file=path, legacy=True)
+        slow.add_special_tokens({"additional_special_tokens": ["<|endoftext|>", "<|assistant|>", "<|end|>",
+                                                               "<|user|>", "<|system|>"]})
+        slow.add_tokens(["<|placeholder1|>"])
+        slow.eos_token = "<|endoftext|>"
+        slow.save_pretrained(d)
+        spm_tokenizer_json(d, slow, "<s>")
+        n = len(slow) + 6
+        eos = slow.convert_tokens_to_ids("<|endoftext|>")
+    patch_json(os.path.join(d, "tokenizer_config.json"), chat_template=CHAT_PHI3, tokenizer_class="LlamaTokenizer")
+    rot = 12  # int(0.75 * 64) // 4
+    cfg = t.Phi3Config(vocab_size=n, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=512,
+                       original_max_position_embeddings=128, partial_rotary_factor=0.75, rope_theta=10000.0,
+                       rms_norm_eps=1e-5, sliding_window=256, tie_word_embeddings=True,
+                       bos_token_id=1, eos_token_id=eos, pad_token_id=eos,
+                       rope_scaling={"type": "longrope",
+                                     "long_factor": [1.0 + 0.37 * i for i in range(rot // 2)],
+                                     "short_factor": [1.0 + 0.013 * i for i in range(rot // 2)]})
+    m = t.Phi3ForCausalLM(cfg)
+    randomize(m, 6)
+    save_model(m, d, "f32")
+
+
+def make_smollm3(d):
+    """SmolLM3 style: Llama 3's tokenizer (llama-bpe), no RoPE on every fourth layer, bf16,
+    tied."""
+    import transformers as t
+    specials = ["<|begin_of_text|>", "<|end_of_text|>", "<|im_start|>", "<|im_end|>"]
+    tok = bpe_tokenizer("llama3", 380, specials)
+    fast = t.PreTrainedTokenizerFast(tokenizer_object=tok, bos_token=specials[0], eos_token="<|im_end|>",
+                                     pad_token="<|im_end|>")
+    fast.save_pretrained(d)
+    patch_json(os.path.join(d, "tokenizer_config.json"), chat_template=CHAT_CHATML)
+    cfg = t.SmolLM3Config(vocab_size=tok.get_vocab_size(), hidden_size=64, intermediate_size=128,
+                          num_hidden_layers=4, num_attention_heads=4, num_key_value_heads=2,
+                          max_position_embeddings=2048, rope_theta=5000000.0, rms_norm_eps=1e-6,
+                          tie_word_embeddings=True, bos_token_id=None, eos_token_id=tok.token_to_id("<|im_end|>"),
+                          pad_token_id=tok.token_to_id("<|im_end|>"))
+    m = t.SmolLM3ForCausalLM(cfg)
+    randomize(m, 7)
+    save_model(m, d, "bf16")
+
+
+# name, maker, the pre-tokenizer name the converter gets for a BPE vocabulary (None: SentencePiece)
+FIXTURES = [
+    ("llama", make_llama, "llama-bpe"),
+    ("llama-spm", make_llama_spm, None),
+    ("qwen2", make_qwen2, "qwen2"),
+    ("qwen3", make_qwen3, "qwen2"),
+    ("gemma3", make_gemma3, None),
+    ("phi3", make_phi3, None),
+    ("smollm3", make_smollm3, "llama-bpe"),
+]
+
+# ---- llama.cpp's converter and its output ---------------------------------------------
+
+WRAPPER = r'''
+import os, runpy, sys
+src = sys.argv[1]
+sys.path.insert(0, src)
+sys.path.insert(1, os.path.join(src, "gguf-py"))
+import conversion.base as base
+known = base.TextModel.get_vocab_base_pre
+def get_vocab_base_pre(self, tokenizer):
+    try:
+        return known(self, tokenizer)
+    except NotImplementedError:
+        return os.environ["FIXTURE_TOKENIZER_PRE"]
+base.TextModel.get_vocab_base_pre = get_vocab_base_pre
+sys.argv = [os.path.join(src, "convert_hf_to_gguf.py")] + sys.argv[2:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+'''
+
+
+def llama_cpp_source():
+    return subprocess.run(["bash", "-c", '. scripts/llama-cpp-source.sh && llama_cpp_source "$LLAMA_CPP_SOURCE_DIR"'],
+                          cwd=ROOT, stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+
+
+def gguf_array_bytes(parts_type, values):
+    """The GGUF encoding of an array's elements (what the test digests the same way)."""
+    out = bytearray()
+    for v in values:
+        if parts_type == "string":
+            b = v if isinstance(v, bytes) else v.encode("utf-8")
+            out += struct.pack("<Q", len(b)) + b
+        elif parts_type == "int32":
+            out += struct.pack("<i", v)
+        elif parts_type == "uint32":
+            out += struct.pack("<I", v)
+        elif parts_type == "float32":
+            out += struct.pack("<f", v)
+        else:
+            raise ValueError(parts_type)
+    return bytes(out)
+
+
+def manifest(path, gguf):
+    r = gguf.GGUFReader(path)
+    T = gguf.GGUFValueType
+    names = {T.UINT8: "uint8", T.INT8: "int8", T.UINT16: "uint16", T.INT16: "int16", T.UINT32: "uint32",
+             T.INT32: "int32", T.FLOAT32: "float32", T.BOOL: "bool", T.STRING: "string", T.UINT64: "uint64",
+             T.INT64: "int64", T.FLOAT64: "float64"}
+    meta = {}
+    for key, f in r.fields.items():
+        if key.startswith("GGUF."):
+            continue
+        t = f.types[0]
+        if t == T.ARRAY:
+            et = names[f.types[1]]
+            if et == "string":
+                vals = [bytes(f.parts[i]) for i in f.data]
+            else:
+                vals = [f.parts[i].tolist()[0] for i in f.data]
+            meta[key] = {"type": "array", "elem": et, "count": len(vals),
+                         "sha256": hashlib.sha256(gguf_array_bytes(et, vals)).hexdigest(),
+                         "head": [v.decode("utf-8", "replace") if isinstance(v, bytes) else v for v in vals[:4]]}
+        elif t == T.STRING:
+            meta[key] = {"type": "string", "value": bytes(f.parts[-1]).decode("utf-8")}
+        else:
+            v = f.parts[-1].tolist()[0]
+            if t == T.FLOAT32:  # the exact bits, as a float32 read back
+                v = struct.unpack("<f", struct.pack("<f", v))[0]
+            meta[key] = {"type": names[t], "value": v}
+    tensors = [{"name": tt.name, "type": tt.tensor_type.name, "shape": [int(x) for x in tt.shape],
+                "sha256": hashlib.sha256(bytes(tt.data.tobytes())).hexdigest()} for tt in r.tensors]
+    return meta, tensors
+
+
+def convert(src, d, outtype, out, pre):
+    env = dict(os.environ, FIXTURE_TOKENIZER_PRE=pre or "")
+    cmd = [sys.executable, "-c", WRAPPER, src, d, "--outtype", outtype, "--outfile", out]
+    subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", action="append", help="make only these fixtures")
+    ap.add_argument("--keep-checkpoints", action="store_true",
+                    help="convert the checkpoints already in tests/data/convert (do not make them again)")
+    a = ap.parse_args()
+    src = llama_cpp_source()
+    sys.path.insert(0, os.path.join(src, "gguf-py"))
+    import gguf
+    import torch
+    torch.manual_seed(0)
+    for name, make, pre in FIXTURES:
+        if a.only and name not in a.only:
+            continue
+        d = os.path.join(OUT, name)
+        if not a.keep_checkpoints:
+            shutil.rmtree(d, ignore_errors=True)
+            os.makedirs(d)
+            make(d)
+        result = {"how": "scripts/convert-fixtures.py: llama.cpp 0c1e57098 (llama-cpp-python 0.3.36's "
+                         "vendor/llama.cpp) convert_hf_to_gguf.py %s --outtype T --outfile OUT" % name,
+                  "tokenizer_pre_given": pre, "outtypes": {}}
+        with tempfile.TemporaryDirectory() as tmp:
+            common = None
+            for outtype in OUTTYPES + ["auto"]:
+                out = os.path.join(tmp, outtype + ".gguf")
+                convert(src, d, outtype, out, pre)
+                meta, tensors = manifest(out, gguf)
+                if outtype == "auto":
+                    result["auto_file_type"] = meta["general.file_type"]["value"]
+                    continue
+                file_type = meta.pop("general.file_type")
+                if common is None:
+                    common = meta
+                elif meta != common:
+                    raise SystemExit(f"{name}: metadata differs between outtypes")
+                result["outtypes"][outtype] = {"general.file_type": file_type["value"], "tensors": tensors}
+            result["metadata"] = common
+        write_json(os.path.join(d, "llama.cpp.json"), result)
+        size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
+        print(f"{name}: {len(result['outtypes']['f32']['tensors'])} tensors, {size / 1024:.0f} KiB")
+
+
+if __name__ == "__main__":
+    main()
