@@ -69,7 +69,8 @@ const ArchInfo& gemma4() {
         using Q = QuantRole;
         ArchInfo a;
         a.name = "gemma4";
-        a.hf_archs = {"Gemma4ForCausalLM", "Gemma4ForConditionalGeneration"};
+        // (no hf_archs yet: convert has no hook for Gemma 4's checkpoints and refuses them
+        // by name until it does — Gemma4ForCausalLM, Gemma4ForConditionalGeneration)
         a.rope_neox = true;
         a.qk_norm = true;
         a.gemma = true;  // (and what finish sets)
