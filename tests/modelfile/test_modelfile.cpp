@@ -8,6 +8,7 @@
 #include <map>
 #include <fstream>
 
+#include "edgellm/arch.h"
 #include "edgellm/model.h"
 #include "edgellm/quantize.h"
 #include "edgellm/synth.h"
@@ -136,6 +137,24 @@ TEST(Synth, QwenShapesHaveThePublishedSizes) {
     EXPECT_NEAR((double)s15->bytes / (1 << 20), 934.7, 3.0);
     o.shape = "no-such-shape";
     EXPECT_FALSE(synth_size(o).ok());
+}
+
+// Every family of the table has a real model's shape to synthesize (benchmarks without
+// the weights), which synth lays out (its size, without writing gigabytes).
+TEST(Synth, EveryFamilyHasARealShape) {
+    for (const ArchInfo* a : architectures()) {
+        const ModelShape* real = nullptr;
+        for (const ModelShape& s : model_shapes())
+            if (a->name == std::string(s.arch) && std::string(s.name).find("tiny") == std::string::npos)
+                real = &s;
+        ASSERT_NE(real, nullptr) << a->name << " has no shape of a real model";
+        SynthOptions o;
+        o.shape = real->name;
+        o.type = FileType::Q4_K_M;
+        auto size = synth_size(o);
+        ASSERT_TRUE(size.ok()) << a->name << ": " << size.error();
+        EXPECT_GT(size->n_params, 100'000'000) << real->name;
+    }
 }
 
 TEST(Synth, TinyModelLoadsRunsAndIsReproducible) {
