@@ -120,6 +120,40 @@ TEST(Quantize, FusedQkvTakesTheValueMatrixRules) {
     EXPECT_EQ(type["token_embd.weight"], "q6_K");  // tied: the output's bits
 }
 
+// Gemma 4's tensors take llama.cpp's rules: the per-layer token table is a token embedding
+// (tied: the output's bits, Q8_0 when its row is no multiple of 256), the embedding's
+// projection is never quantized, the per-layer gate and projection are plain matrices (a
+// 32-wide row: Q4_K's fallback). llama-quantize's Q4_K_M of tiny-gemma4 (F32) has these
+// types, and ours every tensor's type in Q4_K_M, Q8_0, Q2_K, Q3_K_M and Q5_K_M (checked by
+// hand with scripts/reference.sh's llama-quantize).
+TEST(Quantize, Gemma4TakesLlamaQuantizesTypes) {
+    SynthOptions so;
+    so.shape = "tiny-gemma4";
+    so.type = FileType::F32;
+    test::TempDir tmp;
+    const std::string path = (tmp.path / "gemma4.gguf").string();
+    ASSERT_TRUE(synth_model(path, so).ok());
+    auto f = GgufFile::open(path);
+    ASSERT_TRUE(f.ok());
+    QuantizeOptions o;
+    o.ftype = FileType::Q4_K_M;
+    o.arch = "gemma4";
+    const auto specs = tensor_specs(**f);
+    const auto plan = plan_tensor_types(specs, 2, o);
+    std::map<std::string, std::string> type;
+    for (size_t i = 0; i < specs.size(); ++i) type[specs[i].name] = tensor_type_name(plan[i]);
+    EXPECT_EQ(type["per_layer_token_embd.weight"], "q8_0");
+    EXPECT_EQ(type["token_embd.weight"], "q6_K");
+    EXPECT_EQ(type["per_layer_model_proj.weight"], "f32");
+    EXPECT_EQ(type["blk.0.inp_gate.weight"], "q4_K");
+    EXPECT_EQ(type["blk.0.proj.weight"], "q5_0");
+    EXPECT_EQ(type["blk.0.attn_v.weight"], "q4_K");
+    EXPECT_EQ(type["blk.0.ffn_down.weight"], "q6_K");
+    EXPECT_EQ(type["blk.1.ffn_down.weight"], "q4_K");
+    EXPECT_EQ(type["blk.7.ffn_down.weight"], "q6_K");
+    EXPECT_EQ(type["blk.7.layer_output_scale.weight"], "f32");
+}
+
 // The published sizes: Qwen2.5-0.5B Q4_K_M 373.7 MiB, 1.5B 934.7 MiB
 // (../shared/reference/peers.md).
 TEST(Synth, QwenShapesHaveThePublishedSizes) {
