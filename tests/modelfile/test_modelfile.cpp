@@ -93,26 +93,37 @@ TEST(QuantizePlan, MatchesLlamaCppFiles) {
     EXPECT_GE(files, 15);
 }
 
+namespace {
+
+// Our Q4_K_M plan for a synth shape's f32 file: each tensor's type by name (empty when the
+// file could not be made).
+std::map<std::string, std::string> q4_k_m_plan(const char* shape, const char* arch, int64_t n_gqa) {
+    SynthOptions so;
+    so.shape = shape;
+    so.type = FileType::F32;
+    test::TempDir tmp;
+    const std::string path = (tmp.path / "model.gguf").string();
+    std::map<std::string, std::string> type;
+    if (!synth_model(path, so).ok()) return type;
+    auto f = GgufFile::open(path);
+    if (!f.ok()) return type;
+    QuantizeOptions o;
+    o.ftype = FileType::Q4_K_M;
+    o.arch = arch;
+    const auto specs = tensor_specs(**f);
+    const auto plan = plan_tensor_types(specs, n_gqa, o);
+    for (size_t i = 0; i < specs.size(); ++i) type[specs[i].name] = tensor_type_name(plan[i]);
+    return type;
+}
+
+}  // namespace
+
 // Phi-3's fused q/k/v matrix takes llama.cpp's rules for attn_v (its quantizer counts them
 // as attn_v-like: more bits in the first and last eighth and every third layer between) —
 // the plan its table role gives; llama-quantize's Q4_K_M of the tiny Phi-3 has these types
 // (and the same bytes, checked by hand with scripts/reference.sh's llama-quantize).
 TEST(Quantize, FusedQkvTakesTheValueMatrixRules) {
-    SynthOptions so;
-    so.shape = "tiny-longrope";
-    so.type = FileType::F32;
-    test::TempDir tmp;
-    const std::string path = (tmp.path / "phi3.gguf").string();
-    ASSERT_TRUE(synth_model(path, so).ok());
-    auto f = GgufFile::open(path);
-    ASSERT_TRUE(f.ok());
-    QuantizeOptions o;
-    o.ftype = FileType::Q4_K_M;
-    o.arch = "phi3";
-    const auto specs = tensor_specs(**f);
-    const auto plan = plan_tensor_types(specs, 4, o);
-    std::map<std::string, std::string> type;
-    for (size_t i = 0; i < specs.size(); ++i) type[specs[i].name] = tensor_type_name(plan[i]);
+    auto type = q4_k_m_plan("tiny-longrope", "phi3", 4);
     EXPECT_EQ(type["blk.0.attn_qkv.weight"], "q4_K");
     EXPECT_EQ(type["blk.2.attn_qkv.weight"], "q6_K");
     EXPECT_EQ(type["blk.0.ffn_up.weight"], "q4_K");  // gate and up fused: a plain matrix
@@ -127,21 +138,7 @@ TEST(Quantize, FusedQkvTakesTheValueMatrixRules) {
 // types, and ours every tensor's type in Q4_K_M, Q8_0, Q2_K, Q3_K_M and Q5_K_M (checked by
 // hand with scripts/reference.sh's llama-quantize).
 TEST(Quantize, Gemma4TakesLlamaQuantizesTypes) {
-    SynthOptions so;
-    so.shape = "tiny-gemma4";
-    so.type = FileType::F32;
-    test::TempDir tmp;
-    const std::string path = (tmp.path / "gemma4.gguf").string();
-    ASSERT_TRUE(synth_model(path, so).ok());
-    auto f = GgufFile::open(path);
-    ASSERT_TRUE(f.ok());
-    QuantizeOptions o;
-    o.ftype = FileType::Q4_K_M;
-    o.arch = "gemma4";
-    const auto specs = tensor_specs(**f);
-    const auto plan = plan_tensor_types(specs, 2, o);
-    std::map<std::string, std::string> type;
-    for (size_t i = 0; i < specs.size(); ++i) type[specs[i].name] = tensor_type_name(plan[i]);
+    auto type = q4_k_m_plan("tiny-gemma4", "gemma4", 2);
     EXPECT_EQ(type["per_layer_token_embd.weight"], "q8_0");
     EXPECT_EQ(type["token_embd.weight"], "q6_K");
     EXPECT_EQ(type["per_layer_model_proj.weight"], "f32");
