@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstring>
 #include <cstdint>
+#include <memory>
 
 #include "compute/cpu_clones.h"
 #include "kernels/fp16.h"
@@ -84,9 +85,24 @@ float gelu_tanh(float x) {
     return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x)));
 }
 
+// gelu_tanh of every f16 value, rounded to f16 (ggml's table): geglu's result depends on
+// its input only through the input's f16 bits, so a lookup gives the formula's bits at a
+// fraction of a tanh's cost (the FFN of Gemma 4 E2B evaluates 170 M of them a 512-token
+// prompt: 40 % of its time with the formula).
+const float* gelu_f16_table() {
+    static const std::unique_ptr<float[]> table = [] {
+        auto t = std::make_unique<float[]>(65536);
+        for (uint32_t h = 0; h < 65536; ++h)
+            t[h] = fp16_to_f32(f32_to_fp16(gelu_tanh(fp16_to_f32((fp16_t)h))));
+        return t;
+    }();
+    return table.get();
+}
+
 }  // namespace
 
 void geglu(float* gate, const float* up, int64_t n) {
+    const float* table = gelu_f16_table();
     for (int64_t i = 0; i < n; ++i) {
         const float x = gate[i];
         float g;
@@ -95,7 +111,7 @@ void geglu(float* gate, const float* up, int64_t n) {
         else if (x >= 10.0f)
             g = x;
         else
-            g = fp16_to_f32(f32_to_fp16(gelu_tanh(fp16_to_f32(f32_to_fp16(x)))));
+            g = table[f32_to_fp16(x)];
         gate[i] = g * up[i];
     }
 }

@@ -329,8 +329,8 @@ std::string check_type_kernels(TensorType t, const TypeKernels& cand, const Type
     const bool dots8 = cand.dot_rows_q8 && cand.dot_rows_q8 != ref.dot_rows_q8 && ref.dot_rows_q8;
     const bool mad8 = cand.mad_rows_q8 && cand.mad_rows_q8 != ref.mad_rows_q8 && ref.mad_rows_q8;
     const int64_t bs = tensor_type_info(t).block_size;
-    for (const int64_t hd :
-         {std::min<int64_t>(n, 128), (int64_t)96, (int64_t)80, (int64_t)48, (int64_t)20}) {
+    for (const int64_t hd : {std::min<int64_t>(n, 128), (int64_t)96, (int64_t)80, (int64_t)48,
+                             (int64_t)20, (int64_t)256, (int64_t)512}) {
         if (!(mad || dots || dots8 || mad8) || hd > n || hd % bs != 0) continue;
         for (const int ng : {1, 7, 12}) {  // 12: past one tile of 8 (unit tests: 56)
             // 16 + 16 + 5 rows: full SIMD blocks of keys and a tail; rows a little apart

@@ -439,6 +439,16 @@ Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const GgufFile> file,
 
     std::unique_ptr<Model> m(new Model());
     m->file_ = std::move(file);
+    // A table read lazily gives a token's row, a few pages of gigabytes: no read-around of
+    // the pages beside a fault (the kernel's default reads up to 128 KiB each way), from the
+    // fingerprint's samples on.
+    if (const ArchInfo* arch = find_arch(hp->arch))
+        for (const ArchTensor& e : arch->tensors)
+            if (const GgufTensorInfo* t = e.lazy ? m->file_->tensor(e.gguf) : nullptr) {
+                const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+                const uintptr_t a = (uintptr_t)t->data / page * page;
+                madvise((void*)a, (uintptr_t)t->data + t->n_bytes - a, MADV_RANDOM);
+            }
     m->fingerprint_ = file_fingerprint(*m->file_);
     m->hp_ = *hp;
     m->impl_ = std::make_unique<Impl>();
@@ -448,13 +458,6 @@ Result<std::unique_ptr<Model>> Model::load(std::shared_ptr<const GgufFile> file,
         bind_weights(*m->file_, h, w);
     } catch (const Error& e) {
         return R::fail(e.what());
-    }
-    if (const TensorView& t = w.pl_tok_embd) {
-        // A token's row is a few pages of a table of gigabytes: no read-around of the pages
-        // beside it (the kernel's default reads up to 128 KiB around a fault).
-        const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-        const uintptr_t a = (uintptr_t)t.data / page * page;
-        madvise((void*)a, (uintptr_t)t.data + (size_t)t.n_rows() * t.row_bytes() - a, MADV_RANDOM);
     }
     const char* env = std::getenv("EDGELLM_REPACK");
     if (opts.repack && !(env && std::string(env) == "0")) {

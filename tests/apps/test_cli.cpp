@@ -31,6 +31,14 @@ using edgellm::test::run;
 
 const char* kTokens = "1936 2094 3090 3890 142 590 3368 3882";
 
+// The bytes on inspect's memory bill line that starts with label (-1: no such line).
+long long bill_field(const std::string& out, const std::string& label) {
+    std::smatch m;
+    const std::regex re(label + R"(\s+(\d+) bytes)");
+    if (!std::regex_search(out, m, re)) return -1;
+    return std::stoll(m[1]);
+}
+
 }  // namespace
 
 TEST(Cli, UsageErrorsExitTwoWithOneLine) {
@@ -184,12 +192,7 @@ TEST(Cli, InspectMemoryBillAddsUp) {
         if (!fs::exists(model)) GTEST_SKIP() << "no golden models at " << kGolden;
         Outcome r = run("inspect " + model.string() + " -c 1000 --kv-type q8_0");
         ASSERT_EQ(r.code, 0) << r.err;
-        auto field = [&](const std::string& label) -> long long {
-            std::smatch m;
-            const std::regex re(label + R"(\s+(\d+) bytes)");
-            if (!std::regex_search(r.out, m, re)) return -1;
-            return std::stoll(m[1]);
-        };
+        auto field = [&](const std::string& label) { return bill_field(r.out, label); };
         auto f = edgellm::GgufFile::open(model.string());
         ASSERT_TRUE(f.ok());
         EXPECT_EQ(field("weights"), (long long)(*f)->tensor_bytes()) << name;
@@ -199,6 +202,30 @@ TEST(Cli, InspectMemoryBillAddsUp) {
         EXPECT_NE(r.out.find("kernels:"), std::string::npos);
         EXPECT_NE(r.out.find("blk.3.ffn_down.weight"), std::string::npos);
     }
+}
+
+// Gemma 4's bill: the per-layer token table apart from the weights (read lazily, not in
+// the total), the KV cache of the six layers with their own (four sliding layers in rings
+// of window + batch cells), the layers that read another's named.
+TEST(Cli, InspectBillsGemma4sTableApart) {
+    const fs::path model = fs::temp_directory_path() / "edgellm_cli_gemma4.gguf";
+    Outcome r = run("synth --shape tiny-gemma4 --type Q8_0 -o " + model.string());
+    ASSERT_EQ(r.code, 0) << r.err;
+    r = run("inspect " + model.string() + " -c 1000 --kv-type q8_0 --no-tensors");
+    ASSERT_EQ(r.code, 0) << r.err;
+    auto field = [&](const std::string& label) { return bill_field(r.out, label); };
+    auto f = edgellm::GgufFile::open(model.string());
+    ASSERT_TRUE(f.ok());
+    const auto* table = (*f)->tensor("per_layer_token_embd.weight");
+    ASSERT_NE(table, nullptr);
+    EXPECT_EQ(field("read lazily, apart:"), (long long)table->n_bytes) << r.out;
+    EXPECT_EQ(field("weights"), (long long)((*f)->tensor_bytes() - table->n_bytes));
+    // q8_0 rows of 64 values (2 heads of 32 sliding, 1 of 64 global): 2 blocks, 68 bytes;
+    // K and V; sliding layers 0, 1, 3, 4 in rings of 8 + 512 cells, global 2, 5 in 1000
+    EXPECT_EQ(field("kv cache"), 2LL * 68 * (4 * 520 + 2 * 1000));
+    EXPECT_EQ(field("total"), field("weights") + field("kv cache") + field("scratch"));
+    EXPECT_NE(r.out.find("6->4, 7->4, 8->5"), std::string::npos) << r.out;
+    fs::remove(model);
 }
 
 TEST(Cli, TokenizeAndDetokenizeRoundTrip) {

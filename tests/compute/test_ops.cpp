@@ -385,6 +385,35 @@ TEST(Ops, SwigluMatchesNaive) {
     std::printf("[ swiglu ] max relative error %.3g\n", worst);
 }
 
+// geglu's GELU is ggml's: the tanh formula on the gate rounded to f16, the result rounded
+// to f16 (its lookup table), 0 at or below -10 and the gate itself at or above 10. For
+// every f16 value as a gate, and gates between two f16 values, times the up value.
+TEST(Ops, GegluIsGgmlsGeluOfTheHalfRoundedGate) {
+    auto want = [](float x) -> float {
+        if (x <= -10.0f) return 0.0f;
+        if (x >= 10.0f) return x;
+        const float h = fp16_to_f32(f32_to_fp16(x));
+        const float g = 0.5f * h * (1.0f + std::tanh(0.79788456080286535587989211986876f * h *
+                                                      (1.0f + 0.044715f * h * h)));
+        return fp16_to_f32(f32_to_fp16(g));
+    };
+    std::vector<float> gate, up;
+    for (uint32_t b = 0; b < 65536; ++b) {
+        const float x = fp16_to_f32((fp16_t)b);
+        if (!std::isfinite(x)) continue;
+        gate.push_back(x);
+        gate.push_back(std::nextafter(x, 1e9f));  // (rounds back to x or to its neighbour)
+    }
+    for (size_t i = 0; i < gate.size(); ++i) up.push_back(i % 3 == 0 ? 1.0f : -0.75f);
+    std::vector<float> got = gate;
+    geglu(got.data(), up.data(), (int64_t)got.size());
+    for (size_t i = 0; i < gate.size(); ++i) {
+        const float w = want(gate[i]) * up[i];
+        ASSERT_EQ(std::memcmp(&got[i], &w, sizeof w), 0)
+            << "gate " << gate[i] << ": " << got[i] << ", not " << w;
+    }
+}
+
 TEST(Ops, AddMatchesNaive) {
     std::vector<float> x = random_floats(1001, 21);
     const std::vector<float> b = random_floats(1001, 22);

@@ -8,6 +8,7 @@
 #include <map>
 #include <fstream>
 
+#include "edgellm/arch.h"
 #include "edgellm/model.h"
 #include "edgellm/quantize.h"
 #include "edgellm/synth.h"
@@ -92,31 +93,62 @@ TEST(QuantizePlan, MatchesLlamaCppFiles) {
     EXPECT_GE(files, 15);
 }
 
+namespace {
+
+// Our Q4_K_M plan for a synth shape's f32 file: each tensor's type by name (empty when the
+// file could not be made).
+std::map<std::string, std::string> q4_k_m_plan(const char* shape, const char* arch, int64_t n_gqa) {
+    SynthOptions so;
+    so.shape = shape;
+    so.type = FileType::F32;
+    test::TempDir tmp;
+    const std::string path = (tmp.path / "model.gguf").string();
+    std::map<std::string, std::string> type;
+    if (!synth_model(path, so).ok()) return type;
+    auto f = GgufFile::open(path);
+    if (!f.ok()) return type;
+    QuantizeOptions o;
+    o.ftype = FileType::Q4_K_M;
+    o.arch = arch;
+    const auto specs = tensor_specs(**f);
+    const auto plan = plan_tensor_types(specs, n_gqa, o);
+    for (size_t i = 0; i < specs.size(); ++i) type[specs[i].name] = tensor_type_name(plan[i]);
+    return type;
+}
+
+}  // namespace
+
 // Phi-3's fused q/k/v matrix takes llama.cpp's rules for attn_v (its quantizer counts them
 // as attn_v-like: more bits in the first and last eighth and every third layer between) —
 // the plan its table role gives; llama-quantize's Q4_K_M of the tiny Phi-3 has these types
 // (and the same bytes, checked by hand with scripts/reference.sh's llama-quantize).
 TEST(Quantize, FusedQkvTakesTheValueMatrixRules) {
-    SynthOptions so;
-    so.shape = "tiny-longrope";
-    so.type = FileType::F32;
-    test::TempDir tmp;
-    const std::string path = (tmp.path / "phi3.gguf").string();
-    ASSERT_TRUE(synth_model(path, so).ok());
-    auto f = GgufFile::open(path);
-    ASSERT_TRUE(f.ok());
-    QuantizeOptions o;
-    o.ftype = FileType::Q4_K_M;
-    o.arch = "phi3";
-    const auto specs = tensor_specs(**f);
-    const auto plan = plan_tensor_types(specs, 4, o);
-    std::map<std::string, std::string> type;
-    for (size_t i = 0; i < specs.size(); ++i) type[specs[i].name] = tensor_type_name(plan[i]);
+    auto type = q4_k_m_plan("tiny-longrope", "phi3", 4);
     EXPECT_EQ(type["blk.0.attn_qkv.weight"], "q4_K");
     EXPECT_EQ(type["blk.2.attn_qkv.weight"], "q6_K");
     EXPECT_EQ(type["blk.0.ffn_up.weight"], "q4_K");  // gate and up fused: a plain matrix
     EXPECT_EQ(type["rope_factors_long.weight"], "f32");
     EXPECT_EQ(type["token_embd.weight"], "q6_K");  // tied: the output's bits
+}
+
+// Gemma 4's tensors take llama.cpp's rules: the per-layer token table is a token embedding
+// (tied: the output's bits, Q8_0 when its row is no multiple of 256), the embedding's
+// projection is never quantized, the per-layer gate and projection are plain matrices (a
+// 32-wide row: Q4_K's fallback). llama-quantize's Q4_K_M of tiny-gemma4 (F32) has these
+// types, and ours every tensor's type in Q4_K_M, Q8_0, Q2_K, Q3_K_M and Q5_K_M (checked by
+// hand with scripts/reference.sh's llama-quantize).
+TEST(Quantize, Gemma4TakesLlamaQuantizesTypes) {
+    auto type = q4_k_m_plan("tiny-gemma4", "gemma4", 2);
+    EXPECT_EQ(type["per_layer_token_embd.weight"], "q8_0");
+    EXPECT_EQ(type["token_embd.weight"], "q6_K");
+    EXPECT_EQ(type["per_layer_model_proj.weight"], "f32");
+    EXPECT_EQ(type["blk.0.inp_gate.weight"], "q4_K");
+    EXPECT_EQ(type["blk.0.proj.weight"], "q5_0");
+    EXPECT_EQ(type["blk.0.attn_v.weight"], "q4_K");
+    EXPECT_EQ(type["blk.0.ffn_down.weight"], "q6_K");
+    EXPECT_EQ(type["blk.1.ffn_down.weight"], "q4_K");
+    EXPECT_EQ(type["blk.7.ffn_down.weight"], "q6_K");
+    EXPECT_EQ(type["blk.7.layer_output_scale.weight"], "f32");
 }
 
 // The published sizes: Qwen2.5-0.5B Q4_K_M 373.7 MiB, 1.5B 934.7 MiB
@@ -136,6 +168,24 @@ TEST(Synth, QwenShapesHaveThePublishedSizes) {
     EXPECT_NEAR((double)s15->bytes / (1 << 20), 934.7, 3.0);
     o.shape = "no-such-shape";
     EXPECT_FALSE(synth_size(o).ok());
+}
+
+// Every family of the table has a real model's shape to synthesize (benchmarks without
+// the weights), which synth lays out (its size, without writing gigabytes).
+TEST(Synth, EveryFamilyHasARealShape) {
+    for (const ArchInfo* a : architectures()) {
+        const ModelShape* real = nullptr;
+        for (const ModelShape& s : model_shapes())
+            if (a->name == std::string(s.arch) && std::string(s.name).find("tiny") == std::string::npos)
+                real = &s;
+        ASSERT_NE(real, nullptr) << a->name << " has no shape of a real model";
+        SynthOptions o;
+        o.shape = real->name;
+        o.type = FileType::Q4_K_M;
+        auto size = synth_size(o);
+        ASSERT_TRUE(size.ok()) << a->name << ": " << size.error();
+        EXPECT_GT(size->n_params, 100'000'000) << real->name;
+    }
 }
 
 TEST(Synth, TinyModelLoadsRunsAndIsReproducible) {

@@ -805,8 +805,8 @@ void vec_mad_n_avx512(int64_t hd, int64_t n_rows, const void* vx, size_t bx, con
 // is widened and transposed in registers, once for all the queries (a block of prompt
 // tokens brings many), into L1, so one zmm holds element i of all 16 keys; every query
 // then takes one FMA per element with q[i] broadcast, in element order. Head sizes up to
-// this (16 KiB of stack; larger ones keep the reference):
-constexpr int64_t kMaxTransposedHd = 256;
+// this (32 KiB of stack: Gemma 4's global heads are 512; larger ones keep the reference):
+constexpr int64_t kMaxTransposedHd = 512;
 
 // Keys c < 16 (row c at x + bx * c) widened and transposed: kt[16 * i + c] = element i of
 // key c, for i < hd.
