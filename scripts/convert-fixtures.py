@@ -4,9 +4,9 @@
 styles, SentencePiece models in Gemma's and Phi-3's; model cards for two) in
 tests/data/convert/NAME/, and what
 llama.cpp's converter (convert_hf_to_gguf.py of the pinned llama.cpp) makes of each with
---outtype f32, f16, bf16, q8_0 and auto, as a manifest: every metadata key with its type and
-value (arrays as their count and the sha256 of their GGUF encoding) and every tensor's type,
-shape and sha256. tests/modelfile/test_convert.cpp converts the same checkpoints and compares.
+--outtype f32, f16, bf16, q8_0 and auto, as a manifest: the file's sha256, every metadata key
+with its type and value (arrays as their count and the sha256 of their GGUF encoding) and
+every tensor's type, shape and sha256. tests/modelfile/test_convert.cpp converts the same checkpoints and compares.
 
   scripts/reference.sh --with-converter        # once: the converter's venv (torch)
   ~/.cache/edgellm/convert-venv/bin/python scripts/convert-fixtures.py [--only NAME]
@@ -493,7 +493,10 @@ def main():
                     common = meta
                 elif meta != common:
                     raise SystemExit(f"{name}: metadata differs between outtypes")
-                result["outtypes"][outtype] = {"general.file_type": file_type["value"], "tensors": tensors}
+                with open(out, "rb") as f:
+                    file_sha256 = hashlib.sha256(f.read()).hexdigest()
+                result["outtypes"][outtype] = {"general.file_type": file_type["value"], "file_sha256": file_sha256,
+                                               "tensors": tensors}
             result["metadata"] = common
         write_json(os.path.join(d, "llama.cpp.json"), result)
         size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))
