@@ -4,12 +4,21 @@
 styles, SentencePiece models in Gemma's and Phi-3's; model cards for two) in
 tests/data/convert/NAME/, and what
 llama.cpp's converter (convert_hf_to_gguf.py of the pinned llama.cpp) makes of each with
---outtype f32, f16, bf16, q8_0 and auto, as a manifest: every metadata key with its type and
-value (arrays as their count and the sha256 of their GGUF encoding) and every tensor's type,
-shape and sha256. tests/modelfile/test_convert.cpp converts the same checkpoints and compares.
+--outtype f32, f16, bf16, q8_0 and auto, as a manifest: the file's sha256, every metadata key
+with its type and value (arrays as their count and the sha256 of their GGUF encoding) and
+every tensor's type, shape and sha256. tests/modelfile/test_convert.cpp converts the same checkpoints and compares.
 
   scripts/reference.sh --with-converter        # once: the converter's venv (torch)
   ~/.cache/edgellm/convert-venv/bin/python scripts/convert-fixtures.py [--only NAME]
+  ... scripts/convert-fixtures.py --compare-real [--bin build/bin/edgellm]
+  ... scripts/convert-fixtures.py --bench [--bin build/bin/edgellm]
+
+--compare-real checks what the fixtures cannot hold: released vocabularies at full size
+(Llama 3's and Qwen 2's, tokenizer.json rebuilt from llama.cpp's models/ggml-vocab-*.gguf,
+scripts/fetch-vocabs.sh) on small random models, converted by llama.cpp's converter as it is
+(the hash names the pre-tokenizer) and by edgellm: the files must be the same bytes.
+--bench times both converters on a 600 MB bf16 Llama-shaped checkpoint in two shards
+(/usr/bin/time -v: wall time and peak resident memory) and compares their outputs.
 
 The converter identifies a byte-level BPE pre-tokenizer by hashing the tokenization of a
 fixed text, which only the released vocabularies' hashes match; for these small
@@ -457,15 +466,147 @@ def convert(src, d, outtype, out, pre):
     subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
+def synthetic_llama(d, H, F, L, V, NH, NKV, seed=0):
+    """A Llama-shaped bf16 checkpoint of random weights in two shards, written directly."""
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    hd = H // NH
+
+    def w(*shape):  # bf16 bits of normal(0, 0.02)
+        return ((rng.standard_normal(shape, dtype=np.float32) * 0.02).view(np.uint32) >> 16).astype(np.uint16)
+    t = {"model.embed_tokens.weight": w(V, H), "lm_head.weight": w(V, H), "model.norm.weight": w(H)}
+    for i in range(L):
+        p = f"model.layers.{i}."
+        t.update({p + "input_layernorm.weight": w(H), p + "post_attention_layernorm.weight": w(H),
+                  p + "self_attn.q_proj.weight": w(NH * hd, H), p + "self_attn.k_proj.weight": w(NKV * hd, H),
+                  p + "self_attn.v_proj.weight": w(NKV * hd, H), p + "self_attn.o_proj.weight": w(H, NH * hd),
+                  p + "mlp.gate_proj.weight": w(F, H), p + "mlp.up_proj.weight": w(F, H),
+                  p + "mlp.down_proj.weight": w(H, F)})
+    names = sorted(t)
+    weight_map = {}
+    for k, part in enumerate((names[:len(names) // 2], names[len(names) // 2:])):
+        fn = f"model-0000{k + 1}-of-00002.safetensors"
+        header, off = {}, 0
+        for n in part:
+            header[n] = {"dtype": "BF16", "shape": list(t[n].shape), "data_offsets": [off, off + t[n].nbytes]}
+            off += t[n].nbytes
+            weight_map[n] = fn
+        hb = json.dumps(header).encode()
+        hb += b" " * (-len(hb) % 8)
+        with open(os.path.join(d, fn), "wb") as f:
+            f.write(struct.pack("<Q", len(hb)) + hb)
+            for n in part:
+                f.write(t[n].tobytes())
+    write_json(os.path.join(d, "model.safetensors.index.json"), {"metadata": {}, "weight_map": weight_map})
+    write_json(os.path.join(d, "config.json"), {
+        "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": H, "intermediate_size": F,
+        "num_hidden_layers": L, "num_attention_heads": NH, "num_key_value_heads": NKV, "head_dim": hd,
+        "vocab_size": V, "max_position_embeddings": 8192, "rms_norm_eps": 1e-5, "rope_theta": 500000.0,
+        "tie_word_embeddings": False, "torch_dtype": "bfloat16"})
+
+
+def released_tokenizer(d, src_gguf, llama3, gguf):
+    """tokenizer.json and tokenizer_config.json of a released BPE vocabulary, from llama.cpp's
+    vocabulary file, in the style of the released tokenizer (Llama 3's: BOS added, whole-word
+    tokens; Qwen 2's: NFC, no BOS)."""
+    r = gguf.GGUFReader(src_gguf)
+    f = r.fields
+    toks = [bytes(f["tokenizer.ggml.tokens"].parts[i]).decode() for i in f["tokenizer.ggml.tokens"].data]
+    types = [int(f["tokenizer.ggml.token_type"].parts[i][0]) for i in f["tokenizer.ggml.token_type"].data]
+    merges = [bytes(f["tokenizer.ggml.merges"].parts[i]).decode() for i in f["tokenizer.ggml.merges"].data]
+    bos = toks[int(f["tokenizer.ggml.bos_token_id"].parts[-1][0])]
+    added = [{"id": i, "content": t, "single_word": False, "lstrip": False, "rstrip": False, "normalized": False,
+              "special": True} for i, t in enumerate(toks) if types[i] != 1]
+    byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": False, "use_regex": False}
+    bos_template = {"type": "TemplateProcessing",
+                    "single": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}}],
+                    "pair": [{"SpecialToken": {"id": bos, "type_id": 0}}, {"Sequence": {"id": "A", "type_id": 0}},
+                             {"SpecialToken": {"id": bos, "type_id": 1}}, {"Sequence": {"id": "B", "type_id": 1}}],
+                    "special_tokens": {bos: {"id": bos, "ids": [toks.index(bos)], "tokens": [bos]}}}
+    write_json(os.path.join(d, "tokenizer.json"), {
+        "version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+        "normalizer": None if llama3 else {"type": "NFC"},
+        "pre_tokenizer": {"type": "Sequence", "pretokenizers": [
+            {"type": "Split", "pattern": {"Regex": LLAMA3_RE if llama3 else QWEN2_RE}, "behavior": "Isolated",
+             "invert": False},
+            {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]},
+        "post_processor": {"type": "Sequence", "processors": [byte_level, bos_template]} if llama3 else byte_level,
+        "decoder": {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True},
+        "model": {"type": "BPE", "dropout": None, "unk_token": None, "fuse_unk": False, "byte_fallback": False,
+                  "ignore_merges": llama3, "vocab": {t: i for i, t in enumerate(toks) if types[i] == 1},
+                  "merges": merges}})
+    write_json(os.path.join(d, "tokenizer_config.json"), {
+        "added_tokens_decoder": {str(a["id"]): {k: a[k] for k in ("content", "lstrip", "normalized", "rstrip",
+                                                                   "single_word", "special")} for a in added},
+        "bos_token": bos if llama3 else None, "eos_token": "<|eot_id|>" if llama3 else "<|im_end|>",
+        "tokenizer_class": "PreTrainedTokenizerFast", "chat_template": CHAT_LLAMA3 if llama3 else CHAT_CHATML})
+    return len(toks)
+
+
+def timed(cmd, env=None):
+    r = subprocess.run(["/usr/bin/time", "-v"] + cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                       text=True, check=True)
+    wall = next(l for l in r.stderr.splitlines() if "Elapsed (wall clock)" in l).split(": ")[-1]
+    rss = int(next(l for l in r.stderr.splitlines() if "Maximum resident" in l).split(": ")[-1])
+    return wall, rss / 1024
+
+
+def compare_real(src, binary, gguf):
+    vocabs = os.environ.get("EDGELLM_VOCABS", os.path.expanduser("~/.cache/edgellm/vocab"))
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, llama3 in (("llama-bpe", True), ("qwen2", False)):
+            path = os.path.join(vocabs, f"ggml-vocab-{name}.gguf")
+            if not os.path.exists(path):
+                raise SystemExit(f"no {path} (scripts/fetch-vocabs.sh)")
+            d = os.path.join(tmp, name)
+            os.makedirs(d)
+            n = released_tokenizer(d, path, llama3, gguf)
+            synthetic_llama(d, 256, 512, 2, n, 4, 2)
+            ref, ours = os.path.join(tmp, name + "-ref.gguf"), os.path.join(tmp, name + "-ours.gguf")
+            subprocess.run([sys.executable, os.path.join(src, "convert_hf_to_gguf.py"), d, "--outtype", "f16",
+                            "--outfile", ref], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            subprocess.run([binary, "convert", d, "--outtype", "f16", "--outfile", ours], check=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            same = open(ref, "rb").read() == open(ours, "rb").read()
+            print(f"{name}: {n} tokens: {'the same file' if same else 'DIFFERENT files'}")
+            if not same:
+                sys.exit(1)
+
+
+def bench(src, binary):
+    with tempfile.TemporaryDirectory() as tmp:
+        d = os.path.join(tmp, "big")
+        os.makedirs(d)
+        synthetic_llama(d, 2048, 5632, 4, 32000, 16, 4)
+        for f in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja"):
+            shutil.copy(os.path.join(OUT, "llama", f), d)
+        env = dict(os.environ, FIXTURE_TOKENIZER_PRE="llama-bpe")
+        for outtype in ("f16", "q8_0"):
+            ref, ours = os.path.join(tmp, "ref.gguf"), os.path.join(tmp, "ours.gguf")
+            for _ in range(2):  # (the second of each, on a warm page cache)
+                w1, m1 = timed([binary, "convert", d, "--outtype", outtype, "--outfile", ours])
+                w2, m2 = timed([sys.executable, "-c", WRAPPER, src, d, "--outtype", outtype, "--outfile", ref], env)
+            same = open(ref, "rb").read() == open(ours, "rb").read()
+            print(f"{outtype}: edgellm {w1}, {m1:.0f} MiB; llama.cpp {w2}, {m2:.0f} MiB; "
+                  f"{'the same file' if same else 'DIFFERENT files'}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--only", action="append", help="make only these fixtures")
     ap.add_argument("--keep-checkpoints", action="store_true",
                     help="convert the checkpoints already in tests/data/convert (do not make them again)")
+    ap.add_argument("--compare-real", action="store_true", help="released vocabularies at full size (see above)")
+    ap.add_argument("--bench", action="store_true", help="time both converters on 600 MB (see above)")
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin", "edgellm"))
     a = ap.parse_args()
     src = llama_cpp_source()
     sys.path.insert(0, os.path.join(src, "gguf-py"))
     import gguf
+    if a.compare_real:
+        return compare_real(src, a.bin, gguf)
+    if a.bench:
+        return bench(src, a.bin)
     import torch
     torch.manual_seed(0)
     for name, make, pre in FIXTURES:
@@ -493,7 +634,10 @@ def main():
                     common = meta
                 elif meta != common:
                     raise SystemExit(f"{name}: metadata differs between outtypes")
-                result["outtypes"][outtype] = {"general.file_type": file_type["value"], "tensors": tensors}
+                with open(out, "rb") as f:
+                    file_sha256 = hashlib.sha256(f.read()).hexdigest()
+                result["outtypes"][outtype] = {"general.file_type": file_type["value"], "file_sha256": file_sha256,
+                                               "tensors": tensors}
             result["metadata"] = common
         write_json(os.path.join(d, "llama.cpp.json"), result)
         size = sum(os.path.getsize(os.path.join(d, f)) for f in os.listdir(d))

@@ -156,6 +156,12 @@ class HfConvert {
     virtual void set_bool(const std::string& key, bool v) = 0;
     virtual void set_string(const std::string& key, const std::string& v) = 0;
     virtual void remove(const std::string& key) = 0;
+    // The key (written already) moved after the others, where a hook that writes its own
+    // order wants it (general.file_type).
+    virtual void move_to_end(const std::string& key) = 0;
+    // A key of a generated tensor: llama.cpp writes those while it makes the tensors, before
+    // the general.* keys.
+    virtual void set_f32_early(const std::string& key, float v) = 0;
     // A tensor computed from config.json (F32, one dimension), written before the
     // checkpoint's, as llama.cpp's generate_extra_tensors.
     virtual void add_tensor(const std::string& gguf_name, std::vector<float> values) = 0;

@@ -126,8 +126,15 @@ static void expect_matches(const fs::path& out, const json& manifest, const std:
     }
 }
 
+static std::string file_sha256(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    return sha256(bytes.data(), bytes.size());
+}
+
 // Every outtype: the same keys with the same types and values, the same tensors in the same
-// order with the same types, shapes and bytes as llama.cpp's converter wrote.
+// order with the same types, shapes and bytes as llama.cpp's converter wrote; the keys in
+// its order too: the same file, byte for byte.
 TEST_P(ConvertFixture, MatchesLlamaCppConverter) {
     const fs::path dir = kData / GetParam();
     const json manifest = load_json(dir / "llama.cpp.json");
@@ -139,6 +146,7 @@ TEST_P(ConvertFixture, MatchesLlamaCppConverter) {
         ASSERT_TRUE(r.ok()) << r.error();
         EXPECT_EQ(r->path, out.string());
         expect_matches(out, manifest, outtype);
+        EXPECT_EQ(file_sha256(out), expected["file_sha256"].get<std::string>()) << "not the same file";
     }
 }
 
@@ -330,6 +338,8 @@ TEST(Convert, Llama3RopeFreqsAreTorchs) {
         void set_bool(const std::string&, bool) override {}
         void set_string(const std::string&, const std::string&) override {}
         void remove(const std::string&) override {}
+        void move_to_end(const std::string&) override {}
+        void set_f32_early(const std::string&, float) override {}
         void add_tensor(const std::string& name, std::vector<float> v) override {
             EXPECT_EQ(name, "rope_freqs.weight");
             freqs = std::move(v);

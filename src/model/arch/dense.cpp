@@ -58,18 +58,19 @@ ArchTensor& tensor(std::vector<ArchTensor>& ts, const char* gguf) {
 
 std::vector<ArchKey> dense_keys() {
     using F = Field;
+    // (in the order llama.cpp's converter writes them: convert keeps it)
     return {
+        {"block_count", "num_hidden_layers", F::Layers, false, true},
         {"context_length", "max_position_embeddings", F::CtxTrain, false, false},
         {"embedding_length", "hidden_size", F::Embd, false, true},
-        {"block_count", "num_hidden_layers", F::Layers, false, true},
         {"feed_forward_length", "intermediate_size", F::Ff, false, true},
         {"attention.head_count", "num_attention_heads", F::Heads, false, true},
         {"attention.head_count_kv", "num_key_value_heads", F::HeadsKv, false, false},
+        {"rope.freq_base", "rope.rope_theta", F::RopeBase, true, false},
+        {"attention.layer_norm_rms_epsilon", "rms_norm_eps", F::RmsEps, true, false},
         {"attention.key_length", "head_dim", F::KeyLength, false, false},
         {"attention.value_length", "head_dim", F::ValueLength, false, false},
-        {"attention.layer_norm_rms_epsilon", "rms_norm_eps", F::RmsEps, true, false},
         {"rope.dimension_count", nullptr, F::Rot, false, false},
-        {"rope.freq_base", "rope.rope_theta", F::RopeBase, true, false},
     };
 }
 

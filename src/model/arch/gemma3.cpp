@@ -1,5 +1,6 @@
 // Gemma 3 (text): norms after attention and FFN too, GELU FFN, embeddings scaled by
 // sqrt(n_embd), sliding-window layers with their own RoPE base, q/k head norms.
+#include <algorithm>
 #include <cmath>
 
 #include "model/arch/dense.h"
@@ -65,7 +66,10 @@ const ArchInfo& gemma3() {
         // converter writes them; it writes no pattern: llama.cpp's loader fixes it at 6)
         a.keys.push_back({"attention.sliding_window", nullptr, Field::Swa, false, false, 0});
         a.keys.push_back({"attention.sliding_window_pattern", nullptr, Field::SwaPattern, false, false, 6});
-        a.keys.push_back({"rope.freq_base_swa", "rope_swa.rope_theta", Field::RopeBaseSwa, true, false, 10000.0});
+        // (after the global base, where llama.cpp writes it)
+        a.keys.insert(std::find_if(a.keys.begin(), a.keys.end(),
+                                   [](const ArchKey& k) { return std::string_view(k.key) == "rope.freq_base"; }) + 1,
+                      {"rope.freq_base_swa", "rope_swa.rope_theta", Field::RopeBaseSwa, true, false, 10000.0});
         a.keys.push_back({"final_logit_softcapping", nullptr, Field::FinalSoftcap, true, false, 0.0});
         a.tensors = dense_tensors({.qk_norm = true, .post_norms = true});
         // every norm stored as w - 1 in the checkpoint

@@ -33,17 +33,24 @@ void convert(HfConvert& c) {
     const auto orig = c.integer("rope.original_max_position_embeddings");
     if (!orig) c.fail("config.json: \"original_max_position_embeddings\" missing (Phi-3's RoPE needs it)");
     const int64_t rot = (int64_t)(c.number("rope.partial_rotary_factor").value_or(1.0) * (double)n_embd) / n_head;
-    c.need_integer("num_key_value_heads");
-    c.need_number("rms_norm_eps");
-    for (const char* k : {"attention.key_length", "attention.value_length", "rope.scaling.type",
-                          "rope.scaling.factor", "rope.scaling.yarn_ext_factor",
+    // (its keys alone, in its order: none of the table's that it does not write, none of the
+    // generic RoPE scaling ones)
+    for (const ArchKey& k : phi3().keys) c.remove(k.key);
+    for (const char* k : {"rope.scaling.type", "rope.scaling.factor", "rope.scaling.yarn_ext_factor",
                           "rope.scaling.yarn_attn_factor", "rope.scaling.yarn_beta_fast",
                           "rope.scaling.yarn_beta_slow"})
         c.remove(k);
     c.set_u32("context_length", (uint32_t)n_ctx);
     c.set_u32("rope.scaling.original_context_length", (uint32_t)*orig);
+    c.set_u32("embedding_length", (uint32_t)n_embd);
+    c.set_u32("feed_forward_length", (uint32_t)c.need_integer("intermediate_size"));
+    c.set_u32("block_count", (uint32_t)c.need_integer("num_hidden_layers"));
+    c.set_u32("attention.head_count", (uint32_t)n_head);
+    c.set_u32("attention.head_count_kv", (uint32_t)c.need_integer("num_key_value_heads"));
+    c.set_f32("attention.layer_norm_rms_epsilon", (float)c.need_number("rms_norm_eps"));
     c.set_u32("rope.dimension_count", (uint32_t)rot);
     c.set_f32("rope.freq_base", (float)c.need_number("rope.rope_theta"));
+    c.move_to_end("general.file_type");
     c.set_u32("attention.sliding_window", (uint32_t)c.integer("sliding_window").value_or(0));
 
     const auto longf = c.numbers("rope.long_factor");
@@ -60,7 +67,7 @@ void convert(HfConvert& c) {
         attn = scale > 1.0 ? 0.1 * std::log(scale) + 1.0 : 1.0;
     else
         c.fail("config.json: rope_scaling type \"" + type + "\" is not Phi-3's (longrope, su, yarn)");
-    c.set_f32("rope.scaling.attn_factor", (float)attn);
+    c.set_f32_early("rope.scaling.attn_factor", (float)attn);
     const auto shortf = c.numbers("rope.short_factor");
     if (!shortf) c.fail("config.json: rope_scaling's \"short_factor\" missing");
     if (shortf->size() != longf->size() || (int64_t)longf->size() * 2 != rot)

@@ -126,6 +126,16 @@ class Conversion final : public HfConvert {
         else
             std::erase_if(model_kv_, [&](const auto& kv) { return kv.first == key(k); });
     }
+    void move_to_end(const std::string& k) override {
+        for (size_t i = 0; i < model_kv_.size(); ++i)
+            if (model_kv_[i].first == key(k)) {
+                auto kv = std::move(model_kv_[i]);
+                model_kv_.erase(model_kv_.begin() + (long)i);
+                model_kv_.push_back(std::move(kv));
+                return;
+            }
+    }
+    void set_f32_early(const std::string& k, float v) override { early_kv_.emplace_back(key(k), gguf_value(v)); }
     void add_tensor(const std::string& name, std::vector<float> values) override {
         Plan p;
         p.name = name;
@@ -162,15 +172,20 @@ class Conversion final : public HfConvert {
     const HfConfig& cfg_;
     const ArchInfo& arch_;
     VocabReader vocab_;
-    Kv model_kv_;
+    Kv model_kv_, early_kv_;
     std::vector<Plan> extra_;
     std::map<std::string, int64_t> keep_rows_;
 };
 
 // The keys whose `hf` names a config.json field: written when it is there, a required one
-// refused when it is not.
+// refused when it is not; TextModel's RoPE scaling keys before the base, as there.
 void Conversion::table_keys() {
+    bool scaling = false;
     for (const ArchKey& k : arch_.keys) {
+        if (std::string_view(k.key) == "rope.freq_base") {
+            rope_scaling();
+            scaling = true;
+        }
         if (!k.hf) continue;
         if (k.is_float) {
             if (const auto v = cfg_.number(k.hf)) set_f32(k.key, (float)*v);
@@ -183,6 +198,7 @@ void Conversion::table_keys() {
             fail("config.json: \"" + std::string(k.hf) + "\" missing (" + arch_.name + "." + k.key +
                  " is required)");
     }
+    if (!scaling) rope_scaling();
 }
 
 // llama.cpp's TextModel: the RoPE scaling types it writes as keys (Llama 3's and Phi-3's
@@ -448,7 +464,6 @@ ConvertStats Conversion::run(const Checkpoint& ck, const ConvertOptions& opts) {
     // metadata: the table's keys, TextModel's RoPE scaling, the file type, the tokenizer,
     // the family's own
     table_keys();
-    rope_scaling();
     model_kv_.emplace_back("general.file_type", gguf_value((uint32_t)st.file_type));
     if (arch_.convert_vocab)
         arch_.convert_vocab(*this);
@@ -463,6 +478,7 @@ ConvertStats Conversion::run(const Checkpoint& ck, const ConvertOptions& opts) {
 
     GgufWriter w;
     w.set("general.architecture", gguf_value(arch_.name));
+    for (const auto& [k, v] : early_kv_) w.set(k, v);
     for (const auto& [k, v] : general) w.set(k, v);
     for (const auto& [k, v] : model_kv_) w.set(k, v);
     w.set("general.quantization_version", gguf_value((uint32_t)2));
