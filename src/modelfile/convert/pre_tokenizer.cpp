@@ -31,6 +31,7 @@ namespace {
 // names edgellm's tokenizer runs, with the model each was computed from.
 const std::multimap<std::string, std::string> kHashes = {
     {"llama-bpe", "0ef9807a4087ebef797fc749390439009c3b9eda9ad1a097abbe738f486c01e5"},  // meta-llama/Meta-Llama-3-8B
+    {"gpt-4o", "ccc2ef013c104be7bae2965776d611e1d7a8a2a9c547dd93a682c9a9fc80352e"},  // Xenova/gpt-4o (Phi-4-mini)
     {"qwen2", "e636dc30a262dcc0d8c323492e32ae2b70728f4df7dfe9737d9f920a282b8aea"},  // Qwen/Qwen1.5-7B
     {"qwen2", "d4540891389ea895b53b399da6ac824becc30f2fba0e9ddbb98f92e55ca0e97c"},  // Qwen/Qwen3-Embedding-0.6B
     {"smollm", "855059429035d75a914d1eda9f10a876752e281a054a7a3d421ef0533e5b6249"},  // HuggingFaceTB/SmolLM-135M
