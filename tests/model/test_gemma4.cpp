@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <span>
@@ -20,6 +21,7 @@
 
 #include "edgellm/model.h"
 #include "edgellm/synth.h"
+#include "compute/ops.h"
 #include "kernels/kernels.h"
 #include "model/model_impl.h"
 #include "test_paths.h"
@@ -254,6 +256,66 @@ TEST(Gemma4, RingCacheCrossesTheWindowAsTheWholeContext) {
     // (the ring's cells hold the positions in another order: the sums' rounding differs)
     EXPECT_LT(nrmse(logits[0], logits[1]), 1e-3) << "ring against whole context";
     EXPECT_LT(nrmse(logits[0], logits[2]), 1e-3) << "token by token against one batch";
+}
+
+// Layer il's keys (or values) in a snapshot of an f32 cache without rings: the layers with a
+// cache follow the header in order, each its keys then its values, as wide as its heads
+// (head after head, each head's positions in order).
+std::vector<float> cached(const std::vector<uint8_t>& blob, const HParams& h, int64_t n_used,
+                          int64_t il, bool keys) {
+    auto bytes = [&](int64_t l) { return 2 * sizeof(float) * (size_t)(h.n_embd_kv_at(l) * n_used); };
+    size_t at = blob.size();
+    for (int64_t l = 0; l < h.n_layer - h.n_kv_shared; ++l) at -= bytes(l);
+    for (int64_t l = 0; l < il; ++l) at += bytes(l);
+    if (!keys) at += bytes(il) / 2;
+    std::vector<float> out((size_t)(h.n_embd_kv_at(il) * n_used));
+    std::memcpy(out.data(), blob.data() + at, out.size() * sizeof(float));
+    return out;
+}
+
+// A context shift turns each layer's kept keys back by the positions dropped with that
+// layer's rotation: a sliding layer's 32 dimensions at base 1e4, a global layer's 64 at 1e6
+// with its frequency factors (three quarters of them standing still).
+TEST(Gemma4, ShiftTurnsEachLayersKeysWithItsOwnRotation) {
+    test::TempDir dir("edgellm-gemma4");
+    auto m = Model::load(tiny(dir).string());
+    ASSERT_TRUE(m.ok()) << m.error();
+    const HParams& h = (*m)->hparams();
+    ContextParams p;
+    p.n_ctx = 64;
+    p.n_threads = 2;
+    p.type_k = p.type_v = TensorType::F32;
+    p.swa_full = true;
+    auto c = Context::create(**m, p);
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE((*c)->eval(some_tokens(40), false).ok());
+    const std::vector<uint8_t> before = (*c)->snapshot();
+    ASSERT_EQ((*c)->shift(5, 12), 12);
+    const std::vector<uint8_t> after = (*c)->snapshot();
+    const GgufTensorInfo* factors = (*m)->file().tensor("rope_freqs.weight");
+    ASSERT_TRUE(factors && factors->type == TensorType::F32);
+    for (int64_t il : {1, 2}) {
+        SCOPED_TRACE("layer " + std::to_string(il));
+        const int64_t head = h.head_dim_at(il), n_kv = h.n_head_kv_at(il);
+        RopeParams rp;
+        rp.n_rot = (int)h.n_rot_at(il);
+        rp.neox = true;
+        rp.freq_base = h.is_swa(il) ? 1e4f : 1e6f;
+        rp.freq_factors = h.is_swa(il) ? nullptr : (const float*)factors->data;
+        const std::vector<float> k0 = cached(before, h, 40, il, true), k1 = cached(after, h, 28, il, true);
+        const std::vector<float> v0 = cached(before, h, 40, il, false), v1 = cached(after, h, 28, il, false);
+        double worst = 0;
+        for (int64_t hh = 0; hh < n_kv; ++hh)
+            for (int64_t pos = 17; pos < 40; ++pos) {
+                std::vector<float> want(k0.begin() + (hh * 40 + pos) * head, k0.begin() + (hh * 40 + pos + 1) * head);
+                rope(want.data(), -12, rp);
+                const auto got = std::span<const float>(k1).subspan((size_t)((hh * 28 + pos - 12) * head), (size_t)head);
+                worst = std::max(worst, nrmse(got, want));
+                EXPECT_EQ(std::memcmp(&v1[(size_t)((hh * 28 + pos - 12) * head)], &v0[(size_t)((hh * 40 + pos) * head)],
+                                      (size_t)head * sizeof(float)), 0) << "values moved wrongly";
+            }
+        EXPECT_LT(worst, 1e-5);
+    }
 }
 
 // Every kernel set this machine has gives the reference kernels' logits (quantized weights,
