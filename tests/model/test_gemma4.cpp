@@ -350,7 +350,9 @@ TEST(Gemma4, EveryKernelSetAgrees) {
 }
 
 // Tensors of the models edgellm does not run are named in the refusal: an image or audio
-// encoder (a multimodal GGUF), a mixture of experts (26B-A4B).
+// encoder (a multimodal GGUF), a mixture of experts (26B-A4B); and shared layers that would
+// read a layer of the other kind (llama.cpp's choice assumes the last layer with a cache is
+// global and the one before it sliding; it aborts otherwise).
 TEST(Gemma4, EncodersAndExpertsAreRefusedByName) {
     test::TempDir dir("edgellm-gemma4");
     auto src = GgufFile::open(tiny(dir).string());
@@ -358,18 +360,21 @@ TEST(Gemma4, EncodersAndExpertsAreRefusedByName) {
     const GgufTensorInfo* norm = (*src)->tensor("blk.0.attn_norm.weight");
     struct Case {
         const char* tensor;  // an extra tensor (null: none)
-        const char* key;     // an extra key (null: none)
+        const char* key;     // a key set to value (null: none)
+        uint32_t value;
         const char* says;
     };
-    for (const Case& k : {Case{"v.blk.0.attn_q.weight", nullptr, "image encoder"},
-                          Case{"a.blk.0.attn_q.weight", nullptr, "audio encoder"},
-                          Case{"mm.input_projection.weight", nullptr, "multimodal projector"},
-                          Case{"blk.0.ffn_gate_exps.weight", nullptr, "mixture-of-experts"},
-                          Case{"blk.0.ffn_gate_inp.weight", nullptr, "mixture-of-experts"},
-                          Case{nullptr, "gemma4.expert_count", "mixture of experts"}}) {
+    for (const Case& k : {Case{"v.blk.0.attn_q.weight", nullptr, 0, "image encoder"},
+                          Case{"a.blk.0.attn_q.weight", nullptr, 0, "audio encoder"},
+                          Case{"mm.input_projection.weight", nullptr, 0, "multimodal projector"},
+                          Case{"blk.0.ffn_gate_exps.weight", nullptr, 0, "mixture-of-experts"},
+                          Case{"blk.0.ffn_gate_inp.weight", nullptr, 0, "mixture-of-experts"},
+                          Case{nullptr, "gemma4.expert_count", 128, "mixture of experts"},
+                          // layers 5-8 shared: 5 would read 4, a sliding layer
+                          Case{nullptr, "gemma4.attention.shared_kv_layers", 4, "of the other kind"}}) {
         GgufWriter w;
         w.copy_metadata(**src);
-        if (k.key) w.set(k.key, gguf_value((uint32_t)128));
+        if (k.key) w.set(k.key, gguf_value(k.value));
         for (const auto& t : (*src)->tensors())
             w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), t.data);
         if (k.tensor) w.add_tensor(k.tensor, TensorType::F32, {norm->ne[0]}, norm->data);
@@ -377,7 +382,7 @@ TEST(Gemma4, EncodersAndExpertsAreRefusedByName) {
         ASSERT_TRUE(w.write(f.string()).ok());
         auto m = Model::load(f.string());
         ASSERT_FALSE(m.ok()) << (k.tensor ? k.tensor : k.key);
-        EXPECT_NE(m.error().find(k.tensor ? k.tensor : "expert"), std::string::npos) << m.error();
+        EXPECT_NE(m.error().find(k.tensor ? k.tensor : k.key), std::string::npos) << m.error();
         EXPECT_NE(m.error().find(k.says), std::string::npos) << m.error();
     }
 }
