@@ -10,6 +10,11 @@
 //     h = rms_norm(x) * ffn_norm
 //     x += (silu(h Wgate) * (h Wup)) Wdown
 //   logits = (rms_norm(x) * output_norm) Woutput              [n_out, n_vocab]
+//
+// The other families are flags of HParams read here: Gemma's norms after each half, GELU
+// and sliding windows; Gemma 4's widths per layer (each layer's own head size, KV heads,
+// rotation and FFN width), layers attending over an earlier layer's cache (kv_layer), and
+// its per-layer embeddings added after the FFN (per_layer_inputs, add_per_layer_embd).
 #include <sched.h>
 #include <unistd.h>
 

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <span>
@@ -21,6 +22,7 @@
 #include "edgellm/kernels.h"
 #include "edgellm/model.h"
 #include "edgellm/synth.h"
+#include "compute/ops.h"
 #include "kernels/kernels.h"
 #include "model/model_impl.h"
 #include "test_paths.h"
@@ -272,6 +274,66 @@ TEST(Gemma4, RingCacheCrossesTheWindowAsTheWholeContext) {
     EXPECT_LT(nrmse(logits[0], logits[2]), 1e-3) << "token by token against one batch";
 }
 
+// Layer il's keys (or values) in a snapshot of an f32 cache without rings: the layers with a
+// cache follow the header in order, each its keys then its values, as wide as its heads
+// (head after head, each head's positions in order).
+std::vector<float> cached(const std::vector<uint8_t>& blob, const HParams& h, int64_t n_used,
+                          int64_t il, bool keys) {
+    auto bytes = [&](int64_t l) { return 2 * sizeof(float) * (size_t)(h.n_embd_kv_at(l) * n_used); };
+    size_t at = blob.size();
+    for (int64_t l = 0; l < h.n_layer - h.n_kv_shared; ++l) at -= bytes(l);
+    for (int64_t l = 0; l < il; ++l) at += bytes(l);
+    if (!keys) at += bytes(il) / 2;
+    std::vector<float> out((size_t)(h.n_embd_kv_at(il) * n_used));
+    std::memcpy(out.data(), blob.data() + at, out.size() * sizeof(float));
+    return out;
+}
+
+// A context shift turns each layer's kept keys back by the positions dropped with that
+// layer's rotation: a sliding layer's 32 dimensions at base 1e4, a global layer's 64 at 1e6
+// with its frequency factors (three quarters of them standing still).
+TEST(Gemma4, ShiftTurnsEachLayersKeysWithItsOwnRotation) {
+    test::TempDir dir("edgellm-gemma4");
+    auto m = Model::load(tiny(dir).string());
+    ASSERT_TRUE(m.ok()) << m.error();
+    const HParams& h = (*m)->hparams();
+    ContextParams p;
+    p.n_ctx = 64;
+    p.n_threads = 2;
+    p.type_k = p.type_v = TensorType::F32;
+    p.swa_full = true;
+    auto c = Context::create(**m, p);
+    ASSERT_TRUE(c.ok());
+    ASSERT_TRUE((*c)->eval(some_tokens(40), false).ok());
+    const std::vector<uint8_t> before = (*c)->snapshot();
+    ASSERT_EQ((*c)->shift(5, 12), 12);
+    const std::vector<uint8_t> after = (*c)->snapshot();
+    const GgufTensorInfo* factors = (*m)->file().tensor("rope_freqs.weight");
+    ASSERT_TRUE(factors && factors->type == TensorType::F32);
+    for (int64_t il : {1, 2}) {
+        SCOPED_TRACE("layer " + std::to_string(il));
+        const int64_t head = h.head_dim_at(il), n_kv = h.n_head_kv_at(il);
+        RopeParams rp;
+        rp.n_rot = (int)h.n_rot_at(il);
+        rp.neox = true;
+        rp.freq_base = h.is_swa(il) ? 1e4f : 1e6f;
+        rp.freq_factors = h.is_swa(il) ? nullptr : (const float*)factors->data;
+        const std::vector<float> k0 = cached(before, h, 40, il, true), k1 = cached(after, h, 28, il, true);
+        const std::vector<float> v0 = cached(before, h, 40, il, false), v1 = cached(after, h, 28, il, false);
+        double worst = 0;
+        for (int64_t hh = 0; hh < n_kv; ++hh)
+            for (int64_t pos = 17; pos < 40; ++pos) {
+                std::vector<float> want(k0.begin() + (hh * 40 + pos) * head, k0.begin() + (hh * 40 + pos + 1) * head);
+                rope(want.data(), -12, rp);
+                const auto got = std::span<const float>(k1).subspan((size_t)((hh * 28 + pos - 12) * head), (size_t)head);
+                worst = std::max(worst, nrmse(got, want));
+                EXPECT_EQ(std::memcmp(&v1[(size_t)((hh * 28 + pos - 12) * head)], &v0[(size_t)((hh * 40 + pos) * head)],
+                                      (size_t)head * sizeof(float)), 0) << "values moved wrongly";
+            }
+        EXPECT_LT(worst, 1e-5);
+    }
+}
+
 // Every kernel set this machine has gives the reference kernels' logits (quantized weights,
 // a quantized cache with its Hadamard turns on the global layers' heads of 64).
 TEST(Gemma4, EveryKernelSetAgrees) {
@@ -304,7 +366,9 @@ TEST(Gemma4, EveryKernelSetAgrees) {
 }
 
 // Tensors of the models edgellm does not run are named in the refusal: an image or audio
-// encoder (a multimodal GGUF), a mixture of experts (26B-A4B).
+// encoder (a multimodal GGUF), a mixture of experts (26B-A4B); and shared layers that would
+// read a layer of the other kind (llama.cpp's choice assumes the last layer with a cache is
+// global and the one before it sliding; it aborts otherwise).
 TEST(Gemma4, EncodersAndExpertsAreRefusedByName) {
     test::TempDir dir("edgellm-gemma4");
     auto src = GgufFile::open(tiny(dir).string());
@@ -312,18 +376,21 @@ TEST(Gemma4, EncodersAndExpertsAreRefusedByName) {
     const GgufTensorInfo* norm = (*src)->tensor("blk.0.attn_norm.weight");
     struct Case {
         const char* tensor;  // an extra tensor (null: none)
-        const char* key;     // an extra key (null: none)
+        const char* key;     // a key set to value (null: none)
+        uint32_t value;
         const char* says;
     };
-    for (const Case& k : {Case{"v.blk.0.attn_q.weight", nullptr, "image encoder"},
-                          Case{"a.blk.0.attn_q.weight", nullptr, "audio encoder"},
-                          Case{"mm.input_projection.weight", nullptr, "multimodal projector"},
-                          Case{"blk.0.ffn_gate_exps.weight", nullptr, "mixture-of-experts"},
-                          Case{"blk.0.ffn_gate_inp.weight", nullptr, "mixture-of-experts"},
-                          Case{nullptr, "gemma4.expert_count", "mixture of experts"}}) {
+    for (const Case& k : {Case{"v.blk.0.attn_q.weight", nullptr, 0, "image encoder"},
+                          Case{"a.blk.0.attn_q.weight", nullptr, 0, "audio encoder"},
+                          Case{"mm.input_projection.weight", nullptr, 0, "multimodal projector"},
+                          Case{"blk.0.ffn_gate_exps.weight", nullptr, 0, "mixture-of-experts"},
+                          Case{"blk.0.ffn_gate_inp.weight", nullptr, 0, "mixture-of-experts"},
+                          Case{nullptr, "gemma4.expert_count", 128, "mixture of experts"},
+                          // layers 5-8 shared: 5 would read 4, a sliding layer
+                          Case{nullptr, "gemma4.attention.shared_kv_layers", 4, "of the other kind"}}) {
         GgufWriter w;
         w.copy_metadata(**src);
-        if (k.key) w.set(k.key, gguf_value((uint32_t)128));
+        if (k.key) w.set(k.key, gguf_value(k.value));
         for (const auto& t : (*src)->tensors())
             w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), t.data);
         if (k.tensor) w.add_tensor(k.tensor, TensorType::F32, {norm->ne[0]}, norm->data);
@@ -331,7 +398,7 @@ TEST(Gemma4, EncodersAndExpertsAreRefusedByName) {
         ASSERT_TRUE(w.write(f.string()).ok());
         auto m = Model::load(f.string());
         ASSERT_FALSE(m.ok()) << (k.tensor ? k.tensor : k.key);
-        EXPECT_NE(m.error().find(k.tensor ? k.tensor : "expert"), std::string::npos) << m.error();
+        EXPECT_NE(m.error().find(k.tensor ? k.tensor : k.key), std::string::npos) << m.error();
         EXPECT_NE(m.error().find(k.says), std::string::npos) << m.error();
     }
 }

@@ -18,38 +18,43 @@ namespace {
 std::string finish(HParams& hp, const GgufFile& f) {
     const std::string p = hp.arch + ".";
     if (const auto experts = f.get_int(p + "expert_count"); experts && *experts > 0)
-        return "a mixture of experts (" + std::to_string(*experts) +
-               " experts: Gemma 4 26B-A4B) is not supported; edgellm runs the dense Gemma 4 "
-               "(E2B, E4B)";
+        return p + "expert_count = " + std::to_string(*experts) +
+               ": a mixture of experts (Gemma 4 26B-A4B) is not supported; edgellm runs the "
+               "dense Gemma 4 (E2B, E4B)";
     if (!f.find(p + "embedding_length_per_layer_input"))
         return "missing metadata " + p + "embedding_length_per_layer_input";
-    if (hp.n_embd_per_layer < 0) return "negative embedding_length_per_layer_input";
+    if (hp.n_embd_per_layer < 0) return "negative " + p + "embedding_length_per_layer_input";
     if (hp.n_embd_per_layer == 0 && f.tensor("per_layer_token_embd.weight"))
-        return "per-layer embedding tensors in a model whose embedding_length_per_layer_input is 0";
-    if (hp.n_swa <= 0) return "attention.sliding_window must be positive";
+        return "per-layer embedding tensors in a model whose " + p +
+               "embedding_length_per_layer_input is 0";
+    if (hp.n_swa <= 0) return p + "attention.sliding_window must be positive";
     // Both kinds of layer: keys and values of one size, an even head, no more rotated
     // dimensions than it has (absent, the sliding layers rotate as many as the global ones,
     // as llama.cpp reads it).
     const std::optional<int64_t> v_swa = f.get_int(p + "attention.value_length_swa");
     if (v_swa && *v_swa != hp.head_dim_swa)
-        return "key_length_swa " + std::to_string(hp.head_dim_swa) + " != value_length_swa " +
+        return p + "attention.key_length_swa " + std::to_string(hp.head_dim_swa) + " != value_length_swa " +
                std::to_string(*v_swa) + " (Gemma 4 needs them equal)";
     if (hp.n_rot_swa <= 0) hp.n_rot_swa = hp.n_rot;
     if (hp.head_dim_swa <= 0 || hp.head_dim_swa % 2 != 0)
         return "sliding layers' head dimension " + std::to_string(hp.head_dim_swa) + " is not even";
     if (hp.n_rot_swa % 2 != 0 || hp.n_rot_swa > hp.head_dim_swa)
-        return "rope.dimension_count_swa = " + std::to_string(hp.n_rot_swa) +
+        return p + "rope.dimension_count_swa = " + std::to_string(hp.n_rot_swa) +
                " must be even and at most the sliding layers' head dimension " +
                std::to_string(hp.head_dim_swa);
     // Shared layers read the last layer with a cache (a global layer) or the one before it
-    // (sliding): llama.cpp's choice, which holds only when those two are of these kinds.
+    // (sliding): llama.cpp's choice, which holds only when those two are of these kinds
+    // (and then of the same heads).
+    const std::string shared = p + "attention.shared_kv_layers = " + std::to_string(hp.n_kv_shared);
     if (hp.n_kv_shared < 0 || hp.n_layer - hp.n_kv_shared < 2)
-        return "attention.shared_kv_layers = " + std::to_string(hp.n_kv_shared) + " leaves " +
-               "fewer than 2 of " + std::to_string(hp.n_layer) + " layers with a cache";
-    for (int64_t il = hp.n_layer - hp.n_kv_shared; il < hp.n_layer; ++il)
-        if (hp.is_swa(hp.kv_layer(il)) != hp.is_swa(il))
-            return "layer " + std::to_string(il) + " would share the cache of layer " +
-                   std::to_string(hp.kv_layer(il)) + ", of the other kind (sliding/global)";
+        return shared + " leaves fewer than 2 of " + std::to_string(hp.n_layer) +
+               " layers with a cache";
+    for (int64_t il = hp.n_layer - hp.n_kv_shared; il < hp.n_layer; ++il) {
+        const int64_t src = hp.kv_layer(il);
+        if (hp.is_swa(src) != hp.is_swa(il) || hp.n_head_kv_at(src) != hp.n_head_kv_at(il))
+            return shared + ": layer " + std::to_string(il) + " would read the cache of layer " +
+                   std::to_string(src) + ", of the other kind (sliding/global) or other KV heads";
+    }
     hp.post_norms = true;
     hp.gelu_ffn = true;
     hp.v_norm = true;
