@@ -15,7 +15,8 @@
 // common_sampler runs it: the chain first chooses a token without it; only when the
 // grammar rejects that token are the logits masked by the grammar and the chain run again.
 // A lazy grammar waits for one of its triggers in the generated text (a tool call's opening)
-// and constrains from there on.
+// and constrains from there on. A thinking block (ThinkingParams) is counted, cut at its
+// budget, and kept out of the grammar.
 //
 // Bad numbers never crash it: a NaN logit counts as -inf (never chosen); a +inf logit wins
 // over every finite one; if every logit is NaN or -inf the result is token 0 (with a grammar:
@@ -55,6 +56,23 @@ const char* sampler_stage_name(SamplerStageKind k);
 struct GrammarTrigger {
     std::string word;
     bool at_start = false;
+};
+
+// A thinking model's reasoning block in the reply (<think> ... </think>, Gemma 4's thought
+// channel: the blocks text/chat/reasoning.h splits off) and how many tokens it may take, as
+// llama.cpp's --reasoning-budget. The block's tokens are those after its opening and before
+// its close; once `budget` of them are taken (and its text ends on a whole UTF-8
+// character) the sampler forces the close and the answer follows. A grammar constrains the
+// answer only: it waits while a block is open and starts after its close (the blank lines
+// after it let by), and the token that opens a block at the reply's start passes it while
+// thinking is allowed. The tokens' text comes from SamplerParams::grammar_vocab.
+struct ThinkingParams {
+    bool on = false;      // follow the reply's blocks (a chat reply)
+    bool opened = false;  // the prompt opened a block: the reply starts inside it
+    int32_t budget = -1;  // tokens a block may take; -1: no limit; 0: none (closed at once)
+    // Each close's text and tokens (the model's tokenization of "</think>", "<channel|>"),
+    // forced past the budget; a block whose close is not here is not cut.
+    std::vector<std::pair<std::string, std::vector<int32_t>>> closes;
 };
 
 // SamplerParams::seed value that asks for a random seed (llama.cpp's LLAMA_DEFAULT_SEED).
@@ -102,6 +120,8 @@ struct SamplerParams {
     std::shared_ptr<const GrammarVocab> grammar_vocab;
     // Non-empty: the grammar is lazy and starts at the first of these triggers.
     std::vector<GrammarTrigger> grammar_triggers;
+    // The reply's thinking blocks and their budget (needs grammar_vocab).
+    ThinkingParams thinking;
 };
 
 struct TokenLogprob;
@@ -140,6 +160,8 @@ class Sampler {
     std::optional<GrammarMatcher> grammar_matcher() const;
     // The grammar is set and has nothing more to admit but the end of generation.
     bool grammar_done() const;
+    // Tokens taken inside thinking blocks so far (ThinkingParams; their closes not counted).
+    int64_t thinking_tokens() const;
 
     // Forget the history, keep the params, restart the random stream: a fixed seed repeats
     // the same stream; kRandomSeed draws a fresh random seed (as llama.cpp's reset does).

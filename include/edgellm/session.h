@@ -194,6 +194,7 @@ struct GenerateResult {
     int64_t n_prompt = 0;     // prompt tokens
     int64_t n_cached = 0;     // prompt tokens reused from the KV cache
     int64_t n_generated = 0;
+    int64_t n_reasoning = 0;  // of those, inside thinking blocks (SamplerParams::thinking)
     double prompt_ms = 0.0;    // evaluating the new prompt tokens
     double first_token_ms = 0.0;  // from the call to the first sampled token (0: none)
     double generate_ms = 0.0;  // from the first sampled token to the end

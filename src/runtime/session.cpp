@@ -554,6 +554,7 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
         emit(pending);
     }
     if (cancelled) res.stop = StopReason::Cancelled;
+    res.n_reasoning = sampler.thinking_tokens();
     res.generate_ms = ms_since(t1);
     return res;
 }

@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "edgellm/error.h"
+#include "text/chat/thinking.h"
 #include "text/sampler_chain.h"
 
 namespace edgellm {
@@ -922,6 +923,10 @@ struct Sampler::Impl {
     std::vector<std::unique_ptr<sampling::Stage>> stages;  // in order
     std::unique_ptr<sampling::Selector> selector;
     std::optional<GrammarStage> grammar;
+    // The reply's thinking blocks; the grammar as it was before text that may open one (it
+    // goes back to that when a block opens).
+    std::optional<ThinkingBudget> thinking;
+    std::optional<GrammarStage> grammar_before;
 
     std::vector<float> row;             // [n_vocab] working logits
     std::vector<TokenData> candidates;  // [n_vocab] (empty when no stage makes a list)
@@ -930,7 +935,8 @@ struct Sampler::Impl {
 
     Impl() = default;
     Impl(const Impl& o)
-        : params(o.params), n_vocab(o.n_vocab), grammar(o.grammar), row(o.row),
+        : params(o.params), n_vocab(o.n_vocab), grammar(o.grammar), thinking(o.thinking),
+          grammar_before(o.grammar_before), row(o.row),
           candidates(o.candidates), seed_used(o.seed_used), rng(o.rng) {
         for (const auto& s : o.stages) stages.push_back(s->clone());
         selector = o.selector->clone();
@@ -1056,6 +1062,8 @@ Sampler::Sampler(const SamplerParams& params, int32_t n_vocab) : impl_(std::make
         s.selector = std::make_unique<DistSelector>(&s.seed_used);
     makes_list |= !greedy;
     if (p.grammar && p.grammar_vocab && p.grammar_vocab->n_vocab() == n_vocab) s.grammar.emplace(p);
+    if (p.thinking.on && p.grammar_vocab && p.grammar_vocab->n_vocab() == n_vocab)
+        s.thinking.emplace(p.thinking, p.grammar_vocab);
 
     s.row.resize((size_t)n_vocab);
     s.candidates.resize(makes_list ? (size_t)n_vocab : 0);
@@ -1082,7 +1090,8 @@ int32_t Sampler::sample(std::span<const float> logits, size_t n_probs,
     top->clear();
     const int32_t t = sample(logits);
     s.post = nullptr;
-    if (!(s.params.temperature > 0.0f)) {  // greedy: the token was drawn with certainty
+    // greedy, or a forced close: the token was drawn with certainty
+    if (!(s.params.temperature > 0.0f) || (s.thinking && s.thinking->forced() == t)) {
         top->assign(1, TokenLogprob{t, 0.0f});
         *chosen_logprob = 0.0f;
         return t;
@@ -1096,11 +1105,14 @@ int32_t Sampler::sample(std::span<const float> logits, size_t n_probs,
 int32_t Sampler::sample(std::span<const float> logits) {
     Impl& s = *impl_;
     EDGELLM_ASSERT(logits.size() == (size_t)s.n_vocab, "logits row is not n_vocab long");
-    const bool constrained = s.grammar && s.grammar->active();
+    if (s.thinking)
+        if (const int32_t f = s.thinking->forced(); f >= 0) return f;
+    const bool constrained = grammar_active();
     int32_t tok = s.run(logits, false);
     if (!constrained) return tok < 0 ? 0 : tok;
     // The grammar checks the chain's choice; only a miss pays for the mask.
-    if (tok >= 0 && s.grammar->allows(tok)) return tok;
+    if (tok >= 0 && (s.grammar->allows(tok) || (s.thinking && s.thinking->passes_grammar(tok))))
+        return tok;
     tok = s.run(logits, true);
     return tok < 0 ? s.grammar->fallback() : tok;
 }
@@ -1110,7 +1122,26 @@ void Sampler::accept(int32_t token) {
     if (token < 0 || token >= s.n_vocab) return;
     for (auto& st : s.stages) st->accept(token, true);
     s.selector->accept(token);
-    if (s.grammar) s.grammar->accept(token);
+    using Step = ThinkingBudget::Step;
+    const Step step = s.thinking ? s.thinking->accept(token) : Step::Answer;
+    if (!s.grammar) return;
+    switch (step) {
+        case Step::Answer:
+            s.grammar_before.reset();
+            s.grammar->accept(token);
+            break;
+        case Step::MayOpen:
+            if (!s.grammar_before) s.grammar_before = s.grammar;
+            s.grammar->accept(token);
+            break;
+        case Step::Opened:  // what led up to the opening was no answer
+            if (s.grammar_before) s.grammar = std::move(s.grammar_before);
+            s.grammar_before.reset();
+            break;
+        case Step::Block:
+        case Step::Blank:
+            break;
+    }
 }
 
 void Sampler::accept_prompt(int32_t token) {
@@ -1120,7 +1151,7 @@ void Sampler::accept_prompt(int32_t token) {
 }
 
 bool Sampler::grammar_active() const {
-    return impl_->grammar && impl_->grammar->active();
+    return impl_->grammar && impl_->grammar->active() && !(impl_->thinking && impl_->thinking->inside());
 }
 
 std::optional<GrammarMatcher> Sampler::grammar_matcher() const {
@@ -1129,7 +1160,11 @@ std::optional<GrammarMatcher> Sampler::grammar_matcher() const {
 }
 
 bool Sampler::grammar_done() const {
-    return impl_->grammar && impl_->grammar->done();
+    return grammar_active() && impl_->grammar->done();
+}
+
+int64_t Sampler::thinking_tokens() const {
+    return impl_->thinking ? impl_->thinking->tokens() : 0;
 }
 
 void Sampler::reset() {
@@ -1137,6 +1172,8 @@ void Sampler::reset() {
     for (auto& st : s.stages) st->reset();
     s.selector->reset();
     if (s.grammar) s.grammar->reset();
+    if (s.thinking) s.thinking->reset();
+    s.grammar_before.reset();
     s.seed_used = resolve_seed(s.params.seed);
     s.rng.seed(s.seed_used);
 }
@@ -1155,6 +1192,8 @@ std::string Sampler::describe() const {
     const Impl& s = *impl_;
     std::string out = "logits";
     if (s.grammar) out += s.grammar->describe();
+    if (s.thinking && s.params.thinking.budget >= 0)
+        out += " -> thinking budget " + std::to_string(s.params.thinking.budget);
     for (const auto& st : s.stages) out += st->describe();
     return out + s.selector->describe();
 }

@@ -128,6 +128,40 @@ TEST(Speculative, GreedyOutputIsTheSameWithADraftModel) {
     EXPECT_FALSE(out.empty()) << "p_min 0: it drafts as many as it may";
 }
 
+// A thinking budget forces the same close at the same place with drafts as without: the
+// forced tokens are the sampler's choice, and a draft is kept only when it is that choice.
+TEST(Speculative, AThinkingBudgetCutsAtTheSamePlaceWithADraftModel) {
+    Pair p;
+    if (!load_pair(&p)) GTEST_SKIP() << "no golden models at " << test::golden_dir();
+    GenerateParams gp = greedy(32);
+    ThinkingParams& t = gp.sampling.thinking;
+    t.on = true;
+    t.opened = true;
+    t.budget = 10;
+    t.closes = {{"</think>", p.main.tok->tokenize("</think>", false, true)}};
+    gp.sampling.grammar_vocab = GrammarVocab::build(*p.main.tok);
+    Session plain(*p.main.model, *p.main.tok, *p.main_ctx);
+    auto want = plain.generate(kPrompt, gp, nullptr);
+    ASSERT_TRUE(want.ok()) << want.error();
+    EXPECT_EQ(want->n_reasoning, 10);
+    const size_t close = want->text.find("</think>");
+    ASSERT_NE(close, std::string::npos) << want->text;
+    // the close right after the budget's ten tokens
+    const std::vector<int32_t> thought(want->tokens.begin(), want->tokens.begin() + 10);
+    EXPECT_EQ(p.main.tok->detokenize(thought, false), want->text.substr(0, close));
+
+    auto ctx = make_ctx(*p.main.model);
+    Session spec(*p.main.model, *p.main.tok, *ctx);
+    ModelDrafter drafter(*p.draft.model, *p.draft_ctx, 0, 0.0f, p.main.model->hparams().n_vocab);
+    gp.spec.drafter = &drafter;
+    gp.spec.n_max = 4;
+    auto got = spec.generate(kPrompt, gp, nullptr);
+    ASSERT_TRUE(got.ok()) << got.error();
+    EXPECT_EQ(got->tokens, want->tokens);
+    EXPECT_EQ(got->n_reasoning, 10);
+    EXPECT_GT(got->n_drafted, 0);
+}
+
 // After rejected drafts were rolled back, the cache's K/V are those of the reply: the next
 // turn reuses them and gives what a fresh context gives.
 TEST(Speculative, RollBackLeavesTheCacheAsPlainDecodingWould) {

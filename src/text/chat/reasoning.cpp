@@ -29,6 +29,19 @@ bool prompt_opens_thinking(std::string_view prompt) {
     return prompt.size() >= kOpen.size() && prompt.substr(prompt.size() - kOpen.size()) == kOpen;
 }
 
+bool prompt_closes_thinking(std::string_view prompt) {
+    while (!prompt.empty() && is_blank(prompt.back())) prompt.remove_suffix(1);
+    for (std::string_view close : thinking_closes())
+        if (prompt.size() >= close.size() && prompt.substr(prompt.size() - close.size()) == close)
+            return true;
+    return false;
+}
+
+const std::vector<std::string_view>& thinking_closes() {
+    static const std::vector<std::string_view> closes = {kClose, kChannelEnd};
+    return closes;
+}
+
 ReasoningSplit split_reasoning(std::string_view reply, bool opened_in_prompt) {
     // (the stream's own rules, so a streamed reply splits as the whole one does)
     ReasoningSplit out;
@@ -122,6 +135,21 @@ bool ReasoningStream::answer(std::string* content) {
     }
     held_.erase(0, kChannel.size());
     return true;
+}
+
+bool ReasoningStream::may_open() const {
+    if (state_ == State::Start) {
+        const std::string_view lead = trim_left(held_);
+        return !lead.empty() && (may_become(lead, kOpen) || may_become(lead, kThought));
+    }
+    return state_ == State::Answer && !held_.empty() && may_become(held_, kThought);
+}
+
+bool ReasoningStream::would_open(std::string_view piece) const {
+    if (state_ != State::Start) return false;
+    const std::string lead = std::string(trim_left(held_)) + std::string(piece);
+    const std::string_view l = trim_left(lead);
+    return starts_with(l, kOpen) || starts_with(l, kThought);
 }
 
 void ReasoningStream::finish(std::string* reasoning, std::string* content) {

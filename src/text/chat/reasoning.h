@@ -6,6 +6,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace edgellm {
 
@@ -17,6 +18,11 @@ struct ReasoningSplit {
 // Whether the rendered prompt already opened the thinking block (a template that ends its
 // generation prompt with "<think>"), so the reply starts inside it.
 bool prompt_opens_thinking(std::string_view prompt);
+// Whether it ends with a closed block (Qwen 3's and SmolLM3's "<think>\n\n</think>", Gemma
+// 4's empty thought channel): the template turned thinking off.
+bool prompt_closes_thinking(std::string_view prompt);
+// The texts that close a block: the end-of-thinking markers a budget forces.
+const std::vector<std::string_view>& thinking_closes();
 
 // A whole reply: reasoning is what stands between a leading <think> (or the reply's start,
 // when the prompt opened the block) and </think>, all of the reply when it ended before
@@ -35,6 +41,17 @@ class ReasoningStream {
     void push(std::string_view piece, std::string* reasoning, std::string* content);
     // The reply ended: whatever was held back.
     void finish(std::string* reasoning, std::string* content);
+
+    // Where the stream stands (for the sampler's thinking budget, text/chat/thinking.h):
+    // inside a block, and the text that closes it;
+    bool thinking() const { return state_ == State::Thinking; }
+    std::string_view closing() const { return close_; }
+    // whether the text held back may still become the opening of a block, or its close;
+    bool may_open() const;
+    bool may_close() const { return state_ == State::Thinking && !held_.empty(); }
+    // whether `piece`, pushed next, would complete the opening of a block at the reply's
+    // start.
+    bool would_open(std::string_view piece) const;
 
   private:
     enum class State { Start, Thinking, Answer };
