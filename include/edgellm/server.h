@@ -104,8 +104,15 @@ struct ServerConfig {
     // --reasoning-format auto / deepseek); false: left in the content (none).
     bool reasoning = true;
     // --reasoning on|auto (true) or off (false): the templates' enable_thinking variable
-    // (--chat-template-kwargs and a request's chat_template_kwargs override it).
+    // (--chat-template-kwargs and a request's reasoning_effort, budget and
+    // chat_template_kwargs override it); off also closes a thinking block the model opens.
     bool enable_thinking = true;
+    // --reasoning-budget: tokens a thinking block may take before its end is forced (-1: no
+    // limit, 0: no thinking); a request's reasoning_budget_tokens overrides it.
+    int32_t reasoning_budget = -1;
+    // --reasoning-effort: the effort of a request that gives none (empty: none given), as
+    // a request's reasoning_effort acts.
+    std::string reasoning_effort;
     // A chat whose last message is the assistant's continues it (--no-prefill-assistant: off).
     bool prefill_assistant = true;
     // --grammar / --json-schema: constrains every request that brings no grammar, schema or

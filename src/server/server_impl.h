@@ -227,6 +227,10 @@ struct Server::Impl {
                   const ReplyAdapter* adapter = nullptr, const json* parsed = nullptr);
     // The prompt of a chat request, rendered by the model's template.
     std::string render(const GenRequest& g, bool* bos_in_text) const;
+    // Whether a chat request asks to think (the templates' enable_thinking), and the
+    // thinking blocks its reply may write (engine/thinking.cpp).
+    bool thinking_enabled(const GenRequest& g) const;
+    ThinkingParams thinking_params(Api api, const GenRequest& g, const std::string& prompt_text) const;
     // How the model writes tool calls (from its chat template).
     ToolFormat tool_format() const;
     std::string template_text() const;  // the chat template in use (empty: a built-in format)

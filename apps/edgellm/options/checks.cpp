@@ -216,21 +216,22 @@ bool serve_pairs(const Settings& s, std::string* err) {
     return !why;
 }
 
-// --reasoning-budget 0 turns thinking off; --reasoning-effort is a template variable.
+// --reasoning-budget 0 turns thinking off; an enable_thinking in --chat-template-kwargs
+// must be a boolean (it decides whether a reply may think).
 bool reasoning_settings(Settings& s, std::string* err) {
-    if (s.serve.reasoning_budget == 0) s.server.enable_thinking = false;
-    const auto& effort = s.serve.reasoning_effort;
-    if (!effort || *effort == "default") return true;
+    if (s.server.reasoning_budget == 0) s.server.enable_thinking = false;
     const std::string& kwargs = s.server.chat_template_kwargs;
-    nlohmann::ordered_json kw = kwargs.empty()
-                                    ? nlohmann::ordered_json::object()
-                                    : nlohmann::ordered_json::parse(kwargs, nullptr, false);
+    if (kwargs.empty()) return true;
+    const auto kw = nlohmann::json::parse(kwargs, nullptr, false);
     if (!kw.is_object()) {
         *err = "--chat-template-kwargs must be a JSON object";
         return false;
     }
-    if (!kw.contains("reasoning_effort")) kw["reasoning_effort"] = *effort;
-    s.server.chat_template_kwargs = kw.dump();
+    if (kw.contains("enable_thinking") && !kw["enable_thinking"].is_boolean()) {
+        *err = "--chat-template-kwargs: enable_thinking must be true or false, got " +
+               kw["enable_thinking"].dump();
+        return false;
+    }
     return true;
 }
 

@@ -34,8 +34,6 @@ struct ServeSettings {
     int64_t ngram_size_n = NgramDrafter::kMaxLookup, ngram_size_m = -1;
     float draft_p_min = 0.0f;
     std::optional<server::ContextPolicy> context_policy;  // --context-policy
-    int64_t reasoning_budget = -1;
-    std::optional<std::string> reasoning_effort;
     // --lora FILE[,FILE...] and --lora-scaled FILE:SCALE[,...] as given, with their places in
     // the arguments: llama-server numbers the adapters in the order given, both flags mixed.
     struct LoraArg {

@@ -1,6 +1,7 @@
 // The option table, part 3: sampling, grammars, chat templates and reasoning (run, serve).
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 
 #include "edgellm/chat.h"
 #include "options.h"
@@ -269,22 +270,20 @@ std::vector<Option> generation_options() {
                         }),
          .label = "--reasoning"},
         {.names = {"--reasoning-budget"}, .metavar = "N", .scope = kServe, .group = Group::Chat,
-         .help = "thinking tokens allowed: -1 no limit (the default), 0 none (as --reasoning off)",
-         .apply = [](const Arg& a, Settings& s, std::string* err) {
-             int64_t budget = -1;
-             if (!a.integer(-1, 1 << 30, &budget, err)) return false;
-             if (budget > 0) {
-                 *err = "--reasoning-budget " + std::to_string(budget) +
-                        ": only -1 (no limit) or 0 (no thinking) are supported";
-                 return false;
-             }
-             s.serve.reasoning_budget = budget;
-             return true;
-         }},
+         .help = "tokens a thinking block may take before its end (</think>) is forced and the "
+                 "answer follows: -1 no limit (the default), 0 no thinking (as --reasoning off)",
+         .apply = integer(-1, INT32_MAX, [](Settings& s, int64_t v) {
+             s.server.reasoning_budget = (int32_t)v;
+         })},
         {.names = {"--reasoning-effort"}, .metavar = "LEVEL", .scope = kServe, .group = Group::Chat,
-         .help = "the templates' reasoning_effort (minimal, low, medium, high, ...; default: the "
-                 "template's)",
-         .apply = store([](Settings& s, const std::string& v) { s.serve.reasoning_effort = v; })},
+         .help = "the effort of a request that gives no reasoning_effort: none or minimal turn "
+                 "thinking off; low, medium, high, xhigh, max turn it on and go to the template "
+                 "as reasoning_effort (default: the template's)",
+         .apply = takes({"default", "none", "minimal", "low", "medium", "high", "xhigh", "max"},
+                        "default, none, minimal, low, medium, high, xhigh or max",
+                        [](Settings& s, const std::string& v) {
+                            s.server.reasoning_effort = v == "default" ? "" : v;
+                        })},
         {.names = {"--no-prefill-assistant"}, .scope = kServe, .group = Group::Chat,
          .help = "an assistant message last is a finished turn (default: the reply continues it)",
          .apply = set_flag([](Settings& s) { s.server.prefill_assistant = false; })},

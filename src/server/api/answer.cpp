@@ -47,7 +47,8 @@ json usage_json(const GenerateResult& r) {
     return json{{"completion_tokens", r.n_generated},
                 {"prompt_tokens", r.n_prompt},
                 {"total_tokens", r.n_prompt + r.n_generated},
-                {"prompt_tokens_details", {{"cached_tokens", r.n_cached}}}};
+                {"prompt_tokens_details", {{"cached_tokens", r.n_cached}}},
+                {"completion_tokens_details", {{"reasoning_tokens", r.n_reasoning}}}};
 }
 
 namespace {

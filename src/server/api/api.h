@@ -37,6 +37,11 @@ struct GenRequest {
     std::string tools_json;             // JSON array, or empty
     std::vector<std::string> tool_names;  // the tools the reply may call (none: plain text)
     std::string template_kwargs_json;   // JSON object, or empty
+    // Thinking: reasoning_effort as given (empty: none given; "none" and "minimal" turn
+    // thinking off, the others on), and reasoning_budget_tokens / thinking_budget_tokens,
+    // the tokens a thinking block may take (-1: the server's --reasoning-budget).
+    std::string reasoning_effort;
+    int32_t reasoning_budget = -1;
     // The chat prompt ends where the assistant's reply begins (add_generation_prompt); or,
     // continuing the last message (continue_final_message, or an assistant message last
     // when prefill_assistant), it ends with that message's text, taken out of messages.
@@ -97,6 +102,11 @@ struct GenRequest {
 
 // A "lora" list ([{"id": N, "scale": X}, ...], as a request and POST /lora-adapters give it).
 std::optional<ApiError> parse_lora_list(const json& j, std::vector<std::pair<int, float>>* out);
+
+// The levels of reasoning_effort (OpenAI's, and DeepSeek V4's max): none and minimal turn
+// thinking off, the others on (and reach the template as reasoning_effort).
+inline constexpr const char* kReasoningEfforts = "none, minimal, low, medium, high, xhigh, max";
+bool reasoning_effort_known(const json& effort);
 
 // /props build_info, in llama-server's shape ("b<build>-<source>").
 std::string build_info();

@@ -2,6 +2,7 @@
 // request (GenRequest): messages or prompt, sampling, constraints, tools, logit bias.
 #include "server/api/api.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "edgellm/json_schema.h"
@@ -227,7 +228,16 @@ void parse_messages(const json& body, Fields& f, GenRequest* out) {
     }
     if (const json* kw = f.get("chat_template_kwargs")) {
         if (!kw->is_object()) return f.fail("chat_template_kwargs must be an object");
+        if (kw->contains("enable_thinking") && !(*kw)["enable_thinking"].is_boolean())
+            return f.fail("chat_template_kwargs.enable_thinking must be true or false, got " +
+                          (*kw)["enable_thinking"].dump());
         out->template_kwargs_json = kw->dump();
+    }
+    if (const json* e = f.get("reasoning_effort")) {
+        if (!reasoning_effort_known(*e))
+            return f.fail("reasoning_effort must be one of " + std::string(kReasoningEfforts) +
+                          ", got " + e->dump());
+        out->reasoning_effort = e->get<std::string>();
     }
     // Continuing the last message (llama.cpp's assistant prefill, vLLM's
     // continue_final_message).
@@ -575,6 +585,23 @@ std::optional<ApiError> parse_sampling_extras(Api api, Fields& f, GenRequest* ou
     return std::nullopt;
 }
 
+// llama-server's budget of a thinking block, by either of its names (-1: the server's).
+std::optional<ApiError> parse_thinking_budget(Api api, Fields& f, GenRequest* out) {
+    int64_t reasoning = -1, thinking = -1;
+    f.integer("reasoning_budget_tokens", -1, INT32_MAX, &reasoning);
+    f.integer("thinking_budget_tokens", -1, INT32_MAX, &thinking);
+    if (f.err) return f.err;
+    if (reasoning >= 0 && thinking >= 0 && reasoning != thinking)
+        return bad_request("reasoning_budget_tokens " + std::to_string(reasoning) +
+                           " and thinking_budget_tokens " + std::to_string(thinking) +
+                           " disagree (they are two names of one budget)");
+    out->reasoning_budget = (int32_t)std::max(reasoning, thinking);
+    if (api != Api::Chat && f.get("reasoning_effort"))
+        return bad_request("reasoning_effort applies to chat completions (it reaches the model "
+                           "through its chat template)");
+    return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<ApiError> parse_lora_list(const json& j, std::vector<std::pair<int, float>>* out) {
@@ -592,6 +619,12 @@ std::optional<ApiError> parse_lora_list(const json& j, std::vector<std::pair<int
         out->emplace_back((int)id, (float)scale);
     }
     return std::nullopt;
+}
+
+bool reasoning_effort_known(const json& effort) {
+    for (const char* k : {"none", "minimal", "low", "medium", "high", "xhigh", "max"})
+        if (effort == k) return true;
+    return false;
 }
 
 std::string build_info() { return std::string("b") + EDGELLM_VERSION + "-edgellm"; }
@@ -695,6 +728,7 @@ std::optional<ApiError> parse_gen_json(Api api, const json& j, const GeneratePar
         std::erase_if(out->gen.stop, [](const std::string& x) { return x.empty(); });
     }
     if (auto e = parse_sampling_extras(api, f, out)) return e;
+    if (auto e = parse_thinking_budget(api, f, out)) return e;
     if (auto e = parse_constraint(j, f, out)) return e;
     return std::nullopt;
 }

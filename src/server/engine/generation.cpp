@@ -45,10 +45,9 @@ std::string Server::Impl::render(const GenRequest& g, bool* bos_in_text) const {
                            default_system_prompt(live.model->file())) +
                g.continue_text;
     }
-    // Template variables: enable_thinking (--reasoning; true unless off, as llama.cpp
-    // always passes it), then --chat-template-kwargs, then the request's.
+    // Template variables: --chat-template-kwargs, the effort, the request's; enable_thinking
+    // as thinking_enabled() decides from all of them (always given, as llama.cpp does).
     json kw = json::object();
-    kw["enable_thinking"] = cfg.enable_thinking;
     // Today's date as llama.cpp gives templates (Llama 3.x prints date_string, FireFunction
     // datetime); they fall back to a date of their own without it.
     {
@@ -69,12 +68,21 @@ std::string Server::Impl::render(const GenRequest& g, bool* bos_in_text) const {
     // one that takes none, Gemma 3).
     std::vector<ChatMessage> messages = g.messages;
     prepare_tool_prompt(template_text(), g.tools_json.empty() ? json::array() : g.tools, &messages, &kw);
-    for (const std::string* src : {&cfg.chat_template_kwargs, &g.template_kwargs_json}) {
-        if (src->empty()) continue;
-        const json given = json::parse(*src, nullptr, false);
+    auto merge = [&kw](const std::string& src) {
+        const json given = src.empty() ? json() : json::parse(src, nullptr, false);
         if (given.is_object())
             for (const auto& [k, v] : given.items()) kw[k] = v;
-    }
+    };
+    merge(cfg.chat_template_kwargs);
+    // (for the templates that read it, gpt-oss's and DeepSeek V4's; "none" means no thinking
+    // and no level, as in llama.cpp)
+    const std::string& effort = g.reasoning_effort.empty() ? cfg.reasoning_effort : g.reasoning_effort;
+    if (effort == "none")
+        kw.erase("reasoning_effort");
+    else if (!effort.empty())
+        kw["reasoning_effort"] = effort;
+    merge(g.template_kwargs_json);
+    kw["enable_thinking"] = thinking_enabled(g);
     const std::string kwargs = kw.dump();
     if (!g.tool_names.empty() && g.answer_schema && g.tool_choice == "auto") {
         // tools and a typed answer: the grammar allows a call or the answer; the model is told
@@ -244,6 +252,9 @@ std::optional<ApiError> Server::Impl::prepare(Api api, GenRequest& g, Prepared* 
                                                    "optional repetitions?)");
         }
     }
+    // The reply's thinking blocks: counted, cut at the budget, kept out of the grammar.
+    s.thinking = thinking_params(api, g, p->prompt_text);
+    if (s.thinking.on) s.grammar_vocab = live.grammar_vocab.get();
     p->gp.n_probs = g.logprobs ? g.top_logprobs : 0;
     if (g.spec_n_max > 0 && !cfg.spec.on())
         return bad_request("speculative.n_max: speculative decoding is off on this server (start "

@@ -440,16 +440,22 @@ TEST(AnthropicRequest, ThinkingSwitchesTheTemplateVariable) {
     json chat;
     through_chat(body, &chat);
     EXPECT_EQ(chat["chat_template_kwargs"], json({{"enable_thinking", true}}));
+    EXPECT_EQ(chat["thinking_budget_tokens"], 50);
     body["thinking"] = {{"type", "disabled"}};
     GenRequest g = through_chat(body, &chat);
     EXPECT_EQ(json::parse(g.template_kwargs_json), json({{"enable_thinking", false}}));
     body["thinking"] = {{"type", "sometimes"}};
     EXPECT_NE(refusal(body).find("thinking.type"), std::string::npos);
     body["thinking"] = {{"type", "enabled"}, {"budget_tokens", "lots"}};
-    EXPECT_NE(refusal(body).find("budget_tokens"), std::string::npos);
-    // a budget that would have to cut the thinking short is refused, not ignored
+    EXPECT_NE(refusal(body).find("thinking.budget_tokens must be a positive integer"), std::string::npos);
+    body["thinking"] = {{"type", "enabled"}, {"budget_tokens", 0}};
+    EXPECT_NE(refusal(body).find("thinking.budget_tokens"), std::string::npos);
+    // a budget below max_tokens cuts the thinking there (the sampler forces its end)
     body["thinking"] = {{"type", "enabled"}, {"budget_tokens", 30}};  // max_tokens 50
-    EXPECT_NE(refusal(body).find("budget_tokens 30 below max_tokens"), std::string::npos);
+    EXPECT_EQ(through_chat(body, &chat).reasoning_budget, 30);
+    body["thinking"] = {{"type", "adaptive"}};
+    EXPECT_EQ(through_chat(body, &chat).reasoning_budget, -1);
+    EXPECT_EQ(chat["chat_template_kwargs"], json({{"enable_thinking", true}}));
     body.erase("thinking");
     through_chat(body, &chat);
     EXPECT_FALSE(chat.contains("chat_template_kwargs"));

@@ -219,6 +219,67 @@ TEST(Reasoning, StreamingMatchesTheWholeReply) {
         }
 }
 
+// Whether a prompt's end says the template turned thinking off (an empty block closed).
+TEST(Reasoning, PromptsThatCloseThinking) {
+    EXPECT_TRUE(prompt_closes_thinking("<|im_start|>assistant\n<think>\n\n</think>\n\n"));  // Qwen 3, 3.5
+    EXPECT_TRUE(prompt_closes_thinking("<|im_start|>assistant\n<think>\n\n</think>\n"));     // SmolLM3
+    EXPECT_TRUE(prompt_closes_thinking("<|turn>model\n<|channel>thought\n<channel|>"));       // Gemma 4
+    EXPECT_FALSE(prompt_closes_thinking("<|im_start|>assistant\n<think>\n"));
+    EXPECT_FALSE(prompt_closes_thinking("<|im_start|>assistant\n"));
+}
+
+// The thinking fields, in every spelling, and their refusals naming the field.
+TEST(GenRequest, ThinkingFields) {
+    GenRequest g;
+    auto parse = [&](Api api, const json& extra) {
+        json body = api == Api::Chat ? json{{"messages", {{{"role", "user"}, {"content", "hi"}}}}}
+                                     : json{{"prompt", "hi"}};
+        for (const auto& [k, v] : extra.items()) body[k] = v;
+        auto e = parse_gen_request(api, body.dump(), GenerateParams{}, &g);
+        return e ? e->message : std::string("(accepted)");
+    };
+    EXPECT_EQ(parse(Api::Chat, json::object()), "(accepted)");
+    EXPECT_EQ(g.reasoning_budget, -1);
+    EXPECT_EQ(g.reasoning_effort, "");
+    EXPECT_EQ(parse(Api::Chat, {{"reasoning_budget_tokens", 64}}), "(accepted)");
+    EXPECT_EQ(g.reasoning_budget, 64);
+    EXPECT_EQ(parse(Api::Chat, {{"thinking_budget_tokens", 0}}), "(accepted)");
+    EXPECT_EQ(g.reasoning_budget, 0);
+    EXPECT_EQ(parse(Api::Chat, {{"reasoning_budget_tokens", 8}, {"thinking_budget_tokens", 8}}), "(accepted)");
+    EXPECT_EQ(g.reasoning_budget, 8);
+    EXPECT_EQ(parse(Api::Native, {{"reasoning_budget_tokens", 5}}), "(accepted)");
+    EXPECT_EQ(g.reasoning_budget, 5);
+    for (const char* effort : {"none", "minimal", "low", "medium", "high", "xhigh", "max"}) {
+        EXPECT_EQ(parse(Api::Chat, {{"reasoning_effort", effort}}), "(accepted)") << effort;
+        EXPECT_EQ(g.reasoning_effort, effort);
+    }
+    EXPECT_EQ(parse(Api::Chat, {{"chat_template_kwargs", {{"enable_thinking", false}}}}), "(accepted)");
+
+    auto refused = [&](Api api, const json& extra, const std::string& needle) {
+        const std::string m = parse(api, extra);
+        EXPECT_NE(m.find(needle), std::string::npos) << extra.dump() << ": " << m;
+    };
+    refused(Api::Chat, {{"reasoning_budget_tokens", -2}}, "reasoning_budget_tokens must be between -1");
+    refused(Api::Chat, {{"thinking_budget_tokens", "many"}}, "thinking_budget_tokens must be an integer");
+    refused(Api::Chat, {{"reasoning_budget_tokens", 1.5}}, "reasoning_budget_tokens must be an integer");
+    refused(Api::Chat, {{"reasoning_budget_tokens", 8}, {"thinking_budget_tokens", 9}}, "disagree");
+    refused(Api::Chat, {{"reasoning_effort", "extreme"}}, "reasoning_effort must be one of none, minimal");
+    refused(Api::Chat, {{"reasoning_effort", 3}}, "reasoning_effort must be one of");
+    refused(Api::Completions, {{"reasoning_effort", "low"}}, "reasoning_effort applies to chat");
+    refused(Api::Chat, {{"chat_template_kwargs", {{"enable_thinking", "false"}}}},
+            "chat_template_kwargs.enable_thinking must be true or false");
+}
+
+TEST(Responses, UsageCountsTheReasoningTokens) {
+    GenerateResult r;
+    r.n_prompt = 7;
+    r.n_generated = 10;
+    r.n_reasoning = 4;
+    const json u = usage_json(r);
+    EXPECT_EQ(u["completion_tokens"], 10);
+    EXPECT_EQ(u["completion_tokens_details"]["reasoning_tokens"], 4);
+}
+
 // ---- constrained output and the request options of the structured-output issue ----------
 
 namespace {

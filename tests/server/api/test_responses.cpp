@@ -284,7 +284,7 @@ TEST(ResponsesRequest, ReasoningEffortStreamLogprobsAndExtras) {
                  {"metadata", {{"k", "v"}}},
                  {"top_k", 20},
                  {"timings_per_token", true}});
-    EXPECT_EQ(chat["chat_template_kwargs"], json::parse(R"({"reasoning_effort":"low"})"));
+    EXPECT_EQ(chat["reasoning_effort"], "low");
     EXPECT_EQ(chat["stream_options"], json::parse(R"({"include_usage":true})"));
     EXPECT_EQ(chat["logprobs"], true);
     EXPECT_EQ(chat["top_logprobs"], 3);
@@ -297,10 +297,12 @@ TEST(ResponsesRequest, ReasoningEffortStreamLogprobsAndExtras) {
     EXPECT_EQ(g.top_logprobs, 3);
     EXPECT_EQ(g.gen.sampling.top_k, 20) << "llama.cpp's extras pass through";
     EXPECT_TRUE(g.timings_per_token);
-    EXPECT_NE(g.template_kwargs_json.find("reasoning_effort"), std::string::npos);
+    EXPECT_EQ(g.reasoning_effort, "low");
 
     chat = to_chat({{"input", "x"}, {"reasoning", {{"effort", "none"}}}});
-    EXPECT_EQ(chat["chat_template_kwargs"]["enable_thinking"], false);
+    EXPECT_EQ(parsed(chat).reasoning_effort, "none");
+    EXPECT_NE(refusal({{"input", "x"}, {"reasoning", {{"effort", "extreme"}}}}).find("reasoning.effort must be one of"),
+              std::string::npos);
     // store: true is the API's default; accepted (nothing is stored, and the Response says so).
     EXPECT_EQ(refusal({{"input", "x"}, {"store", true}}), "");
     EXPECT_EQ(refusal({{"input", "x"}, {"background", false}}), "");

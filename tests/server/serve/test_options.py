@@ -339,8 +339,7 @@ class ServeFlags17(unittest.TestCase):
             {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}], "max_tokens": 2})
         assert_error_shape(self, img, 400)
         for flags, word in ((["--model-url", "http://x/m.gguf"], "never downloads"),
-                            (["--grp-attn-n", "4"], "--grp-attn-n"), (["--device", "cuda0"], "--device"),
-                            (["--reasoning-budget", "64"], "--reasoning-budget")):
+                            (["--grp-attn-n", "4"], "--grp-attn-n"), (["--device", "cuda0"], "--device")):
             r = run_cli(["-m", self.model, "--port", "0", *flags])
             self.assertEqual(r.returncode, 2, (flags, r.stderr))
             self.assertIn(word, r.stderr)

@@ -360,17 +360,13 @@ std::optional<ApiError> convert(const json& body, bool count_tokens, json* resul
                 "or {\"type\": \"disabled\"}");
         const std::string t = type->get<std::string>();
         if (t == "enabled" || t == "adaptive") {
-            // max_tokens bounds thinking and answer together; a budget below it would have to
-            // cut the thinking short, which edgellm cannot do yet: refused rather than ignored.
+            // The budget bounds the thinking block (its end is forced past it); max_tokens
+            // bounds thinking and answer together.
             if (const json* b = field(*th, "budget_tokens")) {
                 int64_t n = 0;
-                if (!integer_of(*b, &n) || n < 1)
-                    return bad_request("thinking.budget_tokens must be a positive integer");
-                if (chat.contains("max_tokens") && n < chat["max_tokens"].get<int64_t>())
-                    return bad_request("thinking.budget_tokens " + std::to_string(n) +
-                                       " below max_tokens is not supported: edgellm cannot stop "
-                                       "the thinking at a budget (use \"type\": \"adaptive\", "
-                                       "bounded by max_tokens, or a budget of at least max_tokens)");
+                if (!integer_of(*b, &n) || n < 1 || n > INT32_MAX)
+                    return bad_request("thinking.budget_tokens must be a positive integer, got " + b->dump());
+                chat["thinking_budget_tokens"] = n;
             }
             kwargs["enable_thinking"] = true;
         } else if (t == "disabled") {

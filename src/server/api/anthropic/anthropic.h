@@ -16,6 +16,7 @@
 //   stop_sequences, max_tokens,        ->   stop, max_tokens, temperature, top_p, top_k,
 //   temperature, top_p, top_k, stream       stream (+ stream_options.include_usage)
 //   thinking enabled|adaptive|disabled ->   chat_template_kwargs.enable_thinking
+//   thinking.budget_tokens             ->   thinking_budget_tokens
 //
 // Refused (400, the field named): image and document blocks (this model has no image
 // encoder, and we read no PDFs), unknown block types, Anthropic's server-side tools

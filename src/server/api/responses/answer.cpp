@@ -33,14 +33,16 @@ json responses_usage(const json& u) {
     if (!u.is_object()) return nullptr;
     const int64_t in = u.value("prompt_tokens", (int64_t)0),
                   out = u.value("completion_tokens", (int64_t)0);
-    int64_t cached = 0;
+    int64_t cached = 0, reasoning = 0;
     if (const json* d = given(u, "prompt_tokens_details"))
         cached = d->value("cached_tokens", (int64_t)0);
-    // (reasoning tokens are counted in output_tokens, not apart)
+    if (const json* d = given(u, "completion_tokens_details"))
+        reasoning = d->value("reasoning_tokens", (int64_t)0);
+    // (the reasoning tokens are also counted in output_tokens)
     return json{{"input_tokens", in},
                 {"input_tokens_details", {{"cached_tokens", cached}}},
                 {"output_tokens", out},
-                {"output_tokens_details", {{"reasoning_tokens", 0}}},
+                {"output_tokens_details", {{"reasoning_tokens", reasoning}}},
                 {"total_tokens", u.value("total_tokens", in + out)}};
 }
 

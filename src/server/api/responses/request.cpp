@@ -420,16 +420,10 @@ std::optional<ApiError> responses_to_chat(const json& body, json* chat) {
     if (const json* r = given(body, "reasoning")) {
         if (!r->is_object()) return bad_request("reasoning must be an object");
         if (const json* effort = given(*r, "effort")) {
-            if (!effort->is_string()) return bad_request("reasoning.effort must be a string");
-            // For the templates that read it (gpt-oss); "none" also turns thinking off in
-            // those that read enable_thinking (Qwen 3). An explicit chat_template_kwargs wins.
-            json kw =
-                out.contains("chat_template_kwargs") && out["chat_template_kwargs"].is_object()
-                    ? out["chat_template_kwargs"]
-                    : json::object();
-            if (!kw.contains("reasoning_effort")) kw["reasoning_effort"] = *effort;
-            if (*effort == "none" && !kw.contains("enable_thinking")) kw["enable_thinking"] = false;
-            out["chat_template_kwargs"] = std::move(kw);
+            if (!reasoning_effort_known(*effort))
+                return bad_request("reasoning.effort must be one of " + std::string(kReasoningEfforts) +
+                                   ", got " + effort->dump());
+            out["reasoning_effort"] = *effort;
         }
     }
     bool logprobs = false;

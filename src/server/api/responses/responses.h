@@ -20,8 +20,7 @@
 //   tool_choice {type: allowed_tools, ...}   the tools cut to those listed; its mode
 //   max_output_tokens                        max_tokens
 //   text.format                              response_format
-//   reasoning.effort                         chat_template_kwargs.reasoning_effort ("none":
-//                                            also enable_thinking false)
+//   reasoning.effort                         reasoning_effort (none, minimal: no thinking)
 //   include message.output_text.logprobs     logprobs (top_logprobs with it)
 //   stream                                   stream, stream_options.include_usage
 // Every other field passes through unchanged (temperature, top_p, and llama.cpp's extras:
