@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Fixtures of `edgellm convert`: a tiny Hugging Face checkpoint of every family edgellm runs
 (random weights, fixed seeds; small real tokenizers: byte-level BPE in Llama 3's and Qwen 2's
-styles, SentencePiece models in Gemma's and Phi-3's; model cards for two) in
-tests/data/convert/NAME/, and what
+styles, SentencePiece models in Gemma's and Phi-3's, a SentencePiece-style BPE tokenizer.json
+in Gemma 4's; model cards for two) in tests/data/convert/NAME/, and what
 llama.cpp's converter (convert_hf_to_gguf.py of the pinned llama.cpp) makes of each with
 --outtype f32, f16, bf16, q8_0 and auto, as a manifest: the file's sha256, every metadata key
 with its type and value (arrays as their count and the sha256 of their GGUF encoding) and
@@ -16,7 +16,11 @@ every tensor's type, shape and sha256. tests/modelfile/test_convert.cpp converts
 --compare-real checks what the fixtures cannot hold: released vocabularies at full size
 (Llama 3's and Qwen 2's, tokenizer.json rebuilt from llama.cpp's models/ggml-vocab-*.gguf,
 scripts/fetch-vocabs.sh) on small random models, converted by llama.cpp's converter as it is
-(the hash names the pre-tokenizer) and by edgellm: the files must be the same bytes.
+(the hash names the pre-tokenizer) and by edgellm: the files must be the same bytes. Gemma 4's
+(its tokenizer files rebuilt from ggml-vocab-gemma-4.gguf): as released, edgellm must write the
+tokenizer keys llama.cpp's converter wrote into that file (the converter's transformers 4.57
+cannot read the released tokenizer_config.json: its extra_special_tokens is transformers 5's
+list); in transformers 4's form, both converters the same bytes.
 --bench times both converters on a 600 MB bf16 Llama-shaped checkpoint in two shards
 (/usr/bin/time -v: wall time and peak resident memory) and compares their outputs.
 
@@ -374,6 +378,164 @@ def make_smollm3(d):
     save_model(m, d, "bf16")
 
 
+GEMMA4_SPECIAL = ["<pad>", "<eos>", "<bos>", "<unk>", "<mask>", "[multimodal]", "<|tool>", "<tool|>", "<|tool_call>",
+                  "<tool_call|>", "<|tool_response>", "<tool_response|>", '<|"|>', "<|think|>", "<|channel>",
+                  "<channel|>", "<|turn>", "<turn|>", "<|image>", "<|audio>", "<|image|>", "<|audio|>", "<image|>",
+                  "<audio|>", "<|video|>"]
+# tokenizer_config.json's named special tokens (Gemma 4's names)
+GEMMA4_NAMED = {"audio_token": "<|audio|>", "boa_token": "<|audio>", "boi_token": "<|image>", "eoa_token": "<audio|>",
+                "eoc_token": "<channel|>", "eoi_token": "<image|>", "eot_token": "<turn|>", "escape_token": '<|"|>',
+                "etc_token": "<tool_call|>", "etd_token": "<tool|>", "etr_token": "<tool_response|>",
+                "image_token": "<|image|>", "soc_token": "<|channel>", "sot_token": "<|turn>",
+                "stc_token": "<|tool_call>", "std_token": "<|tool>", "str_token": "<|tool_response>",
+                "think_token": "<|think|>"}
+# special tokens without a name (transformers 5 lists them in extra_special_tokens)
+GEMMA4_EXTRA = {"video_token": "<|video|>", "extra_control_token": "<|extra_control|>"}
+CHAT_GEMMA4 = ("{{ bos_token }}{% for m in messages %}<|turn>{{ 'model' if m['role'] == 'assistant' else m['role'] }}\n"
+               "{{ m['content'] | trim }}<turn|>\n{% endfor %}{% if add_generation_prompt %}<|turn>model\n{% endif %}")
+
+
+def gemma4_tokenizer_files(d, vocab, merges, added, extra, chat_template):
+    """Gemma 4's tokenizer files: tokenizer.json a SentencePiece-style BPE (spaces as U+2581,
+    byte fallback) of `vocab` and `merges` with the `added` tokens; tokenizer_config.json
+    naming the special tokens as Gemma 4's does, `extra` its extra_special_tokens;
+    chat_template.jinja."""
+    from tokenizers import Tokenizer
+    for a in added:
+        a.update(single_word=False, lstrip=False, rstrip=False, normalized=False)
+    tj = {"version": "1.0", "truncation": None, "padding": None, "added_tokens": added,
+          "normalizer": {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"},
+          "pre_tokenizer": {"type": "Split", "pattern": {"String": "\u2581"}, "behavior": "MergedWithNext",
+                            "invert": False},
+          "post_processor": None,
+          "decoder": {"type": "Sequence", "decoders": [
+              {"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+              {"type": "ByteFallback"}, {"type": "Fuse"}]},
+          "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
+                    "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
+                    "vocab": vocab, "merges": merges}}
+    Tokenizer.from_str(json.dumps(tj))  # (a tokenizer the library reads)
+    write_json(os.path.join(d, "tokenizer.json"), tj)
+    write_json(os.path.join(d, "tokenizer_config.json"), {
+        "backend": "tokenizers", "bos_token": "<bos>", "eos_token": "<eos>", "mask_token": "<mask>",
+        "pad_token": "<pad>", "unk_token": "<unk>", **GEMMA4_NAMED, "extra_special_tokens": extra,
+        "model_max_length": 1000000000000000019884624838656, "padding_side": "left",
+        "processor_class": "Gemma4Processor", "tokenizer_class": "GemmaTokenizer"})
+    with open(os.path.join(d, "chat_template.jinja"), "w", encoding="utf-8") as f:
+        f.write(chat_template)
+
+
+def gemma4_tokenizer(d):
+    """Gemma 4's tokenizer files as its checkpoints have them: tokenizer.json a SentencePiece-
+    style BPE (spaces as U+2581, byte fallback to the 256 <0xXX> tokens) with its special and
+    marker tokens first, added (special) in the vocabulary, and two added tokens past it (one
+    special); tokenizer_config.json naming the special tokens; chat_template.jinja. The named
+    special tokens are also in extra_special_tokens as an object, as transformers 4 writes
+    them: transformers 4.57, which llama.cpp's converter pins, cannot read the list transformers
+    5 writes there (Gemma 4's released files); test_convert converts that form too. Returns the
+    number of tokens."""
+    from tokenizers import Tokenizer, models, normalizers, pre_tokenizers, trainers
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.Replace(" ", "\u2581")
+    tok.pre_tokenizer = pre_tokenizers.Split("\u2581", behavior="merged_with_next")
+    tok.train_from_iterator(texts(), trainers.BpeTrainer(vocab_size=360, show_progress=False))
+    trained = json.loads(tok.to_str())["model"]
+    vocab = {t: i for i, t in enumerate(GEMMA4_SPECIAL + [f"<0x{b:02X}>" for b in range(256)])}
+    for t, _ in sorted(trained["vocab"].items(), key=lambda kv: kv[1]):
+        vocab.setdefault(t, len(vocab))
+    merges = [m.split(" ") if isinstance(m, str) else m for m in trained["merges"]]
+    n = len(vocab)
+    added = [{"id": i, "content": t, "special": True} for i, t in enumerate(GEMMA4_SPECIAL)]
+    added += [{"id": n, "content": "<extra_tool>", "special": False},
+              {"id": n + 1, "content": "<|extra_control|>", "special": True}]
+    gemma4_tokenizer_files(d, vocab, merges, added, {**GEMMA4_NAMED, **GEMMA4_EXTRA}, CHAT_GEMMA4)
+    return n + 2
+
+
+def gemma4_weights(d, cfg, seed):
+    """Random bf16 weights in the layout of Gemma 4's multimodal checkpoints: the text model
+    under model.language_model. (the layers that share an earlier one's KV with no k_proj,
+    v_proj or k_norm; the FFN twice as wide on them with use_double_wide_mlp), a few tensors of
+    the image and audio encoders beside it. Norms around 1 (Gemma 4's scale by w, not 1 + w)."""
+    import torch
+    from safetensors.torch import save_file
+    g = torch.Generator().manual_seed(seed)
+    H, L, P = cfg["hidden_size"], cfg["num_hidden_layers"], cfg["hidden_size_per_layer_input"]
+    V, NH, NKV = cfg["vocab_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    first_shared = L - cfg["num_kv_shared_layers"]
+
+    def w(*shape, norm=False):
+        r = torch.randn(shape, generator=g) * (0.05 if norm else 0.02) + (1.0 if norm else 0.0)
+        return r.to(torch.bfloat16)
+    p = "model.language_model."
+    t = {p + "embed_tokens.weight": w(V, H), p + "embed_tokens_per_layer.weight": w(V, L * P),
+         p + "per_layer_model_projection.weight": w(L * P, H), p + "per_layer_projection_norm.weight": w(P, norm=True),
+         p + "norm.weight": w(H, norm=True)}
+    for i, kind in enumerate(cfg["layer_types"]):
+        hd = cfg["global_head_dim"] if kind == "full_attention" else cfg["head_dim"]
+        ff = cfg["intermediate_size"] * (2 if cfg["use_double_wide_mlp"] and i >= first_shared else 1)
+        b = f"{p}layers.{i}."
+        t.update({b + "input_layernorm.weight": w(H, norm=True), b + "self_attn.q_proj.weight": w(NH * hd, H),
+                  b + "self_attn.q_norm.weight": w(hd, norm=True), b + "self_attn.o_proj.weight": w(H, NH * hd),
+                  b + "post_attention_layernorm.weight": w(H, norm=True),
+                  b + "pre_feedforward_layernorm.weight": w(H, norm=True), b + "mlp.gate_proj.weight": w(ff, H),
+                  b + "mlp.up_proj.weight": w(ff, H), b + "mlp.down_proj.weight": w(H, ff),
+                  b + "post_feedforward_layernorm.weight": w(H, norm=True),
+                  b + "per_layer_input_gate.weight": w(P, H), b + "per_layer_projection.weight": w(H, P),
+                  b + "post_per_layer_input_norm.weight": w(H, norm=True),
+                  b + "layer_scalar": (torch.rand(1, generator=g) * 0.5 + 0.5).to(torch.bfloat16)})
+        if i < first_shared:
+            t.update({b + "self_attn.k_proj.weight": w(NKV * hd, H), b + "self_attn.v_proj.weight": w(NKV * hd, H),
+                      b + "self_attn.k_norm.weight": w(hd, norm=True)})
+    t.update({"model.vision_tower.encoder.layers.0.self_attn.q_proj.linear.weight": w(16, 16),
+              "model.vision_tower.patch_embedder.input_proj.weight": w(16, 48),
+              "model.embed_vision.embedding_projection.weight": w(H, 16),
+              "model.audio_tower.layers.0.feed_forward1.ffw_layer_1.linear.weight": w(32, 16),
+              "model.embed_audio.embedding_projection.weight": w(H, 16)})
+    save_file(t, os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+
+
+def gemma4_config(d, n):
+    """config.json of a tiny Gemma 4 E2B style model (Gemma4ForConditionalGeneration, the text
+    model's fields in text_config) of n tokens; returns text_config."""
+    text = {"model_type": "gemma4_text", "attention_bias": False, "attention_dropout": 0.0, "attention_k_eq_v": False,
+            "bos_token_id": 2, "eos_token_id": 1, "pad_token_id": 0, "dtype": "bfloat16", "enable_moe_block": False,
+            "final_logit_softcapping": 30.0, "global_head_dim": 32, "head_dim": 16,
+            "hidden_activation": "gelu_pytorch_tanh", "hidden_size": 64, "hidden_size_per_layer_input": 16,
+            "initializer_range": 0.02, "intermediate_size": 32,
+            "layer_types": ["sliding_attention"] * 2 + ["full_attention", "sliding_attention", "full_attention"],
+            "max_position_embeddings": 1024, "moe_intermediate_size": None, "num_attention_heads": 2,
+            "num_experts": None, "num_global_key_value_heads": None, "num_hidden_layers": 5,
+            "num_key_value_heads": 1, "num_kv_shared_layers": 2, "rms_norm_eps": 1e-06,
+            "rope_parameters": {"full_attention": {"partial_rotary_factor": 0.25, "rope_theta": 1000000.0,
+                                                   "rope_type": "proportional"},
+                                "sliding_attention": {"rope_theta": 10000.0, "rope_type": "default"}},
+            "sliding_window": 16, "tie_word_embeddings": True, "top_k_experts": None,
+            "use_bidirectional_attention": None, "use_cache": True, "use_double_wide_mlp": True,
+            "vocab_size": n, "vocab_size_per_layer_input": n}
+    ids = {t: i for i, t in enumerate(GEMMA4_SPECIAL)}
+    write_json(os.path.join(d, "config.json"), {
+        "architectures": ["Gemma4ForConditionalGeneration"], "model_type": "gemma4",
+        "audio_config": {"model_type": "gemma4_audio", "hidden_size": 16, "num_hidden_layers": 1,
+                         "num_attention_heads": 2, "output_proj_dims": 64},
+        "vision_config": {"model_type": "gemma4_vision", "hidden_size": 16, "num_hidden_layers": 1,
+                          "num_attention_heads": 2, "patch_size": 4},
+        "audio_token_id": ids["<|audio|>"], "boa_token_id": ids["<|audio>"], "boi_token_id": ids["<|image>"],
+        "eoa_token_id": ids["<audio|>"], "eoi_token_id": ids["<image|>"], "image_token_id": ids["<|image|>"],
+        "video_token_id": ids["<|video|>"], "eos_token_id": [1, ids["<turn|>"]], "initializer_range": 0.02,
+        "tie_word_embeddings": True, "dtype": "bfloat16", "text_config": text})
+    return text
+
+
+def make_gemma4(d):
+    """Gemma 4 E2B style (written directly: the converter's transformers has no Gemma 4):
+    sliding and global layers with their own head sizes (16, 32), the global ones'
+    proportional RoPE (a quarter of the pairs rotated), the last layers reading earlier
+    layers' KV (num_kv_shared_layers) with a doubled FFN, per-layer embeddings, a scalar per
+    layer, a final soft-cap, bf16, tied; image and audio encoders beside the text model."""
+    gemma4_weights(d, gemma4_config(d, gemma4_tokenizer(d)), 8)
+
+
 # name, maker, the pre-tokenizer name the converter gets for a BPE vocabulary (None: SentencePiece)
 FIXTURES = [
     ("llama", make_llama, "llama-bpe"),
@@ -383,6 +545,7 @@ FIXTURES = [
     ("gemma3", make_gemma3, None),
     ("phi3", make_phi3, None),
     ("smollm3", make_smollm3, "llama-bpe"),
+    ("gemma4", make_gemma4, None),
 ]
 
 # ---- llama.cpp's converter and its output ---------------------------------------------
@@ -423,6 +586,8 @@ def gguf_array_bytes(parts_type, values):
             out += struct.pack("<I", v)
         elif parts_type == "float32":
             out += struct.pack("<f", v)
+        elif parts_type == "bool":
+            out += struct.pack("<?", v)
         else:
             raise ValueError(parts_type)
     return bytes(out)
@@ -543,6 +708,57 @@ def released_tokenizer(d, src_gguf, llama3, gguf):
     return len(toks)
 
 
+def gemma4_released_tokenizer(d, src_gguf, gguf, transformers5):
+    """Gemma 4's released tokenizer files rebuilt from llama.cpp's ggml-vocab-gemma-4.gguf (what
+    its converter wrote for the 26B-A4B's tokenizer): tokenizer.json's vocabulary and merges
+    with the special and marker tokens added; tokenizer_config.json naming the special tokens
+    as the released one does, the unnamed one (<|video|>) in a list as released
+    (transformers5) or, with the named ones, in an object: the form transformers 4.57 (the
+    converter's) reads; chat_template.jinja. Returns the number of tokens."""
+    f = gguf.GGUFReader(src_gguf).fields
+    toks = [bytes(f["tokenizer.ggml.tokens"].parts[i]).decode() for i in f["tokenizer.ggml.tokens"].data]
+    types = [int(f["tokenizer.ggml.token_type"].parts[i][0]) for i in f["tokenizer.ggml.token_type"].data]
+    merges = [bytes(f["tokenizer.ggml.merges"].parts[i]).decode().split(" ") for i in f["tokenizer.ggml.merges"].data]
+    assert len(set(toks)) == len(toks) and all(len(m) == 2 for m in merges)
+    added = [{"id": i, "content": t, "special": True} for i, t in enumerate(toks) if types[i] in (3, 4)]
+    extra = ["<|video|>"] if transformers5 else {**GEMMA4_NAMED, "video_token": "<|video|>"}
+    gemma4_tokenizer_files(d, {t: i for i, t in enumerate(toks)}, merges, added, extra,
+                           bytes(f["tokenizer.chat_template"].parts[-1]).decode())
+    return len(toks)
+
+
+def compare_real_gemma4(src, binary, gguf, vocabs, tmp):
+    """Gemma 4's released vocabulary on a tiny random model: its tokenizer files as released
+    (transformers 5's tokenizer_config.json) give llama.cpp's tokenizer keys for them, and in
+    the form transformers 4.57 reads, both converters write the same file."""
+    path = os.path.join(vocabs, "ggml-vocab-gemma-4.gguf")
+    if not os.path.exists(path):
+        raise SystemExit(f"no {path} (scripts/fetch-vocabs.sh)")
+    want = {k: v for k, v in manifest(path, gguf)[0].items() if k.startswith("tokenizer.")}
+    for transformers5 in (True, False):
+        d = os.path.join(tmp, "gemma-4-5" if transformers5 else "gemma-4-4")
+        os.makedirs(d)
+        n = gemma4_released_tokenizer(d, path, gguf, transformers5)
+        gemma4_weights(d, gemma4_config(d, n), 9)
+        ours = os.path.join(tmp, "gemma-4-ours.gguf")
+        subprocess.run([binary, "convert", d, "--outtype", "f16", "--outfile", ours], check=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        if transformers5:
+            got = {k: v for k, v in manifest(ours, gguf)[0].items() if k.startswith("tokenizer.")}
+            same = list(got.items()) == list(want.items())
+            verdict = "the tokenizer keys llama.cpp wrote" if same else "OTHER tokenizer keys than llama.cpp wrote"
+            print(f"gemma-4: {n} tokens, the released tokenizer files: {verdict}")
+        else:
+            ref = os.path.join(tmp, "gemma-4-ref.gguf")
+            subprocess.run([sys.executable, os.path.join(src, "convert_hf_to_gguf.py"), d, "--outtype", "f16",
+                            "--outfile", ref], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            same = open(ref, "rb").read() == open(ours, "rb").read()
+            print(f"gemma-4: {n} tokens, transformers 4's tokenizer_config.json: "
+                  f"{'the same file' if same else 'DIFFERENT files'}")
+        if not same:
+            sys.exit(1)
+
+
 def timed(cmd, env=None):
     r = subprocess.run(["/usr/bin/time", "-v"] + cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                        text=True, check=True)
@@ -571,6 +787,7 @@ def compare_real(src, binary, gguf):
             print(f"{name}: {n} tokens: {'the same file' if same else 'DIFFERENT files'}")
             if not same:
                 sys.exit(1)
+        compare_real_gemma4(src, binary, gguf, vocabs, tmp)
 
 
 def bench(src, binary):

@@ -135,6 +135,8 @@ class HfConvert {
     virtual std::optional<int64_t> integer(std::string_view field) const = 0;
     virtual std::optional<std::string> string(std::string_view field) const = 0;
     virtual std::optional<std::vector<double>> numbers(std::string_view field) const = 0;
+    virtual std::optional<std::vector<std::string>> strings(std::string_view field) const = 0;
+    virtual std::optional<bool> flag(std::string_view field) const = 0;
     virtual bool has(std::string_view field) const = 0;  // present (null included)
     // The field, or the refusal "config.json: FIELD missing".
     int64_t need_integer(std::string_view field) const;
@@ -155,6 +157,9 @@ class HfConvert {
     virtual void set_f32(const std::string& key, float v) = 0;
     virtual void set_bool(const std::string& key, bool v) = 0;
     virtual void set_string(const std::string& key, const std::string& v) = 0;
+    // (llama.cpp writes a list of Python ints as INT32, of bools as BOOL)
+    virtual void set_i32_array(const std::string& key, const std::vector<int32_t>& v) = 0;
+    virtual void set_bool_array(const std::string& key, const std::vector<bool>& v) = 0;
     virtual void remove(const std::string& key) = 0;
     // The key (written already) moved after the others, where a hook that writes its own
     // order wants it (general.file_type).
@@ -175,6 +180,13 @@ class HfConvert {
     enum class SpmAdded { Base, Phi3 };
     virtual bool vocab_sentencepiece(SpmAdded how) = 0;
     virtual void vocab_bpe() = 0;
+    // tokenizer.json's SentencePiece-style BPE (byte fallback) as transformers' fast tokenizer
+    // gives it to llama.cpp's LlamaHfVocab: the model's tokens, then the added tokens past
+    // them, every score -1000; a token BYTE when it is <0xXX>, CONTROL when it is one of the
+    // tokenizer's special tokens (tokenizer_config.json's), an added one past the model's
+    // USER_DEFINED otherwise; the texts of `user_defined` USER_DEFINED whatever they are.
+    // tokenizer.ggml.model is `model`; the merges and the special tokens as SpecialVocab's.
+    virtual void vocab_llama_hf(const std::string& model, const std::vector<std::string>& user_defined) = 0;
     // Tokens written to tokenizer.ggml.tokens (after the vocabulary hook).
     virtual int64_t n_tokens() const = 0;
 };

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "edgellm/arch.h"
@@ -30,7 +31,7 @@ using nlohmann::json;
 namespace {
 
 const fs::path kData = fs::path(EDGELLM_TEST_DATA) / "convert";
-const char* const kFixtures[] = {"llama", "llama-spm", "qwen2", "qwen3", "gemma3", "phi3", "smollm3"};
+const char* const kFixtures[] = {"llama", "llama-spm", "qwen2", "qwen3", "gemma3", "phi3", "smollm3", "gemma4"};
 
 struct TempDir {
     fs::path path;
@@ -90,6 +91,38 @@ Result<ConvertStats> convert_to(const fs::path& dir, const fs::path& out, OutTyp
     o.outfile = out.string();
     o.n_threads = 2;
     return convert_hf(dir.string(), o);
+}
+
+// A one-file checkpoint with its tensors renamed (an empty name: left out) and `more` (4 x 8
+// BF16 zeros) added.
+void rewrite_checkpoint(const fs::path& file, const std::function<std::string(const std::string&)>& rename,
+                        const std::vector<std::string>& more = {}) {
+    std::ifstream in(file, std::ios::binary);
+    uint64_t n = 0;
+    in.read((char*)&n, 8);
+    std::string head(n, '\0');
+    in.read(head.data(), (std::streamsize)n);
+    const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    in.close();
+    const json h_in = json::parse(head);
+    json h_out = json::object();
+    std::string out_data;
+    for (const auto& [name, t] : h_in.items()) {
+        const std::string renamed = name == "__metadata__" ? "" : rename(name);
+        if (renamed.empty()) continue;
+        const auto b = t["data_offsets"][0].get<size_t>(), e = t["data_offsets"][1].get<size_t>();
+        h_out[renamed] = {{"dtype", t["dtype"]}, {"shape", t["shape"]}, {"data_offsets", {out_data.size(), out_data.size() + e - b}}};
+        out_data += data.substr(b, e - b);
+    }
+    for (const std::string& v : more) {
+        h_out[v] = {{"dtype", "BF16"}, {"shape", {4, 8}}, {"data_offsets", {out_data.size(), out_data.size() + 64}}};
+        out_data += std::string(64, '\0');
+    }
+    const std::string h = h_out.dump();
+    std::ofstream f(file, std::ios::binary);
+    const uint64_t hn = h.size();
+    f.write((const char*)&hn, 8);
+    f << h << out_data;
 }
 
 }  // namespace
@@ -268,38 +301,58 @@ TEST(Convert, Gemma3MultimodalCheckpointGivesTheTextModel) {
                                     {"text_config", text},
                                     {"vision_config", {{"model_type", "siglip_vision_model"}, {"hidden_size", 32}}}});
     // the tensors renamed, and two of the vision side
-    std::ifstream in(dir / "model.safetensors", std::ios::binary);
-    uint64_t n = 0;
-    in.read((char*)&n, 8);
-    std::string head(n, '\0');
-    in.read(head.data(), (std::streamsize)n);
-    const std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    in.close();
-    json h_in = json::parse(head), h_out = json::object();
-    std::string out_data;
-    for (const auto& [name, t] : h_in.items()) {
-        if (name == "__metadata__") continue;
-        const auto b = t["data_offsets"][0].get<size_t>(), e = t["data_offsets"][1].get<size_t>();
-        const std::string renamed = name.starts_with("model.") ? "model.language_model." + name.substr(6) : name;
-        h_out[renamed] = {{"dtype", t["dtype"]}, {"shape", t["shape"]}, {"data_offsets", {out_data.size(), out_data.size() + e - b}}};
-        out_data += data.substr(b, e - b);
-    }
-    for (const char* v : {"model.vision_tower.vision_model.embeddings.patch_embedding.weight",
-                          "model.multi_modal_projector.mm_input_projection_weight"}) {
-        h_out[v] = {{"dtype", "BF16"}, {"shape", {4, 8}}, {"data_offsets", {out_data.size(), out_data.size() + 64}}};
-        out_data += std::string(64, '\0');
-    }
-    const std::string h = h_out.dump();
-    std::ofstream f(dir / "model.safetensors", std::ios::binary);
-    const uint64_t hn = h.size();
-    f.write((const char*)&hn, 8);
-    f << h << out_data;
-    f.close();
+    rewrite_checkpoint(dir / "model.safetensors",
+                       [](const std::string& n) { return n.starts_with("model.") ? "model.language_model." + n.substr(6) : n; },
+                       {"model.vision_tower.vision_model.embeddings.patch_embedding.weight",
+                        "model.multi_modal_projector.mm_input_projection_weight"});
 
     auto r = convert_to(dir, tmp.path / "out.gguf", OutType::BF16);
     ASSERT_TRUE(r.ok()) << r.error();
     EXPECT_EQ(r->hf_arch, "Gemma3ForConditionalGeneration");
     expect_matches(tmp.path / "out.gguf", load_json(kData / "gemma3" / "llama.cpp.json"), "bf16");
+}
+
+// Gemma 4's text checkpoints (Gemma4ForCausalLM: the text model's fields at config.json's
+// top, its tensors under model., no encoders) convert to what llama.cpp wrote for the
+// multimodal one (it writes the same file for this variant: checked when this test was written).
+TEST(Convert, Gemma4TextCheckpointGivesTheSameFile) {
+    TempDir tmp;
+    const fs::path dir = tmp.path / "gemma4";  // (the name: general.name)
+    fs::copy(kData / "gemma4", dir);
+    json text = load_json(dir / "config.json")["text_config"];
+    text["architectures"] = {"Gemma4ForCausalLM"};
+    save_json(dir / "config.json", text);
+    rewrite_checkpoint(dir / "model.safetensors", [](const std::string& n) {
+        const std::string lm = "model.language_model.";
+        return n.starts_with(lm) ? "model." + n.substr(lm.size()) : "";
+    });
+    auto r = convert_to(dir, tmp.path / "out.gguf", OutType::BF16);
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(r->hf_arch, "Gemma4ForCausalLM");
+    const json manifest = load_json(kData / "gemma4" / "llama.cpp.json");
+    expect_matches(tmp.path / "out.gguf", manifest, "bf16");
+    EXPECT_EQ(file_sha256(tmp.path / "out.gguf"), manifest["outtypes"]["bf16"]["file_sha256"].get<std::string>());
+}
+
+// Gemma 4's tokenizer_config.json as transformers 5 writes it (the released checkpoints': the
+// named special tokens only at its top level, the unnamed ones a list in
+// extra_special_tokens; transformers 4.57, llama.cpp's converter's, cannot read that list) has
+// the special tokens of the form transformers 4 writes (the fixture's): the same file.
+TEST(Convert, Gemma4TokenizerConfigOfTransformers5) {
+    TempDir tmp;
+    const fs::path dir = tmp.path / "gemma4";
+    fs::copy(kData / "gemma4", dir);
+    json tc = load_json(dir / "tokenizer_config.json");
+    json unnamed = json::array();
+    for (const auto& [name, text] : tc["extra_special_tokens"].items())
+        if (!tc.contains(name)) unnamed.push_back(text);
+    ASSERT_EQ(unnamed, json({"<|extra_control|>", "<|video|>"}));
+    tc["extra_special_tokens"] = unnamed;
+    save_json(dir / "tokenizer_config.json", tc);
+    auto r = convert_to(dir, tmp.path / "out.gguf", OutType::BF16);
+    ASSERT_TRUE(r.ok()) << r.error();
+    EXPECT_EQ(file_sha256(tmp.path / "out.gguf"),
+              load_json(kData / "gemma4" / "llama.cpp.json")["outtypes"]["bf16"]["file_sha256"].get<std::string>());
 }
 
 // Llama 3.1's and 3.2's rope_scaling: the llama family's convert hook writes the
@@ -326,6 +379,8 @@ TEST(Convert, Llama3RopeFreqsAreTorchs) {
             return at(f) ? std::optional<std::string>(at(f)->get<std::string>()) : std::nullopt;
         }
         std::optional<std::vector<double>> numbers(std::string_view) const override { return std::nullopt; }
+        std::optional<std::vector<std::string>> strings(std::string_view) const override { return std::nullopt; }
+        std::optional<bool> flag(std::string_view) const override { return std::nullopt; }
         bool has(std::string_view f) const override { return at(f) != nullptr; }
         bool has_file(std::string_view) const override { return false; }
         int64_t json_entries(std::string_view, std::string_view) const override { return 0; }
@@ -337,6 +392,8 @@ TEST(Convert, Llama3RopeFreqsAreTorchs) {
         void set_f32(const std::string&, float) override {}
         void set_bool(const std::string&, bool) override {}
         void set_string(const std::string&, const std::string&) override {}
+        void set_i32_array(const std::string&, const std::vector<int32_t>&) override {}
+        void set_bool_array(const std::string&, const std::vector<bool>&) override {}
         void remove(const std::string&) override {}
         void move_to_end(const std::string&) override {}
         void set_f32_early(const std::string&, float) override {}
@@ -347,6 +404,7 @@ TEST(Convert, Llama3RopeFreqsAreTorchs) {
         void keep_rows(const std::string&, int64_t) override {}
         bool vocab_sentencepiece(SpmAdded) override { return false; }
         void vocab_bpe() override {}
+        void vocab_llama_hf(const std::string&, const std::vector<std::string>&) override {}
         int64_t n_tokens() const override { return 0; }
     };
     struct Case {
@@ -404,6 +462,11 @@ class ConvertRefusal : public ::testing::Test {
             EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
         return r.ok() ? "" : r.error();
     }
+    // The refusal with one of the checkpoint's JSON files replaced by `j`.
+    std::string refusal_with(const char* file, const json& j) {
+        save_json(dir / file, j);
+        return refusal();
+    }
 };
 
 TEST_F(ConvertRefusal, UnknownArchitectureByName) {
@@ -414,6 +477,50 @@ TEST_F(ConvertRefusal, UnknownArchitectureByName) {
     const std::string e = refusal();
     EXPECT_NE(e.find("\"MistralForCausalLM\" is not one edgellm runs"), std::string::npos) << e;
     EXPECT_NE(e.find("Qwen3ForCausalLM (qwen3)"), std::string::npos) << e;
+}
+
+// Gemma 4 26B-A4B's mixture of experts: refused by the config.json key that says it, before
+// anything is read.
+TEST_F(ConvertRefusal, Gemma4MixtureOfExpertsByName) {
+    copy("gemma4");
+    json c = load_json(dir / "config.json");
+    c["text_config"].update({{"enable_moe_block", true}, {"num_experts", 8}, {"top_k_experts", 2},
+                             {"moe_intermediate_size", 16}});
+    std::string e = refusal_with("config.json", c);
+    EXPECT_NE(e.find("\"enable_moe_block\" is true: a mixture of experts (Gemma 4 26B-A4B)"), std::string::npos) << e;
+    c["text_config"]["enable_moe_block"] = false;
+    e = refusal_with("config.json", c);
+    EXPECT_NE(e.find("\"num_experts\" is 8: a mixture of experts"), std::string::npos) << e;
+}
+
+// What else Gemma 4's converter cannot take: refused by name.
+TEST_F(ConvertRefusal, Gemma4ByName) {
+    copy("gemma4");
+    const json config = load_json(dir / "config.json"), tc = load_json(dir / "tokenizer_config.json");
+    json c = config;
+    c["text_config"]["rope_parameters"]["full_attention"]["rope_type"] = "linear";
+    std::string e = refusal_with("config.json", c);
+    EXPECT_NE(e.find("rope_type is \"linear\", not \"proportional\""), std::string::npos) << e;
+    c = config;
+    c["text_config"].erase("layer_types");
+    e = refusal_with("config.json", c);
+    EXPECT_NE(e.find("\"layer_types\" missing"), std::string::npos) << e;
+    save_json(dir / "config.json", config);
+
+    json t = tc;
+    t["sot_token"] = "<|start_of_turn|>";
+    e = refusal_with("tokenizer_config.json", t);
+    EXPECT_NE(e.find("special token \"<|start_of_turn|>\" is not in tokenizer.json's vocabulary"), std::string::npos) << e;
+    t = tc;
+    t["tokenizer_class"] = "LlamaTokenizer";
+    e = refusal_with("tokenizer_config.json", t);
+    EXPECT_NE(e.find("tokenizer_class \"LlamaTokenizer\""), std::string::npos) << e;
+    save_json(dir / "tokenizer_config.json", tc);
+
+    json j = load_json(dir / "tokenizer.json");
+    j["model"]["byte_fallback"] = false;
+    e = refusal_with("tokenizer.json", j);
+    EXPECT_NE(e.find("tokenizer.json: not a SentencePiece-style BPE"), std::string::npos) << e;
 }
 
 TEST_F(ConvertRefusal, MissingShardByFile) {

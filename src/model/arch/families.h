@@ -16,5 +16,7 @@ const ArchInfo& smollm3();
 // llama.cpp's LlamaModel converter, which SmolLM3's extends (llama.cpp).
 void llama_convert(HfConvert& c);
 void llama_convert_vocab(HfConvert& c);
+// llama.cpp's Gemma3Model converter's keys, which Gemma 4's extends.
+void gemma3_convert_keys(HfConvert& c);
 
 }  // namespace edgellm::arch

@@ -22,25 +22,10 @@ std::string finish(HParams& hp, const GgufFile&) {
     return {};
 }
 
-// llama.cpp's Gemma3Model converter: its defaults for what config.json leaves out, the
-// global layers' RoPE base, the soft-cap when set, the window unless every layer is global
-// (a pattern of 1), and the token embedding cut to the tokenizer's tokens.
+// llama.cpp's Gemma3Model converter: its keys, and the token embedding cut to the
+// tokenizer's tokens (rows past them are never looked up).
 void convert(HfConvert& c) {
-    c.set_u32("context_length", (uint32_t)c.integer("max_position_embeddings").value_or(131072));
-    c.set_u32("attention.head_count", (uint32_t)c.integer("num_attention_heads").value_or(8));
-    c.set_f32("attention.layer_norm_rms_epsilon", (float)c.number("rms_norm_eps").value_or(1e-6));
-    const auto head_dim = (uint32_t)c.integer("head_dim").value_or(256);
-    c.set_u32("attention.key_length", head_dim);
-    c.set_u32("attention.value_length", head_dim);
-    c.set_f32("rope.freq_base", (float)c.number("rope.rope_theta").value_or(1e6));
-    if (c.number("attn_logit_softcapping"))
-        c.fail("config.json: \"attn_logit_softcapping\" is Gemma 2's, not Gemma 3's");
-    if (const auto cap = c.number("final_logit_softcapping"); cap && *cap != 0.0)
-        c.set_f32("final_logit_softcapping", (float)*cap);
-    if (c.integer("sliding_window_pattern") != 1)
-        c.set_u32("attention.sliding_window", (uint32_t)c.need_integer("sliding_window"));
-    c.set_u32("attention.head_count_kv", (uint32_t)c.integer("num_key_value_heads").value_or(4));
-    // (rows past the tokenizer's are never looked up)
+    gemma3_convert_keys(c);
     c.keep_rows("token_embd.weight",
                 c.has_file("tokenizer.model") ? c.n_tokens()
                                               : c.json_entries("tokenizer.json", "model.vocab") +
@@ -56,6 +41,26 @@ void convert_vocab(HfConvert& c) {
 }
 
 }  // namespace
+
+// Gemma3Model's keys (over TextModel's): its defaults for what config.json leaves out, the
+// global layers' RoPE base, the soft-cap when set, the window unless every layer is global
+// (a pattern of 1).
+void gemma3_convert_keys(HfConvert& c) {
+    c.set_u32("context_length", (uint32_t)c.integer("max_position_embeddings").value_or(131072));
+    c.set_u32("attention.head_count", (uint32_t)c.integer("num_attention_heads").value_or(8));
+    c.set_f32("attention.layer_norm_rms_epsilon", (float)c.number("rms_norm_eps").value_or(1e-6));
+    const auto head_dim = (uint32_t)c.integer("head_dim").value_or(256);
+    c.set_u32("attention.key_length", head_dim);
+    c.set_u32("attention.value_length", head_dim);
+    c.set_f32("rope.freq_base", (float)c.number("rope.rope_theta").value_or(1e6));
+    if (c.number("attn_logit_softcapping"))
+        c.fail("config.json: \"attn_logit_softcapping\" is Gemma 2's (Gemma 3 and 4 have none)");
+    if (const auto cap = c.number("final_logit_softcapping"); cap && *cap != 0.0)
+        c.set_f32("final_logit_softcapping", (float)*cap);
+    if (c.integer("sliding_window_pattern") != 1)
+        c.set_u32("attention.sliding_window", (uint32_t)c.need_integer("sliding_window"));
+    c.set_u32("attention.head_count_kv", (uint32_t)c.integer("num_key_value_heads").value_or(4));
+}
 
 const ArchInfo& gemma3() {
     static const ArchInfo a = [] {

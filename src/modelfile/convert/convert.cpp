@@ -96,6 +96,8 @@ class Conversion final : public HfConvert {
     std::optional<int64_t> integer(std::string_view f) const override { return cfg_.integer(f); }
     std::optional<std::string> string(std::string_view f) const override { return cfg_.string(f); }
     std::optional<std::vector<double>> numbers(std::string_view f) const override { return cfg_.numbers(f); }
+    std::optional<std::vector<std::string>> strings(std::string_view f) const override { return cfg_.strings(f); }
+    std::optional<bool> flag(std::string_view f) const override { return cfg_.flag(f); }
     bool has(std::string_view f) const override { return cfg_.has(f); }
     bool has_file(std::string_view name) const override {
         std::error_code ec;
@@ -120,6 +122,12 @@ class Conversion final : public HfConvert {
     void set_f32(const std::string& k, float v) override { put(k, gguf_value(v)); }
     void set_bool(const std::string& k, bool v) override { put(k, gguf_value(v)); }
     void set_string(const std::string& k, const std::string& v) override { put(k, gguf_value(v)); }
+    void set_i32_array(const std::string& k, const std::vector<int32_t>& v) override {
+        put(k, gguf_value(gguf_int32_array(v)));
+    }
+    void set_bool_array(const std::string& k, const std::vector<bool>& v) override {
+        put(k, gguf_value(gguf_bool_array(v)));
+    }
     void remove(const std::string& k) override {
         if (k.starts_with("tokenizer."))
             vocab_.remove(k);
@@ -146,6 +154,9 @@ class Conversion final : public HfConvert {
     void keep_rows(const std::string& name, int64_t rows) override { keep_rows_[name] = rows; }
     bool vocab_sentencepiece(SpmAdded how) override { return vocab_.sentencepiece(how == SpmAdded::Phi3); }
     void vocab_bpe() override { vocab_.bpe(); }
+    void vocab_llama_hf(const std::string& model, const std::vector<std::string>& user_defined) override {
+        vocab_.llama_hf(model, user_defined);
+    }
     int64_t n_tokens() const override { return vocab_.n_tokens(); }
 
     ConvertStats run(const Checkpoint& ck, const ConvertOptions& opts);

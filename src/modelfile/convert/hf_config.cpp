@@ -173,4 +173,23 @@ std::optional<std::vector<double>> HfConfig::numbers(std::string_view path) cons
     return out;
 }
 
+std::optional<std::vector<std::string>> HfConfig::strings(std::string_view path) const {
+    const json* v = find(path);
+    if (!v) return std::nullopt;
+    if (!v->is_array()) wrong(path, *v, "a list of strings");
+    std::vector<std::string> out;
+    for (const json& x : *v) {
+        if (!x.is_string()) wrong(path, *v, "a list of strings");
+        out.push_back(x.get<std::string>());
+    }
+    return out;
+}
+
+std::optional<bool> HfConfig::flag(std::string_view path) const {
+    const json* v = find(path);
+    if (!v) return std::nullopt;
+    if (!v->is_boolean()) wrong(path, *v, "true or false");
+    return v->get<bool>();
+}
+
 }  // namespace edgellm::convert

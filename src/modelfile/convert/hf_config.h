@@ -41,6 +41,8 @@ class HfConfig {
     std::optional<int64_t> integer(std::string_view path) const;
     std::optional<std::string> string(std::string_view path) const;
     std::optional<std::vector<double>> numbers(std::string_view path) const;
+    std::optional<std::vector<std::string>> strings(std::string_view path) const;
+    std::optional<bool> flag(std::string_view path) const;
 
   private:
     void gather_rope();

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "edgellm/error.h"
@@ -275,10 +276,14 @@ struct SpecialVocab {
         }
     }
 
-    void from_config_json(const HfConfig& cfg) {
+    // config.json's *_token_id, at its top level or else (null or absent there) in text_config.
+    void from_config_json(const std::string& dir) {
+        const auto cfg = read_json((fs::path(dir) / "config.json").string());
+        if (!cfg) return;
         for (const std::string& type : types) {
-            const json* id = json_at(cfg.root(), type + "_token_id");
-            set_id(type, id ? *id : json());
+            json id = get(*cfg, (type + "_token_id").c_str());
+            if (id.is_null()) id = get(get(*cfg, "text_config"), (type + "_token_id").c_str());
+            set_id(type, id);
         }
     }
 
@@ -332,6 +337,64 @@ struct SpecialVocab {
     }
 };
 
+// A special token as tokenizer_config.json writes it: its text, or an AddedToken's object.
+std::optional<std::string> token_text(const json& v) {
+    if (v.is_string()) return v.get<std::string>();
+    if (v.is_object() && get(v, "content").is_string()) return v["content"].get<std::string>();
+    return std::nullopt;
+}
+
+// The texts of a tokenizer's special tokens (its all_special_tokens) as transformers 5 reads
+// tokenizer_config.json (and special_tokens_map.json when that has no added_tokens_decoder):
+// bos, eos, unk, sep, pad, cls and mask (GemmaTokenizer's defaults for those it leaves
+// out), additional_special_tokens, extra_special_tokens (a list, or named tokens), and every
+// other "*_token" key naming a token (model-specific ones: Gemma 4's "sot_token", ...).
+// transformers 4 reads the same set from a file it can read (its named tokens also in the
+// extra_special_tokens object, as it writes them; a list there it cannot read at all).
+std::vector<std::string> special_token_texts(const std::string& dir) {
+    const auto tc_file = read_json((fs::path(dir) / "tokenizer_config.json").string());
+    json tc = tc_file ? *tc_file : json::object();
+    if (!tc.is_object()) throw Error("tokenizer_config.json: not a JSON object");
+    const std::string cls = get(tc, "tokenizer_class").is_string() ? tc["tokenizer_class"].get<std::string>() : "";
+    const bool gemma = cls.empty() || cls == "GemmaTokenizer" || cls == "GemmaTokenizerFast";
+    if (!gemma && cls != "PreTrainedTokenizerFast" && cls != "TokenizersBackend")
+        throw Error("tokenizer_config.json: tokenizer_class \"" + cls +
+                    "\" is not one whose special tokens edgellm convert knows here (GemmaTokenizer, "
+                    "PreTrainedTokenizerFast)");
+    if (gemma)
+        for (auto [k, v] : {std::pair{"bos_token", "<bos>"}, {"eos_token", "<eos>"}, {"unk_token", "<unk>"},
+                            {"pad_token", "<pad>"}})
+            if (!tc.contains(k)) tc[k] = v;
+    if (!tc.contains("added_tokens_decoder"))
+        if (auto m = read_json((fs::path(dir) / "special_tokens_map.json").string()); m && m->is_object())
+            for (auto it = m->begin(); it != m->end(); ++it) {
+                json& to = tc[it.key()];
+                if (it.value().is_array() && to.is_array())
+                    to.insert(to.end(), it.value().begin(), it.value().end());
+                else
+                    to = it.value();
+            }
+    std::vector<std::string> out;
+    auto add = [&](const json& v) {
+        if (auto t = token_text(v); t && std::find(out.begin(), out.end(), *t) == out.end()) out.push_back(*t);
+    };
+    for (auto it = tc.begin(); it != tc.end(); ++it) {
+        const std::string& k = it.key();
+        if (k == "additional_special_tokens" || k == "extra_special_tokens") {
+            if (it.value().is_array() || it.value().is_object())
+                for (const json& v : it.value()) add(v);
+        } else if (k.ends_with("_token")) {
+            add(it.value());
+        }
+    }
+    return out;
+}
+
+bool is_byte_token(const std::string& t) {
+    return t.size() == 6 && t.starts_with("<0x") && t[5] == '>' && std::isxdigit((unsigned char)t[3]) &&
+           std::isxdigit((unsigned char)t[4]);
+}
+
 }  // namespace
 
 bool token_looks_special(const std::string& t) {
@@ -361,7 +424,7 @@ void VocabReader::special_vocab(bool load_merges, int64_t n_vocab) {
     SpecialVocab sv;
     sv.n_vocab = n_vocab;
     sv.from_tokenizer_json(dir_, load_merges);
-    sv.from_config_json(cfg_);
+    sv.from_config_json(dir_);
     if (load_merges && sv.merges.empty()) sv.load_merges_txt(dir_);
     sv.write([this](const std::string& k, GgufValue v) { set(k, std::move(v)); });
 }
@@ -525,6 +588,74 @@ void VocabReader::bpe() {
     set("tokenizer.ggml.pre", gguf_value(pre.name));
     pre_how_ = "pre-tokenizer " + pre.name + " (" + pre.how + ")";
     n_tokens_ = n;
+}
+
+void VocabReader::llama_hf(const std::string& model_name, const std::vector<std::string>& user_defined) {
+    const auto tj = read_json((fs::path(dir_) / "tokenizer.json").string());
+    if (!tj) throw Error("tokenizer.json missing: no tokenizer to convert");
+    const json model = get(*tj, "model");
+    if (get(model, "type") != "BPE" || !truthy(get(model, "byte_fallback")) ||
+        get(get(*tj, "decoder"), "type") != "Sequence")
+        throw Error("tokenizer.json: not a SentencePiece-style BPE (model type BPE with byte_fallback, a "
+                    "Sequence decoder), the tokenizer llama.cpp reads for this family");
+    // the model's vocabulary (ids 0 .. n-1, every one there), then the added tokens: those
+    // within it keep its ids, those past it follow in id order
+    const json vocab = get(model, "vocab");
+    if (!vocab.is_object()) throw Error("tokenizer.json: model.vocab is not an object");
+    const int64_t n_base = (int64_t)vocab.size();
+    std::vector<std::string> tokens((size_t)n_base);
+    std::vector<bool> seen((size_t)n_base);
+    std::map<std::string, int64_t> ids;
+    for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+        const json& id = it.value();
+        if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= n_base ||
+            seen[(size_t)id.get<int64_t>()])
+            throw Error("tokenizer.json: model.vocab[\"" + it.key() + "\"] is not one of ids 0 to " +
+                        std::to_string(n_base - 1) + " once each");
+        tokens[(size_t)id.get<int64_t>()] = it.key();
+        seen[(size_t)id.get<int64_t>()] = true;
+        ids[it.key()] = id.get<int64_t>();
+    }
+    std::map<int64_t, std::string> past;
+    for (const json& t : get(*tj, "added_tokens").is_array() ? (*tj)["added_tokens"] : json::array()) {
+        if (!get(t, "id").is_number_integer() || !get(t, "content").is_string() || t["id"].get<int64_t>() < 0)
+            throw Error("tokenizer.json: an added token without an id or content");
+        const int64_t id = t["id"].get<int64_t>();
+        const std::string text = t["content"].get<std::string>();
+        (id < n_base ? tokens[(size_t)id] : past[id]) = text;
+        ids[text] = id;
+    }
+    const auto tc = read_json((fs::path(dir_) / "tokenizer_config.json").string());
+    if (const json dec = tc ? get(*tc, "added_tokens_decoder") : json(); dec.is_object())
+        for (const auto& [id, t] : dec.items())
+            if (const auto text = token_text(t); !text || ids.find(*text) == ids.end() || std::to_string(ids[*text]) != id)
+                throw Error("tokenizer_config.json: added token " + id +
+                            " is not tokenizer.json's (edgellm convert reads the added tokens from tokenizer.json)");
+    std::set<int64_t> special;
+    for (const std::string& s : special_token_texts(dir_)) {
+        const auto it = ids.find(s);
+        if (it == ids.end())
+            throw Error("tokenizer_config.json: special token \"" + s + "\" is not in tokenizer.json's vocabulary");
+        special.insert(it->second);
+    }
+    std::vector<int32_t> types;
+    for (int64_t i = 0; i < n_base; ++i)
+        types.push_back((int32_t)(is_byte_token(tokens[(size_t)i]) ? TokenAttr::Byte
+                                  : special.count(i)                ? TokenAttr::Control
+                                                                    : TokenAttr::Normal));
+    for (const auto& [id, text] : past) {
+        tokens.push_back(text);
+        types.push_back((int32_t)(special.count(id) ? TokenAttr::Control : TokenAttr::UserDefined));
+    }
+    for (size_t i = 0; i < tokens.size(); ++i)
+        if (std::find(user_defined.begin(), user_defined.end(), tokens[i]) != user_defined.end())
+            types[i] = (int32_t)TokenAttr::UserDefined;
+    set("tokenizer.ggml.model", gguf_value(model_name));
+    set("tokenizer.ggml.tokens", gguf_value(gguf_string_array(tokens)));
+    set("tokenizer.ggml.scores", gguf_value(gguf_float_array(std::vector<float>(tokens.size(), -1000.0f))));
+    set("tokenizer.ggml.token_type", gguf_value(gguf_int32_array(types)));
+    n_tokens_ = (int64_t)tokens.size();
+    special_vocab(true, -1);
 }
 
 }  // namespace edgellm::convert

@@ -2,7 +2,8 @@
 // SentencePiece readers (tokenizer.model with the added tokens of added_tokens.json,
 // tokenizer_config.json and, for Phi-3, tokenizer.json), its byte-level BPE reader
 // (tokenizer.json's vocabulary, added tokens and merges, the pre-tokenizer named as
-// llama.cpp names it) and its SpecialVocab (the special token ids, whether BOS/EOS are
+// llama.cpp names it), its reader of SentencePiece-style BPE through transformers' fast
+// tokenizer (LlamaHfVocab: Gemma 4's) and its SpecialVocab (the special token ids, whether BOS/EOS are
 // added, the chat template). Errors are thrown as edgellm::Error naming the file.
 #pragma once
 
@@ -23,6 +24,8 @@ class VocabReader {
     // False (writing nothing) when there is no tokenizer.model. phi3: Phi-3's reading.
     bool sentencepiece(bool phi3);
     void bpe();
+    // llama.cpp's LlamaHfVocab (HfConvert::vocab_llama_hf).
+    void llama_hf(const std::string& model, const std::vector<std::string>& user_defined);
     void set(const std::string& key, GgufValue v);  // (replacing a key in its place)
     void remove(const std::string& key);
 
