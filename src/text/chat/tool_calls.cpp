@@ -3,6 +3,7 @@
 #include "text/chat/gemma4_args.h"
 #include "text/chat/call_tags.h"
 #include "text/chat/text_scan.h"
+#include "text/chat/xml_calls.h"
 
 #include <algorithm>
 #include <functional>
@@ -171,6 +172,27 @@ BlockReader json_block(std::string_view close, const std::vector<std::string>& n
     };
 }
 
+// Where a call that ended at `after` ends its block: at the closing tag when only blanks
+// come before it, else right after the call.
+size_t block_end(std::string_view t, size_t after, std::string_view close) {
+    size_t at = after;
+    while (at < t.size() && is_blank(t[at])) ++at;
+    return t.substr(at, close.size()) == close ? at : after;
+}
+
+// A <tool_call> block's body: Qwen3.5's <function=...> call, or JSON.
+BlockReader tool_call_block(const std::vector<std::string>& names, const XmlToolTypes& types) {
+    return [&names, &types](std::string_view t, size_t body, size_t* end) {
+        if (trim_left(t.substr(body)).substr(0, 10) != "<function=") return json_block(kClose, names)(t, body, end);
+        *end = t.size();
+        size_t used = 0;
+        auto call = xml_tool_call(t.substr(body), names, types, &used);
+        if (!call) return std::optional<std::vector<ToolCall>>();
+        *end = block_end(t, body + used, kClose);
+        return std::optional<std::vector<ToolCall>>(std::vector<ToolCall>{std::move(*call)});
+    };
+}
+
 // A Gemma 4 call's body: call:NAME{arguments}, up to <tool_call|> (or the reply's end).
 std::optional<std::vector<ToolCall>> gemma4_call(std::string_view t, size_t body, size_t* end,
                                                  const std::vector<std::string>& names) {
@@ -186,17 +208,15 @@ std::optional<std::vector<ToolCall>> gemma4_call(std::string_view t, size_t body
     if (!args) return std::nullopt;
     const json obj = json::parse(*args, nullptr, false);
     if (!obj.is_object()) return std::nullopt;
-    size_t after = brace + used;
-    while (after < t.size() && is_blank(t[after])) ++after;
-    if (t.substr(after, kGemmaClose.size()) == kGemmaClose) *end = after;
-    else *end = brace + used;
+    *end = block_end(t, brace + used, kGemmaClose);
     return std::vector<ToolCall>{{name, obj.dump(-1, ' ', false, json::error_handler_t::replace)}};
 }
 
 }  // namespace
 
 std::optional<ParsedReply> parse_tool_calls(const std::string& text,
-                                            const std::vector<std::string>& names, bool cut) {
+                                            const std::vector<std::string>& names, bool cut,
+                                            const json* tools) {
     if (names.empty()) return std::nullopt;
     const std::string_view t = text;
     // Tagged blocks: every block must hold calls, else the reply stays content.
@@ -205,8 +225,10 @@ std::optional<ParsedReply> parse_tool_calls(const std::string& text,
             t, kGemmaOpen, kGemmaClose,
             [&](std::string_view s, size_t body, size_t* end) { return gemma4_call(s, body, end, names); },
             cut);
-    if (t.find(kOpen) != std::string_view::npos)
-        return calls_in_blocks(t, kOpen, kClose, json_block(kClose, names), cut);
+    if (t.find(kOpen) != std::string_view::npos) {
+        const XmlToolTypes types = tools ? XmlToolTypes(*tools) : XmlToolTypes();
+        return calls_in_blocks(t, kOpen, kClose, tool_call_block(names, types), cut);
+    }
     if (t.find(kPhiOpen) != std::string_view::npos)
         return calls_in_blocks(t, kPhiOpen, kPhiClose, json_block(kPhiClose, names), cut);
     ParsedReply out;
@@ -252,6 +274,9 @@ size_t tool_safe_prefix(const std::string& text) {
 
 ToolFormat tool_format_for_template(const std::string& t) {
     if (t.find("'<|tool_call>call:'") != std::string::npos) return ToolFormat::Gemma4;
+    if (t.find("<tool_call>") != std::string::npos && t.find("<function=") != std::string::npos &&
+        t.find("<parameter=") != std::string::npos)
+        return ToolFormat::QwenXml;
     if (t.find("<|tool|>") != std::string::npos) return ToolFormat::Phi4Mini;
     if (t.find("<tool_call>") != std::string::npos) return ToolFormat::Hermes;
     if (t.find("<|python_tag|>") != std::string::npos || t.find("\"parameters\"") != std::string::npos ||
@@ -289,10 +314,12 @@ constexpr const char* kGemmaThought =
 
 std::optional<ToolGrammar> tool_call_grammar(const json& tools, ToolFormat fmt,
                                              const std::string& choice, bool parallel,
-                                             SchemaRefusal* why, const json* answer) {
+                                             SchemaRefusal* why, const json* answer, bool thinking_open) {
     JsonSchemaGrammar b;
     std::vector<std::string> alts;
     std::string gemma_rules;  // (Gemma 4: the rules of its tools' arguments)
+    std::string xml_rules;    // (Qwen3.5: the rules of its tools' calls)
+    bool typed = true;
     const std::string args_key = fmt == ToolFormat::Llama3 ? "parameters" : "arguments";
     for (size_t i = 0; i < tools.size(); ++i) {
         const json& fn = tools[i]["function"];
@@ -306,15 +333,18 @@ std::optional<ToolGrammar> tool_call_grammar(const json& tools, ToolFormat fmt,
                            gemma4_schema_rule(params, "g-t" + std::to_string(i), &gemma_rules));
             continue;
         }
+        if (fmt == ToolFormat::QwenXml) {  // <function=NAME> and its parameters
+            auto rule = xml_call_rule(fn, i, b, &xml_rules, &typed, why);
+            if (!rule) return std::nullopt;
+            alts.push_back(*rule);
+            continue;
+        }
         json params = fn.contains("parameters") && fn["parameters"].is_object()
                           ? fn["parameters"]
                           : json{{"type", "object"}};
         auto rule = b.add(params, "tool-" + std::to_string(i) + "-args");
         if (!rule) {
-            *why = b.refusal();
-            why->path = "$.tools[" + std::to_string(i) + "].function.parameters" +
-                        (why->path.size() > 1 ? why->path.substr(1) : std::string());
-            why->message = "tools[" + std::to_string(i) + "] (" + name + "): " + why->message;
+            refuse_tool_schema(b.refusal(), i, name, "", why);
             return std::nullopt;
         }
         // {"name": "f", "arguments": {...}} with the model's usual spacing allowed
@@ -343,7 +373,7 @@ std::optional<ToolGrammar> tool_call_grammar(const json& tools, ToolFormat fmt,
     rules += "tc-fn ::= ";
     for (size_t i = 0; i < alts.size(); ++i) rules += (i ? " | " : "") + alts[i];
     rules += "\n";
-    if (fmt != ToolFormat::Gemma4)
+    if (fmt != ToolFormat::Gemma4 && fmt != ToolFormat::QwenXml)
         rules += "tc-obj ::= \"{\" tc-ws \"\\\"name\\\"\" tc-ws \":\" tc-ws tc-fn tc-ws \"}\"\n";
     ToolGrammar out;
     // (at most kMaxParallelCalls: a small model may repeat one call until max_tokens)
@@ -380,6 +410,24 @@ std::optional<ToolGrammar> tool_call_grammar(const json& tools, ToolFormat fmt,
                        (answer_rule.empty() ? std::string() : " | " + answer_rule) + " )\n" + rules +
                        b.gbnf("");
         }
+        return out;
+    }
+    if (fmt == ToolFormat::QwenXml) {
+        // Its calls, after its thinking (which the prompt may have opened); auto: text
+        // without "<tool_call>" before them, so a call is always one the grammar sees.
+        out.arguments_typed = typed;
+        rules += "tc-call ::= \"<tool_call>\\n\" tc-fn \"</tool_call>\"\n" + xml_shared_rules() + xml_rules;
+        gbnf_text_without({"</think>", "<tool_call>"}, "tc-reason", &rules);
+        const std::string head = thinking_open ? "tc-reason \"</think>\" tc-ws "
+                                               : "( \"<think>\" tc-reason \"</think>\" tc-ws )? ";
+        std::string body = "tc-calls";
+        if (choice == "auto" && !answer_rule.empty()) {
+            body = "( tc-calls | " + answer_rule + " )";
+        } else if (choice == "auto") {
+            gbnf_text_without({"<tool_call>"}, "tc-say", &rules);
+            body = "tc-say tc-calls?";
+        }
+        out.gbnf = "root ::= " + head + body + "\n" + rules + b.gbnf("");
         return out;
     }
     if (choice != "auto") {  // a call from the first token, in the template's form

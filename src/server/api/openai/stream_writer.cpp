@@ -93,7 +93,7 @@ void ChatStream::begin(GenOutcome& o, const std::vector<TokenProbs>* probs,
     // may become one is held back until the reply ends. (The streamer reads tagged blocks,
     // Gemma 4's calls, bare objects and arrays of them; a fenced call is held whole.)
     calls_.reset();
-    if (s_.tool_grammar) calls_.emplace(s_.request->tool_names, true);
+    if (s_.tool_grammar) calls_.emplace(s_.request->tool_names, true, &s_.request->tools);
     events_.clear();
     reply_.clear();
     streamed_ = 0;
