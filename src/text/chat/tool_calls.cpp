@@ -18,7 +18,7 @@ using json = nlohmann::ordered_json;
 using namespace call_tags;
 
 // What may open a call after some text: held back while streaming without a grammar.
-constexpr std::string_view kOpeners[] = {kOpen, kPhiOpen, kGemmaOpen};
+constexpr std::string_view kOpeners[] = {kOpen, kPhiOpen, kGemmaOpen, kFunction};
 // The most calls one reply may make when parallel calls are allowed.
 constexpr int kMaxParallelCalls = 8;
 
@@ -173,23 +173,32 @@ BlockReader json_block(std::string_view close, const std::vector<std::string>& n
 }
 
 // Where a call that ended at `after` ends its block: at the closing tag when only blanks
-// come before it, else right after the call.
+// come before it, else (or with no tag) right after the call.
 size_t block_end(std::string_view t, size_t after, std::string_view close) {
+    if (close.empty()) return after;
     size_t at = after;
     while (at < t.size() && is_blank(t[at])) ++at;
     return t.substr(at, close.size()) == close ? at : after;
 }
 
+// Qwen3.5's <function=...> call from `at` (blanks before it skipped), up to `close` after it.
+std::optional<std::vector<ToolCall>> xml_call_at(std::string_view t, size_t at, size_t* end,
+                                                 std::string_view close, const std::vector<std::string>& names,
+                                                 const XmlToolTypes& types) {
+    *end = t.size();
+    size_t used = 0;
+    auto call = xml_tool_call(t.substr(at), names, types, &used);
+    if (!call) return std::nullopt;
+    *end = block_end(t, at + used, close);
+    return std::vector<ToolCall>{std::move(*call)};
+}
+
 // A <tool_call> block's body: Qwen3.5's <function=...> call, or JSON.
 BlockReader tool_call_block(const std::vector<std::string>& names, const XmlToolTypes& types) {
     return [&names, &types](std::string_view t, size_t body, size_t* end) {
-        if (trim_left(t.substr(body)).substr(0, 10) != "<function=") return json_block(kClose, names)(t, body, end);
-        *end = t.size();
-        size_t used = 0;
-        auto call = xml_tool_call(t.substr(body), names, types, &used);
-        if (!call) return std::optional<std::vector<ToolCall>>();
-        *end = block_end(t, body + used, kClose);
-        return std::optional<std::vector<ToolCall>>(std::vector<ToolCall>{std::move(*call)});
+        if (trim_left(t.substr(body)).substr(0, kFunction.size()) != kFunction)
+            return json_block(kClose, names)(t, body, end);
+        return xml_call_at(t, body, end, kClose, names, types);
     };
 }
 
@@ -225,10 +234,19 @@ std::optional<ParsedReply> parse_tool_calls(const std::string& text,
             t, kGemmaOpen, kGemmaClose,
             [&](std::string_view s, size_t body, size_t* end) { return gemma4_call(s, body, end, names); },
             cut);
-    if (t.find(kOpen) != std::string_view::npos) {
-        const XmlToolTypes types = tools ? XmlToolTypes(*tools) : XmlToolTypes();
+    const XmlToolTypes types = tools ? XmlToolTypes(*tools) : XmlToolTypes();
+    if (t.find(kOpen) != std::string_view::npos)
         return calls_in_blocks(t, kOpen, kClose, tool_call_block(names, types), cut);
-    }
+    if (t.find(kFunction) != std::string_view::npos)  // Qwen3.5's calls without <tool_call>
+        return calls_in_blocks(
+            t, kFunction, kFunctionEnd,
+            [&](std::string_view s, size_t body, size_t* end) {
+                std::optional<std::vector<ToolCall>> calls =
+                    xml_call_at(s, body - kFunction.size(), end, {}, names, types);
+                if (calls) *end -= kFunctionEnd.size();  // (at its </function>)
+                return calls;
+            },
+            cut);
     if (t.find(kPhiOpen) != std::string_view::npos)
         return calls_in_blocks(t, kPhiOpen, kPhiClose, json_block(kPhiClose, names), cut);
     ParsedReply out;
@@ -261,7 +279,7 @@ size_t tool_safe_prefix(const std::string& text) {
     const std::string_view rest = t.substr(lead);
     // A reply that opens like JSON, a code fence or a tag may be one call: all held.
     if (rest.front() == '{' || rest.front() == '[' || rest.front() == '`') return 0;
-    for (std::string_view word : {kPythonTag, kOpen, kPhiOpen, kGemmaOpen, kFunctools})
+    for (std::string_view word : {kPythonTag, kOpen, kPhiOpen, kGemmaOpen, kFunction, kFunctools})
         if (word.substr(0, std::min(word.size(), rest.size())) == rest.substr(0, word.size()))
             return 0;
     size_t safe = t.size();
@@ -414,17 +432,20 @@ std::optional<ToolGrammar> tool_call_grammar(const json& tools, ToolFormat fmt,
     }
     if (fmt == ToolFormat::QwenXml) {
         // Its calls, after its thinking (which the prompt may have opened); auto: text
-        // without "<tool_call>" before them, so a call is always one the grammar sees.
+        // without "<tool_call>" or "<function=" before them, so a call is always one the
+        // grammar sees.
+        // (auto: also its <function=...> block alone, as Qwen3-Coder writes it at times)
         out.arguments_typed = typed;
-        rules += "tc-call ::= \"<tool_call>\\n\" tc-fn \"</tool_call>\"\n" + xml_shared_rules() + xml_rules;
-        gbnf_text_without({"</think>", "<tool_call>"}, "tc-reason", &rules);
+        rules += "tc-call ::= \"<tool_call>\\n\" tc-fn \"</tool_call>\"" +
+                 std::string(choice == "auto" ? " | tc-fn" : "") + "\n" + xml_shared_rules() + xml_rules;
+        gbnf_text_without({"</think>", "<tool_call>", "<function="}, "tc-reason", &rules);
         const std::string head = thinking_open ? "tc-reason \"</think>\" tc-ws "
                                                : "( \"<think>\" tc-reason \"</think>\" tc-ws )? ";
         std::string body = "tc-calls";
         if (choice == "auto" && !answer_rule.empty()) {
             body = "( tc-calls | " + answer_rule + " )";
         } else if (choice == "auto") {
-            gbnf_text_without({"<tool_call>"}, "tc-say", &rules);
+            gbnf_text_without({"<tool_call>", "<function="}, "tc-say", &rules);
             body = "tc-say tc-calls?";
         }
         out.gbnf = "root ::= " + head + body + "\n" + rules + b.gbnf("");

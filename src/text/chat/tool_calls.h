@@ -14,7 +14,7 @@
 //     arguments (gemma4_args.h), possibly after some text;
 //   - Qwen3.5 / Qwen3-Coder: <tool_call><function=NAME><parameter=KEY>value</parameter>...
 //     </function></tool_call>, each value raw text typed by its tool's schema (xml_calls.h),
-//     possibly after some text;
+//     possibly after some text; the <function=...> block also without its <tool_call>;
 //   - small models' habit: the whole reply one JSON object (or an array of them) with
 //     "name" and "arguments" / "parameters", possibly inside a ``` code fence.
 // A call counts only when its name is one of the request's tools and its arguments are a
@@ -95,11 +95,12 @@ std::string answer_schema_prompt(const nlohmann::ordered_json& schema);
 // fenced JSON or a tag (so a call is always a constrained <tool_call> block, bare or fenced
 // object) nor contain "<to" outside a call; Llama 3 / Phi-4-mini: lazy, a reply that opens
 // with "{" / "[" is calls, anything else free text; Gemma 4: lazy from the first
-// "<|tool_call>", free text before it; Qwen3.5: calls, or text without "<tool_call>" that
-// may end in calls (not lazy: its calls never hide in text the grammar did not see).
-// Qwen3.5 thinks first: thinking_open (the prompt opened a <think> block) makes the reply
-// close it before its calls or answer (the reasoning may not hold "<tool_call>"); without
-// it a <think> block may come first.
+// "<|tool_call>", free text before it; Qwen3.5: calls, or text without "<tool_call>" and
+// "<function=" that may end in calls (not lazy: its calls never hide in text the grammar
+// did not see; a call's <function=...> block may come without its <tool_call>, as
+// Qwen3-Coder writes it at times). Qwen3.5 thinks first: thinking_open (the prompt opened a
+// <think> block) makes the reply close it before its calls or answer (the reasoning may
+// not hold a call's tags); without it a <think> block may come first.
 // parallel: several calls may follow each other. answer (not null, choice "auto"): the
 // request's response schema; the reply is then calls, or an answer valid against it (no
 // free text; not lazy). nullopt with *why when a tool's parameters (or the answer's

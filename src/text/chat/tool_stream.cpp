@@ -303,7 +303,17 @@ bool ToolCallStreamer::text(char c) {
             state_ = State::GemmaHead;
             return true;
         }
-        if (starts(kOpen, t) || starts(kPhiOpen, t) || starts(kGemmaOpen, t) ||
+        if (t == kFunction) {  // Qwen3.5's call without its <tool_call>
+            raw_.clear();
+            tag_.clear();
+            start_object(false);
+            close_ = {};
+            xml_ = XmlCall(&types_);
+            state_ = State::Xml;
+            for (char x : t) xml(x);
+            return true;
+        }
+        if (starts(kOpen, t) || starts(kPhiOpen, t) || starts(kGemmaOpen, t) || starts(kFunction, t) ||
             (bare_start_ && starts(kPythonTag, t))) {
             tag_ = t;
             return true;
@@ -417,7 +427,7 @@ bool ToolCallStreamer::xml(char c) {
     hold(c);
     std::string json;
     const XmlCall::Step got = xml_.feed(c, &json);
-    if (got == XmlCall::Step::Bad && !started_) {
+    if (got == XmlCall::Step::Bad && !started_ && close_ == kClose) {
         // Not a call of Qwen3.5's: the opening tag is text, and what follows it is read
         // again (it may open another block).
         const std::string again = raw_.substr(kOpen.size());

@@ -10,7 +10,8 @@
 //                   stream converted to JSON as they are read, gemma4_args.h)
 //   Qwen3.5:        text <tool_call>\n<function=f>\n<parameter=k>\nv\n</parameter>\n</function>
 //                   \n</tool_call> ...  (the same: a string value streams as it is written,
-//                   another when its </parameter> closes it, xml_calls.h)
+//                   another when its </parameter> closes it, xml_calls.h; the <function=...>
+//                   block also without its <tool_call>)
 //
 // The reply is read byte by byte by one state machine, so what comes out depends only on
 // the text, never on how it was cut into pieces (a test feeds every chunking).

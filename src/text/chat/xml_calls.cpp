@@ -1,5 +1,6 @@
 #include "text/chat/xml_calls.h"
 
+#include "text/chat/call_tags.h"
 #include "text/chat/text_scan.h"
 
 #include "edgellm/grammar.h"
@@ -13,9 +14,9 @@ namespace edgellm {
 namespace {
 
 using json = nlohmann::ordered_json;
+using call_tags::kFunction;
+using call_tags::kFunctionEnd;
 
-constexpr std::string_view kFunction = "<function=";
-constexpr std::string_view kFunctionEnd = "</function>";
 constexpr std::string_view kParam = "<parameter=";
 constexpr std::string_view kParamEnd = "</parameter>";
 constexpr std::string_view kNewlineParamEnd = "\n</parameter>";

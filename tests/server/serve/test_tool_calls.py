@@ -257,8 +257,18 @@ class Qwen35XmlToolCalls(unittest.TestCase):
                 if want:
                     self.assertEqual(calls[0]["function"]["name"], want)
 
+    def test_thinking_then_a_call(self):
+        # The prompt opens the thinking block (enable_thinking): the grammar has it closed
+        # before the call, and it comes back as reasoning_content.
+        c = self.chat("What is the weather in Oslo?", tool_choice="required", parallel_tool_calls=False,
+                      max_tokens=160, chat_template_kwargs={"enable_thinking": True}).json()["choices"][0]
+        self.assertEqual(c["finish_reason"], "tool_calls", c)
+        self.assertTrue(c["message"].get("reasoning_content"), c)
+        self.assertNotIn("<tool_call>", c["message"]["reasoning_content"])
+        self.assert_valid_calls(c["message"]["tool_calls"])
+
     def test_streamed_call(self):
-        r = self.chat("What is the weather in Paris?", tool_choice="required", stream=True)
+        r = self.chat("What is the weather in Paris?", tool_choice="required", stream=True, parallel_tool_calls=False)
         name, args, text, pieces, finish = "", "", "", 0, None
         for ev in sse_objects(self, r):
             if not ev.get("choices"):
@@ -281,7 +291,7 @@ class Qwen35XmlToolCalls(unittest.TestCase):
     def test_auto_is_text_or_valid_calls_and_a_typed_answer_holds(self):
         for prompt in ("What is the weather in Paris?", "Say hello in French."):
             with self.subTest(prompt=prompt):
-                c = self.chat(prompt, tool_choice="auto").json()["choices"][0]
+                c = self.chat(prompt, tool_choice="auto", parallel_tool_calls=False).json()["choices"][0]
                 calls = c["message"].get("tool_calls") or []
                 self.assert_valid_calls(calls)
                 self.assertNotIn("<tool_call>", c["message"].get("content") or "", c)

@@ -401,6 +401,15 @@ TEST(ToolFormats, Qwen35Reply) {
                                   kNames, false, &kTools)) << "no </parameter>";
     EXPECT_FALSE(parse_tool_calls("<tool_call>\n<function=get_weather>\ncity=Paris\n</function>\n</tool_call>",
                                   kNames, false, &kTools));
+    // The <function=...> block alone (Qwen3-Coder leaves the <tool_call> out at times).
+    const std::string bare = "<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n"
+                             "<parameter=days>\n2\n</parameter>\n</function>";
+    p = parse_tool_calls("Sure.\n" + bare + "\n" + bare, kNames, false, &kTools);
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p->content, "Sure.");
+    ASSERT_EQ(p->calls.size(), 2u);
+    EXPECT_EQ(p->calls[1].arguments, R"({"city":"Oslo","days":2})");
+    EXPECT_FALSE(parse_tool_calls("Use <function=get_weather> like this.", kNames, false, &kTools));
     // Cut short (max_tokens): the complete calls stand, the unfinished one is dropped.
     EXPECT_FALSE(parse_tool_calls(oslo + "\n<tool_call>\n<function=play_mu", kNames, false, &kTools));
     p = parse_tool_calls(oslo + "\n<tool_call>\n<function=play_mu", kNames, true, &kTools);
@@ -444,6 +453,10 @@ TEST(ToolFormats, Qwen35Grammar) {
     EXPECT_FALSE(grammar_accepts(aut.gbnf, "Let me check.\n\n" + xml_call("rm", {})));
     EXPECT_FALSE(grammar_accepts(aut.gbnf, "Let me check. <tool_call> is how I call."));
     EXPECT_FALSE(grammar_accepts(aut.gbnf, paris + "\nDone.")) << "nothing after the calls";
+    const std::string bare = "<function=play_music>\n<parameter=song>\nOde\n</parameter>\n</function>\n";
+    EXPECT_TRUE(grammar_accepts(aut.gbnf, "Playing.\n" + bare)) << "a call without its <tool_call>";
+    EXPECT_FALSE(grammar_accepts(aut.gbnf, "Use <function=play_music> to play."));
+    EXPECT_FALSE(grammar_accepts(req.gbnf, bare)) << "required: the template's form";
     auto aut_thinking = grammar(ToolFormat::QwenXml, "auto", false, nullptr, true);
     EXPECT_TRUE(grammar_accepts(aut_thinking.gbnf, "Easy.\n</think>\n\nIt is sunny."));
     EXPECT_FALSE(grammar_accepts(aut_thinking.gbnf, "It is sunny.")) << "the thinking never closed";

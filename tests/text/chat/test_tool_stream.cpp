@@ -674,6 +674,16 @@ TEST(ToolStream, Qwen35CallsStreamTheirArgumentsAsJson) {
     EXPECT_EQ(show(events_of(s, "\n</function>\n</tool_call>")), "A0[}] ");
 }
 
+// Its <function=...> block without <tool_call> (Qwen3-Coder at times) is a call too.
+TEST(ToolStream, Qwen35BareFunctionBlocks) {
+    const std::vector<std::string> names = {"get_weather", "search"};
+    const auto o = stream("Sure.\n<function=search>\n<parameter=q>\nx\n</parameter>\n</function>\n"
+                          "<function=get_weather>\n</function>\nUse <function=rm> or <functional>.",
+                          false, names, &kXmlTools);
+    EXPECT_EQ(show(o.events),
+              "C0[Sure.] S0[search] A0[{\"q\":\"x\"}] S1[get_weather] A1[{}] C0[Use <function=rm> or <functional>.] ");
+}
+
 TEST(ToolStream, Qwen35WhatIsNoCallIsContent) {
     const std::vector<std::string> names = {"get_weather", "search"};
     const std::string undeclared = "<tool_call>\n<function=rm>\n<parameter=path>\n/\n</parameter>\n</function>\n</tool_call>";
