@@ -489,6 +489,16 @@ TEST(ToolFormats, Qwen35GrammarTypesEachValue) {
         EXPECT_EQ(grammar_accepts(g->gbnf, xml_call("f", {{c.key, c.raw}})), c.accepted) << c.key << " = " << c.raw;
     EXPECT_TRUE(grammar_accepts(g->gbnf, xml_call("f", {{"s", "a"}, {"n", "1"}, {"b", "true"}})));
     EXPECT_TRUE(grammar_accepts(g->gbnf, xml_call("f", {}))) << "nothing required";
+    // Parameters without properties: any, unless the schema says none.
+    const json open_tools = json::parse(R"([
+        {"type": "function", "function": {"name": "any"}},
+        {"type": "function", "function": {"name": "none", "parameters": {"type": "object", "additionalProperties": false}}}])");
+    g = tool_call_grammar(open_tools, ToolFormat::QwenXml, "required", false, &why);
+    ASSERT_TRUE(g) << why.message;
+    EXPECT_TRUE(g->arguments_typed);
+    EXPECT_TRUE(grammar_accepts(g->gbnf, xml_call("any", {{"x", "1"}, {"why not", "two\nlines"}})));
+    EXPECT_TRUE(grammar_accepts(g->gbnf, xml_call("none", {})));
+    EXPECT_FALSE(grammar_accepts(g->gbnf, xml_call("none", {{"x", "1"}})));
     // A string's pattern is not followed in raw text: those calls are checked once finished.
     const json pattern = json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {
         "type": "object", "properties": {"id": {"type": "string", "pattern": "^[a-z]+$"}}}}}])");
