@@ -215,7 +215,8 @@ std::optional<ApiError> Server::Impl::prepare(Api api, GenRequest& g, Prepared* 
                                        : g.tool_choice == "required" ? "required"
                                                                      : "auto";
             const json* answer = g.answer_schema ? &*g.answer_schema : nullptr;
-            auto tg = tool_call_grammar(g.tools, tool_format(), choice, g.parallel_tool_calls, &why, answer);
+            auto tg = tool_call_grammar(g.tools, tool_format(), choice, g.parallel_tool_calls, &why, answer,
+                                        prompt_opens_thinking(p->prompt_text));
             if (!tg) {
                 ApiError e = bad_request(why.message + (why.path.empty() ? "" : " (keyword \"" +
                                                         why.keyword + "\" at " + why.path + ")"));
@@ -396,7 +397,7 @@ void Server::Impl::run_choice(Api api, const GenRequest& g, const Prepared& p, S
     // a grammar that types them (constrain: false; Gemma 4's notation) a call whose
     // arguments do not fit its tool's parameters is sent as content.
     if (!g.tool_names.empty() && !(w && w->streamed_calls())) {
-        o.parsed = parse_tool_calls(o.content, g.tool_names, cut);
+        o.parsed = parse_tool_calls(o.content, g.tool_names, cut, &g.tools);
         if (o.parsed && !p.tool_args_typed && !arguments_valid(g.tools, *o.parsed)) {
             log("tool call with arguments that do not match the tool's parameters: sent as content");
             o.parsed.reset();

@@ -15,6 +15,10 @@ inline constexpr std::string_view kPythonTag = "<|python_tag|>";
 inline constexpr std::string_view kPhiOpen = "<|tool_call|>";
 inline constexpr std::string_view kPhiClose = "<|/tool_call|>";
 inline constexpr std::string_view kFunctools = "functools";
+// Qwen3.5 / Qwen3-Coder: <tool_call><function=NAME>...</function></tool_call>, the
+// function's block also bare (Qwen3-Coder leaves the <tool_call> out at times)
+inline constexpr std::string_view kFunction = "<function=";
+inline constexpr std::string_view kFunctionEnd = "</function>";
 // Gemma 4: <|tool_call>call:NAME{...}<tool_call|>
 inline constexpr std::string_view kGemmaOpen = "<|tool_call>";
 inline constexpr std::string_view kGemmaCall = "call:";

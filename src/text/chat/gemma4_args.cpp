@@ -5,7 +5,6 @@
 #include "edgellm/grammar.h"
 
 #include <cctype>
-#include <cstdio>
 
 namespace edgellm {
 
@@ -16,35 +15,6 @@ constexpr std::string_view kQuote = "<|\"|>";
 constexpr size_t kMaxKey = 256;
 constexpr size_t kMaxWord = 64;
 constexpr size_t kMaxDepth = 64;
-
-void append_escaped(char c, std::string* out) {
-    switch (c) {
-        case '"':
-            *out += "\\\"";
-            return;
-        case '\\':
-            *out += "\\\\";
-            return;
-        case '\n':
-            *out += "\\n";
-            return;
-        case '\r':
-            *out += "\\r";
-            return;
-        case '\t':
-            *out += "\\t";
-            return;
-        default:
-            break;
-    }
-    if ((unsigned char)c < 0x20) {
-        char esc[8];
-        std::snprintf(esc, sizeof esc, "\\u%04x", (unsigned)(unsigned char)c);
-        *out += esc;
-        return;
-    }
-    *out += c;
-}
 
 bool word_char(char c) {
     return std::isalnum((unsigned char)c) || c == '.' || c == '+' || c == '-' || c == '_';
@@ -138,7 +108,7 @@ Gemma4Args::Step Gemma4Args::feed(char c, std::string* out) {
             if (!level.first) *out += ',';
             level.first = false;
             *out += '"';
-            for (char k : key) append_escaped(k, out);
+            for (char k : key) append_json_escaped(k, out);
             *out += "\":";
             buf_.clear();
             at_ = At::Value;
@@ -180,7 +150,7 @@ Gemma4Args::Step Gemma4Args::feed(char c, std::string* out) {
             return kQuote.substr(0, buf_.size()) == buf_ ? Step::More : Step::Bad;
         case At::String:
             if (buf_.empty() && c != '<') {
-                append_escaped(c, out);
+                append_json_escaped(c, out);
                 return Step::More;
             }
             buf_ += c;
@@ -192,7 +162,7 @@ Gemma4Args::Step Gemma4Args::feed(char c, std::string* out) {
             }
             // What cannot begin the closing mark is text (the mark has one '<', at its start).
             while (!buf_.empty() && kQuote.substr(0, buf_.size()) != buf_) {
-                append_escaped(buf_[0], out);
+                append_json_escaped(buf_[0], out);
                 buf_.erase(0, 1);
             }
             return Step::More;

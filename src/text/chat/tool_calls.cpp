@@ -3,6 +3,7 @@
 #include "text/chat/gemma4_args.h"
 #include "text/chat/call_tags.h"
 #include "text/chat/text_scan.h"
+#include "text/chat/xml_calls.h"
 
 #include <algorithm>
 #include <functional>
@@ -17,7 +18,7 @@ using json = nlohmann::ordered_json;
 using namespace call_tags;
 
 // What may open a call after some text: held back while streaming without a grammar.
-constexpr std::string_view kOpeners[] = {kOpen, kPhiOpen, kGemmaOpen};
+constexpr std::string_view kOpeners[] = {kOpen, kPhiOpen, kGemmaOpen, kFunction};
 // The most calls one reply may make when parallel calls are allowed.
 constexpr int kMaxParallelCalls = 8;
 
@@ -171,6 +172,36 @@ BlockReader json_block(std::string_view close, const std::vector<std::string>& n
     };
 }
 
+// Where a call that ended at `after` ends its block: at the closing tag when only blanks
+// come before it, else (or with no tag) right after the call.
+size_t block_end(std::string_view t, size_t after, std::string_view close) {
+    if (close.empty()) return after;
+    size_t at = after;
+    while (at < t.size() && is_blank(t[at])) ++at;
+    return t.substr(at, close.size()) == close ? at : after;
+}
+
+// Qwen3.5's <function=...> call from `at` (blanks before it skipped), up to `close` after it.
+std::optional<std::vector<ToolCall>> xml_call_at(std::string_view t, size_t at, size_t* end,
+                                                 std::string_view close, const std::vector<std::string>& names,
+                                                 const XmlToolTypes& types) {
+    *end = t.size();
+    size_t used = 0;
+    auto call = xml_tool_call(t.substr(at), names, types, &used);
+    if (!call) return std::nullopt;
+    *end = block_end(t, at + used, close);
+    return std::vector<ToolCall>{std::move(*call)};
+}
+
+// A <tool_call> block's body: Qwen3.5's <function=...> call, or JSON.
+BlockReader tool_call_block(const std::vector<std::string>& names, const XmlToolTypes& types) {
+    return [&names, &types](std::string_view t, size_t body, size_t* end) {
+        if (trim_left(t.substr(body)).substr(0, kFunction.size()) != kFunction)
+            return json_block(kClose, names)(t, body, end);
+        return xml_call_at(t, body, end, kClose, names, types);
+    };
+}
+
 // A Gemma 4 call's body: call:NAME{arguments}, up to <tool_call|> (or the reply's end).
 std::optional<std::vector<ToolCall>> gemma4_call(std::string_view t, size_t body, size_t* end,
                                                  const std::vector<std::string>& names) {
@@ -186,17 +217,15 @@ std::optional<std::vector<ToolCall>> gemma4_call(std::string_view t, size_t body
     if (!args) return std::nullopt;
     const json obj = json::parse(*args, nullptr, false);
     if (!obj.is_object()) return std::nullopt;
-    size_t after = brace + used;
-    while (after < t.size() && is_blank(t[after])) ++after;
-    if (t.substr(after, kGemmaClose.size()) == kGemmaClose) *end = after;
-    else *end = brace + used;
+    *end = block_end(t, brace + used, kGemmaClose);
     return std::vector<ToolCall>{{name, obj.dump(-1, ' ', false, json::error_handler_t::replace)}};
 }
 
 }  // namespace
 
 std::optional<ParsedReply> parse_tool_calls(const std::string& text,
-                                            const std::vector<std::string>& names, bool cut) {
+                                            const std::vector<std::string>& names, bool cut,
+                                            const json* tools) {
     if (names.empty()) return std::nullopt;
     const std::string_view t = text;
     // Tagged blocks: every block must hold calls, else the reply stays content.
@@ -205,8 +234,19 @@ std::optional<ParsedReply> parse_tool_calls(const std::string& text,
             t, kGemmaOpen, kGemmaClose,
             [&](std::string_view s, size_t body, size_t* end) { return gemma4_call(s, body, end, names); },
             cut);
+    const XmlToolTypes types = tools ? XmlToolTypes(*tools) : XmlToolTypes();
     if (t.find(kOpen) != std::string_view::npos)
-        return calls_in_blocks(t, kOpen, kClose, json_block(kClose, names), cut);
+        return calls_in_blocks(t, kOpen, kClose, tool_call_block(names, types), cut);
+    if (t.find(kFunction) != std::string_view::npos)  // Qwen3.5's calls without <tool_call>
+        return calls_in_blocks(
+            t, kFunction, kFunctionEnd,
+            [&](std::string_view s, size_t body, size_t* end) {
+                std::optional<std::vector<ToolCall>> calls =
+                    xml_call_at(s, body - kFunction.size(), end, {}, names, types);
+                if (calls) *end -= kFunctionEnd.size();  // (at its </function>)
+                return calls;
+            },
+            cut);
     if (t.find(kPhiOpen) != std::string_view::npos)
         return calls_in_blocks(t, kPhiOpen, kPhiClose, json_block(kPhiClose, names), cut);
     ParsedReply out;
@@ -239,7 +279,7 @@ size_t tool_safe_prefix(const std::string& text) {
     const std::string_view rest = t.substr(lead);
     // A reply that opens like JSON, a code fence or a tag may be one call: all held.
     if (rest.front() == '{' || rest.front() == '[' || rest.front() == '`') return 0;
-    for (std::string_view word : {kPythonTag, kOpen, kPhiOpen, kGemmaOpen, kFunctools})
+    for (std::string_view word : {kPythonTag, kOpen, kPhiOpen, kGemmaOpen, kFunction, kFunctools})
         if (word.substr(0, std::min(word.size(), rest.size())) == rest.substr(0, word.size()))
             return 0;
     size_t safe = t.size();
@@ -252,6 +292,9 @@ size_t tool_safe_prefix(const std::string& text) {
 
 ToolFormat tool_format_for_template(const std::string& t) {
     if (t.find("'<|tool_call>call:'") != std::string::npos) return ToolFormat::Gemma4;
+    if (t.find("<tool_call>") != std::string::npos && t.find("<function=") != std::string::npos &&
+        t.find("<parameter=") != std::string::npos)
+        return ToolFormat::QwenXml;
     if (t.find("<|tool|>") != std::string::npos) return ToolFormat::Phi4Mini;
     if (t.find("<tool_call>") != std::string::npos) return ToolFormat::Hermes;
     if (t.find("<|python_tag|>") != std::string::npos || t.find("\"parameters\"") != std::string::npos ||
@@ -289,10 +332,12 @@ constexpr const char* kGemmaThought =
 
 std::optional<ToolGrammar> tool_call_grammar(const json& tools, ToolFormat fmt,
                                              const std::string& choice, bool parallel,
-                                             SchemaRefusal* why, const json* answer) {
+                                             SchemaRefusal* why, const json* answer, bool thinking_open) {
     JsonSchemaGrammar b;
     std::vector<std::string> alts;
     std::string gemma_rules;  // (Gemma 4: the rules of its tools' arguments)
+    std::string xml_rules;    // (Qwen3.5: the rules of its tools' calls)
+    bool typed = true;
     const std::string args_key = fmt == ToolFormat::Llama3 ? "parameters" : "arguments";
     for (size_t i = 0; i < tools.size(); ++i) {
         const json& fn = tools[i]["function"];
@@ -306,15 +351,18 @@ std::optional<ToolGrammar> tool_call_grammar(const json& tools, ToolFormat fmt,
                            gemma4_schema_rule(params, "g-t" + std::to_string(i), &gemma_rules));
             continue;
         }
+        if (fmt == ToolFormat::QwenXml) {  // <function=NAME> and its parameters
+            auto rule = xml_call_rule(fn, i, b, &xml_rules, &typed, why);
+            if (!rule) return std::nullopt;
+            alts.push_back(*rule);
+            continue;
+        }
         json params = fn.contains("parameters") && fn["parameters"].is_object()
                           ? fn["parameters"]
                           : json{{"type", "object"}};
         auto rule = b.add(params, "tool-" + std::to_string(i) + "-args");
         if (!rule) {
-            *why = b.refusal();
-            why->path = "$.tools[" + std::to_string(i) + "].function.parameters" +
-                        (why->path.size() > 1 ? why->path.substr(1) : std::string());
-            why->message = "tools[" + std::to_string(i) + "] (" + name + "): " + why->message;
+            refuse_tool_schema(b.refusal(), i, name, "", why);
             return std::nullopt;
         }
         // {"name": "f", "arguments": {...}} with the model's usual spacing allowed
@@ -343,7 +391,7 @@ std::optional<ToolGrammar> tool_call_grammar(const json& tools, ToolFormat fmt,
     rules += "tc-fn ::= ";
     for (size_t i = 0; i < alts.size(); ++i) rules += (i ? " | " : "") + alts[i];
     rules += "\n";
-    if (fmt != ToolFormat::Gemma4)
+    if (fmt != ToolFormat::Gemma4 && fmt != ToolFormat::QwenXml)
         rules += "tc-obj ::= \"{\" tc-ws \"\\\"name\\\"\" tc-ws \":\" tc-ws tc-fn tc-ws \"}\"\n";
     ToolGrammar out;
     // (at most kMaxParallelCalls: a small model may repeat one call until max_tokens)
@@ -380,6 +428,27 @@ std::optional<ToolGrammar> tool_call_grammar(const json& tools, ToolFormat fmt,
                        (answer_rule.empty() ? std::string() : " | " + answer_rule) + " )\n" + rules +
                        b.gbnf("");
         }
+        return out;
+    }
+    if (fmt == ToolFormat::QwenXml) {
+        // Its calls, after its thinking (which the prompt may have opened); auto: text
+        // without "<tool_call>" or "<function=" before them, so a call is always one the
+        // grammar sees.
+        // (auto: also its <function=...> block alone, as Qwen3-Coder writes it at times)
+        out.arguments_typed = typed;
+        rules += "tc-call ::= \"<tool_call>\\n\" tc-fn \"</tool_call>\"" +
+                 std::string(choice == "auto" ? " | tc-fn" : "") + "\n" + xml_shared_rules() + xml_rules;
+        gbnf_text_without({"</think>", "<tool_call>", "<function="}, "tc-reason", &rules);
+        const std::string head = thinking_open ? "tc-reason \"</think>\" tc-ws "
+                                               : "( \"<think>\" tc-reason \"</think>\" tc-ws )? ";
+        std::string body = "tc-calls";
+        if (choice == "auto" && !answer_rule.empty()) {
+            body = "( tc-calls | " + answer_rule + " )";
+        } else if (choice == "auto") {
+            gbnf_text_without({"<tool_call>", "<function="}, "tc-say", &rules);
+            body = "tc-say tc-calls?";
+        }
+        out.gbnf = "root ::= " + head + body + "\n" + rules + b.gbnf("");
         return out;
     }
     if (choice != "auto") {  // a call from the first token, in the template's form

@@ -12,6 +12,9 @@
 //     "parameters";
 //   - Gemma 4: <|tool_call>call:NAME{key:value,...}<tool_call|>, its own notation for the
 //     arguments (gemma4_args.h), possibly after some text;
+//   - Qwen3.5 / Qwen3-Coder: <tool_call><function=NAME><parameter=KEY>value</parameter>...
+//     </function></tool_call>, each value raw text typed by its tool's schema (xml_calls.h),
+//     possibly after some text; the <function=...> block also without its <tool_call>;
 //   - small models' habit: the whole reply one JSON object (or an array of them) with
 //     "name" and "arguments" / "parameters", possibly inside a ``` code fence.
 // A call counts only when its name is one of the request's tools and its arguments are a
@@ -46,10 +49,12 @@ std::vector<std::string> tool_names(const nlohmann::ordered_json& tools);
 
 // The calls in a finished reply, or nullopt when it holds none (then it is plain content).
 // cut: the reply was cut short (max_tokens): an unfinished last call is dropped, the
-// complete ones before it count.
+// complete ones before it count. tools: the request's tools, whose parameters' types say
+// what Qwen3.5's raw values are (null: each value is read as one of any type).
 std::optional<ParsedReply> parse_tool_calls(const std::string& text,
                                             const std::vector<std::string>& names,
-                                            bool cut = false);
+                                            bool cut = false,
+                                            const nlohmann::ordered_json* tools = nullptr);
 
 // While streaming: how many bytes of `text` (the reply so far) can be sent as content now.
 // The rest may still become a tool call and is held back until the reply ends.
@@ -63,10 +68,14 @@ size_t tool_safe_prefix(const std::string& text);
 //   Phi4Mini: [{"name": "f", "arguments": {...}}, ...]  (what is left of Phi-4-mini's
 //             <|tool_call|>[...]<|/tool_call|> once its control tokens are taken out)
 //   Gemma4:   <|tool_call>call:f{key:<|"|>text<|"|>,n:1}<tool_call|>
-enum class ToolFormat { Hermes, Llama3, Phi4Mini, Gemma4 };
+//   QwenXml:  <tool_call>\n<function=f>\n<parameter=key>\ntext\n</parameter>\n</function>\n</tool_call>
+//             (Qwen3.5, Qwen3-Coder)
+enum class ToolFormat { Hermes, Llama3, Phi4Mini, Gemma4, QwenXml };
 // The format a chat template asks for (Hermes when it names none): Gemma 4's templates
-// write '<|tool_call>call:' (as llama.cpp detects them), Phi-4-mini's declare tools
-// between <|tool|> and <|/tool|>, Llama 3.x's have <|python_tag|> or "parameters".
+// write '<|tool_call>call:' (as llama.cpp detects them), Qwen3.5's write <tool_call>,
+// <function= and <parameter= (llama.cpp's test for the Qwen3-Coder form), Phi-4-mini's
+// declare tools between <|tool|> and <|/tool|>, Llama 3.x's have <|python_tag|> or
+// "parameters".
 ToolFormat tool_format_for_template(const std::string& template_text);
 // Whether the template renders `tools` itself (else tool_system_prompt() describes them).
 bool template_renders_tools(const std::string& template_text);
@@ -86,7 +95,12 @@ std::string answer_schema_prompt(const nlohmann::ordered_json& schema);
 // fenced JSON or a tag (so a call is always a constrained <tool_call> block, bare or fenced
 // object) nor contain "<to" outside a call; Llama 3 / Phi-4-mini: lazy, a reply that opens
 // with "{" / "[" is calls, anything else free text; Gemma 4: lazy from the first
-// "<|tool_call>", free text before it.
+// "<|tool_call>", free text before it; Qwen3.5: calls, or text without "<tool_call>" and
+// "<function=" that may end in calls (not lazy: its calls never hide in text the grammar
+// did not see; a call's <function=...> block may come without its <tool_call>, as
+// Qwen3-Coder writes it at times). Qwen3.5 thinks first: thinking_open (the prompt opened a
+// <think> block) makes the reply close it before its calls or answer (the reasoning may
+// not hold a call's tags); without it a <think> block may come first.
 // parallel: several calls may follow each other. answer (not null, choice "auto"): the
 // request's response schema; the reply is then calls, or an answer valid against it (no
 // free text; not lazy). nullopt with *why when a tool's parameters (or the answer's
@@ -97,12 +111,15 @@ struct ToolGrammar {
     std::vector<GrammarTrigger> triggers;
     // The calls' arguments are held to their tools' schemas. Not wholly for Gemma 4, whose
     // notation the grammar follows for the keys and types of the schema but not for the
-    // rest (required keys, bounds: gemma4_schema_rule()): its arguments still need checking.
+    // rest (required keys, bounds: gemma4_schema_rule()), nor for Qwen3.5's raw values
+    // where a schema says more than their type (xml_call_rule()): those arguments still
+    // need checking.
     bool arguments_typed = true;
 };
 std::optional<ToolGrammar> tool_call_grammar(const nlohmann::ordered_json& tools, ToolFormat fmt,
                                              const std::string& choice, bool parallel,
                                              SchemaRefusal* why,
-                                             const nlohmann::ordered_json* answer = nullptr);
+                                             const nlohmann::ordered_json* answer = nullptr,
+                                             bool thinking_open = false);
 
 }  // namespace edgellm

@@ -159,8 +159,10 @@ ToolCallStreamer::ValueScanner::Step ToolCallStreamer::ValueScanner::feed(char c
 
 // ---- ToolCallStreamer -------------------------------------------------------------------
 
-ToolCallStreamer::ToolCallStreamer(std::vector<std::string> names, bool llama3)
-    : names_(std::move(names)), llama3_(llama3), bare_start_(llama3) {}
+ToolCallStreamer::ToolCallStreamer(std::vector<std::string> names, bool llama3,
+                                   const nlohmann::ordered_json* tools)
+    : names_(std::move(names)), llama3_(llama3), bare_start_(llama3),
+      types_(tools ? XmlToolTypes(*tools) : XmlToolTypes()) {}
 
 void ToolCallStreamer::push(std::string_view piece, std::vector<ToolStreamEvent>* out) {
     out_ = out;
@@ -301,7 +303,17 @@ bool ToolCallStreamer::text(char c) {
             state_ = State::GemmaHead;
             return true;
         }
-        if (starts(kOpen, t) || starts(kPhiOpen, t) || starts(kGemmaOpen, t) ||
+        if (t == kFunction) {  // Qwen3.5's call without its <tool_call>
+            raw_.clear();
+            tag_.clear();
+            start_object(false);
+            close_ = {};
+            xml_ = XmlCall(&types_);
+            state_ = State::Xml;
+            for (char x : t) xml(x);
+            return true;
+        }
+        if (starts(kOpen, t) || starts(kPhiOpen, t) || starts(kGemmaOpen, t) || starts(kFunction, t) ||
             (bare_start_ && starts(kPythonTag, t))) {
             tag_ = t;
             return true;
@@ -411,6 +423,31 @@ bool ToolCallStreamer::gemma(char c) {
     return true;
 }
 
+bool ToolCallStreamer::xml(char c) {
+    hold(c);
+    std::string json;
+    const XmlCall::Step got = xml_.feed(c, &json);
+    if (got == XmlCall::Step::Bad && !started_ && close_ == kClose) {
+        // Not a call of Qwen3.5's: the opening tag is text, and what follows it is read
+        // again (it may open another block).
+        const std::string again = raw_.substr(kOpen.size());
+        raw_.resize(kOpen.size());
+        not_a_call();
+        for (char x : again) step(x);
+        return true;
+    }
+    if (got == XmlCall::Step::Bad) return bad(true);
+    if (got == XmlCall::Step::Named) {
+        name_ = xml_.name();
+        if (std::find(names_.begin(), names_.end(), name_) == names_.end()) return bad(true);
+        commit();
+        args_seen_ = true;
+    }
+    emit(Kind::Arguments, json);
+    if (got == XmlCall::Step::End) end_object();
+    return true;
+}
+
 bool ToolCallStreamer::consume(char c) {
     switch (state_) {
         case State::Text:
@@ -422,6 +459,8 @@ bool ToolCallStreamer::consume(char c) {
         case State::GemmaHead:
         case State::GemmaArgs:
             return gemma(c);
+        case State::Xml:
+            return xml(c);
         case State::Open:
             if (is_blank(c)) {
                 hold(c);
@@ -437,6 +476,10 @@ bool ToolCallStreamer::consume(char c) {
             } else if (c == '`' && fence_ok_) {
                 hold(c);
                 state_ = State::Fence;
+            } else if (c == '<' && close_ == kClose && !bare_ && !in_array_) {
+                xml_ = XmlCall(&types_);
+                state_ = State::Xml;
+                return false;
             } else {
                 return bad(false);
             }

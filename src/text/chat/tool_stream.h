@@ -8,6 +8,10 @@
 //                   <|tool_call|> ... <|/tool_call|>)
 //   Gemma 4:        text <|tool_call>call:f{key:<|"|>v<|"|>}<tool_call|> ...  (its arguments
 //                   stream converted to JSON as they are read, gemma4_args.h)
+//   Qwen3.5:        text <tool_call>\n<function=f>\n<parameter=k>\nv\n</parameter>\n</function>
+//                   \n</tool_call> ...  (the same: a string value streams as it is written,
+//                   another when its </parameter> closes it, xml_calls.h; the <function=...>
+//                   block also without its <tool_call>)
 //
 // The reply is read byte by byte by one state machine, so what comes out depends only on
 // the text, never on how it was cut into pieces (a test feeds every chunking).
@@ -20,7 +24,8 @@
 //   - in text: a trailing run of blanks (dropped when a call follows it or the reply ends
 //     after a call, else sent before the next text) and a partial tag;
 //   - a block (or, llama3, a reply whose first non-blank char is '{' or '[') until its
-//     "name" is read (Gemma 4: until the name's '{'): a declared tool's name makes it a
+//     "name" is read (Gemma 4: until the name's '{'; Qwen3.5: until <function=NAME>'s
+//     '>'): a declared tool's name makes it a
 //     call; anything else (an undeclared name, no name, a name that is not a string, bad
 //     JSON, the reply ending first) sends all of it as content the moment that is certain;
 //   - arguments written before the name: until the name.
@@ -47,6 +52,7 @@
 #include <vector>
 
 #include "text/chat/gemma4_args.h"
+#include "text/chat/xml_calls.h"
 
 namespace edgellm {
 
@@ -64,8 +70,10 @@ class ToolCallStreamer {
     // {...}} objects (Llama 3.x) or an array of them (Phi-4-mini) at the reply's start
     // instead of Hermes/Qwen <tool_call>{"name": ..., "arguments": {...}}</tool_call>
     // blocks. Tagged blocks (<tool_call>, <|tool_call|>, Gemma 4's <|tool_call>) are
-    // recognised in both.
-    ToolCallStreamer(std::vector<std::string> names, bool llama3);
+    // recognised in both. tools: the request's tools, whose parameters' types say what
+    // Qwen3.5's raw values are (null: each value is read as one of any type).
+    ToolCallStreamer(std::vector<std::string> names, bool llama3,
+                     const nlohmann::ordered_json* tools = nullptr);
     // Feed the next piece of the reply; appends the events it makes final to *out (events
     // of one push of the same kind and call are merged; earlier events are left alone).
     void push(std::string_view piece, std::vector<ToolStreamEvent>* out);
@@ -124,6 +132,7 @@ class ToolCallStreamer {
         ArrayNext,    // a call in an array ended: ',' and the next, or ']'
         GemmaHead,    // after <|tool_call>: "call:" and the name, up to '{'
         GemmaArgs,    // the arguments in Gemma 4's notation, converted to JSON
+        Xml,          // after <tool_call>: Qwen3.5's <function=NAME> and its parameters
     };
     // One byte in the current state; false when the byte was not used there (the state
     // changed and the byte goes to the new one).
@@ -133,6 +142,7 @@ class ToolCallStreamer {
     bool after_object(char c);
     bool array_next(char c);
     bool gemma(char c);
+    bool xml(char c);
     void hold(char c);
     void start_object(bool bare);
     void next_object();  // the per-object state, for the next object of a block or array
@@ -166,6 +176,8 @@ class ToolCallStreamer {
     StringDecoder str_;
     ValueScanner scan_;
     Gemma4Args gemma_;
+    XmlToolTypes types_;
+    XmlCall xml_{&types_};
 };
 
 }  // namespace edgellm

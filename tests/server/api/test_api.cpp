@@ -2,10 +2,19 @@
 // calls found in replies (every form a model writes them in, and what must stay content).
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
+
+#include "edgellm/chat.h"
+#include "edgellm/gguf.h"
+#include "edgellm/grammar.h"
+#include "edgellm/tokenizer.h"
 #include "server/api/api.h"
 #include "server/http/access.h"
+#include "test_paths.h"
 #include "text/chat/reasoning.h"
 #include "text/chat/tool_calls.h"
+#include "text/chat/tool_prompt.h"
 
 using namespace edgellm;
 using namespace edgellm::server;
@@ -585,4 +594,94 @@ TEST(Cors, AsLlamaServerAnswers) {
     const std::string b = "http://b.example", c = "http://c.example";
     EXPECT_EQ(value(cors_headers(list, &b, false), "Access-Control-Allow-Origin"), b);
     EXPECT_EQ(value(cors_headers(list, &c, false), "Access-Control-Allow-Origin"), "(none)");
+}
+
+// ---- an agent's turns with Qwen3.5's template -------------------------------------------------
+
+namespace {
+
+std::string read_data(const std::string& name) {
+    std::ifstream f(std::string(EDGELLM_TEST_DATA) + "/templates/" + name, std::ios::binary);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+}
+
+// A chat request's prompt as the server renders it with a --chat-template-file (its
+// template variables, the tools as the template takes them).
+std::string render_turn(const GgufFile& f, const Tokenizer& t, const std::string& tmpl, const GenRequest& g) {
+    json kw = {{"enable_thinking", true}};
+    std::vector<ChatMessage> messages = g.messages;
+    prepare_tool_prompt(tmpl, g.tools, &messages, &kw);
+    const ChatPrompt p = chat_prompt(f, t, messages, true, kw.dump(), g.tools_json, tmpl);
+    EXPECT_EQ(p.how, "template") << p.warning;
+    return p.text;
+}
+
+}  // namespace
+
+// Two turns of an agent with tools, through the chat path: the request as a client sends
+// it renders as jinja2 renders the conversation (tests/data/templates/qwen35.*); the
+// model's reply, which the request's tool-call grammar admits, is answered as OpenAI
+// tool_calls; those calls sent back with their results render as jinja2 renders that
+// conversation: what the model wrote is what it sees again.
+TEST(ToolTurns, Qwen35AgentLoopThroughTheChatPath) {
+    const auto vocab = test::vocab_file("ggml-vocab-qwen35.gguf");
+    if (vocab.empty()) GTEST_SKIP() << "no ggml-vocab-qwen35.gguf in " << test::vocab_dir() << " (scripts/fetch-vocabs.sh)";
+    auto f = GgufFile::open(vocab.string());
+    ASSERT_TRUE(f.ok());
+    auto t = Tokenizer::load(**f);
+    ASSERT_TRUE(t.ok());
+    const std::string tmpl = read_data("qwen35.jinja");
+    ASSERT_EQ(tool_format_for_template(tmpl), ToolFormat::QwenXml);
+    const json conv = json::parse(read_data("qwen35.tool_calls.json"));
+
+    // Turn 1: the tools and the question.
+    json body = {{"messages", json::array({conv["messages"][0], conv["messages"][1]})}, {"tools", conv["tools"]}};
+    GenRequest g;
+    ASSERT_FALSE(parse_gen_request(Api::Chat, body.dump(), GenerateParams{}, &g));
+    const std::string prompt = render_turn(**f, **t, tmpl, g);
+    EXPECT_EQ(prompt, read_data("qwen35.tools.txt"));
+    ASSERT_TRUE(prompt_opens_thinking(prompt));
+
+    // The model's reply: its thinking, then two calls as its template writes them.
+    const std::string written = read_data("qwen35.tool_calls.txt");
+    const std::string turn_start = "<|im_start|>assistant\n<think>\n";
+    const size_t from = written.find(turn_start) + turn_start.size();
+    const std::string reply = written.substr(from, written.find("<|im_end|>", from) - from);
+    SchemaRefusal why;
+    auto tg = tool_call_grammar(g.tools, ToolFormat::QwenXml, "auto", g.parallel_tool_calls, &why, nullptr, true);
+    ASSERT_TRUE(tg) << why.message;
+    EXPECT_TRUE(tg->arguments_typed);
+    auto compiled = Grammar::parse(tg->gbnf);
+    ASSERT_TRUE(compiled) << compiled.error();
+    GrammarMatcher m(*compiled, GrammarVocab::from_pieces({}, {}));
+    EXPECT_TRUE(m.accept_bytes(reply) && m.can_end()) << reply;
+
+    GenOutcome o;
+    o.id = "chatcmpl-1";
+    o.result.text = reply;
+    o.result.stop = StopReason::Eos;
+    const ReasoningSplit split = split_reasoning(reply, true);
+    o.reasoning = split.reasoning;
+    o.content = split.content;
+    o.parsed = parse_tool_calls(o.content, g.tool_names, false, &g.tools);
+    ASSERT_TRUE(o.parsed) << o.content;
+    o.call_ids = {"call12345", "call67890"};
+    const json answer = chat_response(o);
+    const json& message = answer["choices"][0]["message"];
+    EXPECT_EQ(answer["choices"][0]["finish_reason"], "tool_calls");
+    EXPECT_EQ(message["content"], "Let me check.");
+    EXPECT_EQ(message["reasoning_content"], "The weather and the notes.\n");
+    ASSERT_EQ(message["tool_calls"].size(), 2u);
+    EXPECT_EQ(json::parse(message["tool_calls"][1]["function"]["arguments"].get<std::string>()),
+              conv["messages"][2]["tool_calls"][1]["function"]["arguments"]);
+
+    // Turn 2: the answer as the client keeps it, and the tools' results.
+    body["messages"].push_back(message);
+    body["messages"].push_back(conv["messages"][3]);
+    body["messages"].push_back(conv["messages"][4]);
+    GenRequest g2;
+    ASSERT_FALSE(parse_gen_request(Api::Chat, body.dump(), GenerateParams{}, &g2));
+    EXPECT_EQ(render_turn(**f, **t, tmpl, g2), written);
 }

@@ -145,6 +145,49 @@ TEST(ChatStream, ToolCallsUnderTheGrammarStreamAsTheyAreWritten) {
     EXPECT_EQ(ch.back()["choices"][0]["finish_reason"], "tool_calls");
 }
 
+// Qwen3.5 thinks in the block its prompt opened, then calls in its XML form: the thinking
+// goes out as reasoning_content, each call as tool_calls deltas whose arguments are JSON
+// typed by the request's tools, nothing as content.
+TEST(ChatStream, Qwen35ThinkingThenXmlCalls) {
+    GenRequest g;
+    g.api = Api::Chat;
+    g.tool_names = {"get_weather"};
+    g.tools = json::parse(R"([{"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}, "days": {"type": "integer"}}}}}])");
+    Captured cap;
+    StreamSettings ss;
+    ss.request = &g;
+    ss.reasoning = true;
+    ss.tool_grammar = true;
+    auto w = make_stream_writer(Api::Chat, cap.sink(), ss);
+    GenOutcome o = outcome();
+    w->begin(o, nullptr, "<|im_start|>assistant\n<think>\n");
+    for (const char* p : {"The weather.", "\n</think>\n\n<tool_call>\n<function=get", "_weather>\n<parameter=city>\n",
+                          "New", " York\n</parameter>\n<parameter=days>\n", "2\n</parameter>\n</function>\n</tool_call>"})
+        w->piece(o, p);
+    EXPECT_TRUE(w->streamed_calls());
+    w->end_choice(o);
+    const auto ch = cap.chunks();
+    EXPECT_EQ(delta_text(ch, "reasoning_content"), "The weather.\n");
+    EXPECT_EQ(delta_text(ch, "content"), "");
+    std::string name, args;
+    int with_arguments = 0;
+    for (const json& c : ch) {
+        const json& d = c["choices"][0]["delta"];
+        if (!d.contains("tool_calls")) continue;
+        const json& fn = d["tool_calls"][0]["function"];
+        if (fn.contains("name")) name += fn["name"].get<std::string>();
+        if (fn.contains("arguments") && !fn["arguments"].get<std::string>().empty()) {
+            args += fn["arguments"].get<std::string>();
+            ++with_arguments;
+        }
+    }
+    EXPECT_EQ(name, "get_weather");
+    EXPECT_EQ(args, R"({"city":"New York","days":2})");
+    EXPECT_GT(with_arguments, 2) << "the arguments went out as they were written";
+    EXPECT_EQ(ch.back()["choices"][0]["finish_reason"], "tool_calls");
+}
+
 TEST(ChatStream, WithoutTheGrammarWhatMayBecomeACallIsHeldBack) {
     GenRequest g;
     g.api = Api::Chat;

@@ -1,12 +1,13 @@
 """Tool calls: tools and tool_choice, the calls constrained to each function's parameters
-(Qwen2.5-Coder 0.5B)."""
+(Qwen2.5-Coder 0.5B; Qwen3.5's XML form on the 1.5B given Qwen3.5's template)."""
 
 import json
+import os
 import sys
 import unittest
 
 from harness import (
-    QWEN_SMALL, TOOLS, WEATHER_TOOL, assert_error_shape, chat_body, need_model, request,
+    ARGS, QWEN, QWEN_SMALL, TOOLS, WEATHER_TOOL, assert_error_shape, chat_body, need_model, request,
     sse_objects, start_server)
 
 
@@ -204,3 +205,106 @@ class ToolsWithATypedAnswer(unittest.TestCase):
         err = assert_error_shape(self, r, 400)
         self.assertIn("grammar", err["message"])
         self.assertIn("response_format", err["message"])
+
+
+class Qwen35XmlToolCalls(unittest.TestCase):
+    """Qwen3.5's template (tests/data/templates/qwen35.jinja) given to a model that never saw
+    its XML call form (Qwen2.5-Coder 1.5B; no Qwen3.5 weights are packaged): the grammar
+    makes the reply calls in that form, and the server reads them back as OpenAI's
+    tool_calls, whole and streamed. Thinking off (--reasoning off: the template writes an
+    empty thinking block), as this model does not think."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.model = need_model(QWEN)
+        template = os.path.join(ARGS.root, "tests", "data", "templates", "qwen35.jinja")
+        cls.srv = start_server(cls, ["-m", cls.model, "--port", "0", "-np", "1", "-c", "2048",
+                                     "--chat-template-file", template, "--reasoning", "off"])
+        cls.port = cls.srv.port
+
+    def chat(self, content, **kw):
+        body = chat_body(content, **{"temperature": 0, "max_tokens": 96, "tools": TOOLS, **kw})
+        r = request(self.port, "POST", "/v1/chat/completions", body)
+        self.assertEqual(r.status, 200, r)
+        return r
+
+    def assert_valid_calls(self, calls):
+        import jsonschema
+        by_name = {t["function"]["name"]: t["function"]["parameters"] for t in TOOLS}
+        for c in calls:
+            self.assertTrue(c["id"].startswith("call_"), c)
+            self.assertIn(c["function"]["name"], by_name, c)
+            jsonschema.validate(json.loads(c["function"]["arguments"]), by_name[c["function"]["name"]])
+
+    def test_the_prompt_asks_for_the_xml_form(self):
+        r = request(self.port, "POST", "/apply-template", {"messages": [{"role": "user", "content": "Hi"}],
+                                                          "tools": TOOLS})
+        prompt = r.json()["prompt"]
+        self.assertIn("<function=example_function_name>", prompt)
+        self.assertTrue(prompt.endswith("<think>\n\n</think>\n\n"), prompt[-60:])
+
+    def test_required_and_named_calls_are_parsed(self):
+        for choice, want in (("required", None), ({"type": "function", "function": {"name": "play_music"}},
+                                                  "play_music")):
+            with self.subTest(tool_choice=choice):
+                c = self.chat("Play Yesterday by the Beatles, loud.", tool_choice=choice,
+                              parallel_tool_calls=False).json()["choices"][0]
+                self.assertEqual(c["finish_reason"], "tool_calls", c)
+                self.assertFalse(c["message"].get("content"), c)
+                calls = c["message"]["tool_calls"]
+                self.assertEqual(len(calls), 1, calls)
+                self.assert_valid_calls(calls)
+                if want:
+                    self.assertEqual(calls[0]["function"]["name"], want)
+
+    def test_thinking_then_a_call(self):
+        # The prompt opens the thinking block (enable_thinking): the grammar has it closed
+        # before the call, and it comes back as reasoning_content.
+        c = self.chat("What is the weather in Oslo?", tool_choice="required", parallel_tool_calls=False,
+                      max_tokens=160, chat_template_kwargs={"enable_thinking": True}).json()["choices"][0]
+        self.assertEqual(c["finish_reason"], "tool_calls", c)
+        self.assertTrue(c["message"].get("reasoning_content"), c)
+        self.assertNotIn("<tool_call>", c["message"]["reasoning_content"])
+        self.assert_valid_calls(c["message"]["tool_calls"])
+
+    def test_streamed_call(self):
+        r = self.chat("What is the weather in Paris?", tool_choice="required", stream=True, parallel_tool_calls=False)
+        name, args, text, pieces, finish = "", "", "", 0, None
+        for ev in sse_objects(self, r):
+            if not ev.get("choices"):
+                continue
+            d = ev["choices"][0]["delta"]
+            text += d.get("content") or ""
+            for tc in d.get("tool_calls") or []:
+                self.assertEqual(tc["index"], 0, tc)
+                name += tc["function"].get("name") or ""
+                if tc["function"].get("arguments"):
+                    args += tc["function"]["arguments"]
+                    pieces += 1
+            finish = ev["choices"][0].get("finish_reason") or finish
+        self.assertEqual(text, "", "the call leaked out as content")
+        self.assertEqual(finish, "tool_calls")
+        self.assertEqual(name, "get_weather")
+        self.assertEqual(json.loads(args).get("city"), "Paris", args)
+        self.assertGreater(pieces, 1, "the arguments in one piece")
+
+    def test_auto_is_text_or_valid_calls_and_a_typed_answer_holds(self):
+        for prompt in ("What is the weather in Paris?", "Say hello in French."):
+            with self.subTest(prompt=prompt):
+                c = self.chat(prompt, tool_choice="auto", parallel_tool_calls=False).json()["choices"][0]
+                calls = c["message"].get("tool_calls") or []
+                self.assert_valid_calls(calls)
+                self.assertNotIn("<tool_call>", c["message"].get("content") or "", c)
+                if calls:
+                    self.assertEqual(c["finish_reason"], "tool_calls", c)
+        import jsonschema
+        schema = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"],
+                  "additionalProperties": False}
+        fmt = {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
+        c = self.chat("What is 2+2?", tool_choice="auto", response_format=fmt,
+                      parallel_tool_calls=False).json()["choices"][0]
+        calls = c["message"].get("tool_calls") or []
+        if calls:
+            self.assert_valid_calls(calls)
+        else:
+            jsonschema.validate(json.loads(c["message"]["content"]), schema)

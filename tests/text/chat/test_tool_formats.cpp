@@ -16,6 +16,7 @@
 #include "text/chat/reasoning.h"
 #include "text/chat/tool_calls.h"
 #include "text/chat/tool_prompt.h"
+#include "text/chat/xml_calls.h"
 #include "text/jinja.h"
 
 using namespace edgellm;
@@ -58,9 +59,9 @@ bool grammar_accepts(const std::string& gbnf, const std::string& text) {
 }
 
 ToolGrammar grammar(ToolFormat fmt, const std::string& choice, bool parallel = false,
-                    const json* answer = nullptr) {
+                    const json* answer = nullptr, bool thinking_open = false) {
     SchemaRefusal why;
-    auto g = tool_call_grammar(kTools, fmt, choice, parallel, &why, answer);
+    auto g = tool_call_grammar(kTools, fmt, choice, parallel, &why, answer, thinking_open);
     EXPECT_TRUE(g) << why.message;
     return g ? *g : ToolGrammar{};
 }
@@ -96,6 +97,7 @@ TEST(ToolFormats, DetectedFromTheRealTemplates) {
         {"gemma4_interleaved", ToolFormat::Gemma4, true},
         {"qwen3", ToolFormat::Hermes, true},      {"qwen25_coder_15b", ToolFormat::Hermes, true},
         {"phi35", ToolFormat::Hermes, false},     {"gemma3", ToolFormat::Hermes, false},
+        {"qwen35", ToolFormat::QwenXml, true},
     };
     for (const auto& c : cases) {
         const std::string t = template_text(c.name);
@@ -293,6 +295,245 @@ TEST(ToolFormats, Llama32AndSmolLM3CallsRoundTrip) {
     p = parse_tool_calls(r.content, kNames);
     ASSERT_TRUE(p);
     EXPECT_EQ(p->calls[0].name, "play_music");
+}
+
+// ---- Qwen3.5's XML calls -------------------------------------------------------------------
+
+namespace {
+
+// A call as Qwen3.5's template writes one.
+std::string xml_call(const std::string& name, const std::vector<std::pair<std::string, std::string>>& params) {
+    std::string s = "<tool_call>\n<function=" + name + ">\n";
+    for (const auto& [k, v] : params) s += "<parameter=" + k + ">\n" + v + "\n</parameter>\n";
+    return s + "</function>\n</tool_call>";
+}
+
+// A tool with a parameter of each kind.
+const json kTypedTools = json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {
+  "type": "object", "properties": {
+    "s": {"type": "string"}, "n": {"type": "integer"}, "x": {"type": "number"}, "b": {"type": "boolean"},
+    "o": {"type": "object"}, "a": {"type": "array", "items": {"type": "integer"}},
+    "m": {"type": ["string", "integer"]}, "u": {"description": "anything"},
+    "e": {"enum": ["on", "off"]}, "r": {"$ref": "#/$defs/level"}},
+  "$defs": {"level": {"type": "integer", "minimum": 0, "maximum": 3}}}}}])");
+
+}  // namespace
+
+// The calls of the template's own rendering of an assistant turn (jinja2's, in
+// tests/data/templates/qwen35.tool_calls.txt) read back give the arguments it was given.
+TEST(ToolFormats, Qwen35ReadsBackWhatItsTemplateWrote) {
+    const json c = json::parse(read(templates_dir() / "qwen35.tool_calls.json"));
+    const std::string txt = read(templates_dir() / "qwen35.tool_calls.txt");
+    const std::string open = "<|im_start|>assistant\n";
+    const size_t from = txt.find(open) + open.size();
+    const std::string turn = txt.substr(from, txt.find("<|im_end|>", from) - from);
+    const ReasoningSplit r = split_reasoning(turn, false);
+    EXPECT_EQ(r.reasoning, "\nThe weather and the notes.\n");
+    auto p = parse_tool_calls(r.content, {"get_weather", "search_notes"}, false, &c["tools"]);
+    ASSERT_TRUE(p) << r.content;
+    EXPECT_EQ(p->content, "Let me check.");
+    const json& want = c["messages"][2]["tool_calls"];
+    ASSERT_EQ(p->calls.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+        EXPECT_EQ(p->calls[i].name, want[i]["function"]["name"]);
+        // (its pinned: true was written True)
+        EXPECT_EQ(json::parse(p->calls[i].arguments), want[i]["function"]["arguments"]) << p->calls[i].arguments;
+    }
+}
+
+TEST(ToolFormats, Qwen35ValuesTypedByTheirSchemas) {
+    const std::vector<std::string> names = {"f"};
+    const auto value = [&](const std::string& key, const std::string& raw, const json* tools = &kTypedTools) {
+        auto p = parse_tool_calls(xml_call("f", {{key, raw}}), names, false, tools);
+        if (!p || p->calls.size() != 1) return json("<no call>");
+        return json::parse(p->calls[0].arguments)[key];
+    };
+    EXPECT_EQ(value("s", "42"), json("42")) << "a string stays as written";
+    EXPECT_EQ(value("s", "  two\nlines <b>x</b> \"q\" \\ </param "), json("  two\nlines <b>x</b> \"q\" \\ </param "));
+    EXPECT_EQ(value("n", "7"), json(7));
+    EXPECT_EQ(value("n", " 7 "), json(7));
+    EXPECT_EQ(value("x", "2.5"), json(2.5));
+    EXPECT_EQ(value("x", "3"), json(3));
+    EXPECT_EQ(value("b", "true"), json(true));
+    EXPECT_EQ(value("b", "False"), json(false)) << "Python's, as the template writes earlier calls";
+    EXPECT_EQ(value("o", "{\"k\": [1, null]}"), json::parse(R"({"k": [1, null]})"));
+    EXPECT_EQ(value("a", "[1, 2]"), json::array({1, 2}));
+    EXPECT_EQ(value("m", "12"), json(12));
+    EXPECT_EQ(value("m", "twelve"), json("twelve"));
+    EXPECT_EQ(value("m", "true"), json("true")) << "not of one of its types: the text";
+    EXPECT_EQ(value("u", "null"), json(nullptr)) << "no type: JSON when it is";
+    EXPECT_EQ(value("u", "Paris"), json("Paris"));
+    EXPECT_EQ(value("e", "on"), json("on"));
+    EXPECT_EQ(value("r", "2"), json(2)) << "its $ref resolved";
+    EXPECT_EQ(value("n", "seven"), json("seven")) << "not a number: the text (the finished call's check refuses it)";
+    EXPECT_EQ(value("n", "1.5"), json("1.5"));
+    EXPECT_EQ(value("zz", "5"), json(5)) << "an undeclared parameter: of any type";
+    EXPECT_EQ(value("s", "42", nullptr), json(42)) << "without the tools: of any type";
+    // The newlines around a value are not its own, one on each side.
+    auto p = parse_tool_calls("<tool_call><function=f><parameter=s>x</parameter><parameter=n>\n\n1\n\n</parameter>"
+                              "<parameter=e>\n\non\n\n</parameter></function></tool_call>",
+                              names, false, &kTypedTools);
+    ASSERT_TRUE(p);
+    EXPECT_EQ(json::parse(p->calls[0].arguments), json::parse(R"({"s": "x", "n": 1, "e": "\non\n"})"));
+    p = parse_tool_calls("<tool_call>\n<function=f>\n</function>\n</tool_call>", names, false, &kTypedTools);
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p->calls[0].arguments, "{}");
+}
+
+TEST(ToolFormats, Qwen35Reply) {
+    const std::string oslo = xml_call("get_weather", {{"city", "Oslo"}});
+    auto p = parse_tool_calls("Let me check.\n\n" + oslo + "\n" + xml_call("play_music", {{"song", "Ode"}}), kNames,
+                              false, &kTools);
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p->content, "Let me check.");
+    ASSERT_EQ(p->calls.size(), 2u);
+    EXPECT_EQ(p->calls[0].arguments, R"({"city":"Oslo"})");
+    EXPECT_EQ(p->calls[1].name, "play_music");
+    // The closing </tool_call> may be missing at the end.
+    p = parse_tool_calls(oslo.substr(0, oslo.size() - 12), kNames, false, &kTools);
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p->calls.size(), 1u);
+    // An undeclared function, or a call not in the form, leaves the whole reply content.
+    EXPECT_FALSE(parse_tool_calls("Sure.\n" + xml_call("rm", {{"path", "/"}}), kNames, false, &kTools));
+    EXPECT_FALSE(parse_tool_calls("<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</parameter>\n"
+                                  "</tool_call>", kNames, false, &kTools)) << "no </function>";
+    EXPECT_FALSE(parse_tool_calls("<tool_call>\n<function=get_weather>\n<parameter=city>\nParis\n</tool_call>",
+                                  kNames, false, &kTools)) << "no </parameter>";
+    EXPECT_FALSE(parse_tool_calls("<tool_call>\n<function=get_weather>\ncity=Paris\n</function>\n</tool_call>",
+                                  kNames, false, &kTools));
+    // The <function=...> block alone (Qwen3-Coder leaves the <tool_call> out at times).
+    const std::string bare = "<function=get_weather>\n<parameter=city>\nOslo\n</parameter>\n"
+                             "<parameter=days>\n2\n</parameter>\n</function>";
+    p = parse_tool_calls("Sure.\n" + bare + "\n" + bare, kNames, false, &kTools);
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p->content, "Sure.");
+    ASSERT_EQ(p->calls.size(), 2u);
+    EXPECT_EQ(p->calls[1].arguments, R"({"city":"Oslo","days":2})");
+    EXPECT_FALSE(parse_tool_calls("Use <function=get_weather> like this.", kNames, false, &kTools));
+    // Cut short (max_tokens): the complete calls stand, the unfinished one is dropped.
+    EXPECT_FALSE(parse_tool_calls(oslo + "\n<tool_call>\n<function=play_mu", kNames, false, &kTools));
+    p = parse_tool_calls(oslo + "\n<tool_call>\n<function=play_mu", kNames, true, &kTools);
+    ASSERT_TRUE(p);
+    EXPECT_EQ(p->calls.size(), 1u);
+    EXPECT_EQ(p->content, "");
+}
+
+TEST(ToolFormats, Qwen35Grammar) {
+    const std::string paris = xml_call("get_weather", {{"city", "Paris"}, {"days", "3"}});
+    const std::string song = xml_call("play_music", {{"song", "Ode"}});
+    auto req = grammar(ToolFormat::QwenXml, "required", true);
+    EXPECT_TRUE(req.triggers.empty());
+    EXPECT_TRUE(req.arguments_typed);
+    EXPECT_TRUE(grammar_accepts(req.gbnf, paris));
+    EXPECT_TRUE(grammar_accepts(req.gbnf, xml_call("get_weather", {{"city", "Saint-<Denis> </param \"x\"\nline"}})));
+    EXPECT_TRUE(grammar_accepts(req.gbnf, paris + "\n" + song)) << "parallel";
+    EXPECT_TRUE(grammar_accepts(req.gbnf, "<think>\nParis, so the weather.\n</think>\n\n" + paris)) << "thinking first";
+    EXPECT_FALSE(grammar_accepts(req.gbnf, "It is sunny.")) << "required: no free text";
+    EXPECT_FALSE(grammar_accepts(req.gbnf, xml_call("get_weather", {{"days", "3"}}))) << "city is required";
+    EXPECT_FALSE(grammar_accepts(req.gbnf, xml_call("get_weather", {{"city", "P"}, {"days", "9"}}))) << "days <= 7";
+    EXPECT_FALSE(grammar_accepts(req.gbnf, xml_call("get_weather", {{"city", "P"}, {"days", "three"}})));
+    EXPECT_FALSE(grammar_accepts(req.gbnf, xml_call("get_weather", {{"city", "P"}, {"town", "Q"}})));
+    EXPECT_FALSE(grammar_accepts(req.gbnf, xml_call("get_weather", {{"city", "a</parameter>b"}})));
+    EXPECT_FALSE(grammar_accepts(req.gbnf, xml_call("rm", {}))) << "undeclared";
+    EXPECT_FALSE(grammar_accepts(grammar(ToolFormat::QwenXml, "required").gbnf, paris + "\n" + song));
+    auto named = grammar(ToolFormat::QwenXml, "play_music");
+    EXPECT_FALSE(grammar_accepts(named.gbnf, paris));
+    EXPECT_TRUE(grammar_accepts(named.gbnf, song));
+    // The prompt opened the thinking: it is closed before the calls, and holds none.
+    auto thinking = grammar(ToolFormat::QwenXml, "required", false, nullptr, true);
+    EXPECT_TRUE(grammar_accepts(thinking.gbnf, "The weather, so get_weather.\n</think>\n\n" + paris));
+    EXPECT_FALSE(grammar_accepts(thinking.gbnf, paris));
+    EXPECT_FALSE(grammar_accepts(thinking.gbnf, "So: " + paris + "\n</think>\n\n" + paris));
+    // auto: text, or text that ends in calls; every "<tool_call>" a valid call (not lazy)
+    auto aut = grammar(ToolFormat::QwenXml, "auto");
+    EXPECT_TRUE(aut.triggers.empty());
+    EXPECT_TRUE(grammar_accepts(aut.gbnf, "It is sunny."));
+    EXPECT_TRUE(grammar_accepts(aut.gbnf, "Let me check.\n\n" + paris));
+    EXPECT_TRUE(grammar_accepts(aut.gbnf, "<think>\nx\n</think>\n\nIt is sunny <3."));
+    EXPECT_FALSE(grammar_accepts(aut.gbnf, "Let me check.\n\n" + xml_call("rm", {})));
+    EXPECT_FALSE(grammar_accepts(aut.gbnf, "Let me check. <tool_call> is how I call."));
+    EXPECT_FALSE(grammar_accepts(aut.gbnf, paris + "\nDone.")) << "nothing after the calls";
+    const std::string bare = "<function=play_music>\n<parameter=song>\nOde\n</parameter>\n</function>\n";
+    EXPECT_TRUE(grammar_accepts(aut.gbnf, "Playing.\n" + bare)) << "a call without its <tool_call>";
+    EXPECT_FALSE(grammar_accepts(aut.gbnf, "Use <function=play_music> to play."));
+    EXPECT_FALSE(grammar_accepts(req.gbnf, bare)) << "required: the template's form";
+    auto aut_thinking = grammar(ToolFormat::QwenXml, "auto", false, nullptr, true);
+    EXPECT_TRUE(grammar_accepts(aut_thinking.gbnf, "Easy.\n</think>\n\nIt is sunny."));
+    EXPECT_FALSE(grammar_accepts(aut_thinking.gbnf, "It is sunny.")) << "the thinking never closed";
+    // tools and a typed answer: calls or the answer, nothing else
+    const json answer = json::parse(R"({"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"]})");
+    auto mix = grammar(ToolFormat::QwenXml, "auto", false, &answer, true);
+    EXPECT_TRUE(grammar_accepts(mix.gbnf, "Hm.\n</think>\n\n" + paris));
+    EXPECT_TRUE(grammar_accepts(mix.gbnf, "Hm.\n</think>\n\n{\"answer\": \"sunny\"}"));
+    EXPECT_FALSE(grammar_accepts(mix.gbnf, "Hm.\n</think>\n\n{\"answer\": 1}"));
+    EXPECT_FALSE(grammar_accepts(mix.gbnf, "Hm.\n</think>\n\nIt is sunny."));
+}
+
+TEST(ToolFormats, Qwen35GrammarTypesEachValue) {
+    SchemaRefusal why;
+    auto g = tool_call_grammar(kTypedTools, ToolFormat::QwenXml, "required", false, &why);
+    ASSERT_TRUE(g) << why.message;
+    EXPECT_TRUE(g->arguments_typed);
+    const struct {
+        const char *key, *raw;
+        bool accepted;
+    } cases[] = {
+        {"s", "any text {[<", true}, {"n", "-7", true},       {"n", "7.5", false},     {"n", "seven", false},
+        {"x", "7.5", true},          {"b", "false", true},    {"b", "yes", false},     {"o", "{\"k\": 1}", true},
+        {"o", "k=1", false},         {"a", "[1, 2]", true},   {"a", "[\"1\"]", false}, {"m", "anything", true},
+        {"u", "anything", true},     {"e", "off", true},      {"e", "maybe", false},   {"r", "3", true},
+        {"r", "5", false},  // (its $ref's maximum)
+        {"b", "True", true},  // (as the template writes earlier calls' booleans)
+    };
+    for (const auto& c : cases)
+        EXPECT_EQ(grammar_accepts(g->gbnf, xml_call("f", {{c.key, c.raw}})), c.accepted) << c.key << " = " << c.raw;
+    EXPECT_TRUE(grammar_accepts(g->gbnf, xml_call("f", {{"s", "a"}, {"n", "1"}, {"b", "true"}})));
+    EXPECT_TRUE(grammar_accepts(g->gbnf, xml_call("f", {}))) << "nothing required";
+    // Parameters without properties: any, unless the schema says none.
+    const json open_tools = json::parse(R"([
+        {"type": "function", "function": {"name": "any"}},
+        {"type": "function", "function": {"name": "none", "parameters": {"type": "object", "additionalProperties": false}}}])");
+    g = tool_call_grammar(open_tools, ToolFormat::QwenXml, "required", false, &why);
+    ASSERT_TRUE(g) << why.message;
+    EXPECT_TRUE(g->arguments_typed);
+    EXPECT_TRUE(grammar_accepts(g->gbnf, xml_call("any", {{"x", "1"}, {"why not", "two\nlines"}})));
+    EXPECT_TRUE(grammar_accepts(g->gbnf, xml_call("none", {})));
+    EXPECT_FALSE(grammar_accepts(g->gbnf, xml_call("none", {{"x", "1"}})));
+    // A string's pattern is not followed in raw text: those calls are checked once finished.
+    const json pattern = json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"id": {"type": "string", "pattern": "^[a-z]+$"}}}}}])");
+    g = tool_call_grammar(pattern, ToolFormat::QwenXml, "required", false, &why);
+    ASSERT_TRUE(g);
+    EXPECT_FALSE(g->arguments_typed);
+    // What cannot be enforced is refused, naming where.
+    const json bad = json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a": {"type": "integer", "not": {"const": 1}}}}}}])");
+    EXPECT_FALSE(tool_call_grammar(bad, ToolFormat::QwenXml, "required", false, &why));
+    EXPECT_EQ(why.keyword, "not");
+    EXPECT_EQ(why.path, "$.tools[0].function.parameters.properties.a.not");
+    const json odd = json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {
+        "type": "object", "properties": {"a>b": {"type": "string"}}}}}])");
+    EXPECT_FALSE(tool_call_grammar(odd, ToolFormat::QwenXml, "required", false, &why));
+    EXPECT_EQ(why.path, "$.tools[0].function.parameters.properties[\"a>b\"]");
+}
+
+// The rule of text without some words admits exactly the texts that hold none of them.
+TEST(ToolFormats, TextWithoutWordsIsExact) {
+    const std::vector<std::string_view> words = {"</think>", "<tool_call>"};
+    std::string rules;
+    gbnf_text_without(words, "t", &rules);
+    auto g = Grammar::parse("root ::= t\n" + rules);
+    ASSERT_TRUE(g) << g.error() << "\n" << rules;
+    const char* pieces[] = {"<", "</", "</think>", "<tool_call>", "</thi", "<tool", "x", "<<", ">", "t", "think>", "_call>", "\n"};
+    std::mt19937 rng(7);
+    for (int i = 0; i < 4000; ++i) {
+        std::string s;
+        for (size_t n = rng() % 7; n > 0; --n) s += pieces[rng() % std::size(pieces)];
+        bool clean = true;
+        for (std::string_view w : words) clean = clean && s.find(w) == std::string::npos;
+        GrammarMatcher m(*g, GrammarVocab::from_pieces({}, {}));
+        EXPECT_EQ(m.accept_bytes(s) && m.can_end(), clean) << s;
+    }
 }
 
 // ---- Gemma 4's thinking channel ----------------------------------------------------------

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "text/chat/tool_calls.h"
 #include "text/chat/tool_stream.h"
 
 using namespace edgellm;
@@ -49,8 +50,8 @@ struct Outcome {
 // the event stream's shape on the way: calls start at 0, 1, 2, ... and a call's arguments
 // come after its start and before the next call's.
 Outcome run(std::string_view text, const std::vector<size_t>& cuts, bool llama3,
-            const std::vector<std::string>& names = kTools) {
-    ToolCallStreamer s(names, llama3);
+            const std::vector<std::string>& names = kTools, const nlohmann::ordered_json* tools = nullptr) {
+    ToolCallStreamer s(names, llama3, tools);
     std::vector<ToolStreamEvent> events;
     size_t at = 0;
     for (size_t cut : cuts) {
@@ -81,21 +82,21 @@ Outcome run(std::string_view text, const std::vector<size_t>& cuts, bool llama3,
 // The one-shot outcome, after checking that every byte-by-byte, two-piece and random
 // chunking of the text gives the same merged events.
 Outcome stream(std::string_view text, bool llama3 = false,
-               const std::vector<std::string>& names = kTools) {
-    const Outcome whole = run(text, {}, llama3, names);
+               const std::vector<std::string>& names = kTools, const nlohmann::ordered_json* tools = nullptr) {
+    const Outcome whole = run(text, {}, llama3, names, tools);
     const std::string want = show(whole.events);
     std::vector<size_t> every;
     for (size_t i = 1; i < text.size(); ++i) every.push_back(i);
-    EXPECT_EQ(show(run(text, every, llama3, names).events), want) << "byte by byte: " << text;
+    EXPECT_EQ(show(run(text, every, llama3, names, tools).events), want) << "byte by byte: " << text;
     for (size_t i = 0; i <= text.size(); ++i)
-        EXPECT_EQ(show(run(text, {i}, llama3, names).events), want)
+        EXPECT_EQ(show(run(text, {i}, llama3, names, tools).events), want)
             << "cut at " << i << ": " << text;
     std::mt19937 rng(1234);
     for (int round = 0; round < 50; ++round) {
         std::vector<size_t> cuts;
         for (size_t i = 1; i < text.size(); ++i)
             if (rng() % 4 == 0) cuts.push_back(i);
-        EXPECT_EQ(show(run(text, cuts, llama3, names).events), want) << "random round " << round;
+        EXPECT_EQ(show(run(text, cuts, llama3, names, tools).events), want) << "random round " << round;
     }
     return whole;
 }
@@ -632,4 +633,68 @@ TEST(ToolStream, RandomReplies) {
         EXPECT_EQ(show(run(reply, every, llama3).events), show(whole.events)) << reply;
         EXPECT_EQ(show(run(reply, some, llama3).events), show(whole.events)) << reply;
     }
+}
+
+// ---- Qwen3.5's XML calls ------------------------------------------------------------------
+
+namespace {
+
+const auto kXmlTools = nlohmann::ordered_json::parse(R"([
+  {"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {
+    "city": {"type": "string"}, "days": {"type": "integer"}}}}},
+  {"type": "function", "function": {"name": "search", "parameters": {"type": "object", "properties": {
+    "q": {"type": "string"}, "tags": {"type": "array"}, "exact": {"type": "boolean"}}}}}])");
+
+}  // namespace
+
+// Each call's arguments stream as JSON, typed by the tool's schema, and end as the finished
+// reply's parse has them; a string value goes out as it is written.
+TEST(ToolStream, Qwen35CallsStreamTheirArgumentsAsJson) {
+    const std::string text =
+        "Let me check.\n\n<tool_call>\n<function=get_weather>\n<parameter=city>\nSão Paulo\n\"centre\" <b>\\\n"
+        "</parameter>\n<parameter=days>\n3\n</parameter>\n</function>\n</tool_call>\n<tool_call>\n<function=search>\n"
+        "<parameter=q>\na </param b\n\n</parameter>\n<parameter=tags>\n[\"x\", \"y\"]\n</parameter>\n"
+        "<parameter=exact>\nFalse\n</parameter>\n</function>\n</tool_call>";
+    const std::vector<std::string> names = {"get_weather", "search"};
+    const auto o = stream(text, false, names, &kXmlTools);
+    EXPECT_EQ(show(o.events),
+              "C0[Let me check.] S0[get_weather] A0[{\"city\":\"São Paulo\\n\\\"centre\\\" <b>\\\\\",\"days\":3}] "
+              "S1[search] A1[{\"q\":\"a </param b\\n\",\"tags\":[\"x\",\"y\"],\"exact\":false}] ");
+    auto p = parse_tool_calls(text, names, false, &kXmlTools);
+    ASSERT_TRUE(p);
+    ASSERT_EQ(p->calls.size(), o.calls.size());
+    for (size_t i = 0; i < o.calls.size(); ++i) EXPECT_EQ(o.calls[i].second, p->calls[i].arguments);
+    // A string value goes out as it comes; another waits for its </parameter>.
+    ToolCallStreamer s(names, false, &kXmlTools);
+    auto ev = events_of(s, "<tool_call>\n<function=get_weather>\n<parameter=city>\nPar");
+    EXPECT_EQ(show(ev), "S0[get_weather] A0[{\"city\":\"Par] ");
+    EXPECT_EQ(show(events_of(s, "is\n</param")), "A0[is] ");
+    EXPECT_EQ(show(events_of(s, "eter>\n<parameter=days>\n1")), "A0[\",\"days\":] ");
+    EXPECT_EQ(show(events_of(s, "2\n</parameter>")), "A0[12] ");
+    EXPECT_EQ(show(events_of(s, "\n</function>\n</tool_call>")), "A0[}] ");
+}
+
+// Its <function=...> block without <tool_call> (Qwen3-Coder at times) is a call too.
+TEST(ToolStream, Qwen35BareFunctionBlocks) {
+    const std::vector<std::string> names = {"get_weather", "search"};
+    const auto o = stream("Sure.\n<function=search>\n<parameter=q>\nx\n</parameter>\n</function>\n"
+                          "<function=get_weather>\n</function>\nUse <function=rm> or <functional>.",
+                          false, names, &kXmlTools);
+    EXPECT_EQ(show(o.events),
+              "C0[Sure.] S0[search] A0[{\"q\":\"x\"}] S1[get_weather] A1[{}] C0[Use <function=rm> or <functional>.] ");
+}
+
+TEST(ToolStream, Qwen35WhatIsNoCallIsContent) {
+    const std::vector<std::string> names = {"get_weather", "search"};
+    const std::string undeclared = "<tool_call>\n<function=rm>\n<parameter=path>\n/\n</parameter>\n</function>\n</tool_call>";
+    auto o = stream("Sure. " + undeclared, false, names, &kXmlTools);
+    EXPECT_EQ(show(o.events), "C0[Sure. " + undeclared + "] ");
+    o = stream("<tool_call>\n<function=get weather>", false, names, &kXmlTools);
+    EXPECT_EQ(o.n_calls, 0);
+    // A block that is no call does not swallow the one after it.
+    o = stream("<tool_call>\n<tool_call>\n<function=search>\n</function>\n</tool_call>", false, names, &kXmlTools);
+    EXPECT_EQ(show(o.events), "C0[<tool_call>] S0[search] A0[{}] ");
+    // a reply cut inside a call ends without more for it
+    o = stream("<tool_call>\n<function=search>\n<parameter=q>\nab", false, names, &kXmlTools);
+    EXPECT_EQ(show(o.events), "S0[search] A0[{\"q\":\"ab] ");
 }

@@ -91,9 +91,10 @@ void ChatStream::begin(GenOutcome& o, const std::vector<TokenProbs>* probs,
     // With a tool-call grammar the calls are valid as they are written, so they stream as
     // OpenAI streams them; without one (constrain: false) a call is checked first, so what
     // may become one is held back until the reply ends. (The streamer reads tagged blocks,
-    // Gemma 4's calls, bare objects and arrays of them; a fenced call is held whole.)
+    // Gemma 4's and Qwen3.5's calls, bare objects and arrays of them; a fenced call is held
+    // whole. The request's tools type Qwen3.5's raw values.)
     calls_.reset();
-    if (s_.tool_grammar) calls_.emplace(s_.request->tool_names, true);
+    if (s_.tool_grammar) calls_.emplace(s_.request->tool_names, true, &s_.request->tools);
     events_.clear();
     reply_.clear();
     streamed_ = 0;
