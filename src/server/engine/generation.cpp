@@ -206,8 +206,11 @@ std::optional<ApiError> Server::Impl::prepare(Api api, GenRequest& g, Prepared* 
         if (ids.empty()) return bad_request("logit_bias: \"" + text + "\" has no tokens");
         for (int32_t id : ids) s.logit_bias.push_back({id, bias});
     }
+    // The reply's thinking blocks: counted, cut at the budget, kept out of the grammar.
+    s.thinking = thinking_params(api, g, p->prompt_text);
     // The grammar: the tool calls' (with the request's schema as the other answer), else the
-    // request's own, else the server's default.
+    // request's own, else the server's default. (A block the prompt opened is the grammar's
+    // only when the thinking blocks are not already kept out of it.)
     if (g.constrain) {
         if (!g.tool_names.empty()) {
             SchemaRefusal why;
@@ -216,7 +219,7 @@ std::optional<ApiError> Server::Impl::prepare(Api api, GenRequest& g, Prepared* 
                                                                      : "auto";
             const json* answer = g.answer_schema ? &*g.answer_schema : nullptr;
             auto tg = tool_call_grammar(g.tools, tool_format(), choice, g.parallel_tool_calls, &why, answer,
-                                        prompt_opens_thinking(p->prompt_text));
+                                        !s.thinking.on && prompt_opens_thinking(p->prompt_text));
             if (!tg) {
                 ApiError e = bad_request(why.message + (why.path.empty() ? "" : " (keyword \"" +
                                                         why.keyword + "\" at " + why.path + ")"));
@@ -253,8 +256,6 @@ std::optional<ApiError> Server::Impl::prepare(Api api, GenRequest& g, Prepared* 
                                                    "optional repetitions?)");
         }
     }
-    // The reply's thinking blocks: counted, cut at the budget, kept out of the grammar.
-    s.thinking = thinking_params(api, g, p->prompt_text);
     if (s.thinking.on) s.grammar_vocab = live.grammar_vocab.get();
     p->gp.n_probs = g.logprobs ? g.top_logprobs : 0;
     if (g.spec_n_max > 0 && !cfg.spec.on())
