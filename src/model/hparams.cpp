@@ -150,6 +150,7 @@ Result<HParams> read_hparams(const GgufFile& f) {
     if (hp.n_ctx_train <= 0) hp.n_ctx_train = 4096;
     if (hp.n_head_kv == -1) hp.n_head_kv = hp.n_head;
     for (int64_t il = -1; il < hp.n_layer; ++il) {
+        if (hp.is_recurrent(il)) continue;
         const int64_t kv = hp.n_head_kv_at(il);
         if (kv <= 0 || hp.n_head % kv != 0)
             return R::fail(f.path() + ": " + p + "attention.head_count_kv = " + std::to_string(kv) +

@@ -394,10 +394,12 @@ void bind_weights(const GgufFile& f, const HParams& h, Model::Impl& w) {
     }
     // (the table's `required` and `instead` saw to the rest: each of q, k and v where the
     // fused matrix is absent, and k on every layer with a cache of its own)
-    for (const LayerWeights& l : w.bound.layers) {
+    for (int64_t il = 0; il < h.n_layer; ++il) {
+        const LayerWeights& l = w.bound.layers[(size_t)il];
         if (l.wqkv && (l.wq || l.wk || l.wv))
             throw Error(f.path() + ": a layer has both attn_qkv and attn_q/k/v");
-        if (!l.wqkv && !l.wq) throw Error(f.path() + ": a layer has neither attn_qkv nor attn_q");
+        if (!l.wqkv && !l.wq && !h.is_recurrent(il))
+            throw Error(f.path() + ": a layer has neither attn_qkv nor attn_q");
     }
 }
 

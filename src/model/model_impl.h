@@ -17,6 +17,7 @@
 #include "compute/thread_pool.h"
 #include "edgellm/model.h"
 #include "model/kv_cache.h"
+#include "model/recurrent_state.h"
 #include "model/repack_cache.h"
 
 namespace edgellm {
@@ -149,6 +150,14 @@ struct Context::Impl {
     std::unique_ptr<ThreadPool> pool;
     int threads_asked = 0;  // ContextParams::n_threads as given (the pool may have fewer)
     std::vector<std::unique_ptr<KvCache>> kv;  // one per sequence
+    // Hybrids: each sequence's recurrent state beside its KV cache (empty: the model has
+    // attention layers only).
+    std::vector<std::unique_ptr<RecurrentState>> rs;
+    RecurrentState* rs_of(int seq) const { return rs.empty() ? nullptr : rs[(size_t)seq].get(); }
+    std::string recurrent_why;  // Context::recurrent_reason ("" : none)
+    // Sequence seq cut to its first n_keep positions (Context::truncate's rule: a recurrent
+    // state only keeps all it holds, or starts again). Returns the positions it holds.
+    int64_t cut(int seq, int64_t n_keep);
     const std::atomic<bool>* abort = nullptr;
     TraceFn trace;
 

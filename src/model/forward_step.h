@@ -1,0 +1,37 @@
+// What the forward pass's translation units share: the rows of one sequence in a step, and
+// the pool's loop over rows.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "compute/thread_pool.h"
+#include "model/model_impl.h"
+
+namespace edgellm {
+
+// The rows of one sequence in a forward step: rows [row0, row0 + n) of the batch go to
+// positions first_cell.. of `kv`, and through the recurrent layers with `rs` (null: the
+// model has none).
+struct Segment {
+    KvCache* kv;
+    int64_t row0, n, first_cell;
+    int seq;  // the context's sequence (its LoRA adapters)
+    RecurrentState* rs = nullptr;
+};
+
+// Run fn(t) for t in [0, n) on the pool (inline when there is one row).
+template <typename F>
+void for_each_row(ThreadPool& pool, int64_t n, F&& fn) {
+    if (n == 1) {
+        fn(0);
+        return;
+    }
+    pool.run([&](int ith, int nth) {
+        int64_t t0, t1;
+        ThreadPool::split(n, ith, nth, &t0, &t1);
+        for (int64_t t = t0; t < t1; ++t) fn(t);
+    });
+}
+
+}  // namespace edgellm
