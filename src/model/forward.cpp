@@ -79,7 +79,8 @@ size_t largest_activation_buffer(const Model& m, int64_t n_batch, int64_t n_outp
             most = std::max(most, activation_buffer_size(s->pl_model_proj, n_batch, n_threads));
         for (const LayerWeights& l : s->layers)
             for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.w_gate, &l.w_up,
-                                        &l.w_down, &l.pl_gate, &l.pl_proj})
+                                        &l.w_down, &l.pl_gate, &l.pl_proj, &l.conv_in_proj,
+                                        &l.conv_out_proj})
                 if (*t) most = std::max(most, activation_buffer_size(*t, n_batch, n_threads));
     }
     return most;
@@ -104,12 +105,15 @@ void lay_out(Arena& a, const Model& m, const ContextParams& p, int n_threads, Co
         d.pl_gate = a.take<float>(nb * (size_t)h.n_embd_per_layer);
         d.pl_row = a.take<float>((size_t)n_threads * (size_t)(h.n_layer * h.n_embd_per_layer));
     }
-    int64_t fused = 0;  // the widest fused matrix's output
+    int64_t fused = 0, conv_in = 0;  // the widest fused matrix's output, in_proj's
     for (const LayerWeights& l : m.impl().bound.layers) {
         if (l.wqkv) fused = std::max(fused, l.wqkv.ne[1]);
         if (!l.w_gate) fused = std::max(fused, l.w_up.ne[1]);
+        if (l.conv_in_proj) conv_in = std::max(conv_in, l.conv_in_proj.ne[1]);
     }
     d.fused = fused ? a.take<float>(nb * (size_t)fused) : nullptr;
+    d.conv_in = conv_in ? a.take<float>(nb * (size_t)conv_in) : nullptr;
+    d.conv_io = conv_in ? a.take<float>(nb * (size_t)h.conv_channels) : nullptr;
     d.act_q = a.take<uint8_t>(largest_activation_buffer(m, p.n_batch, p.n_outputs, n_threads));
     d.logits = a.take<float>((size_t)p.n_outputs * h.n_vocab);
     d.out_rows = a.take<int64_t>((size_t)std::max(p.n_batch, p.n_outputs));
@@ -622,6 +626,17 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
         if (c.abort && c.abort->load(std::memory_order_relaxed)) return false;
         const LayerWeights& l = w.layers[(size_t)il];
         const int L = (int)il;
+        if (h.is_recurrent(il)) {  // no attention: a block with a state of its own
+            for_each_row(pool, n, [&](int64_t t) {
+                rms_norm(c.x + t * n_embd, l.attn_norm, c.xn + t * n_embd, n_embd, h.rms_eps);
+            });
+            trace("attn_norm", L, c.xn, n, n_embd);
+            short_conv_block(c, segs, l, il, n);
+            for_each_row(pool, n, [&](int64_t t) { add(c.x + t * n_embd, c.xn + t * n_embd, n_embd); });
+            trace("ffn_inp", L, c.x, n, n_embd);
+            feed_forward_block(c, segs, l, il, n);
+            continue;
+        }
         const bool swa = h.is_swa(il);
         const bool roped = h.uses_rope(il);
         layer_rope(h, il, c.rope_factors, &rope_p);

@@ -1,5 +1,6 @@
 // What the forward pass's translation units share: the rows of one sequence in a step, and
-// the pool's loop over rows.
+// the pool's loop over rows. forward.cpp runs the step; recurrent_blocks.cpp has the blocks
+// of the recurrent layers.
 #pragma once
 
 #include <cstdint>
@@ -33,5 +34,13 @@ void for_each_row(ThreadPool& pool, int64_t n, F&& fn) {
         for (int64_t t = t0; t < t1; ++t) fn(t);
     });
 }
+
+// LFM2's short convolution block of recurrent layer il over the step's n rows, from their
+// normalized inputs (c.xn) to the block's output (c.xn, [n][n_embd]):
+//   B, C, x = h in_proj;  y = C * conv(B * x);  out = y out_proj
+// with conv the causal depthwise convolution over each sequence's positions, its window
+// carried in the sequence's recurrent state (model/recurrent_blocks.cpp).
+void short_conv_block(Context::Impl& c, std::span<const Segment> segs, const LayerWeights& l,
+                      int64_t il, int64_t n);
 
 }  // namespace edgellm
