@@ -6,10 +6,11 @@ on it, and tests/data/golden/ keeps the last rows of its logits with families.js
 names each case's synth command, the file's sha256, the context size and the KV type.
 tests/modelfile/test_family_golden.cpp makes the same files again and compares.
 
-  scripts/family-goldens.py [--bin build/bin/edgellm]
+  scripts/family-goldens.py [--bin build/bin/edgellm] [--only NAME,...]
 
 Run it again after a change to synth's output for a family (the test says so: the sha256
-no longer matches). Python's standard library only.
+no longer matches); --only remakes the named synthetic cases (CASES) and keeps every other
+case of families.json as it is. Python's standard library only.
 """
 import argparse
 import hashlib
@@ -39,6 +40,10 @@ CASES = [
     ("gemma4", "tiny-gemma4", None, "F32", 256, "f16"),
     ("gemma4-kv-f32", "tiny-gemma4", None, "F32", 256, "f32"),
     ("gemma4-q8_0", "tiny-gemma4", None, "Q8_0", 256, "f32"),
+    # LFM2: short convolutions (3 taps, their window carried over the 32 tokens) on layers
+    # 0, 1, 3 and 4, attention with q/k norms on 2 and 5
+    ("lfm2", "tiny-lfm2", None, "F32", 256, "f16"),
+    ("lfm2-q8_0", "tiny-lfm2", None, "Q8_0", 256, "f16"),
 ]
 
 
@@ -71,7 +76,12 @@ def sha256(path):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin", "edgellm"))
+    ap.add_argument("--only", default="", help="remake these synthetic cases only (comma-separated)")
     a = ap.parse_args()
+    only = [n for n in a.only.split(",") if n]
+    unknown = [n for n in only if n not in [c[0] for c in CASES]]
+    if unknown:
+        sys.exit("family-goldens: no case %s (cases: %s)" % (", ".join(unknown), ", ".join(c[0] for c in CASES)))
     dump = subprocess.run([os.path.join(ROOT, "scripts", "reference.sh"), "--bin", "dump_logits"],
                           stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
     with open(os.path.join(os.path.dirname(ROOT), "shared", "reference", "golden", "cases.json")) as f:
@@ -79,8 +89,20 @@ def main():
     out = {"tokens": tokens, "rows": ROWS, "how": "scripts/family-goldens.py: llama.cpp %s "
            "(llama-cpp-python 0.3.36's vendor/llama.cpp), dump_logits, 2 threads, no repacking, "
            "flash attention off" % "0c1e57098", "cases": []}
+    kept = {}
+    if only:
+        with open(os.path.join(OUT, "families.json")) as f:
+            old = json.load(f)
+        if old["tokens"] != tokens:
+            sys.exit("family-goldens: the golden tokens changed: remake every case (no --only)")
+        kept = {c["name"]: c for c in old["cases"]}
     with tempfile.TemporaryDirectory() as tmp:
         for name, shape, arch, ftype, ctx, kv in CASES:
+            if only and name not in only:
+                if name not in kept:
+                    sys.exit("family-goldens: %s is not in families.json yet: --only it too" % name)
+                out["cases"].append(kept[name])
+                continue
             model = os.path.join(tmp, name + ".gguf")
             synth = ["synth", "--shape", shape, "--type", ftype, "--seed", "1"]
             if arch:
@@ -98,6 +120,13 @@ def main():
                                  "kv_type": kv, "n_vocab": n_vocab,
                                  "logits": name + ".last16.f32"})
             print("%-16s %s %s ctx %d: %d rows x %d" % (name, shape, ftype, ctx, ROWS, n_vocab))
+    if only:
+        for part in ("vocab_cases", "real"):
+            out[part] = old[part]
+        with open(os.path.join(OUT, "families.json"), "w") as f:
+            json.dump(out, f, indent=1)
+            f.write("\n")
+        return
     out["vocab_cases"] = []
     vocab_dir = os.environ.get("EDGELLM_VOCABS", os.path.expanduser("~/.cache/edgellm/vocab"))
     for name, shape, arch, ftype, ctx, kv, vocab_name, text in VOCAB_CASES:

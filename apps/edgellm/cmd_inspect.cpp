@@ -78,7 +78,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
     }
     // (Gemma 4: each kind of layer its own heads; layers reading another's cache; the
     // per-layer embeddings)
-    if (h.head_dim_swa > 0 || !h.n_head_kv_arr.empty() || !h.n_ff_arr.empty()) {
+    if (!h.has_recurrent() && (h.head_dim_swa > 0 || !h.n_head_kv_arr.empty() || !h.n_ff_arr.empty())) {
         int64_t s = -1, g = -1;
         for (int64_t il = 0; il < h.n_layer; ++il) (h.is_swa(il) ? s : g) = il;
         for (int64_t il : {s, g})
@@ -90,6 +90,25 @@ int cmd_inspect(const std::vector<std::string>& args) {
         if (!h.n_ff_arr.empty())
             std::printf("  n_ff per layer: %lld (first) to %lld (widest)\n", (long long)h.n_ff,
                         (long long)h.n_ff_max());
+    }
+    if (h.has_recurrent()) {
+        std::string attn;
+        int64_t n_recurrent = 0;
+        for (int64_t il = 0; il < h.n_layer; ++il) {
+            if (h.is_recurrent(il))
+                ++n_recurrent;
+            else
+                attn += (attn.empty() ? "" : ",") + std::to_string(il);
+        }
+        std::printf("  hybrid: attention on layers %s; %lld recurrent layers (a causal convolution "
+                    "of %lld taps over %lld channels%s): a state of a fixed size per sequence "
+                    "instead of K/V\n",
+                    attn.c_str(), (long long)n_recurrent, (long long)h.conv_kernel,
+                    (long long)h.conv_channels,
+                    h.rs_heads > 0 ? (", a " + std::to_string(h.rs_head_k) + " x " +
+                                      std::to_string(h.rs_head_v) + " matrix in each of " +
+                                      std::to_string(h.rs_heads) + " heads").c_str()
+                                   : "");
     }
     if (h.n_kv_shared > 0) {
         const int64_t first = h.n_layer - h.n_kv_shared;
@@ -146,7 +165,7 @@ int cmd_inspect(const std::vector<std::string>& args) {
     // 4096 cells x 1024 bytes + ...)".
     std::vector<std::pair<std::pair<int64_t, size_t>, int64_t>> groups;  // (cells, row) -> layers
     for (int64_t il = 0; il < h.n_layer; ++il) {
-        if (!h.has_kv(il)) continue;
+        if (!h.has_kv(il) || h.is_recurrent(il)) continue;
         const bool ring = h.is_swa(il) && bill->kv_ring_layers > 0;
         const std::pair<int64_t, size_t> key{ring ? bill->kv_ring_cells : ctx_used,
                                              row_size(type_k, h.n_embd_kv_at(il)) +
@@ -161,10 +180,13 @@ int cmd_inspect(const std::vector<std::string>& args) {
     for (const auto& [key, layers] : groups)
         parts += (parts.empty() ? "" : " + ") + std::to_string(layers) + " layers x " +
                  std::to_string(key.first) + " cells x " + std::to_string(key.second) + " bytes";
+    const int64_t sharing = h.n_layer - bill->kv_layers - bill->recurrent_layers;
     std::printf("  kv cache  %s  (%s of K and V%s)\n", mib(bill->kv_cache).c_str(), parts.c_str(),
-                bill->kv_layers < h.n_layer
-                    ? (", " + std::to_string(h.n_layer - bill->kv_layers) + " layers sharing them").c_str()
-                    : "");
+                sharing > 0 ? (", " + std::to_string(sharing) + " layers sharing them").c_str() : "");
+    if (bill->recurrent_layers > 0)
+        std::printf("  recurrent %s  (%lld layers' state%s: a fixed size, whatever the context)\n",
+                    mib(bill->recurrent).c_str(), (long long)bill->recurrent_layers,
+                    s.ctx.n_seq > 1 ? (" x " + std::to_string(s.ctx.n_seq) + " sequences").c_str() : "");
     std::printf("  scratch   %s\n", mib(bill->scratch).c_str());
     std::printf("  total     %s\n", mib(bill->total()).c_str());
     if (bill->weights_lazy)

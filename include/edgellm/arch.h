@@ -32,6 +32,8 @@ enum class Dim : uint8_t {
     RotHalf,    // n_rot / 2 (RoPE frequency factors)
     PerLayer,     // n_embd_per_layer (Gemma 4's per-layer embeddings)
     PerLayerAll,  // n_embd_per_layer x n_layer
+    ConvKernel,   // conv_kernel: the taps of a recurrent layer's convolution (LFM2)
+    Embd3,        // 3 n_embd: B, C and x of LFM2's short convolution in one matrix
 };
 
 // Where the engine keeps a bound tensor.
@@ -43,6 +45,8 @@ enum class Slot : uint8_t {
     AttnNorm, Wq, Wk, Wv, Wqkv, Bq, Bk, Bv, Wo, QNorm, KNorm, PostAttnNorm,
     FfnNorm, Gate, Up, Down, PostFfnNorm,
     PerLayerGate, PerLayerProj, PerLayerPostNorm, OutScale,
+    // LFM2's short convolution (recurrent layers)
+    ConvInProj, ConvKernel, ConvOutProj,
 };
 
 // How llama.cpp's quantizer treats a tensor (llama_tensor_get_type's cases).
@@ -67,6 +71,9 @@ enum class When : uint8_t {
     Always,
     KvLayer,       // on layers with K/V of their own (Gemma 4's shared layers have none)
     PerLayerEmbd,  // in models with per-layer embeddings (n_embd_per_layer > 0)
+    AttnLayer,     // on a hybrid's attention layers (every layer of a model without
+                   // recurrent ones)
+    RecurrentLayer,  // on a hybrid's recurrent layers (HParams::is_recurrent)
 };
 
 struct ArchTensor {
@@ -93,6 +100,8 @@ enum class Field : uint8_t {
     RopeBase, RopeBaseSwa, Swa, SwaPattern, FinalSoftcap, RopeCtxOrig, RopeAttnFactor,
     // Gemma 4
     KeyLengthSwa, ValueLengthSwa, RotSwa, SharedKvLayers, EmbdPerLayer,
+    // hybrids
+    ConvKernel,
 };
 
 // Whether a key's value is one number, one per layer (an array of block_count values), or
@@ -212,6 +221,9 @@ struct ArchInfo {
     bool gemma = false;          // Gemma's post-norms, GELU FFN, scaled embeddings, windows
     int64_t nope_every = 0;      // SmolLM3: no RoPE on layers with (il + 1) % nope_every == 0
     bool longrope = false;       // Phi-3: short/long RoPE factors chosen by the context
+    // LFM2: a layer whose attention.head_count_kv is 0 is a recurrent one (llama.cpp's
+    // is_recr: head_count_kv is an array with 0 on the short convolution layers).
+    bool recurrent_without_kv_heads = false;
     std::vector<ArchRefusal> refused;
     const char* tokenizer_pre = "default";  // what synth writes
     // What the table cannot say: defaults and checks of the family (null: none). Returns
@@ -231,6 +243,8 @@ struct ArchInfo {
 
 // Every family, and the one named (null: none).
 const std::vector<const ArchInfo*>& architectures();
+// Why edgellm refuses an architecture it knows of but does not run (null: it does not know it).
+const char* refused_architecture(std::string_view name);
 const ArchInfo* find_arch(std::string_view name);
 // "llama, qwen2, ..." for messages.
 std::string arch_names();

@@ -80,6 +80,24 @@ struct HParams {
     // embedding. 0: none.
     int64_t n_embd_per_layer = 0;
 
+    // Hybrids (LFM2, Qwen3.5): recurrent layers keep a fixed-size state per sequence instead
+    // of K/V (model/recurrent_state.h): the window of a causal depthwise convolution (the
+    // inputs of its last conv_kernel - 1 positions, conv_channels wide) and, for Gated
+    // DeltaNet layers, a matrix of rs_head_k x rs_head_v floats per head (rs_heads; 0: none).
+    // recurrent_layers flags them (empty: none); they have no KV heads.
+    std::vector<uint8_t> recurrent_layers;
+    int64_t conv_kernel = 0;    // LFM2: shortconv.l_cache; Qwen3.5: ssm.conv_kernel
+    int64_t conv_channels = 0;  // LFM2: n_embd
+    int64_t rs_heads = 0, rs_head_k = 0, rs_head_v = 0;
+    bool is_recurrent(int64_t il) const {
+        return il >= 0 && il < (int64_t)recurrent_layers.size() && recurrent_layers[(size_t)il];
+    }
+    bool has_recurrent() const {
+        for (uint8_t r : recurrent_layers)
+            if (r) return true;
+        return false;
+    }
+
     int64_t n_embd_kv() const { return n_head_kv * head_dim; }
     int64_t n_embd_q() const { return n_head * head_dim; }
     // Layer il's (il < 0: the model's, as the scalars say).
@@ -88,6 +106,7 @@ struct HParams {
     }
     int64_t n_rot_at(int64_t il) const { return is_swa(il) && n_rot_swa > 0 ? n_rot_swa : n_rot; }
     int64_t n_head_kv_at(int64_t il) const {
+        if (is_recurrent(il)) return 0;
         return il >= 0 && il < (int64_t)n_head_kv_arr.size() ? n_head_kv_arr[(size_t)il] : n_head_kv;
     }
     int64_t n_ff_at(int64_t il) const {
@@ -274,8 +293,12 @@ struct MemoryBill {
     int64_t kv_layers = 0;       // layers with a cache of their own
     int64_t kv_ring_layers = 0;  // of those, layers with a ring
     int64_t kv_ring_cells = 0;   // cells of each ring
+    // Hybrids' recurrent layers: their state (a convolution window, a recurrent matrix per
+    // head), a fixed size per sequence whatever the context, times n_seq.
+    size_t recurrent = 0;
+    int64_t recurrent_layers = 0;
     size_t scratch = 0;   // activations, logits, per-thread buffers
-    size_t total() const { return weights + kv_cache + scratch; }
+    size_t total() const { return weights + kv_cache + recurrent + scratch; }
 };
 
 class Context {
@@ -321,13 +344,37 @@ class Context {
                                      int seq = 0);
 
     // Forget every position >= n_keep of sequence seq. Returns the positions kept: n_keep,
-    // or 0 when a sliding-window layer's ring no longer holds the window before n_keep
-    // (then the caller evaluates from the start).
+    // or 0 when a sliding-window layer's ring no longer holds the window before n_keep, or
+    // when the model has recurrent layers and n_keep < n_past (their state cannot go back:
+    // the sequence is emptied; restore_recurrent goes back to a checkpoint instead). Then the
+    // caller evaluates from the start.
     int64_t truncate(int64_t n_keep, int seq = 0);
     // Drop positions [n_keep, n_keep + n_discard) of sequence seq and move the later ones
     // down (llama.cpp's context shift): their keys are turned back n_discard positions.
-    // Returns the positions dropped.
+    // Returns the positions dropped: none on a model with recurrent layers (recurrent_reason).
     int64_t shift(int64_t n_keep, int64_t n_discard, int seq = 0);
+
+    // Hybrids (LFM2, Qwen3.5): the bytes of one sequence's recurrent state (0: the model has
+    // attention layers only, and any prefix of a sequence can be kept).
+    size_t recurrent_state_bytes() const;
+    // Why this model's sequences cannot drop positions (no context shift, no roll-back but to
+    // a checkpoint), for messages; null when they can.
+    const char* recurrent_reason() const;
+    // A checkpoint: a copy of a sequence's recurrent state after n_past positions, which
+    // restore_recurrent brings the sequence back to while its KV cache still holds those
+    // positions. recurrent_state_bytes() whatever the positions; taking one into a
+    // checkpoint of the same model allocates nothing.
+    struct RecurrentCheckpoint {
+        int64_t n_past = -1;  // positions the state had folded in (-1: none taken)
+        std::vector<float> state;
+    };
+    void save_recurrent(RecurrentCheckpoint* into, int seq = 0) const;
+    // Sequence seq back to the checkpoint: its KV cache cut to the checkpoint's positions and
+    // the recurrent state replaced by the copy. Returns the positions held. Errors (nothing
+    // changed): a checkpoint not taken or of another model, a sequence holding fewer
+    // positions than it. The caller vouches that the positions kept are those the checkpoint
+    // saw (KvSequence::rollback_to checks the tokens).
+    Result<int64_t> restore_recurrent(const RecurrentCheckpoint& cp, int seq = 0);
     int n_seq() const { return (int)params_.n_seq; }
     // Forward steps run so far, and the most tokens one of them evaluated.
     uint64_t n_steps() const;
@@ -339,8 +386,9 @@ class Context {
     void set_abort_flag(const std::atomic<bool>* flag);
     static constexpr const char* kAborted = "evaluation aborted";
 
-    // Sequence seq's KV cache (the positions it holds) as bytes that restore() accepts into a
-    // context of the same model, context size and KV types.
+    // Sequence seq's KV cache (the positions it holds) and, for a hybrid, its recurrent
+    // state, as bytes that restore() accepts into a context of the same model, context size
+    // and KV types.
     std::vector<uint8_t> snapshot(int seq = 0) const;
     // Replace sequence seq's cache with a snapshot. Returns the positions restored, or why
     // not (another layout, a damaged blob; the sequence is then left empty).

@@ -59,6 +59,10 @@ struct PromptCacheOptions {
     std::string dir;          // states kept on disk ("" : none)
     size_t disk_bytes = 0;    // the directory's budget
     int64_t min_tokens = 32;  // shorter states are not worth keeping
+    // A hybrid model's states (Context::recurrent_reason): an entry is of use only to a
+    // prompt that goes on from all of it, past its end (its recurrent state cannot be cut
+    // back, and the prompt's last token is evaluated anyway).
+    bool whole_entries = false;
 };
 
 // Thread-safe. Disk writes run on a thread of its own, so a request does not wait for the

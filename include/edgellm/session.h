@@ -72,10 +72,12 @@ class StepBatcher {
     uint64_t passes_ = 0, steps_ = 0;
 };
 
-// What one sequence of a context holds: the tokens whose K/V its cache has, in order. The
-// only code that changes the sequence's cache, so the tokens and the cache never disagree:
-// every evaluation appends through it, and every roll-back (a new prompt that shares only
-// a prefix, a rejected draft) goes through rollback(). Not thread-safe, except size().
+// What one sequence of a context holds: the tokens whose K/V its cache has (and, for a
+// hybrid model, whose recurrent state it has folded in), in order. The only code that
+// changes the sequence's cache, so the tokens and the cache never disagree: every
+// evaluation appends through it, and every roll-back (a new prompt that shares only a
+// prefix, a rejected draft) goes through rollback() or rollback_to(). Not thread-safe,
+// except size().
 class KvSequence {
   public:
     // Sequence `seq` of ctx (which must outlive this); it starts empty.
@@ -101,17 +103,37 @@ class KvSequence {
                                      const std::atomic<bool>* cancel = nullptr,
                                      StepBatcher* batcher = nullptr);
     // Forget every token from position n_keep on. Returns how many are held: n_keep (or
-    // fewer when fewer were held), or 0 when a sliding-window ring could not go back so far.
+    // fewer when fewer were held), or 0 when a sliding-window ring could not go back so far
+    // or the model keeps a recurrent state (can_rollback) and n_keep < size().
     int64_t rollback(int64_t n_keep);
+    // Whether rollback keeps any shorter prefix: false for a hybrid model, whose recurrent
+    // state goes back only to a checkpoint (Context::recurrent_reason says why).
+    bool can_rollback() const { return ctx_.recurrent_reason() == nullptr; }
+    // A checkpoint of what the sequence holds now (its length, a digest of its tokens and,
+    // for a hybrid, a copy of the recurrent state: Context::save_recurrent, a fixed size),
+    // and the sequence back to one: the tokens after it dropped, the state restored. Taking
+    // one into a checkpoint of the same model allocates nothing.
+    struct Checkpoint {
+        int64_t n = -1;  // tokens held when taken (-1: none)
+        uint64_t digest = 0;
+        Context::RecurrentCheckpoint state;
+    };
+    void save_checkpoint(Checkpoint* into) const;
+    // Returns the tokens held (cp.n). Errors, nothing changed: a checkpoint never taken or of
+    // another model, fewer tokens held than it, tokens that are no longer its own.
+    Result<int64_t> rollback_to(const Checkpoint& cp);
     // Keep the longest common prefix with `tokens`, at most max_keep of it; returns its length.
     int64_t keep_prefix(std::span<const int32_t> tokens, int64_t max_keep);
+    // What keep_prefix would keep, without doing it (for a hybrid model: all it holds when
+    // `tokens` go on from it, else nothing).
+    int64_t reusable_prefix(std::span<const int32_t> tokens, int64_t max_keep) const;
     // Drop tokens [n_keep, n_keep + n_discard) and move the later ones down (Context::shift).
-    // Returns the tokens dropped.
+    // Returns the tokens dropped (none for a hybrid model).
     int64_t shift(int64_t n_keep, int64_t n_discard);
     void clear() { rollback(0); }
 
-    // Replace what the sequence holds with `tokens` and their K/V (Context::snapshot bytes
-    // of the same layout; edgellm/prompt_cache.h keeps and files them). Returns the
+    // Replace what the sequence holds with `tokens` and their K/V and recurrent state
+    // (Context::snapshot bytes of the same layout; edgellm/prompt_cache.h keeps and files them). Returns the
     // positions restored; on failure (another layout, damaged bytes, tokens and cache that
     // disagree, an id outside the vocabulary) the sequence is left empty.
     Result<int64_t> restore(std::span<const int32_t> tokens, std::span<const uint8_t> kv);
@@ -134,7 +156,8 @@ class Drafter;
 // without speculation, so the output is the same token for token (greedy or seeded).
 struct SpeculativeParams {
     // null: no speculation. An AdaptiveDrafter chooses how many to draft per step from
-    // what it measured; a bare drafter drafts up to n_max every step.
+    // what it measured; a bare drafter drafts up to n_max every step. None on a hybrid
+    // model (KvSequence::can_rollback): its recurrent state cannot drop rejected drafts.
     Drafter* drafter = nullptr;
     int32_t n_max = 16;  // most tokens drafted per step (llama.cpp's --draft-max)
     int32_t n_min = 0;   // fewer drafted than this: evaluate the step alone (--draft-min)
@@ -176,7 +199,8 @@ struct GenerateParams {
     // A context that fills up while generating ends the reply (StopReason::ContextFull),
     // or with context_shift drops the oldest tokens after the first n_keep (-1: the whole
     // prompt; a leading BOS is always kept) and goes on: n_discard of them (0: half of
-    // those after n_keep), as llama-server's --context-shift does.
+    // those after n_keep), as llama-server's --context-shift does. Never on a hybrid model
+    // (Context::recurrent_reason): the reply ends as without it.
     bool context_shift = false;
     int64_t n_keep = 0;
     int64_t n_discard = 0;

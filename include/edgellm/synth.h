@@ -32,6 +32,10 @@ struct ModelShape {
     int64_t n_embd_per_layer = 0, n_kv_shared = 0;
     bool double_wide_shared = false;
     float rope_base_swa = 1e4f, rope_partial = 1.0f, final_softcap = 0.0f;
+    // LFM2: bit il set for an attention layer, the others short convolutions of conv_kernel
+    // taps.
+    uint64_t attn_layers = 0;
+    int64_t conv_kernel = 0;
 };
 
 const std::vector<ModelShape>& model_shapes();

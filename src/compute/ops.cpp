@@ -14,6 +14,7 @@
 #include <memory>
 
 #include "compute/cpu_clones.h"
+#include "edgellm/error.h"
 #include "kernels/fp16.h"
 
 namespace edgellm {
@@ -76,6 +77,77 @@ EDGELLM_CPU_CLONES void swiglu(float* gate, const float* up, int64_t n) {
         const float g = gate[i];
         gate[i] = g / one_plus_exp(-g) * up[i];
     }
+}
+
+namespace {
+
+constexpr int64_t kConvMaxTaps = 8;
+constexpr int64_t kConvChunk = 64;  // channels whose taps and sums stay in registers/L1
+
+inline float silu_of(float v) {
+    return v / one_plus_exp(-v);
+}
+
+// The window becomes the last K - 1 rows of u (the window's rows, then x's), in place: row
+// r takes u's row n + r, which is further down (n >= 1) and not yet overwritten.
+void advance_window(const float* x, int64_t ld_x, int64_t n, int64_t ch, int64_t K,
+                    float* window, int64_t ld_win) {
+    const int64_t rows = K - 1;
+    for (int64_t r = 0; r < rows && n > 0; ++r) {
+        const int64_t u = n + r;
+        const float* src = u < rows ? window + u * ld_win : x + (u - rows) * ld_x;
+        std::memmove(window + r * ld_win, src, (size_t)ch * sizeof(float));
+    }
+}
+
+}  // namespace
+
+// In chunks of channels: the chunk's taps transposed to [K][chunk] once, then per row K
+// fmas over contiguous channels (the taps of a channel are K apart in w).
+EDGELLM_CPU_CLONES void conv1d_causal(const float* x, int64_t ld_x, int64_t n, int64_t ch,
+                                      const float* w, int64_t K, float* window, int64_t ld_win,
+                                      float* y, int64_t ld_y, bool silu) {
+    EDGELLM_ASSERT(K >= 1 && K <= kConvMaxTaps, "at most 8 taps");
+    const int64_t rows = K - 1;
+    float wt[kConvMaxTaps][kConvChunk];
+    float acc[kConvChunk];
+    for (int64_t c0 = 0; c0 < ch; c0 += kConvChunk) {
+        const int64_t m = std::min(kConvChunk, ch - c0);
+        for (int64_t k = 0; k < K; ++k)
+            for (int64_t j = 0; j < m; ++j) wt[k][j] = w[(c0 + j) * K + k];
+        for (int64_t t = 0; t < n; ++t) {
+            for (int64_t j = 0; j < m; ++j) acc[j] = 0.0f;
+            for (int64_t k = 0; k < K; ++k) {
+                const int64_t u = t + k;
+                const float* row = (u < rows ? window + u * ld_win : x + (u - rows) * ld_x) + c0;
+                for (int64_t j = 0; j < m; ++j) acc[j] = std::fma(wt[k][j], row[j], acc[j]);
+            }
+            float* yt = y + t * ld_y + c0;
+            if (silu)
+                for (int64_t j = 0; j < m; ++j) yt[j] = silu_of(acc[j]);
+            else
+                for (int64_t j = 0; j < m; ++j) yt[j] = acc[j];
+        }
+    }
+    advance_window(x, ld_x, n, ch, K, window, ld_win);
+}
+
+void conv1d_causal_ref(const float* x, int64_t ld_x, int64_t n, int64_t ch, const float* w,
+                       int64_t K, float* window, int64_t ld_win, float* y, int64_t ld_y,
+                       bool silu) {
+    EDGELLM_ASSERT(K >= 1 && K <= kConvMaxTaps, "at most 8 taps");
+    const int64_t rows = K - 1;
+    for (int64_t c = 0; c < ch; ++c)
+        for (int64_t t = 0; t < n; ++t) {
+            float acc = 0.0f;
+            for (int64_t k = 0; k < K; ++k) {
+                const int64_t u = t + k;
+                const float v = u < rows ? window[u * ld_win + c] : x[(u - rows) * ld_x + c];
+                acc = std::fma(w[c * K + k], v, acc);
+            }
+            y[t * ld_y + c] = silu ? silu_of(acc) : acc;
+        }
+    advance_window(x, ld_x, n, ch, K, window, ld_win);
 }
 
 namespace {

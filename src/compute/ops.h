@@ -41,6 +41,23 @@ struct RopeParams {
 };
 void rope(float* x, int64_t pos, const RopeParams& p);
 
+// Causal depthwise 1-D convolution of a sequence's rows, carrying its window from call to
+// call (LFM2's short convolution, Qwen3.5's conv1d; ggml_ssm_conv):
+//   y[t][c] = sum_{k<K} w[c][k] u[t + k][c]        (then silu(y) when `silu`)
+// where u is the window (K - 1 rows: the inputs at the K - 1 positions before these, the
+// oldest first; zeros before the first position) followed by the n rows of x. Afterwards
+// the window holds the last K - 1 rows of u. Channels [0, ch) of rows of ld_x, ld_y and
+// ld_win floats (a caller splits the channels among threads by offsetting x, y, window and
+// w); w is [ch][K] (GGUF's shortconv.conv / ssm_conv1d: ne0 the taps); y must not overlap
+// x or the window. Each sum is fma'd tap by tap from 0, so every clone and the scalar twin
+// give the same bits.
+void conv1d_causal(const float* x, int64_t ld_x, int64_t n, int64_t ch, const float* w,
+                   int64_t K, float* window, int64_t ld_win, float* y, int64_t ld_y, bool silu);
+// The scalar twin: channel by channel, the definition.
+void conv1d_causal_ref(const float* x, int64_t ld_x, int64_t n, int64_t ch, const float* w,
+                       int64_t K, float* window, int64_t ld_win, float* y, int64_t ld_y,
+                       bool silu);
+
 // x = H x for each run of n elements (n a power of two), H the orthonormal Walsh-Hadamard
 // matrix of order n (Sylvester's, scaled by 1/sqrt(n); H H = I). Turning queries and keys
 // (values, and attention's output back) by it leaves attention unchanged and spreads an

@@ -33,7 +33,7 @@
 #include "compute/ops.h"
 #include "kernels/kernels.h"
 #include "kernels/panel.h"
-#include "model/model_impl.h"
+#include "model/forward_step.h"
 
 namespace edgellm {
 
@@ -79,7 +79,8 @@ size_t largest_activation_buffer(const Model& m, int64_t n_batch, int64_t n_outp
             most = std::max(most, activation_buffer_size(s->pl_model_proj, n_batch, n_threads));
         for (const LayerWeights& l : s->layers)
             for (const TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.w_gate, &l.w_up,
-                                        &l.w_down, &l.pl_gate, &l.pl_proj})
+                                        &l.w_down, &l.pl_gate, &l.pl_proj, &l.conv_in_proj,
+                                        &l.conv_out_proj})
                 if (*t) most = std::max(most, activation_buffer_size(*t, n_batch, n_threads));
     }
     return most;
@@ -104,12 +105,15 @@ void lay_out(Arena& a, const Model& m, const ContextParams& p, int n_threads, Co
         d.pl_gate = a.take<float>(nb * (size_t)h.n_embd_per_layer);
         d.pl_row = a.take<float>((size_t)n_threads * (size_t)(h.n_layer * h.n_embd_per_layer));
     }
-    int64_t fused = 0;  // the widest fused matrix's output
+    int64_t fused = 0, conv_in = 0;  // the widest fused matrix's output, in_proj's
     for (const LayerWeights& l : m.impl().bound.layers) {
         if (l.wqkv) fused = std::max(fused, l.wqkv.ne[1]);
         if (!l.w_gate) fused = std::max(fused, l.w_up.ne[1]);
+        if (l.conv_in_proj) conv_in = std::max(conv_in, l.conv_in_proj.ne[1]);
     }
     d.fused = fused ? a.take<float>(nb * (size_t)fused) : nullptr;
+    d.conv_in = conv_in ? a.take<float>(nb * (size_t)conv_in) : nullptr;
+    d.conv_io = conv_in ? a.take<float>(nb * (size_t)h.conv_channels) : nullptr;
     d.act_q = a.take<uint8_t>(largest_activation_buffer(m, p.n_batch, p.n_outputs, n_threads));
     d.logits = a.take<float>((size_t)p.n_outputs * h.n_vocab);
     d.out_rows = a.take<int64_t>((size_t)std::max(p.n_batch, p.n_outputs));
@@ -117,6 +121,7 @@ void lay_out(Arena& a, const Model& m, const ContextParams& p, int n_threads, Co
     d.pos = a.take<int32_t>(nb);
     d.attn_scratch_per_thread = 0;
     for (int64_t il = 0; il < h.n_layer; ++il) {
+        if (h.is_recurrent(il)) continue;  // (no attention)
         const AttentionShape s{(int)h.n_head, (int)h.n_head_kv_at(il), (int)h.head_dim_at(il), 1.0f};
         d.attn_scratch_per_thread =
             std::max(d.attn_scratch_per_thread, attention_scratch_per_thread(s, p.type_k, p.n_ctx));
@@ -174,20 +179,6 @@ std::string check_params(const Model& m, const ContextParams& p) {
     if (p.n_ctx > (int64_t)1 << 30) return "context size " + std::to_string(p.n_ctx) + " is absurd";
     if (p.n_seq > (int)kMaxSeq) return std::to_string(p.n_seq) + " sequences is more than 256";
     return {};
-}
-
-// Run fn(t) for t in [0, n) on the pool (inline when there is one row).
-template <typename F>
-void for_each_row(ThreadPool& pool, int64_t n, F&& fn) {
-    if (n == 1) {
-        fn(0);
-        return;
-    }
-    pool.run([&](int ith, int nth) {
-        int64_t t0, t1;
-        ThreadPool::split(n, ith, nth, &t0, &t1);
-        for (int64_t t = t0; t < t1; ++t) fn(t);
-    });
 }
 
 }  // namespace
@@ -277,12 +268,18 @@ Result<MemoryBill> Context::memory_bill(const Model& m, const ContextParams& par
     b.weights_repacked = m.repacked_bytes();
     const KvLayout kl = kv_layout(m, p);
     b.kv_cache = KvCache::bytes_needed(kl) * (size_t)p.n_seq;
-    b.kv_layers = kl.n_layer;
-    for (int64_t il = 0; il < kl.n_layer; ++il)
+    b.kv_layers = 0;
+    for (int64_t il = 0; il < kl.n_layer; ++il) {
+        if (m.hparams().is_recurrent(il)) continue;  // (no K/V)
+        ++b.kv_layers;
         if (kl.cells(il) < kl.n_ctx) {
             ++b.kv_ring_layers;
             b.kv_ring_cells = kl.cells(il);
         }
+    }
+    const RecurrentLayout rl = recurrent_layout(m.hparams());
+    b.recurrent = rl.bytes() * (size_t)p.n_seq;
+    b.recurrent_layers = rl.n_recurrent();
     b.scratch = scratch_bytes(m, p, p.n_threads);
     return b;
 }
@@ -303,6 +300,13 @@ Result<std::unique_ptr<Context>> Context::create(const Model& m, const ContextPa
     try {
         for (int i = 0; i < p.n_seq; ++i)
             d.kv.push_back(std::make_unique<KvCache>(kv_layout(m, p)));
+        if (m.hparams().has_recurrent()) {
+            for (int i = 0; i < p.n_seq; ++i)
+                d.rs.push_back(std::make_unique<RecurrentState>(recurrent_layout(m.hparams())));
+            d.recurrent_why = "this " + m.hparams().arch + " model is a hybrid: its recurrent "
+                              "layers keep one fixed-size state that has folded in every "
+                              "position seen, so no position can be dropped from it";
+        }
     } catch (const std::bad_alloc&) {
         return R::fail("out of memory allocating the KV cache for " + std::to_string(p.n_ctx) +
                        " positions");
@@ -334,22 +338,13 @@ std::string Context::affinity_report() const {
     return n + " pinned to CPUs " + cpu_list_string(pool.cpus());
 }
 
-int64_t Context::n_past(int seq) const {
-    EDGELLM_ASSERT(seq >= 0 && seq < n_seq(), "sequence index in range");
-    return impl_->kv[(size_t)seq]->n_used();
-}
-
 int64_t Context::n_vocab() const {
     return impl_->model->hparams().n_vocab;
 }
 
-int64_t Context::truncate(int64_t n_keep, int seq) {
-    EDGELLM_ASSERT(seq >= 0 && seq < n_seq(), "sequence index in range");
-    return impl_->kv[(size_t)seq]->truncate(n_keep);
-}
-
 int64_t Context::shift(int64_t n_keep, int64_t n_discard, int seq) {
     EDGELLM_ASSERT(seq >= 0 && seq < n_seq(), "sequence index in range");
+    if (recurrent_reason()) return 0;  // (a recurrent state cannot drop positions)
     KvCache& kv = *impl_->kv[(size_t)seq];
     const HParams& h = impl_->model->hparams();
     const TypeKernels& tk = type_kernels(kv.type_k());
@@ -401,34 +396,11 @@ void Context::set_abort_flag(const std::atomic<bool>* flag) {
 
 const Model& Context::model() const { return *impl_->model; }
 
-std::vector<uint8_t> Context::snapshot(int seq) const {
-    std::vector<uint8_t> out;
-    if (seq >= 0 && seq < n_seq()) impl_->kv[(size_t)seq]->snapshot(&out);
-    return out;
-}
-
-Result<int64_t> Context::restore(std::span<const uint8_t> blob, int seq) {
-    using R = Result<int64_t>;
-    if (seq < 0 || seq >= n_seq()) return R::fail("sequence " + std::to_string(seq) + " does not exist");
-    KvCache& kv = *impl_->kv[(size_t)seq];
-    const std::string err = kv.restore(blob);
-    if (!err.empty()) return R::fail(err);
-    return kv.n_used();
-}
-
 void Context::set_trace(TraceFn fn) {
     impl_->trace = std::move(fn);
 }
 
 namespace {
-
-// The rows of one sequence in a forward step: rows [row0, row0 + n) of the batch go to
-// positions first_cell.. of `kv`.
-struct Segment {
-    KvCache* kv;
-    int64_t row0, n, first_cell;
-    int seq;  // the context's sequence (its LoRA adapters)
-};
 
 // y[rows][n_out] += scale * (alpha / rank) * B (A x[rows][n_in]) for each LoRA adapter of a
 // segment's sequence that changes this matrix (`rows` maps an output row to its batch row,
@@ -527,6 +499,68 @@ void add_per_layer_embd(Context::Impl& c, const LayerWeights& l, int64_t il, int
     if (c.trace) c.trace("per_layer_embd_out", (int)il, c.x, n, n_embd);
 }
 
+// Layer il's feed-forward block (SwiGLU, or GELU-gated for Gemma) from the residual stream
+// back to it, and what follows it (Gemma 4's per-layer embedding and output scale).
+void feed_forward_block(Context::Impl& c, std::span<const Segment> segs, const LayerWeights& l,
+                        int64_t il, int64_t n) {
+    const HParams& h = c.model->hparams();
+    ThreadPool& pool = *c.pool;
+    const int64_t n_embd = h.n_embd;
+    const int64_t n_ff = h.n_ff_at(il);
+    for_each_row(pool, n, [&](int64_t t) {
+        rms_norm(c.x + t * n_embd, l.ffn_norm, c.xn + t * n_embd, n_embd, h.rms_eps);
+    });
+    if (!l.w_gate) {  // gate and up in one matrix: its rows' halves apart
+        matmul(pool, l.w_up, c.xn, n_embd, n, c.act_q, c.fused, 2 * n_ff);
+        apply_lora(c, segs, il, LoraSite::Up, c.xn, n_embd, c.fused, 2 * n_ff, n);
+        for_each_row(pool, n, [&](int64_t t) {
+            const float* r = c.fused + t * 2 * n_ff;
+            std::copy(r, r + n_ff, c.gate + t * n_ff);
+            std::copy(r + n_ff, r + 2 * n_ff, c.up + t * n_ff);
+        });
+    } else {
+        quantize_activations(pool, l.w_gate, c.xn, n_embd, n, c.act_q);
+    }
+    // Gate and up at once, joined tile by tile (h never makes a pass of its own), when
+    // they take the panel GEMM alike and no adapter changes them in between.
+    const GluFn glu_fn = h.gelu_ffn ? geglu : swiglu;
+    const bool joined = l.w_gate && !c.lora_on_step && same_activations(l.w_up, l.w_gate, n) &&
+                        matmul_glu(pool, l.w_gate, l.w_up, glu_fn, c.act_q, n, c.gate, n_ff);
+    if (!joined && l.w_gate) {
+        matmul_quantized(pool, l.w_gate, c.act_q, n, c.gate, n_ff);
+        apply_lora(c, segs, il, LoraSite::Gate, c.xn, n_embd, c.gate, n_ff, n);
+        if (!same_activations(l.w_up, l.w_gate, n))
+            quantize_activations(pool, l.w_up, c.xn, n_embd, n, c.act_q);
+        matmul_quantized(pool, l.w_up, c.act_q, n, c.up, n_ff);
+        apply_lora(c, segs, il, LoraSite::Up, c.xn, n_embd, c.up, n_ff, n);
+    }
+    // Otherwise the gate's rows become h = glu(gate, up) as the down matmul quantizes
+    // them.
+    struct Glu {
+        GluFn fn;
+        float* gate;
+        const float* up;
+        int64_t n_ff;
+    } glu{glu_fn, c.gate, c.up, n_ff};
+    const RowPrep glu_row{joined ? nullptr : +[](void* p, int64_t t) {
+                              const Glu& g = *(const Glu*)p;
+                              g.fn(g.gate + t * g.n_ff, g.up + t * g.n_ff, g.n_ff);
+                          },
+                          &glu};
+    quantize_activations(pool, l.w_down, c.gate, n_ff, n, c.act_q, glu_row);
+    matmul_quantized(pool, l.w_down, c.act_q, n, c.xn, n_embd);
+    apply_lora(c, segs, il, LoraSite::Down, c.gate, n_ff, c.xn, n_embd, n);
+    for_each_row(pool, n, [&](int64_t t) {
+        float* o = c.xn + t * n_embd;
+        if (l.post_ffn_norm) rms_norm(o, l.post_ffn_norm, o, n_embd, h.rms_eps);
+        add(c.x + t * n_embd, o, n_embd);
+    });
+    if (l.pl_gate) add_per_layer_embd(c, l, il, n);
+    if (l.out_scale)
+        for_each_row(pool, n, [&](int64_t t) { scale(c.x + t * n_embd, n_embd, l.out_scale[0]); });
+    if (c.trace) c.trace("l_out", (int)il, c.x, n, n_embd);
+}
+
 // One forward step over n tokens made of segments (one per sequence, in row order). Writes
 // the logits of the rows listed in out_rows, in that order, to `logits`. Returns false
 // when the abort flag stopped it between layers.
@@ -592,6 +626,17 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
         if (c.abort && c.abort->load(std::memory_order_relaxed)) return false;
         const LayerWeights& l = w.layers[(size_t)il];
         const int L = (int)il;
+        if (h.is_recurrent(il)) {  // no attention: a block with a state of its own
+            for_each_row(pool, n, [&](int64_t t) {
+                rms_norm(c.x + t * n_embd, l.attn_norm, c.xn + t * n_embd, n_embd, h.rms_eps);
+            });
+            trace("attn_norm", L, c.xn, n, n_embd);
+            short_conv_block(c, segs, l, il, n);
+            for_each_row(pool, n, [&](int64_t t) { add(c.x + t * n_embd, c.xn + t * n_embd, n_embd); });
+            trace("ffn_inp", L, c.x, n, n_embd);
+            feed_forward_block(c, segs, l, il, n);
+            continue;
+        }
         const bool swa = h.is_swa(il);
         const bool roped = h.uses_rope(il);
         layer_rope(h, il, c.rope_factors, &rope_p);
@@ -709,60 +754,7 @@ bool forward_step(Context::Impl& c, std::span<const Segment> segs, const int32_t
         });
         trace("ffn_inp", L, c.x, n, n_embd);
 
-        // Feed-forward block (SwiGLU, or GELU-gated for Gemma).
-        const int64_t n_ff = h.n_ff_at(il);
-        for_each_row(pool, n, [&](int64_t t) {
-            rms_norm(c.x + t * n_embd, l.ffn_norm, c.xn + t * n_embd, n_embd, h.rms_eps);
-        });
-        if (!l.w_gate) {  // gate and up in one matrix: its rows' halves apart
-            matmul(pool, l.w_up, c.xn, n_embd, n, c.act_q, c.fused, 2 * n_ff);
-            apply_lora(c, segs, il, LoraSite::Up, c.xn, n_embd, c.fused, 2 * n_ff, n);
-            for_each_row(pool, n, [&](int64_t t) {
-                const float* r = c.fused + t * 2 * n_ff;
-                std::copy(r, r + n_ff, c.gate + t * n_ff);
-                std::copy(r + n_ff, r + 2 * n_ff, c.up + t * n_ff);
-            });
-        } else {
-            quantize_activations(pool, l.w_gate, c.xn, n_embd, n, c.act_q);
-        }
-        // Gate and up at once, joined tile by tile (h never makes a pass of its own), when
-        // they take the panel GEMM alike and no adapter changes them in between.
-        const GluFn glu_fn = h.gelu_ffn ? geglu : swiglu;
-        const bool joined = l.w_gate && !c.lora_on_step && same_activations(l.w_up, l.w_gate, n) &&
-                            matmul_glu(pool, l.w_gate, l.w_up, glu_fn, c.act_q, n, c.gate, n_ff);
-        if (!joined && l.w_gate) {
-            matmul_quantized(pool, l.w_gate, c.act_q, n, c.gate, n_ff);
-            apply_lora(c, segs, il, LoraSite::Gate, c.xn, n_embd, c.gate, n_ff, n);
-            if (!same_activations(l.w_up, l.w_gate, n))
-                quantize_activations(pool, l.w_up, c.xn, n_embd, n, c.act_q);
-            matmul_quantized(pool, l.w_up, c.act_q, n, c.up, n_ff);
-            apply_lora(c, segs, il, LoraSite::Up, c.xn, n_embd, c.up, n_ff, n);
-        }
-        // Otherwise the gate's rows become h = glu(gate, up) as the down matmul quantizes
-        // them.
-        struct Glu {
-            GluFn fn;
-            float* gate;
-            const float* up;
-            int64_t n_ff;
-        } glu{glu_fn, c.gate, c.up, n_ff};
-        const RowPrep glu_row{joined ? nullptr : +[](void* p, int64_t t) {
-                                  const Glu& g = *(const Glu*)p;
-                                  g.fn(g.gate + t * g.n_ff, g.up + t * g.n_ff, g.n_ff);
-                              },
-                              &glu};
-        quantize_activations(pool, l.w_down, c.gate, n_ff, n, c.act_q, glu_row);
-        matmul_quantized(pool, l.w_down, c.act_q, n, c.xn, n_embd);
-        apply_lora(c, segs, il, LoraSite::Down, c.gate, n_ff, c.xn, n_embd, n);
-        for_each_row(pool, n, [&](int64_t t) {
-            float* o = c.xn + t * n_embd;
-            if (l.post_ffn_norm) rms_norm(o, l.post_ffn_norm, o, n_embd, h.rms_eps);
-            add(c.x + t * n_embd, o, n_embd);
-        });
-        if (l.pl_gate) add_per_layer_embd(c, l, il, n);
-        if (l.out_scale)
-            for_each_row(pool, n, [&](int64_t t) { scale(c.x + t * n_embd, n_embd, l.out_scale[0]); });
-        trace("l_out", L, c.x, n, n_embd);
+        feed_forward_block(c, segs, l, il, n);
     }
 
     // Output rows only.
@@ -823,10 +815,12 @@ Result<std::span<const float>> Context::eval(std::span<const int32_t> tokens, bo
         const int64_t out_begin = all_logits ? 0 : (last ? nb - 1 : nb);
         for (int64_t r = out_begin; r < nb; ++r) c.out_rows[(size_t)(r - out_begin)] = r;
         float* dst = all_logits ? c.logits + start * h.n_vocab : c.logits;
-        const Segment seg{&kv, 0, nb, first_cell, seq};
+        const Segment seg{&kv, 0, nb, first_cell, seq, c.rs_of(seq)};
         if (!forward_step(c, std::span<const Segment>(&seg, 1), tokens.data() + start, nb,
                           std::span<const int64_t>(c.out_rows, (size_t)(nb - out_begin)), dst)) {
-            kv.truncate(first_cell);  // some layers hold the unfinished step's K/V
+            // Some layers hold the unfinished step's K/V (a recurrent state has folded it in:
+            // the sequence starts again).
+            c.cut(seq, first_cell);
             return R::fail(kAborted);
         }
     }
@@ -862,7 +856,7 @@ Result<std::vector<float>> Context::embed(std::span<const int32_t> tokens, Pooli
     if (n > params_.n_ctx)
         return R::fail("input of " + std::to_string(n) + " tokens is larger than the context "
                        "size " + std::to_string(params_.n_ctx));
-    kv.truncate(0);
+    c.cut(seq, 0);
     const bool every_row = pooling == Pooling::None || pooling == Pooling::Mean;
     std::vector<float> out(every_row && pooling == Pooling::None ? (size_t)(n * n_embd)
                                                                  : (size_t)n_embd, 0.0f);
@@ -870,7 +864,7 @@ Result<std::vector<float>> Context::embed(std::span<const int32_t> tokens, Pooli
     for (int64_t start = 0; start < n; start += params_.n_batch) {
         const int64_t nb = std::min(params_.n_batch, n - start);
         if (c.abort && c.abort->load(std::memory_order_relaxed)) {
-            kv.truncate(0);
+            c.cut(seq, 0);
             return R::fail(kAborted);
         }
         // Rows wanted from this step: all of them, the first token's, or the last one's.
@@ -881,11 +875,11 @@ Result<std::vector<float>> Context::embed(std::span<const int32_t> tokens, Pooli
         for (int64_t r = r0; r < r1; ++r) c.out_rows[(size_t)(r - r0)] = r;
         const int64_t first_cell = kv.n_used();
         kv.append(nb);
-        const Segment seg{&kv, 0, nb, first_cell, seq};
+        const Segment seg{&kv, 0, nb, first_cell, seq, c.rs_of(seq)};
         if (!forward_step(c, std::span<const Segment>(&seg, 1), tokens.data() + start, nb,
                           std::span<const int64_t>(c.out_rows, (size_t)(r1 - r0)), c.logits,
                           rows.data())) {
-            kv.truncate(0);
+            c.cut(seq, 0);
             return R::fail(kAborted);
         }
         if (pooling == Pooling::None)
@@ -947,7 +941,7 @@ Result<std::span<const float>> Context::eval_batch(std::span<const SeqTokens> pa
         KvCache& kv = *c.kv[(size_t)parts[i].seq];
         const int64_t k = (int64_t)parts[i].tokens.size();
         std::copy(parts[i].tokens.begin(), parts[i].tokens.end(), c.tokens + row);
-        segs[i] = Segment{&kv, row, k, kv.n_used(), parts[i].seq};
+        segs[i] = Segment{&kv, row, k, kv.n_used(), parts[i].seq, c.rs_of(parts[i].seq)};
         kv.append(k);
         for (int64_t r = parts[i].all_logits ? row : row + k - 1; r < row + k; ++r)
             c.out_rows[n_out++] = r;
@@ -955,7 +949,7 @@ Result<std::span<const float>> Context::eval_batch(std::span<const SeqTokens> pa
     }
     if (!forward_step(c, segs, c.tokens, n, std::span<const int64_t>(c.out_rows, n_out),
                       c.logits)) {
-        for (const Segment& sg : segs) sg.kv->truncate(sg.first_cell);
+        for (const Segment& sg : segs) c.cut(sg.seq, sg.first_cell);
         return R::fail(kAborted);
     }
     return std::span<const float>(c.logits, n_out * (size_t)h.n_vocab);

@@ -35,6 +35,7 @@ void set_field(HParams& hp, Field f, double v) {
         case Field::RotSwa: hp.n_rot_swa = (int64_t)v; break;
         case Field::SharedKvLayers: hp.n_kv_shared = (int64_t)v; break;
         case Field::EmbdPerLayer: hp.n_embd_per_layer = (int64_t)v; break;
+        case Field::ConvKernel: hp.conv_kernel = (int64_t)v; break;
     }
 }
 
@@ -84,9 +85,12 @@ Result<HParams> read_hparams(const GgufFile& f) {
     const auto arch_name = f.get_string("general.architecture");
     if (!arch_name) return R::fail(f.path() + ": missing general.architecture");
     const ArchInfo* arch = find_arch(*arch_name);
-    if (!arch)
+    if (!arch) {
+        if (const char* why = refused_architecture(*arch_name))
+            return R::fail(f.path() + ": architecture \"" + *arch_name + "\": " + why);
         return R::fail(f.path() + ": architecture \"" + *arch_name +
                        "\" is not supported (supported: " + arch_names() + ")");
+    }
     hp.arch = *arch_name;
     const std::string p = hp.arch + ".";
 
@@ -113,7 +117,11 @@ Result<HParams> read_hparams(const GgufFile& f) {
                     why = "has " + std::to_string(a->count) + " values for " +
                           std::to_string(hp.n_layer) + " layers";
                 else if (k.field != Field::SwaPattern &&
-                         std::any_of(vals.begin(), vals.end(), [](int64_t x) { return x <= 0; }))
+                         std::any_of(vals.begin(), vals.end(), [&](int64_t x) {
+                             // (LFM2: 0 KV heads on a recurrent layer)
+                             return x < 0 || (x == 0 && !(k.field == Field::HeadsKv &&
+                                                          arch->recurrent_without_kv_heads));
+                         }))
                     why = "has a value that is not positive";
                 else
                     why = set_field_array(hp, k.field, vals);
@@ -148,8 +156,23 @@ Result<HParams> read_hparams(const GgufFile& f) {
     if (!missing.empty()) return R::fail(f.path() + ": missing or invalid metadata: " + missing);
 
     if (hp.n_ctx_train <= 0) hp.n_ctx_train = 4096;
+    if (arch->recurrent_without_kv_heads && !hp.n_head_kv_arr.empty()) {
+        // The layers without KV heads are recurrent; the model's KV heads are its attention
+        // layers' (the first one's).
+        hp.recurrent_layers.assign((size_t)hp.n_layer, 0);
+        hp.n_head_kv = 0;
+        for (int64_t il = hp.n_layer - 1; il >= 0; --il) {
+            const int64_t kv = hp.n_head_kv_arr[(size_t)il];
+            hp.recurrent_layers[(size_t)il] = kv == 0;
+            if (kv > 0) hp.n_head_kv = kv;
+        }
+        if (hp.n_head_kv == 0)
+            return R::fail(f.path() + ": " + p + "attention.head_count_kv is 0 on every layer "
+                           "(a model without attention layers)");
+    }
     if (hp.n_head_kv == -1) hp.n_head_kv = hp.n_head;
     for (int64_t il = -1; il < hp.n_layer; ++il) {
+        if (hp.is_recurrent(il)) continue;
         const int64_t kv = hp.n_head_kv_at(il);
         if (kv <= 0 || hp.n_head % kv != 0)
             return R::fail(f.path() + ": " + p + "attention.head_count_kv = " + std::to_string(kv) +

@@ -91,6 +91,7 @@ void KvCache::shift(int64_t n_keep, int64_t n_discard,
     std::vector<uint8_t> tmp;
     for (int64_t l = 0; l < l_.n_layer; ++l) {
         const int64_t n_head = l_.head_kv(l);
+        if (n_head == 0) continue;  // (a recurrent layer: no K/V)
         const size_t hbs[2] = {k_row_[(size_t)l] / (size_t)n_head, v_row_[(size_t)l] / (size_t)n_head};
         const size_t cells = (size_t)n_cells(l);
         uint8_t* blocks[2] = {k_rows(l), v_rows(l)};
@@ -176,6 +177,7 @@ void KvCache::snapshot(std::vector<uint8_t>* out) const {
     if (!ring_pos_.empty()) put_bytes(out, ring_pos_.data(), ring_pos_.size() * sizeof(int32_t));
     for (int64_t l = 0; l < l_.n_layer; ++l) {
         const int64_t n_head = l_.head_kv(l);
+        if (n_head == 0) continue;  // (a recurrent layer: no K/V)
         const size_t hbs[2] = {k_row_[(size_t)l] / (size_t)n_head, v_row_[(size_t)l] / (size_t)n_head};
         const size_t cells = (size_t)n_cells(l), used = is_ring(l) ? cells : (size_t)n_used_;
         const uint8_t* blocks[2] = {data_.get() + offset_[(size_t)l],
@@ -207,6 +209,7 @@ std::string KvCache::restore(std::span<const uint8_t> blob) {
     at += ring.size() * sizeof(int32_t);
     for (int64_t l = 0; l < l_.n_layer; ++l) {
         const int64_t n_head = l_.head_kv(l);
+        if (n_head == 0) continue;  // (a recurrent layer: no K/V)
         const size_t hbs[2] = {k_row_[(size_t)l] / (size_t)n_head, v_row_[(size_t)l] / (size_t)n_head};
         const size_t cells = (size_t)n_cells(l), used = is_ring(l) ? cells : (size_t)h.n_used;
         uint8_t* blocks[2] = {data_.get() + offset_[(size_t)l],

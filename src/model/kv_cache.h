@@ -4,7 +4,8 @@
 // head's cells are contiguous for attention; k_row_bytes(layer) is all heads' key bytes for
 // one cell (v_row_bytes(layer) their values': K and V may have different types). Layers
 // may differ in width (Gemma 4's sliding and global layers); layers that read another
-// layer's K/V (Gemma 4's shared layers) are not in the cache at all.
+// layer's K/V (Gemma 4's shared layers) are not in the cache at all; a hybrid's recurrent
+// layers are, with no heads and no bytes (their state is model/recurrent_state.h's).
 //
 // Global layers have one cell per position (cell = position). Sliding-window layers
 // (Gemma 3) may instead keep a ring of ring_cells cells (cell = position % ring_cells):

@@ -48,11 +48,13 @@ class Binder {
         return v;
     }
 
-    // A vector of n elements, as f32 (converted once if the file stores another type).
-    const float* vector(const std::string& name, int64_t n, bool required = true) {
+    // A vector of n elements (or a small f32 matrix of n x rows: a convolution's taps), as
+    // f32 (converted once if the file stores another type).
+    const float* vector(const std::string& name, int64_t n, int64_t rows = 1, bool required = true) {
         const GgufTensorInfo* t = find(name, required);
         if (!t) return nullptr;
-        check_shape(*t, {n});
+        check_shape(*t, {n, rows});
+        n *= rows;
         if (t->type == TensorType::F32) return (const float*)t->data;
         const TypeKernels& k = type_kernels(t->type);
         if (!k.to_float)
@@ -96,7 +98,7 @@ std::vector<TensorView*> matrices(WeightSet& s, bool tied) {
     if (s.pl_model_proj) views.push_back(&s.pl_model_proj);
     for (LayerWeights& l : s.layers)
         for (TensorView* t : {&l.wq, &l.wk, &l.wv, &l.wqkv, &l.wo, &l.w_gate, &l.w_up, &l.w_down,
-                              &l.pl_gate, &l.pl_proj})
+                              &l.pl_gate, &l.pl_proj, &l.conv_in_proj, &l.conv_out_proj})
             if (*t) views.push_back(t);
     return views;
 }
@@ -324,6 +326,8 @@ TensorView* matrix_slot(Model::Impl& w, LayerWeights* l, Slot s) {
         case Slot::Gate: return &l->w_gate;
         case Slot::Up: return &l->w_up;
         case Slot::Down: return &l->w_down;
+        case Slot::ConvInProj: return &l->conv_in_proj;
+        case Slot::ConvOutProj: return &l->conv_out_proj;
         default: return nullptr;
     }
 }
@@ -346,6 +350,7 @@ const float** vector_slot(Model::Impl& w, LayerWeights* l, Slot s) {
         case Slot::PerLayerProjNorm: return &w.pl_proj_norm;
         case Slot::PerLayerPostNorm: return &l->pl_post_norm;
         case Slot::OutScale: return &l->out_scale;
+        case Slot::ConvKernel: return &l->conv_kernel;
         default: return nullptr;
     }
 }
@@ -375,7 +380,7 @@ void bind_weights(const GgufFile& f, const HParams& h, Model::Impl& w) {
         if (TensorView* m = matrix_slot(w, l, t.slot))
             *m = b.matrix(name, ne0, ne1, required);
         else
-            *vector_slot(w, l, t.slot) = b.vector(name, ne0, required);
+            *vector_slot(w, l, t.slot) = b.vector(name, ne0, ne1, required);
     };
     for (const ArchTensor& t : arch.tensors)
         if (!t.per_layer) bind(t, -1);
@@ -394,10 +399,12 @@ void bind_weights(const GgufFile& f, const HParams& h, Model::Impl& w) {
     }
     // (the table's `required` and `instead` saw to the rest: each of q, k and v where the
     // fused matrix is absent, and k on every layer with a cache of its own)
-    for (const LayerWeights& l : w.bound.layers) {
+    for (int64_t il = 0; il < h.n_layer; ++il) {
+        const LayerWeights& l = w.bound.layers[(size_t)il];
         if (l.wqkv && (l.wq || l.wk || l.wv))
             throw Error(f.path() + ": a layer has both attn_qkv and attn_q/k/v");
-        if (!l.wqkv && !l.wq) throw Error(f.path() + ": a layer has neither attn_qkv nor attn_q");
+        if (!l.wqkv && !l.wq && !h.is_recurrent(il))
+            throw Error(f.path() + ": a layer has neither attn_qkv nor attn_q");
     }
 }
 

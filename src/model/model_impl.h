@@ -17,6 +17,7 @@
 #include "compute/thread_pool.h"
 #include "edgellm/model.h"
 #include "model/kv_cache.h"
+#include "model/recurrent_state.h"
 #include "model/repack_cache.h"
 
 namespace edgellm {
@@ -51,6 +52,11 @@ struct LayerWeights {
     TensorView pl_proj;                     // [n_embd_per_layer, n_embd]
     const float* pl_post_norm = nullptr;    // [n_embd]
     const float* out_scale = nullptr;       // [1]
+    // LFM2's short convolution block (recurrent layers): B, C and x from one projection, the
+    // depthwise convolution's taps per channel, the output projection
+    TensorView conv_in_proj;                // [n_embd, 3 n_embd]
+    const float* conv_kernel = nullptr;     // [conv_kernel, n_embd] (ne0: the taps)
+    TensorView conv_out_proj;               // [n_embd, n_embd]
 };
 
 // The matrices a forward step reads: the file's (or a mapped repack cache's), or once a
@@ -149,6 +155,14 @@ struct Context::Impl {
     std::unique_ptr<ThreadPool> pool;
     int threads_asked = 0;  // ContextParams::n_threads as given (the pool may have fewer)
     std::vector<std::unique_ptr<KvCache>> kv;  // one per sequence
+    // Hybrids: each sequence's recurrent state beside its KV cache (empty: the model has
+    // attention layers only).
+    std::vector<std::unique_ptr<RecurrentState>> rs;
+    RecurrentState* rs_of(int seq) const { return rs.empty() ? nullptr : rs[(size_t)seq].get(); }
+    std::string recurrent_why;  // Context::recurrent_reason ("" : none)
+    // Sequence seq cut to its first n_keep positions (Context::truncate's rule: a recurrent
+    // state only keeps all it holds, or starts again). Returns the positions it holds.
+    int64_t cut(int seq, int64_t n_keep);
     const std::atomic<bool>* abort = nullptr;
     TraceFn trace;
 
@@ -170,6 +184,10 @@ struct Context::Impl {
     float* pl_gate = nullptr;         // [n_batch][n_embd_per_layer]
     float* pl_row = nullptr;          // [n_threads][n_layer x n_embd_per_layer] a token's
                                       // row of the per-layer table
+    float* conv_in = nullptr;         // [n_batch][3 n_embd] a short convolution block's B, C
+                                      // and x (LFM2; null: none)
+    float* conv_io = nullptr;         // [n_batch][conv_channels] the convolution's input,
+                                      // then its output
     const float* rope_factors = nullptr;  // the RoPE frequency factors of this context's size
     void* act_q = nullptr;            // quantized activations, largest of all matmuls
     float* logits = nullptr;          // [n_outputs][n_vocab]

@@ -67,6 +67,23 @@ const std::vector<ModelShape> kShapes = {
      .tied_output = true, .rope_base = 1e6f, .swa_period = 5, .n_swa = 512,
      .head_dim_swa = 256, .n_embd_per_layer = 256, .n_kv_shared = 20,
      .double_wide_shared = true, .rope_partial = 0.25f, .final_softcap = 30.0f},
+    // tiny LFM2: short convolutions of 3 taps on layers 0, 1, 3 and 4, attention on 2 and 5
+    {.name = "tiny-lfm2", .arch = "lfm2", .n_embd = 256, .n_ff = 768, .n_layer = 6, .n_head = 8,
+     .n_head_kv = 2, .n_vocab = 4096, .n_ctx_train = 2048, .tied_output = true,
+     .rope_base = 1e6f, .rms_eps = 1e-5f, .attn_layers = (1u << 2) | (1u << 5), .conv_kernel = 3},
+    // LFM2-350M and LFM2-1.2B (LiquidAI's config.json: attention on layers 2, 5, 8, 10, 12
+    // and 14 of 16, conv_L_cache 3, block_ff_dim 6656 / 12288 auto-adjusted to 4608 / 8192 as
+    // llama.cpp's converter does; see docs/architectures.md)
+    {.name = "lfm2-350m", .arch = "lfm2", .n_embd = 1024, .n_ff = 4608, .n_layer = 16,
+     .n_head = 16, .n_head_kv = 8, .n_vocab = 65536, .n_ctx_train = 128000, .tied_output = true,
+     .rope_base = 1e6f, .rms_eps = 1e-5f,
+     .attn_layers = (1u << 2) | (1u << 5) | (1u << 8) | (1u << 10) | (1u << 12) | (1u << 14),
+     .conv_kernel = 3},
+    {.name = "lfm2-1.2b", .arch = "lfm2", .n_embd = 2048, .n_ff = 8192, .n_layer = 16,
+     .n_head = 32, .n_head_kv = 8, .n_vocab = 65536, .n_ctx_train = 128000, .tied_output = true,
+     .rope_base = 1e6f, .rms_eps = 1e-5f,
+     .attn_layers = (1u << 2) | (1u << 5) | (1u << 8) | (1u << 10) | (1u << 12) | (1u << 14),
+     .conv_kernel = 3},
 };
 
 uint64_t splitmix64(uint64_t* s) {
@@ -91,6 +108,7 @@ struct TensorDef {
     std::vector<int64_t> ne;
     float stddev, offset;  // weights: 1/sqrt(fan_in), 0; norms: small, 1
     std::vector<float> values = {};  // these instead of random ones (a single row)
+    bool f32 = false;  // a matrix the converter writes in f32 whatever the type (LFM2's taps)
 };
 
 // Gemma 4's global layers' frequency factors, as its converter makes them: 1 for the
@@ -127,11 +145,13 @@ Result<SynthStats> synth_model(const std::string& path, const SynthOptions& o) {
 namespace {
 
 // A byte-level vocabulary of the right size: the 256 byte characters, then distinct
-// two- or three-character strings, then the chat format's control tokens.
-void synthetic_vocabulary(GgufWriter& gw, int64_t n_vocab, bool qwen, bool gemma) {
+// two- or three-character strings, then the chat format's control tokens (LFM2's ChatML
+// ones: <|im_end|> ends a turn).
+void synthetic_vocabulary(GgufWriter& gw, int64_t n_vocab, bool qwen, bool gemma, bool lfm2) {
     const std::vector<std::string> specials =
         qwen    ? std::vector<std::string>{"<|endoftext|>", "<|im_start|>", "<|im_end|>"}
         : gemma ? std::vector<std::string>{"<bos>", "<eos>", "<start_of_turn>", "<end_of_turn>"}
+        : lfm2  ? std::vector<std::string>{"<|startoftext|>", "<|endoftext|>", "<|im_start|>", "<|im_end|>"}
                 : std::vector<std::string>{"<|begin_of_text|>", "<|end_of_text|>",
                                            "<|start_header_id|>", "<|end_header_id|>",
                                            "<|eot_id|>"};
@@ -155,12 +175,13 @@ void synthetic_vocabulary(GgufWriter& gw, int64_t n_vocab, bool qwen, bool gemma
         types.push_back(3);
     }
     gw.set("tokenizer.ggml.model", gguf_value("gpt2"));
-    gw.set("tokenizer.ggml.pre", gguf_value(qwen ? "qwen2" : "llama-bpe"));  // (a byte-level BPE)
+    gw.set("tokenizer.ggml.pre", gguf_value(qwen ? "qwen2" : lfm2 ? "lfm2" : "llama-bpe"));  // (a byte-level BPE)
     gw.set("tokenizer.ggml.tokens", gguf_value(gguf_string_array(std::move(tokens))));
     gw.set("tokenizer.ggml.token_type", gguf_value(gguf_int32_array(types)));
     gw.set("tokenizer.ggml.merges", gguf_value(gguf_string_array({})));
     gw.set("tokenizer.ggml.bos_token_id", gguf_value((uint32_t)n_plain));
-    gw.set("tokenizer.ggml.eos_token_id", gguf_value((uint32_t)(qwen ? n_plain + 2 : n_plain + 1)));
+    gw.set("tokenizer.ggml.eos_token_id",
+           gguf_value((uint32_t)(qwen ? n_plain + 2 : lfm2 ? n_plain + 3 : n_plain + 1)));
     gw.set("tokenizer.ggml.add_bos_token", gguf_value(!qwen));
 }
 
@@ -221,6 +242,19 @@ Result<SynthStats> synth_write(const std::string* path, const SynthOptions& o) {
             if (sh->double_wide_shared) hp.n_ff_arr.push_back(hp.has_kv(il) ? sh->n_ff : 2 * sh->n_ff);
         }
     }
+    const bool lfm2 = arch->recurrent_without_kv_heads;
+    if (lfm2) {
+        if (sh->conv_kernel <= 0)
+            return R::fail("shape " + std::string(sh->name) + " has no LFM2 layout (attention and " +
+                           "short convolution layers): use tiny-lfm2, lfm2-350m or lfm2-1.2b");
+        hp.conv_kernel = sh->conv_kernel;
+        hp.conv_channels = hp.n_embd;
+        for (int64_t il = 0; il < sh->n_layer; ++il) {
+            const bool attn = (sh->attn_layers >> il) & 1;
+            hp.recurrent_layers.push_back(attn ? 0 : 1);
+            hp.n_head_kv_arr.push_back(attn ? sh->n_head_kv : 0);
+        }
+    }
 
     // Tensors in the order convert scripts write them: embeddings, blocks, the rest; of two
     // forms the checkpoint's (fused q/k/v for Phi-3); frequency factors of the family too.
@@ -232,7 +266,8 @@ Result<SynthStats> synth_write(const std::string* path, const SynthOptions& o) {
         const std::string name = tensor_name(t, il);
         const int64_t ne0 = dim_length(t.ne0, hp, il), ne1 = dim_length(t.ne1, hp, il);
         if (t.ne1 != Dim::One) {
-            defs.push_back({name, {ne0, ne1}, 1.0f / std::sqrt((float)ne0), 0.0f});
+            defs.push_back({name, {ne0, ne1}, 1.0f / std::sqrt((float)ne0), 0.0f, {},
+                            t.slot == Slot::ConvKernel});
             return;
         }
         switch (t.slot) {
@@ -288,11 +323,13 @@ Result<SynthStats> synth_write(const std::string* path, const SynthOptions& o) {
     QuantizeOptions qo;
     qo.ftype = o.type;
     qo.arch = arch_name;
-    std::vector<TensorType> plan = plan_tensor_types(specs, sh->n_head / sh->n_head_kv, qo);
+    // (llama.cpp's n_gqa() is the first layer's: 0 for a recurrent one)
+    const int64_t n_gqa = hp.n_head_kv_at(0) > 0 ? sh->n_head / hp.n_head_kv_at(0) : 0;
+    std::vector<TensorType> plan = plan_tensor_types(specs, n_gqa, qo);
     // A matrix the quantizer keeps (Gemma 4's per_layer_model_proj) stays as the converter
     // wrote it: in 16 bits but in an f32 file.
     for (size_t i = 0; i < plan.size(); ++i)
-        if (specs[i].n_dims == 2 && plan[i] == TensorType::F32 && o.type != FileType::F32)
+        if (specs[i].n_dims == 2 && plan[i] == TensorType::F32 && o.type != FileType::F32 && !defs[i].f32)
             plan[i] = o.type == FileType::BF16 ? TensorType::BF16 : TensorType::F16;
     for (TensorType t : plan)
         if (!can_quantize(t))
@@ -335,6 +372,7 @@ Result<SynthStats> synth_write(const std::string* path, const SynthOptions& o) {
         const int64_t window = sh->n_swa ? sh->n_swa : std::string(sh->name) == "tiny" ? 8 : 512;
         gw.set(a + "attention.sliding_window", gguf_value((uint32_t)window));
     }
+    if (lfm2) gw.set(a + "shortconv.l_cache", gguf_value((uint32_t)sh->conv_kernel));
     if (gemma4) {
         // as conversion/gemma.py's Gemma4Model: the global layers rotate their whole head
         // (the factors leave part of it still), the sliding ones theirs
@@ -356,7 +394,7 @@ Result<SynthStats> synth_write(const std::string* path, const SynthOptions& o) {
             if (k.starts_with("tokenizer.")) gw.set(k, v);
         gw.set(a + "vocab_size", gguf_value((uint32_t)hp.n_vocab));
     } else {
-        synthetic_vocabulary(gw, sh->n_vocab, qwen, gemma);
+        synthetic_vocabulary(gw, sh->n_vocab, qwen, gemma, lfm2);
     }
 
     const int n_threads =

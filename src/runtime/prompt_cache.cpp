@@ -20,7 +20,9 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kMagic[8] = {'E', 'D', 'G', 'P', 'C', 0, 0, 1};
-constexpr uint32_t kVersion = 1;
+// 2: Context::snapshot holds a hybrid's recurrent state after the KV cache (a file of
+// version 1 is refused by its version, never read as one).
+constexpr uint32_t kVersion = 2;
 constexpr const char* kExt = ".kvc";
 constexpr size_t kMaxKey = 4096;
 constexpr uint64_t kMaxTokens = 1u << 24;
@@ -313,6 +315,7 @@ std::optional<PromptCache::Hit> PromptCache::find(std::span<const int32_t> promp
     for (const Entry& e : entries_) {
         if (e.id == 0) continue;
         const int64_t c = common_prefix(e.tokens, prompt);
+        if (o_.whole_entries && (c < (int64_t)e.tokens.size() || c >= (int64_t)prompt.size())) continue;
         if (c <= than || (best && (c < best->common || (c == best->common && !e.ram)))) continue;
         best = Hit{e.id, c, (int64_t)e.tokens.size(), e.ram != nullptr, e.file};
     }

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "edgellm/speculative.h"
+#include "model/digest.h"
 
 namespace edgellm {
 
@@ -289,12 +290,54 @@ int64_t KvSequence::rollback(int64_t n_keep) {
     return kept;
 }
 
-int64_t KvSequence::keep_prefix(std::span<const int32_t> tokens, int64_t max_keep) {
+void KvSequence::save_checkpoint(Checkpoint* into) const {
+    into->n = (int64_t)tokens_.size();
+    Digest d;
+    d.add(tokens_.data(), tokens_.size() * sizeof(int32_t));
+    into->digest = d.value();
+    ctx_.save_recurrent(&into->state, seq_);
+}
+
+Result<int64_t> KvSequence::rollback_to(const Checkpoint& cp) {
+    using R = Result<int64_t>;
+    if (cp.n < 0) return R::fail("the checkpoint was never taken");
+    if (cp.n > (int64_t)tokens_.size())
+        return R::fail("the sequence holds " + std::to_string(tokens_.size()) +
+                       " tokens, fewer than the checkpoint's " + std::to_string(cp.n));
+    Digest d;
+    d.add(tokens_.data(), (size_t)cp.n * sizeof(int32_t));
+    if (d.value() != cp.digest)
+        return R::fail("the sequence no longer starts with the checkpoint's tokens");
+    auto n = ctx_.restore_recurrent(cp.state, seq_);
+    if (!n) {
+        sync();  // (a ring that could not go back empties the sequence)
+        return n;
+    }
+    tokens_.resize((size_t)*n);
+    n_.store(*n, std::memory_order_relaxed);
+    return n;
+}
+
+namespace {
+
+int64_t common_part(std::span<const int32_t> held, std::span<const int32_t> tokens, int64_t max_keep) {
     int64_t common = 0;
-    const int64_t limit = std::min<int64_t>({(int64_t)tokens_.size(), (int64_t)tokens.size(), max_keep});
-    while (common < limit && tokens_[(size_t)common] == tokens[(size_t)common]) ++common;
+    const int64_t limit = std::min<int64_t>({(int64_t)held.size(), (int64_t)tokens.size(), max_keep});
+    while (common < limit && held[(size_t)common] == tokens[(size_t)common]) ++common;
+    return common;
+}
+
+}  // namespace
+
+int64_t KvSequence::keep_prefix(std::span<const int32_t> tokens, int64_t max_keep) {
+    const int64_t common = common_part(tokens_, tokens, max_keep);
     if (common == (int64_t)tokens_.size()) return common;
     return rollback(common);
+}
+
+int64_t KvSequence::reusable_prefix(std::span<const int32_t> tokens, int64_t max_keep) const {
+    const int64_t common = common_part(tokens_, tokens, max_keep);
+    return common == (int64_t)tokens_.size() || can_rollback() ? common : 0;
 }
 
 int64_t KvSequence::shift(int64_t n_keep, int64_t n_discard) {
@@ -472,7 +515,7 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
     const auto t1 = Clock::now();
     while (p.n_predict != 0 && !stopped) {
         if (!take(next)) break;
-        if (cache_.size() >= n_ctx && p.context_shift) {
+        if (cache_.size() >= n_ctx && p.context_shift && cache_.can_rollback()) {
             // llama-server's context shift: keep the first n_keep, drop half of the rest.
             int64_t n_keep = p.n_keep < 0 ? (int64_t)prompt.size() : p.n_keep;
             if (tok_.bos() >= 0 && !prompt.empty() && prompt[0] == tok_.bos()) n_keep += 1;
@@ -497,7 +540,7 @@ Result<GenerateResult> Session::generate(std::span<const int32_t> prompt, const 
         // generate (the step's own sample is one of them); the drafter may draft fewer.
         drafts.clear();
         int max_draft = 0;
-        if (sp.drafter) {
+        if (sp.drafter && cache_.can_rollback()) {
             max_draft = sp.n_max;
             max_draft = (int)std::min<int64_t>(max_draft, n_ctx - held - 1);
             if (p.n_predict > 0)

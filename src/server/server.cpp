@@ -177,8 +177,12 @@ int Server::run() {
     }
     d.keep_repacked(*d.live.model);
     if (d.live.draft_model) d.keep_repacked(*d.live.draft_model);
-    if (bill) d.log("memory: weights %.0f MiB, KV cache %.0f MiB, scratch %.0f MiB",
+    if (bill) d.log("memory: weights %.0f MiB, KV cache %.0f MiB, %sscratch %.0f MiB",
                     (double)bill->weights / 1048576.0, (double)bill->kv_cache / 1048576.0,
+                    bill->recurrent ? ("recurrent state " + size_text(bill->recurrent) + " (" +
+                                       std::to_string(bill->recurrent_layers) + " layers), ")
+                                          .c_str()
+                                    : "",
                     (double)bill->scratch / 1048576.0);
     if (d.live.draft_ctx) {
         const auto db = Context::memory_bill(*d.live.draft_model, d.live.draft_ctx->params());
@@ -207,6 +211,14 @@ int Server::run() {
         d.log("speculative decoding: %s, at least %d drafts, %s", what.c_str(), sc.n_min,
               sc.adaptive ? "draft length chosen per slot from the measured accept rate and costs"
                           : "always the most (--spec-fixed)");
+    }
+    // A hybrid's recurrent state cannot drop positions: no context shift, no drafts (until
+    // checkpoints can take them back).
+    if (const char* why = d.live.ctx->recurrent_reason()) {
+        if (d.cfg.defaults.context_shift)
+            d.log("warning: context shift is off: %s (a full context ends the reply; "
+                  "--context-policy summarize works)", why);
+        if (d.cfg.spec.on()) d.log("warning: speculative decoding drafts nothing: %s", why);
     }
     // What loading allocated and freed (the draft model's tokenizer, parse buffers) goes
     // back to the system instead of staying resident in the heap.

@@ -25,6 +25,7 @@
 #include "compute/ops.h"
 #include "kernels/kernels.h"
 #include "model/model_impl.h"
+#include "synth_file.h"
 #include "test_paths.h"
 
 using namespace edgellm;
@@ -33,31 +34,11 @@ namespace fs = std::filesystem;
 namespace {
 
 fs::path tiny(const test::TempDir& dir, FileType type = FileType::F32) {
-    const fs::path f = dir.path / (std::string("tiny-gemma4-") + file_type_name(type) + ".gguf");
-    if (fs::exists(f)) return f;
-    SynthOptions o;
-    o.shape = "tiny-gemma4";
-    o.type = type;
-    o.n_threads = 2;
-    auto r = synth_model(f.string(), o);
-    EXPECT_TRUE(r.ok()) << r.error();
-    return f;
+    return test::synth_file(dir, "tiny-gemma4", type);
 }
 
-std::vector<int32_t> some_tokens(int n) {
-    std::vector<int32_t> t;
-    for (int i = 0; i < n; ++i) t.push_back((i * 131 + 7) % 4000);
-    return t;
-}
-
-double nrmse(std::span<const float> a, std::span<const float> b) {
-    double num = 0, den = 0;
-    for (size_t i = 0; i < a.size(); ++i) {
-        num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        den += (double)b[i] * b[i];
-    }
-    return std::sqrt(num / den);
-}
+using test::nrmse;
+using test::some_tokens;
 
 // The traced rows of one step, by name and layer.
 using Traces = std::map<std::pair<std::string, int>, std::vector<float>>;
@@ -388,14 +369,8 @@ TEST(Gemma4, EncodersAndExpertsAreRefusedByName) {
                           Case{nullptr, "gemma4.expert_count", 128, "mixture of experts"},
                           // layers 5-8 shared: 5 would read 4, a sliding layer
                           Case{nullptr, "gemma4.attention.shared_kv_layers", 4, "of the other kind"}}) {
-        GgufWriter w;
-        w.copy_metadata(**src);
-        if (k.key) w.set(k.key, gguf_value(k.value));
-        for (const auto& t : (*src)->tensors())
-            w.add_tensor(t.name, t.type, std::vector<int64_t>(t.ne, t.ne + t.n_dims), t.data);
-        if (k.tensor) w.add_tensor(k.tensor, TensorType::F32, {norm->ne[0]}, norm->data);
         const fs::path f = dir.path / "refused.gguf";
-        ASSERT_TRUE(w.write(f.string()).ok());
+        test::write_variant(f, **src, k.key, gguf_value(k.value), k.tensor, norm);
         auto m = Model::load(f.string());
         ASSERT_FALSE(m.ok()) << (k.tensor ? k.tensor : k.key);
         EXPECT_NE(m.error().find(k.tensor ? k.tensor : k.key), std::string::npos) << m.error();

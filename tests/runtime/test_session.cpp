@@ -12,6 +12,7 @@
 #include "edgellm/session.h"
 #include "test_paths.h"
 #include "tiny_model.h"
+#include "greedy.h"
 
 using namespace edgellm;
 namespace fs = std::filesystem;
@@ -23,13 +24,7 @@ using test::load;
 
 const std::vector<int32_t> kPrompt = {1936, 2094, 3090, 3890, 142, 590, 3368, 3882};
 
-GenerateParams greedy(int n) {
-    GenerateParams p;
-    p.n_predict = n;
-    p.sampling.temperature = 0.0f;
-    p.ignore_eos = true;
-    return p;
-}
+using test::greedy;
 
 }  // namespace
 

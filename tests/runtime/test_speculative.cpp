@@ -17,6 +17,7 @@
 
 #include <unistd.h>
 #include "test_paths.h"
+#include "greedy.h"
 
 using namespace edgellm;
 namespace fs = std::filesystem;
@@ -68,13 +69,7 @@ bool load_pair(Pair* p) {
 
 const std::vector<int32_t> kPrompt = {1936, 2094, 3090, 3890, 142, 590, 3368, 3882};
 
-GenerateParams greedy(int n) {
-    GenerateParams p;
-    p.n_predict = n;
-    p.sampling.temperature = 0.0f;
-    p.ignore_eos = true;
-    return p;
-}
+using test::greedy;
 
 // A prompt that repeats itself, so prompt lookup has something to find.
 std::vector<int32_t> repeating_prompt() {

@@ -12,6 +12,7 @@ const ArchInfo& gemma3();
 const ArchInfo& gemma4();
 const ArchInfo& phi3();
 const ArchInfo& smollm3();
+const ArchInfo& lfm2();
 
 // llama.cpp's LlamaModel converter, which SmolLM3's extends (llama.cpp).
 void llama_convert(HfConvert& c);

@@ -26,8 +26,20 @@ void HfConvert::fail(const std::string& why) const {
 const std::vector<const ArchInfo*>& architectures() {
     static const std::vector<const ArchInfo*> all = {&arch::llama(), &arch::qwen2(), &arch::qwen3(),
                                                      &arch::gemma3(), &arch::gemma4(), &arch::phi3(),
-                                                     &arch::smollm3()};
+                                                     &arch::smollm3(), &arch::lfm2()};
     return all;
+}
+
+const char* refused_architecture(std::string_view name) {
+    static const std::pair<const char*, const char*> refused[] = {
+        {"lfm2moe", "LFM2's mixture of experts (LFM2-8B-A1B) is not supported; edgellm runs the "
+                    "dense LFM2 and LFM2.5 (350M to 2.6B, architecture lfm2)"},
+        {"clip", "this is a multimodal projector (mmproj) file, not a model: edgellm runs text "
+                 "models"},
+    };
+    for (const auto& [n, why] : refused)
+        if (name == n) return why;
+    return nullptr;
 }
 
 const ArchInfo* find_arch(std::string_view name) {
@@ -57,6 +69,8 @@ int64_t dim_length(Dim d, const HParams& h, int64_t il) {
         case Dim::RotHalf: return h.n_rot_at(il) / 2;
         case Dim::PerLayer: return h.n_embd_per_layer;
         case Dim::PerLayerAll: return h.n_embd_per_layer * h.n_layer;
+        case Dim::ConvKernel: return h.conv_kernel;
+        case Dim::Embd3: return 3 * h.n_embd;
     }
     return 0;
 }
@@ -66,6 +80,8 @@ bool tensor_present(const ArchTensor& t, const HParams& h, int64_t il) {
         case When::Always: return true;
         case When::KvLayer: return il < 0 || h.has_kv(il);
         case When::PerLayerEmbd: return h.n_embd_per_layer > 0;
+        case When::AttnLayer: return il < 0 || !h.is_recurrent(il);
+        case When::RecurrentLayer: return il < 0 || h.is_recurrent(il);
     }
     return true;
 }

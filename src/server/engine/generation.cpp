@@ -117,7 +117,9 @@ ToolFormat Server::Impl::tool_format() const {
 Slot* Server::Impl::acquire(const std::vector<int32_t>& prompt, int want, const http::Request& req,
                             http::Response& res, ApiError* err, std::string* log_extra) {
     const SlotPool::Acquired a = live.pool->acquire(
-        want, [&](int id) { return common_prefix(live.slots[(size_t)id]->session->cached_tokens(), prompt); },
+        want, [&](int id) {
+            return live.slots[(size_t)id]->session->cache().reusable_prefix(prompt, (int64_t)prompt.size());
+        },
         [&] { return stopping.load() || res.peer_gone(); });
     if (a.outcome == SlotPool::Outcome::Acquired) {
         Slot* s = live.slots[(size_t)a.slot].get();
@@ -185,10 +187,25 @@ std::optional<ApiError> Server::Impl::prepare(Api api, GenRequest& g, Prepared* 
                             " prompt tokens, leaving room for one generated token)",
                         {{"n_prompt_tokens", p->prompt.size()}, {"n_ctx", n_ctx_slot()}}};
     // (n_keep / n_discard only say what a context shift keeps and drops)
-    if (!cfg.defaults.context_shift && (g.gen.n_keep != cfg.defaults.n_keep || g.gen.n_discard != 0))
+    const bool shift_asked = g.gen.n_keep != cfg.defaults.n_keep || g.gen.n_discard != 0;
+    if (!cfg.defaults.context_shift && shift_asked)
         return bad_request(std::string(g.gen.n_discard != 0 ? "n_discard" : "n_keep") +
                            " needs a server started with --context-shift (this one never shifts "
                            "the context: a full context ends the reply)");
+    if (const char* why = live.ctx->recurrent_reason(); why && cfg.defaults.context_shift) {
+        // A context shift cannot apply to a recurrent state: a request that asks for one, or
+        // whose max_tokens needs one, is refused; without max_tokens a full context ends the
+        // reply.
+        const int64_t room = n_ctx_slot() - (int64_t)p->prompt.size();
+        if (shift_asked)
+            return bad_request(std::string("context shift (") + (g.gen.n_discard != 0 ? "n_discard" : "n_keep") +
+                               ") cannot apply to this model: " + why);
+        if (g.gen.n_predict > room)
+            return bad_request("max_tokens " + std::to_string(g.gen.n_predict) + " needs a context "
+                               "shift past the context of " + std::to_string(n_ctx_slot()) +
+                               " tokens (the prompt has " + std::to_string(p->prompt.size()) +
+                               "), which cannot apply to this model: " + why);
+    }
     if (g.id_slot >= (int)live.slots.size())
         return bad_request("id_slot " + std::to_string(g.id_slot) + " does not exist (slots: 0.." +
                            std::to_string(live.slots.size() - 1) + ")");

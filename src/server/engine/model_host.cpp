@@ -303,13 +303,15 @@ std::string Server::Impl::fit_memory(const Model& m, ContextParams* cp, size_t i
     }
     const size_t cache = cfg.cache_ram_mib > 0 ? (size_t)cfg.cache_ram_mib << 20 : 0;
     auto bill_text = [&](const MemoryBill& b) {
-        char buf[400];
+        char buf[460];
         std::snprintf(buf, sizeof buf,
-                      "weights %.0f MiB + KV cache %.0f MiB (%lld tokens x %d slot%s, %s) + scratch "
+                      "weights %.0f MiB + KV cache %.0f MiB (%lld tokens x %d slot%s, %s) + %sscratch "
                       "%.0f MiB + --cache-ram %.0f MiB = %.0f MiB",
                       (double)b.weights / 1048576.0, (double)b.kv_cache / 1048576.0,
                       (long long)cp->n_ctx, cp->n_seq, cp->n_seq > 1 ? "s" : "",
-                      kv_types_name(*cp).c_str(), (double)b.scratch / 1048576.0,
+                      kv_types_name(*cp).c_str(),
+                      b.recurrent ? ("recurrent state " + size_text(b.recurrent) + " + ").c_str() : "",
+                      (double)b.scratch / 1048576.0,
                       (double)cache / 1048576.0, (double)(b.total() + cache) / 1048576.0);
         return std::string(buf);
     };

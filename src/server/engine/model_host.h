@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <future>
 #include <memory>
 #include <string>
@@ -75,13 +76,17 @@ struct Loaded {
 inline double ms_between(Clock::time_point a, Clock::time_point b) {
     return std::chrono::duration<double, std::milli>(b - a).count();
 }
+// "160 KiB", "18.0 MiB": a size that may be well under a MiB (a hybrid's recurrent state).
+inline std::string size_text(size_t bytes) {
+    char b[32];
+    if (bytes < ((size_t)1 << 20))
+        std::snprintf(b, sizeof b, "%.0f KiB", (double)bytes / 1024.0);
+    else
+        std::snprintf(b, sizeof b, "%.1f MiB", (double)bytes / 1048576.0);
+    return b;
+}
 inline int64_t steady_ms() {
     return std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now().time_since_epoch()).count();
-}
-inline int64_t common_prefix(const std::vector<int32_t>& a, const std::vector<int32_t>& b) {
-    size_t n = 0;
-    while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
-    return (int64_t)n;
 }
 // Resident memory of this process, from /proc/self/statm.
 size_t resident_bytes();

@@ -17,6 +17,7 @@ void Server::Impl::open_prompt_cache() {
     o.ram_bytes = cfg.cache_ram_mib < 0 ? SIZE_MAX : (size_t)cfg.cache_ram_mib << 20;
     o.dir = cfg.prompt_cache_dir;
     o.disk_bytes = (size_t)std::max<int64_t>(0, cfg.prompt_cache_max_mib) << 20;
+    o.whole_entries = live.ctx->recurrent_reason() != nullptr;
     live.prompt_cache = std::make_unique<PromptCache>(o);
     for (const std::string& w : live.prompt_cache->open()) {
         log("warning: prompt cache: %s", w.c_str());
@@ -149,7 +150,7 @@ std::string Server::Impl::reuse_prefix(Slot* slot, const std::vector<int32_t>& p
     KvSequence& seq = slot->session->cache();
     // At least the prompt's last token is evaluated (its logits start the reply).
     const int64_t limit = (int64_t)prompt.size() - 1;
-    const int64_t have = cache_prompt ? std::min(common_prefix(seq.tokens(), prompt), limit) : 0;
+    const int64_t have = cache_prompt ? seq.reusable_prefix(prompt, limit) : 0;
     // A cached prefix is worth restoring when it saves more than a few tokens' prefill.
     constexpr int64_t kMinGain = 8;
     std::optional<PromptCache::Hit> hit;

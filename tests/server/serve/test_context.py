@@ -1,10 +1,14 @@
 """A conversation longer than the context: --context-shift and --context-policy summarize."""
 
 import json
+import os
+import shutil
+import subprocess
+import tempfile
 import unittest
 
 from harness import (
-    GEMMA, Server, assert_error_shape, need_model, request, run_cli, sse_events, start_server)
+    ARGS, GEMMA, Server, assert_error_shape, need_model, request, run_cli, sse_events, start_server)
 
 
 class ContextShift(unittest.TestCase):
@@ -81,6 +85,62 @@ class ContextShift(unittest.TestCase):
             r = run_cli(["-m", self.model, *flags])
             self.assertEqual(r.returncode, 2, r.stderr)
             self.assertIn(msg, r.stderr)
+
+
+class HybridContext(unittest.TestCase):
+    """A hybrid model (tiny-lfm2: short convolutions with a recurrent state, and attention)
+    under --context-shift: its state cannot drop tokens, so the start-up says the shift is
+    off, a request asking for one (n_keep) or needing one (max_tokens past the context) is a
+    400 naming the reason, and a reply without max_tokens ends at a full context. The chat
+    renders LFM2.5's template."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="edgellm-lfm2-")
+        cls.model = os.path.join(cls.dir, "tiny-lfm2.gguf")
+        subprocess.run([ARGS.bin, "synth", "--shape", "tiny-lfm2", "--type", "Q8_0", "-o", cls.model],
+                       check=True, capture_output=True)
+        template = os.path.join(ARGS.root, "tests", "data", "templates", "lfm25.jinja")
+        cls.srv = start_server(cls, ["-m", cls.model, "--port", "0", "-c", "128", "-t", "2",
+                                     "--context-shift", "--chat-template-file", template])
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def test_the_start_up_says_the_shift_is_off(self):
+        self.srv.wait_log(r"warning: context shift is off: this lfm2 model is a hybrid", timeout=5)
+        self.srv.wait_log(r"recurrent state 8 KiB \(4 layers\)", timeout=5)
+
+    def test_a_shift_asked_for_or_needed_is_a_400_naming_why(self):
+        msgs = [{"role": "user", "content": "Hi"}]
+        for body, what in (({"messages": msgs, "max_tokens": 4, "n_keep": 8}, "n_keep"),
+                           ({"messages": msgs, "max_tokens": 4, "n_discard": 8}, "n_discard"),
+                           ({"messages": msgs, "max_tokens": 500}, "max_tokens 500")):
+            r = request(self.srv.port, "POST", "/v1/chat/completions", body)
+            assert_error_shape(self, r, 400)
+            message = r.json()["error"]["message"]
+            self.assertIn(what, message)
+            self.assertIn("hybrid", message)
+            self.assertIn("no position can be dropped", message)
+
+    def test_a_reply_without_max_tokens_ends_at_the_full_context(self):
+        r = request(self.srv.port, "POST", "/v1/chat/completions",
+                    {"messages": [{"role": "user", "content": "Hi"}], "temperature": 0,
+                     "ignore_eos": True})
+        self.assertEqual(r.status, 200, r)
+        j = r.json()
+        self.assertEqual(j["choices"][0]["finish_reason"], "length")
+        self.assertEqual(j["usage"]["total_tokens"], 128 + 1)
+
+    def test_the_chat_renders_lfm25s_template(self):
+        r = request(self.srv.port, "POST", "/apply-template",
+                    {"messages": [{"role": "system", "content": "Be brief."},
+                                  {"role": "user", "content": "Hi"}]})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json()["prompt"],
+                         "<|startoftext|><|im_start|>system\nBe brief.<|im_end|>\n"
+                         "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
 
 
 class ContextSummarize(unittest.TestCase):
