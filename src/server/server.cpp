@@ -141,6 +141,15 @@ int Server::run() {
         d.cfg.spec = SpecConfig{};  // drafts were chosen for the main model
         d.degrade("speculative decoding is off with the fallback model");
     }
+    // Drafts on a hybrid would be taken back through its recurrent state, which cannot drop
+    // positions yet: the flag asked for what this server cannot do, so it does not start.
+    if (const char* why = d.live.ctx->recurrent_reason(); why && d.cfg.spec.on()) {
+        d.log("error: %s: speculative decoding is not supported on this model: %s",
+              d.cfg.spec.draft ? "-md" : "--spec-type ngram", why);
+        d.http->stop();
+        d.http_thread.join();
+        return 2;
+    }
     auto tp = Clock::now();
     err = d.load_speculation();
     if (!err.empty()) {
@@ -212,13 +221,12 @@ int Server::run() {
               sc.adaptive ? "draft length chosen per slot from the measured accept rate and costs"
                           : "always the most (--spec-fixed)");
     }
-    // A hybrid's recurrent state cannot drop positions: no context shift, no drafts (until
-    // checkpoints can take them back).
+    // A hybrid's recurrent state cannot drop positions: no context shift (until checkpoints
+    // can take positions back).
     if (const char* why = d.live.ctx->recurrent_reason()) {
         if (d.cfg.defaults.context_shift)
             d.log("warning: context shift is off: %s (a full context ends the reply; "
                   "--context-policy summarize works)", why);
-        if (d.cfg.spec.on()) d.log("warning: speculative decoding drafts nothing: %s", why);
     }
     // What loading allocated and freed (the draft model's tokenizer, parse buffers) goes
     // back to the system instead of staying resident in the heap.

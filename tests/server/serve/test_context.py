@@ -142,6 +142,16 @@ class HybridContext(unittest.TestCase):
                          "<|startoftext|><|im_start|>system\nBe brief.<|im_end|>\n"
                          "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n")
 
+    def test_speculation_on_a_hybrid_does_not_start_naming_the_flag(self):
+        # (drafts would be taken back through the recurrent state, which cannot drop them)
+        for flags, name in ((["--spec-type", "ngram"], "--spec-type ngram"),
+                            (["-md", self.model], "-md")):
+            p = subprocess.run([ARGS.bin, "serve", "-m", self.model, "--port", "0", "-c", "128",
+                                "-t", "2", *flags], capture_output=True, text=True, timeout=60)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn(name + ": speculative decoding is not supported on this model", p.stderr)
+            self.assertIn("hybrid", p.stderr)
+
 
 class ContextSummarize(unittest.TestCase):
     """--context-policy summarize (Gemma 3): a chat history too long for the context and the
