@@ -79,6 +79,17 @@ std::vector<int32_t> repeating_prompt() {
     return p;
 }
 
+// gp's generation of kPrompt by a fresh session of the main model with the pair's draft model
+// drafting up to n_max tokens a step.
+auto generate_with_draft(Pair& p, GenerateParams gp, int n_max) {
+    auto ctx = make_ctx(*p.main.model);
+    Session spec(*p.main.model, *p.main.tok, *ctx);
+    ModelDrafter drafter(*p.draft.model, *p.draft_ctx, 0, 0.0f, p.main.model->hparams().n_vocab);
+    gp.spec.drafter = &drafter;
+    gp.spec.n_max = n_max;
+    return spec.generate(kPrompt, gp, nullptr);
+}
+
 }  // namespace
 
 TEST(Speculative, GreedyOutputIsTheSameWithADraftModel) {
@@ -145,12 +156,7 @@ TEST(Speculative, AThinkingBudgetCutsAtTheSamePlaceWithADraftModel) {
     const std::vector<int32_t> thought(want->tokens.begin(), want->tokens.begin() + 10);
     EXPECT_EQ(p.main.tok->detokenize(thought, false), want->text.substr(0, close));
 
-    auto ctx = make_ctx(*p.main.model);
-    Session spec(*p.main.model, *p.main.tok, *ctx);
-    ModelDrafter drafter(*p.draft.model, *p.draft_ctx, 0, 0.0f, p.main.model->hparams().n_vocab);
-    gp.spec.drafter = &drafter;
-    gp.spec.n_max = 4;
-    auto got = spec.generate(kPrompt, gp, nullptr);
+    auto got = generate_with_draft(p, gp, 4);
     ASSERT_TRUE(got.ok()) << got.error();
     EXPECT_EQ(got->tokens, want->tokens);
     EXPECT_EQ(got->n_reasoning, 10);
@@ -322,12 +328,7 @@ TEST(Speculative, DraftsFollowTheGrammar) {
     Session plain(*p.main.model, *p.main.tok, *p.main_ctx);
     auto want = plain.generate(kPrompt, gp, nullptr);
     ASSERT_TRUE(want.ok());
-    auto ctx = make_ctx(*p.main.model);
-    Session spec(*p.main.model, *p.main.tok, *ctx);
-    ModelDrafter drafter(*p.draft.model, *p.draft_ctx, 0, 0.0f, p.main.model->hparams().n_vocab);
-    gp.spec.drafter = &drafter;
-    gp.spec.n_max = 4;
-    auto got = spec.generate(kPrompt, gp, nullptr);
+    auto got = generate_with_draft(p, gp, 4);
     ASSERT_TRUE(got.ok()) << got.error();
     EXPECT_EQ(got->tokens, want->tokens);
     for (char ch : got->text) EXPECT_TRUE((ch >= 'a' && ch <= 'm') || ch == ' ') << got->text;
